@@ -1,0 +1,3 @@
+//! The `gleaner` command.
+
+fn main() {}

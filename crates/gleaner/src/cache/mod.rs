@@ -1,0 +1,1 @@
+//! Caches: decoded blocks (by byte budget) and open key tables (by count).

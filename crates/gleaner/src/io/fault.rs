@@ -1,0 +1,1 @@
+//! The in-memory fault-injecting file system used by tests.

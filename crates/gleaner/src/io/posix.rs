@@ -1,0 +1,1 @@
+//! The real POSIX file system.

@@ -1,0 +1,17 @@
+//! Gleaner: an embeddable, crash-safe, ordered key-value store for workloads with large values.
+//!
+//! Gleaner is an LSM-tree (the *index tree*) of immutable sorted *key tables*, fed by a
+//! write-ahead log and a concurrent memtable, compacted in the background by leveled compaction.
+//! See `DESIGN.md` and `docs/format.md` in the repository for the architecture and the on-disk
+//! formats.
+
+pub mod cache;
+pub mod checksum;
+pub mod coding;
+pub mod error;
+pub mod io;
+pub mod iter;
+pub mod key;
+pub mod table;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Key tables: the immutable sorted files of the index tree (`.sst`).
