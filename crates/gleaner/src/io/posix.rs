@@ -1,1 +1,756 @@
 //! The real POSIX file system.
+//!
+//! Buffered writes go through a user-space buffer and `write(2)`; direct writes (`O_DIRECT`) go
+//! through an aligned buffer and positional writes, because the kernel only accepts block-aligned
+//! offsets, lengths and memory for them. Reads are positional (`pread`), so one handle serves
+//! many threads without a shared cursor.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
+
+use super::{
+    FileLock, FileSystem, PathKind, RandomAccessFile, ReadFileOptions, WritableFile,
+    WriteFileOptions,
+};
+use crate::error::{Error, Result};
+
+/// Alignment of offsets, lengths and memory for direct I/O. 4096 covers the logical block size
+/// of every device we run on (512 or 4096), and the page size for the memory side.
+const DIRECT_ALIGN: usize = 4096;
+
+/// Canonical paths of the lock files held by this process. `flock` already excludes a second
+/// open file description, but this set makes the rule independent of how the platform treats
+/// locks within one process, and turns a double lock into a clear error without a syscall.
+static LOCKED: LazyLock<Mutex<HashSet<PathBuf>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+
+/// The real file system, backed by `std::fs` and, for direct I/O, `O_DIRECT`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PosixFs;
+
+impl PosixFs {
+    /// Returns the POSIX file system.
+    pub fn new() -> Self {
+        PosixFs
+    }
+}
+
+/// Maps a failed `open` with `O_DIRECT` to the error the user can act on: `EINVAL` means the
+/// file system (e.g. an old tmpfs) does not support direct I/O, so the option must be turned off.
+fn direct_open_error(path: &Path, option: &str, context: String, err: io::Error) -> Error {
+    if err.raw_os_error() == Some(libc::EINVAL) {
+        Error::invalid(format!(
+            "{option} is set but the file system holding {} does not support direct I/O",
+            path.display()
+        ))
+    } else {
+        Error::io(context, err)
+    }
+}
+
+fn round_up(n: usize) -> usize {
+    n.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN
+}
+
+/// A heap buffer whose usable region starts at a `DIRECT_ALIGN`-aligned address. It is made by
+/// over-allocating and skipping to the first aligned byte, which needs no unsafe code; the Vec
+/// is never grown, so its heap block (and thus the alignment) never moves.
+struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` usable bytes (`len` is a multiple of `DIRECT_ALIGN`).
+    fn new(len: usize) -> Self {
+        let storage = vec![0u8; len + DIRECT_ALIGN];
+        let start = storage.as_ptr().align_offset(DIRECT_ALIGN);
+        // align_offset may give up (usize::MAX) in theory; fall back to 0 so we never panic.
+        // The kernel would then reject the I/O with EINVAL, which is reported as an error.
+        let start = if start <= DIRECT_ALIGN { start } else { 0 };
+        AlignedBuf {
+            storage,
+            start,
+            len,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl FileSystem for PosixFs {
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))
+    }
+
+    fn new_writable(&self, path: &Path, opts: WriteFileOptions) -> Result<Box<dyn WritableFile>> {
+        let mut oo = OpenOptions::new();
+        oo.write(true).create(true).truncate(true);
+        let context = || format!("creating {}", path.display());
+        if opts.direct {
+            oo.custom_flags(libc::O_DIRECT);
+            let file = oo.open(path).map_err(|e| {
+                direct_open_error(path, "use_direct_io_for_background_writes", context(), e)
+            })?;
+            // A buffer smaller than one block cannot be written at all; buffer_size 0 still
+            // means "write as soon as possible", handled in append.
+            let cap = round_up(opts.buffer_size.max(1));
+            Ok(Box::new(DirectWriter {
+                file,
+                path: path.to_path_buf(),
+                buf: AlignedBuf::new(cap),
+                buf_len: 0,
+                file_off: 0,
+                eager: opts.buffer_size == 0,
+            }))
+        } else {
+            let file = oo.open(path).map_err(|e| Error::io(context(), e))?;
+            Ok(Box::new(BufferedWriter {
+                file,
+                path: path.to_path_buf(),
+                buf: Vec::with_capacity(opts.buffer_size),
+                cap: opts.buffer_size,
+                len: 0,
+            }))
+        }
+    }
+
+    fn open_readable(
+        &self,
+        path: &Path,
+        opts: ReadFileOptions,
+    ) -> Result<Arc<dyn RandomAccessFile>> {
+        let mut oo = OpenOptions::new();
+        oo.read(true);
+        let context = || format!("opening {}", path.display());
+        if opts.direct {
+            oo.custom_flags(libc::O_DIRECT);
+            let file = oo
+                .open(path)
+                .map_err(|e| direct_open_error(path, "use_direct_io_for_reads", context(), e))?;
+            Ok(Arc::new(DirectReader {
+                file,
+                path: path.to_path_buf(),
+            }))
+        } else {
+            let file = oo.open(path).map_err(|e| Error::io(context(), e))?;
+            Ok(Arc::new(PosixReader {
+                file,
+                path: path.to_path_buf(),
+            }))
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| {
+            Error::io(
+                format!("renaming {} to {}", from.display(), to.display()),
+                e,
+            )
+        })
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io(format!("removing {}", path.display()), e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let context = || format!("listing directory {}", path.display());
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| Error::io(context(), e))? {
+            let entry = entry.map_err(|e| Error::io(context(), e))?;
+            // Gleaner's own names are ASCII; a foreign non-UTF-8 name is still reported (lossily)
+            // so that callers see the directory is not empty.
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn path_kind(&self, path: &Path) -> Result<Option<PathKind>> {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => Ok(Some(PathKind::Dir)),
+            Ok(_) => Ok(Some(PathKind::File)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(format!("inspecting {}", path.display()), e)),
+        }
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| Error::io(format!("getting the size of {}", path.display()), e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let context = || format!("syncing directory {}", path.display());
+        let dir = File::open(path).map_err(|e| Error::io(context(), e))?;
+        dir.sync_all().map_err(|e| Error::io(context(), e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io(format!("opening lock file {}", path.display()), e))?;
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| Error::io(format!("resolving lock file {}", path.display()), e))?;
+        let locked_err = || {
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+                _ => ".".to_string(),
+            };
+            Error::Locked { path: dir }
+        };
+        // Hold the set's mutex across the flock so the two guards never disagree.
+        let mut set = LOCKED.lock();
+        if set.contains(&canonical) {
+            return Err(locked_err());
+        }
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(locked_err()),
+            Err(TryLockError::Error(e)) => {
+                return Err(Error::io(format!("locking {}", path.display()), e));
+            }
+        }
+        set.insert(canonical.clone());
+        Ok(Box::new(PosixLock {
+            file,
+            path: canonical,
+        }))
+    }
+}
+
+/// Guard of a lock file: holds the `flock` and the entry in the process-wide set.
+#[derive(Debug)]
+struct PosixLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileLock for PosixLock {}
+
+impl Drop for PosixLock {
+    fn drop(&mut self) {
+        let mut set = LOCKED.lock();
+        // Release the flock before the set entry, under the set's mutex, so a concurrent locker
+        // never finds the set free while the flock is still held. Closing the file would release
+        // it too; an explicit unlock makes the order certain. An unlock error leaves nothing to
+        // do: the close that follows releases the lock anyway.
+        let _ = self.file.unlock();
+        set.remove(&self.path);
+    }
+}
+
+/// A reader using positional reads through the page cache.
+#[derive(Debug)]
+struct PosixReader {
+    file: File,
+    path: PathBuf,
+}
+
+impl RandomAccessFile for PosixReader {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| {
+            Error::io(
+                format!(
+                    "reading {} bytes of {} at offset {offset}",
+                    buf.len(),
+                    self.path.display()
+                ),
+                e,
+            )
+        })
+    }
+
+    fn size(&self) -> Result<u64> {
+        file_len(&self.file, &self.path)
+    }
+}
+
+fn file_len(file: &File, path: &Path) -> Result<u64> {
+    file.metadata()
+        .map(|m| m.len())
+        .map_err(|e| Error::io(format!("getting the size of {}", path.display()), e))
+}
+
+/// A reader with `O_DIRECT`: every read is widened to aligned bounds and goes through an
+/// aligned bounce buffer, then the requested range is copied out.
+#[derive(Debug)]
+struct DirectReader {
+    file: File,
+    path: PathBuf,
+}
+
+impl DirectReader {
+    fn read_inner(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let align = DIRECT_ALIGN as u64;
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset overflows"))?;
+        let start = offset - offset % align;
+        let aligned_end = end.div_ceil(align) * align;
+        let total = usize::try_from(aligned_end - start)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read too large"))?;
+        let mut bounce = AlignedBuf::new(total);
+        let dst = bounce.as_mut_slice();
+        let mut filled = 0usize;
+        while filled < total {
+            match self.file.read_at(&mut dst[filled..], start + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => {
+                    filled += n;
+                    // A partial block means end of file; another read would start unaligned.
+                    if n % DIRECT_ALIGN != 0 {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let skip = (offset - start) as usize;
+        if filled < skip + buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the file",
+            ));
+        }
+        buf.copy_from_slice(&bounce.as_slice()[skip..skip + buf.len()]);
+        Ok(())
+    }
+}
+
+impl RandomAccessFile for DirectReader {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.read_inner(buf, offset).map_err(|e| {
+            Error::io(
+                format!(
+                    "reading {} bytes of {} at offset {offset} (direct I/O)",
+                    buf.len(),
+                    self.path.display()
+                ),
+                e,
+            )
+        })
+    }
+
+    fn size(&self) -> Result<u64> {
+        file_len(&self.file, &self.path)
+    }
+}
+
+/// A writer through the page cache with an optional user-space buffer.
+///
+/// After a failed write the number of bytes that reached the file is unknown; callers must
+/// abandon the file (the database turns read-only), so no attempt is made to resynchronize.
+#[derive(Debug)]
+struct BufferedWriter {
+    file: File,
+    path: PathBuf,
+    buf: Vec<u8>,
+    cap: usize,
+    len: u64,
+}
+
+impl BufferedWriter {
+    fn write_buffer(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| Error::io(format!("writing to {}", self.path.display()), e))?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl WritableFile for BufferedWriter {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.buf.len() + data.len() > self.cap {
+            self.write_buffer()?;
+        }
+        // Data that would not fit even an empty buffer is written in one call rather than
+        // chopped into buffer-sized pieces.
+        if data.len() >= self.cap {
+            self.file
+                .write_all(data)
+                .map_err(|e| Error::io(format!("writing to {}", self.path.display()), e))?;
+        } else {
+            self.buf.extend_from_slice(data);
+        }
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.write_buffer()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.write_buffer()?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for BufferedWriter {
+    fn drop(&mut self) {
+        // Closing without a flush would silently lose appended bytes; durability still needs
+        // sync, so an error here has no one to report to and is ignored.
+        let _ = self.write_buffer();
+    }
+}
+
+/// A writer with `O_DIRECT`. `buf` holds the bytes from `file_off` (always aligned) onwards;
+/// only whole blocks leave it, except that `sync` also writes the zero-padded partial tail block
+/// and trims the file back to its logical length. The tail stays buffered, so the next write
+/// rewrites that block from its aligned start with the appended bytes in place of the padding.
+#[derive(Debug)]
+struct DirectWriter {
+    file: File,
+    path: PathBuf,
+    buf: AlignedBuf,
+    buf_len: usize,
+    file_off: u64,
+    /// Buffer size 0 was requested: write whole blocks as soon as an append completes them.
+    eager: bool,
+}
+
+impl DirectWriter {
+    fn io_err(&self, what: &str, e: io::Error) -> Error {
+        Error::io(format!("{what} {} (direct I/O)", self.path.display()), e)
+    }
+
+    /// Writes the whole blocks of the buffer and keeps the partial tail.
+    fn write_blocks(&mut self) -> Result<()> {
+        let whole = self.buf_len / DIRECT_ALIGN * DIRECT_ALIGN;
+        if whole == 0 {
+            return Ok(());
+        }
+        self.file
+            .write_all_at(&self.buf.as_slice()[..whole], self.file_off)
+            .map_err(|e| self.io_err("writing to", e))?;
+        self.buf.as_mut_slice().copy_within(whole..self.buf_len, 0);
+        self.buf_len -= whole;
+        self.file_off += whole as u64;
+        Ok(())
+    }
+
+    /// Writes the partial tail block padded with zeros, then cuts the file to its logical length.
+    fn write_tail(&mut self) -> Result<()> {
+        if self.buf_len == 0 {
+            return Ok(());
+        }
+        let padded = round_up(self.buf_len);
+        self.buf.as_mut_slice()[self.buf_len..padded].fill(0);
+        self.file
+            .write_all_at(&self.buf.as_slice()[..padded], self.file_off)
+            .map_err(|e| self.io_err("writing to", e))?;
+        self.file
+            .set_len(self.file_off + self.buf_len as u64)
+            .map_err(|e| self.io_err("truncating", e))
+    }
+}
+
+impl WritableFile for DirectWriter {
+    fn append(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let room = self.buf.len - self.buf_len;
+            let n = room.min(data.len());
+            self.buf.as_mut_slice()[self.buf_len..self.buf_len + n].copy_from_slice(&data[..n]);
+            self.buf_len += n;
+            data = &data[n..];
+            if self.buf_len == self.buf.len {
+                self.write_blocks()?;
+            }
+        }
+        if self.eager {
+            self.write_blocks()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.write_blocks()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.write_blocks()?;
+        self.write_tail()?;
+        self.file.sync_data().map_err(|e| self.io_err("syncing", e))
+    }
+
+    fn len(&self) -> u64 {
+        self.file_off + self.buf_len as u64
+    }
+}
+
+impl Drop for DirectWriter {
+    fn drop(&mut self) {
+        // As for buffered files: do not lose appended bytes on close; errors have no receiver.
+        if self.write_blocks().is_ok() {
+            let _ = self.write_tail();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    fn write_read_round_trip(direct: bool, buffer_size: usize) -> Result<()> {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("f");
+        let opts = WriteFileOptions {
+            direct,
+            buffer_size,
+        };
+        let mut w = fs.new_writable(&path, opts)?;
+        assert!(w.is_empty());
+        let mut expected = Vec::new();
+        for (i, size) in [1usize, 7, 4096, 100, 10_000, 3, 8192, 4095]
+            .iter()
+            .enumerate()
+        {
+            let chunk = pattern(*size, i as u8);
+            w.append(&chunk)?;
+            expected.extend_from_slice(&chunk);
+            if i % 3 == 1 {
+                w.flush()?;
+            }
+            if i % 4 == 2 {
+                // A sync at a non-aligned length, then more appends, exercises the direct
+                // writer's rewrite of the tail block.
+                w.sync()?;
+                assert_eq!(fs.file_size(&path)?, expected.len() as u64);
+            }
+        }
+        assert_eq!(w.len(), expected.len() as u64);
+        w.sync()?;
+        assert_eq!(fs.file_size(&path)?, expected.len() as u64);
+        let r = fs.open_readable(&path, ReadFileOptions { direct })?;
+        assert_eq!(r.size()?, expected.len() as u64);
+        let mut all = vec![0u8; expected.len()];
+        r.read_exact_at(&mut all, 0)?;
+        assert_eq!(all, expected);
+        for (off, len) in [(0usize, 1usize), (4095, 2), (4097, 5000), (9000, 1234)] {
+            let mut b = vec![0u8; len];
+            r.read_exact_at(&mut b, off as u64)?;
+            assert_eq!(b, expected[off..off + len]);
+        }
+        let mut b = vec![0u8; 2];
+        let err = r
+            .read_exact_at(&mut b, expected.len() as u64 - 1)
+            .unwrap_err();
+        assert_eq!(err.io_kind(), Some(io::ErrorKind::UnexpectedEof));
+        drop(r);
+        // Appending after a sync and then dropping without sync keeps the bytes (flush on drop).
+        w.append(b"tail")?;
+        drop(w);
+        expected.extend_from_slice(b"tail");
+        assert_eq!(fs.read_all(&path)?, expected);
+        Ok(())
+    }
+
+    #[test]
+    fn buffered_round_trip_with_various_buffer_sizes() {
+        for size in [0, 5, 4096, 1 << 20] {
+            write_read_round_trip(false, size).unwrap();
+        }
+    }
+
+    #[test]
+    fn direct_round_trip_or_clear_error() {
+        for size in [0, 5, 4096, 1 << 20] {
+            match write_read_round_trip(true, size) {
+                Ok(()) => {}
+                Err(Error::InvalidArgument(msg)) => {
+                    // The temp dir's file system rejects O_DIRECT (e.g. old tmpfs).
+                    assert!(msg.contains("use_direct_io_for_background_writes"), "{msg}");
+                    assert!(msg.contains("does not support direct I/O"), "{msg}");
+                    return;
+                }
+                Err(e) => panic!("direct I/O round trip failed: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn direct_read_error_names_the_read_option_when_unsupported() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("r");
+        std::fs::write(&path, b"hello").unwrap();
+        match fs.open_readable(&path, ReadFileOptions { direct: true }) {
+            Ok(r) => {
+                let mut b = [0u8; 3];
+                r.read_exact_at(&mut b, 2).unwrap();
+                assert_eq!(&b, b"llo");
+                let err = r.read_exact_at(&mut b, 4).unwrap_err();
+                assert_eq!(err.io_kind(), Some(io::ErrorKind::UnexpectedEof));
+            }
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("use_direct_io_for_reads"), "{msg}");
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    #[test]
+    fn positional_reads_from_many_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("shared");
+        let data = pattern(64 * 1024, 9);
+        let mut w = fs.new_writable(&path, WriteFileOptions::default()).unwrap();
+        w.append(&data).unwrap();
+        w.sync().unwrap();
+        let r = fs.open_readable(&path, ReadFileOptions::default()).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                let r = Arc::clone(&r);
+                let data = &data;
+                s.spawn(move || {
+                    for i in 0..200usize {
+                        let off = (i * 977 + t * 131) % (data.len() - 300);
+                        let mut b = [0u8; 300];
+                        r.read_exact_at(&mut b, off as u64).unwrap();
+                        assert_eq!(&b[..], &data[off..off + 300]);
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn read_past_eof_is_unexpected_eof_and_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("short");
+        std::fs::write(&path, b"abc").unwrap();
+        let r = fs.open_readable(&path, ReadFileOptions::default()).unwrap();
+        let mut b = [0u8; 4];
+        let err = r.read_exact_at(&mut b, 0).unwrap_err();
+        assert_eq!(err.io_kind(), Some(io::ErrorKind::UnexpectedEof));
+        assert!(err.to_string().contains("short"), "{err}");
+        let missing = fs
+            .open_readable(&dir.path().join("nope"), ReadFileOptions::default())
+            .unwrap_err();
+        assert_eq!(missing.io_kind(), Some(io::ErrorKind::NotFound));
+        assert!(missing.to_string().contains("nope"), "{missing}");
+    }
+
+    #[test]
+    fn lock_excludes_a_second_holder_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("LOCK");
+        let guard = fs.lock(&path).unwrap();
+        match fs.lock(&path) {
+            Err(Error::Locked { path: p }) => assert_eq!(p, dir.path().display().to_string()),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        // A different spelling of the same file is the same lock.
+        let dotted = dir.path().join(".").join("LOCK");
+        assert!(matches!(fs.lock(&dotted), Err(Error::Locked { .. })));
+        // The flock alone excludes too: a second open file description cannot take it.
+        let other = File::open(&path).unwrap();
+        assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
+        drop(other);
+        drop(guard);
+        let again = fs.lock(&path).unwrap();
+        drop(again);
+    }
+
+    #[test]
+    fn directory_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let sub = dir.path().join("a").join("b");
+        fs.create_dir_all(&sub).unwrap();
+        fs.create_dir_all(&sub).unwrap();
+        assert_eq!(fs.path_kind(&sub).unwrap(), Some(PathKind::Dir));
+        let f = sub.join("one");
+        let mut w = fs.new_writable(&f, WriteFileOptions::default()).unwrap();
+        w.append(b"payload").unwrap();
+        w.sync().unwrap();
+        drop(w);
+        assert_eq!(fs.path_kind(&f).unwrap(), Some(PathKind::File));
+        assert_eq!(fs.path_kind(&sub.join("missing")).unwrap(), None);
+        let g = sub.join("two");
+        fs.rename(&f, &g).unwrap();
+        fs.sync_dir(&sub).unwrap();
+        assert_eq!(fs.path_kind(&f).unwrap(), None);
+        assert_eq!(fs.read_all(&g).unwrap(), b"payload");
+        assert_eq!(fs.file_size(&g).unwrap(), 7);
+        let mut w = fs.new_writable(&f, WriteFileOptions::default()).unwrap();
+        w.append(b"x").unwrap();
+        drop(w);
+        let mut names = fs.list_dir(&sub).unwrap();
+        names.sort();
+        assert_eq!(names, vec!["one".to_string(), "two".to_string()]);
+        // Rename replaces an existing target.
+        fs.rename(&f, &g).unwrap();
+        assert_eq!(fs.read_all(&g).unwrap(), b"x");
+        fs.remove_file(&g).unwrap();
+        assert!(fs.list_dir(&sub).unwrap().is_empty());
+        let err = fs.remove_file(&g).unwrap_err();
+        assert_eq!(err.io_kind(), Some(io::ErrorKind::NotFound));
+        assert!(fs.list_dir(&dir.path().join("none")).is_err());
+        assert!(fs.sync_dir(&dir.path().join("none")).is_err());
+    }
+
+    #[test]
+    fn new_writable_truncates_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 10_000]).unwrap();
+        let mut w = fs.new_writable(&path, WriteFileOptions::default()).unwrap();
+        w.append(b"new").unwrap();
+        w.sync().unwrap();
+        assert_eq!(fs.read_all(&path).unwrap(), b"new");
+    }
+}
