@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::error::Result;
 
 pub use accounting::{IoClass, IoCounters, IoStats};
+pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
 pub use posix::PosixFs;
 
 /// Options for opening a file for reading.
