@@ -5,13 +5,18 @@
 //! See `DESIGN.md` and `docs/format.md` in the repository for the architecture and the on-disk
 //! formats.
 
+pub mod batch;
 pub mod cache;
 pub mod checksum;
 pub mod coding;
 pub mod error;
+pub mod filename;
 pub mod io;
 pub mod iter;
 pub mod key;
+pub mod memtable;
+pub mod options;
 pub mod table;
+pub mod wal;
 
 pub use error::{Error, Result};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 
-pub use accounting::{IoClass, IoCounters, IoStats};
+pub use accounting::{CountedReader, CountedWriter, IoClass, IoCounters, IoStats};
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
 pub use posix::PosixFs;
 

@@ -1,0 +1,258 @@
+//! Write batches: an ordered group of puts and deletes applied atomically.
+//!
+//! The encoded form is also the WAL record payload (docs/format.md, "Write batch"):
+//! `sequence: u64 LE | count: u32 LE | op*`, where an op is `kind: u8 | varint key_len | key`
+//! followed, for puts, by `varint value_len | value`.
+
+use crate::coding::{Decoder, decode_fixed32, decode_fixed64, put_length_prefixed};
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind};
+
+/// Bytes of the batch header (sequence number and count).
+pub const BATCH_HEADER_LEN: usize = 12;
+
+/// An atomic group of writes. Later operations on the same key win over earlier ones.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WriteBatch {
+    rep: Vec<u8>,
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("count", &self.count())
+            .field("bytes", &self.rep.len())
+            .finish()
+    }
+}
+
+/// One operation of a batch, borrowed from its encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    /// Set `key` to `value`.
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// Remove `key`.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+}
+
+impl<'a> BatchOp<'a> {
+    /// The key the operation writes.
+    pub fn key(&self) -> &'a [u8] {
+        match *self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+        }
+    }
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch {
+            rep: vec![0; BATCH_HEADER_LEN],
+        }
+    }
+
+    /// Adds a put. Limits are checked when the batch is written.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.rep.push(ValueKind::Value as u8);
+        put_length_prefixed(&mut self.rep, key.as_ref());
+        put_length_prefixed(&mut self.rep, value.as_ref());
+        self.set_count(self.count() + 1);
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.rep.push(ValueKind::Deletion as u8);
+        put_length_prefixed(&mut self.rep, key.as_ref());
+        self.set_count(self.count() + 1);
+    }
+
+    /// Removes every operation.
+    pub fn clear(&mut self) {
+        self.rep.clear();
+        self.rep.resize(BATCH_HEADER_LEN, 0);
+    }
+
+    /// Number of operations.
+    pub fn count(&self) -> u32 {
+        decode_fixed32(&self.rep[8..12])
+    }
+
+    /// True when the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// Encoded size in bytes (what the WAL stores and what `max_batch_size` limits).
+    pub fn encoded_size(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// Iterates over the operations in order.
+    pub fn iter(&self) -> BatchIter<'_> {
+        BatchIter {
+            dec: Decoder::new(&self.rep[BATCH_HEADER_LEN..]),
+            remaining: self.count(),
+        }
+    }
+
+    /// Appends every operation of `other`.
+    pub fn append(&mut self, other: &WriteBatch) {
+        self.rep.extend_from_slice(&other.rep[BATCH_HEADER_LEN..]);
+        self.set_count(self.count() + other.count());
+    }
+
+    fn set_count(&mut self, n: u32) {
+        self.rep[8..12].copy_from_slice(&n.to_le_bytes());
+    }
+
+    pub(crate) fn sequence(&self) -> SeqNo {
+        decode_fixed64(&self.rep[..8])
+    }
+
+    pub(crate) fn set_sequence(&mut self, seq: SeqNo) {
+        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+
+    /// The encoded form (WAL payload).
+    pub(crate) fn encoded(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// Decodes and fully validates a batch read from the WAL. `file` and `offset` locate the
+    /// record for errors.
+    pub(crate) fn decode(bytes: Vec<u8>, file: &str, offset: u64) -> Result<WriteBatch> {
+        if bytes.len() < BATCH_HEADER_LEN {
+            return Err(Error::corruption(
+                file,
+                offset,
+                "write batch shorter than its header",
+            ));
+        }
+        let batch = WriteBatch { rep: bytes };
+        let mut ops = batch.iter();
+        for op in ops.by_ref() {
+            op.map_err(|detail| Error::corruption(file, offset, detail))?;
+        }
+        if !ops.dec.is_empty() {
+            return Err(Error::corruption(
+                file,
+                offset,
+                "write batch has bytes after its last op",
+            ));
+        }
+        Ok(batch)
+    }
+}
+
+/// Iterator over the operations of a batch; yields an error text for a malformed encoding
+/// (only possible for batches decoded from storage).
+#[derive(Debug, Clone)]
+pub struct BatchIter<'a> {
+    dec: Decoder<'a>,
+    remaining: u32,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = std::result::Result<BatchOp<'a>, &'static str>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let op = (|| {
+            let kind = self.dec.u8().ok_or("truncated op kind")?;
+            let key = self.dec.length_prefixed().ok_or("truncated key")?;
+            match ValueKind::from_byte(kind) {
+                Some(ValueKind::Value) => {
+                    let value = self.dec.length_prefixed().ok_or("truncated value")?;
+                    Ok(BatchOp::Put { key, value })
+                }
+                Some(ValueKind::Deletion) => Ok(BatchOp::Delete { key }),
+                None => Err("unknown op kind"),
+            }
+        })();
+        if op.is_err() {
+            self.remaining = 0;
+        }
+        Some(op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_come_back_in_order() {
+        let mut b = WriteBatch::new();
+        b.put("a", "1");
+        b.delete("b");
+        b.put("", "");
+        assert_eq!(b.count(), 3);
+        let ops: Vec<_> = b.iter().map(|r| r.expect("valid")).collect();
+        assert_eq!(
+            ops,
+            vec![
+                BatchOp::Put {
+                    key: b"a",
+                    value: b"1"
+                },
+                BatchOp::Delete { key: b"b" },
+                BatchOp::Put {
+                    key: b"",
+                    value: b""
+                },
+            ]
+        );
+        let mut c = WriteBatch::new();
+        c.put("z", "9");
+        c.append(&b);
+        assert_eq!(c.count(), 4);
+        c.set_sequence(77);
+        let d = WriteBatch::decode(c.encoded().to_vec(), "x.log", 0).expect("decode");
+        assert_eq!(d.sequence(), 77);
+        assert_eq!(d, c);
+        c.clear();
+        assert!(c.is_empty());
+        assert_eq!(c.encoded_size(), BATCH_HEADER_LEN);
+    }
+
+    #[test]
+    fn malformed_encodings_are_corruption() {
+        let mut b = WriteBatch::new();
+        b.put("key", "value");
+        let good = b.encoded().to_vec();
+        for cut in 0..good.len() {
+            assert!(
+                WriteBatch::decode(good[..cut].to_vec(), "x.log", 9).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut extra = good.clone();
+        extra.push(0);
+        assert!(WriteBatch::decode(extra, "x.log", 9).is_err());
+        let mut bad_kind = good.clone();
+        bad_kind[BATCH_HEADER_LEN] = 7;
+        assert!(WriteBatch::decode(bad_kind, "x.log", 9).is_err());
+        let mut wrong_count = good;
+        wrong_count[8] = 2;
+        let err = WriteBatch::decode(wrong_count, "x.log", 9).expect_err("count");
+        assert!(err.is_corruption());
+    }
+}

@@ -1,0 +1,103 @@
+//! Names of the files in a database directory (docs/format.md, "Directory layout").
+
+/// Kinds of files Gleaner creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileType {
+    /// A write-ahead log: `NNNNNN.log`.
+    Wal(u64),
+    /// A key table: `NNNNNN.sst`.
+    KeyTable(u64),
+    /// A manifest: `MANIFEST-NNNNNN`.
+    Manifest(u64),
+    /// `CURRENT`, naming the live manifest.
+    Current,
+    /// `LOCK`.
+    Lock,
+    /// `OPTIONS`.
+    Options,
+    /// A temporary file (`*.tmp`) left by an interrupted atomic replace.
+    Temp,
+}
+
+/// File name of WAL `n`.
+pub fn wal_file_name(n: u64) -> String {
+    format!("{n:06}.log")
+}
+
+/// File name of key table `n`.
+pub fn table_file_name(n: u64) -> String {
+    format!("{n:06}.sst")
+}
+
+/// File name of manifest `n`.
+pub fn manifest_file_name(n: u64) -> String {
+    format!("MANIFEST-{n:06}")
+}
+
+/// Name of the file naming the live manifest.
+pub const CURRENT: &str = "CURRENT";
+/// Name of the lock file.
+pub const LOCK: &str = "LOCK";
+/// Name of the options file.
+pub const OPTIONS: &str = "OPTIONS";
+
+/// Recognizes a file name created by Gleaner; `None` for anything else (which Gleaner never
+/// touches).
+pub fn parse_file_name(name: &str) -> Option<FileType> {
+    fn number(digits: &str) -> Option<u64> {
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+    match name {
+        CURRENT => return Some(FileType::Current),
+        LOCK => return Some(FileType::Lock),
+        OPTIONS => return Some(FileType::Options),
+        _ => {}
+    }
+    if let Some(rest) = name.strip_prefix("MANIFEST-") {
+        return number(rest).map(FileType::Manifest);
+    }
+    if let Some(stem) = name.strip_suffix(".log") {
+        return number(stem).map(FileType::Wal);
+    }
+    if let Some(stem) = name.strip_suffix(".sst") {
+        return number(stem).map(FileType::KeyTable);
+    }
+    if name == "CURRENT.tmp" || name == "OPTIONS.tmp" {
+        return Some(FileType::Temp);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_strangers_are_ignored() {
+        assert_eq!(parse_file_name(&wal_file_name(7)), Some(FileType::Wal(7)));
+        assert_eq!(
+            parse_file_name(&table_file_name(1234567)),
+            Some(FileType::KeyTable(1234567))
+        );
+        assert_eq!(
+            parse_file_name(&manifest_file_name(3)),
+            Some(FileType::Manifest(3))
+        );
+        assert_eq!(parse_file_name("CURRENT"), Some(FileType::Current));
+        assert_eq!(parse_file_name("CURRENT.tmp"), Some(FileType::Temp));
+        for stranger in [
+            "notes.txt",
+            "12a.sst",
+            ".sst",
+            "MANIFEST-",
+            "MANIFEST-x1",
+            "0001.log.bak",
+            "-1.log",
+        ] {
+            assert_eq!(parse_file_name(stranger), None, "{stranger}");
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! Database options: documented defaults in named constants, validation that names the option,
+//! string-based setting (`--option NAME=VALUE`) and persistence in the OPTIONS file.
+
+mod file;
+mod value;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::io::{FileSystem, PosixFs};
+
+pub use file::{parse_options_file, render_options_file};
+pub use value::{Compression, OptionValue, WalRecoveryMode};
+
+/// Longest key accepted by any write: 64 KiB.
+pub const MAX_KEY_SIZE: usize = 64 << 10;
+/// Largest value `max_value_size` may be set to: 1 GiB.
+pub const MAX_VALUE_SIZE_LIMIT: u64 = 1 << 30;
+/// Largest `max_batch_size` may be set to: 2 GiB. WAL readers reject records larger than this.
+pub const MAX_BATCH_SIZE_LIMIT: u64 = 2 << 30;
+
+/// Default `memtable_size`: 64 MiB.
+pub const DEFAULT_MEMTABLE_SIZE: u64 = 64 << 20;
+/// Default `max_immutable_memtables`: 2.
+pub const DEFAULT_MAX_IMMUTABLE_MEMTABLES: u32 = 2;
+/// Default `key_table_size` (target size of one key table): 64 MiB.
+pub const DEFAULT_KEY_TABLE_SIZE: u64 = 64 << 20;
+/// Default `level_base_size` (target size of level 1): 256 MiB.
+pub const DEFAULT_LEVEL_BASE_SIZE: u64 = 256 << 20;
+/// Default `level_multiplier`: 10.
+pub const DEFAULT_LEVEL_MULTIPLIER: u32 = 10;
+/// Default `num_levels`: 7.
+pub const DEFAULT_NUM_LEVELS: u32 = 7;
+/// Default `l0_compaction_trigger`: 4 files.
+pub const DEFAULT_L0_COMPACTION_TRIGGER: u32 = 4;
+/// Default `l0_slowdown_trigger`: 20 files.
+pub const DEFAULT_L0_SLOWDOWN_TRIGGER: u32 = 20;
+/// Default `l0_stop_trigger`: 36 files.
+pub const DEFAULT_L0_STOP_TRIGGER: u32 = 36;
+/// Default `block_size`: 4 KiB.
+pub const DEFAULT_BLOCK_SIZE: u64 = 4 << 10;
+/// Default `block_restart_interval`: 16 keys.
+pub const DEFAULT_BLOCK_RESTART_INTERVAL: u32 = 16;
+/// Default `bloom_bits_per_key`: 10 (about 1% false positives).
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
+/// Default `block_cache_size`: 64 MiB.
+pub const DEFAULT_BLOCK_CACHE_SIZE: u64 = 64 << 20;
+/// Default `compression` of key-table blocks: lz4.
+pub const DEFAULT_COMPRESSION: Compression = Compression::Lz4;
+/// Default `flush_threads`: 1.
+pub const DEFAULT_FLUSH_THREADS: u32 = 1;
+/// Default `compaction_threads`: 1.
+pub const DEFAULT_COMPACTION_THREADS: u32 = 1;
+/// Default `max_open_files` (capacity of the table cache): 1000.
+pub const DEFAULT_MAX_OPEN_FILES: u32 = 1000;
+/// Default `max_value_size`: 256 MiB.
+pub const DEFAULT_MAX_VALUE_SIZE: u64 = 256 << 20;
+/// Default `max_batch_size`: 512 MiB.
+pub const DEFAULT_MAX_BATCH_SIZE: u64 = 512 << 20;
+/// Default `max_manifest_size` before the manifest is rewritten: 64 MiB.
+pub const DEFAULT_MAX_MANIFEST_SIZE: u64 = 64 << 20;
+/// Default `wal_recovery_mode`.
+pub const DEFAULT_WAL_RECOVERY_MODE: WalRecoveryMode = WalRecoveryMode::TolerateCorruptedTail;
+
+/// Declares the options table once; generates the fields, getters, builder setters, string
+/// setters and the list used for the OPTIONS file, so a new option is one line here.
+macro_rules! options_table {
+    ($( $(#[doc = $doc:literal])* ($name:ident, $with:ident, $ty:ty, $default:expr, persisted: $persist:literal); )*) => {
+        /// Options of one database. Build with [`Options::default`] and the `with_*` setters (or
+        /// [`Options::set`] by name); every getter's documentation states the default.
+        ///
+        /// The database-shape options (all but `create_if_missing`, `error_if_exists` and the
+        /// file system) are saved in the database's OPTIONS file at every open and reused by the
+        /// next open, except those the caller sets explicitly.
+        #[derive(Clone)]
+        pub struct Options {
+            $( $name: $ty, )*
+            fs: Arc<dyn FileSystem>,
+            overridden: BTreeSet<&'static str>,
+        }
+
+        impl Default for Options {
+            fn default() -> Self {
+                Options {
+                    $( $name: $default, )*
+                    fs: Arc::new(PosixFs::new()),
+                    overridden: BTreeSet::new(),
+                }
+            }
+        }
+
+        impl Options {
+            $(
+                $(#[doc = $doc])*
+                pub fn $name(&self) -> $ty {
+                    self.$name
+                }
+
+                $(#[doc = $doc])*
+                ///
+                /// Setting it explicitly overrides the value saved in the OPTIONS file.
+                #[must_use]
+                pub fn $with(mut self, value: $ty) -> Self {
+                    self.$name = value;
+                    self.overridden.insert(stringify!($name));
+                    self
+                }
+            )*
+
+            /// Sets an option by name from its text form (as in the OPTIONS file and the
+            /// command line's `--option NAME=VALUE`). Fails with
+            /// [`Error::InvalidArgument`] naming the option for an unknown name or a value
+            /// that does not parse; range checks happen at open.
+            pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+                match name {
+                    $( stringify!($name) => {
+                        self.$name = <$ty as OptionValue>::parse_option(value).map_err(|why| {
+                            Error::invalid(format!("option `{name}`: cannot use `{value}`: {why}"))
+                        })?;
+                        self.overridden.insert(stringify!($name));
+                        Ok(())
+                    } )*
+                    _ => Err(Error::invalid(format!(
+                        "unknown option `{name}` (known options: {})",
+                        Self::NAMES.join(", ")
+                    ))),
+                }
+            }
+
+            /// Every option name accepted by [`Options::set`].
+            pub const NAMES: &'static [&'static str] = &[$( stringify!($name), )*];
+
+            /// `(name, value)` of every option saved in the OPTIONS file, in declaration order.
+            pub fn persisted_values(&self) -> Vec<(&'static str, String)> {
+                let mut out = Vec::new();
+                $( if $persist { out.push((stringify!($name), self.$name.format_option())); } )*
+                out
+            }
+
+            /// Applies a value read from the OPTIONS file unless the caller set that option
+            /// explicitly. Unknown names are an error: the file was written by a newer version.
+            pub(crate) fn apply_saved(&mut self, name: &str, value: &str) -> Result<()> {
+                match name {
+                    $( stringify!($name) if $persist => {
+                        if !self.overridden.contains(stringify!($name)) {
+                            self.$name = <$ty as OptionValue>::parse_option(value).map_err(|why| {
+                                Error::invalid(format!(
+                                    "OPTIONS file: option `{name}` has unusable value `{value}`: {why}"
+                                ))
+                            })?;
+                        }
+                        Ok(())
+                    } )*
+                    _ => Err(Error::invalid(format!(
+                        "OPTIONS file names option `{name}`, which this version of Gleaner does not know"
+                    ))),
+                }
+            }
+        }
+
+        impl fmt::Debug for Options {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut d = f.debug_struct("Options");
+                $( d.field(stringify!($name), &self.$name); )*
+                d.field("fs", &self.fs);
+                d.finish()
+            }
+        }
+    };
+}
+
+options_table! {
+    /// Create the database when the directory holds none. Default: true.
+    (create_if_missing, with_create_if_missing, bool, true, persisted: false);
+    /// Fail the open when a database already exists. Default: false.
+    (error_if_exists, with_error_if_exists, bool, false, persisted: false);
+    /// Bytes a memtable holds before it becomes immutable and is flushed. Default 64 MiB
+    /// ([`DEFAULT_MEMTABLE_SIZE`]); at least 1 KiB.
+    (memtable_size, with_memtable_size, u64, DEFAULT_MEMTABLE_SIZE, persisted: true);
+    /// Immutable memtables waiting for flush at which writes stop until a flush finishes.
+    /// Default 2; from 1 to 64.
+    (max_immutable_memtables, with_max_immutable_memtables, u32, DEFAULT_MAX_IMMUTABLE_MEMTABLES, persisted: true);
+    /// Target size of a key table written by compaction. Default 64 MiB; at least 1 KiB.
+    (key_table_size, with_key_table_size, u64, DEFAULT_KEY_TABLE_SIZE, persisted: true);
+    /// Target total size of level 1; level n+1 targets `level_multiplier` times level n.
+    /// Default 256 MiB; at least 1 KiB.
+    (level_base_size, with_level_base_size, u64, DEFAULT_LEVEL_BASE_SIZE, persisted: true);
+    /// Size ratio between adjacent levels. Default 10; from 2 to 100.
+    (level_multiplier, with_level_multiplier, u32, DEFAULT_LEVEL_MULTIPLIER, persisted: true);
+    /// Number of levels of the index tree, L0 included. Default 7; from 2 to 12. Lowering it
+    /// below the deepest populated level of an existing database is rejected at open.
+    (num_levels, with_num_levels, u32, DEFAULT_NUM_LEVELS, persisted: true);
+    /// L0 files that trigger an L0 compaction. Default 4.
+    (l0_compaction_trigger, with_l0_compaction_trigger, u32, DEFAULT_L0_COMPACTION_TRIGGER, persisted: true);
+    /// L0 files at which each write group is delayed by about 1 ms. Default 20; at least
+    /// `l0_compaction_trigger`.
+    (l0_slowdown_trigger, with_l0_slowdown_trigger, u32, DEFAULT_L0_SLOWDOWN_TRIGGER, persisted: true);
+    /// L0 files at which writes stop until compaction catches up. Default 36; at least
+    /// `l0_slowdown_trigger`, at most 1000.
+    (l0_stop_trigger, with_l0_stop_trigger, u32, DEFAULT_L0_STOP_TRIGGER, persisted: true);
+    /// Uncompressed size at which a key-table data block is cut. Default 4 KiB; from 64 bytes
+    /// to 16 MiB.
+    (block_size, with_block_size, u64, DEFAULT_BLOCK_SIZE, persisted: true);
+    /// Keys between restart points in a block. Default 16; from 1 to 1024.
+    (block_restart_interval, with_block_restart_interval, u32, DEFAULT_BLOCK_RESTART_INTERVAL, persisted: true);
+    /// Bloom filter bits per key in key tables; 0 disables filters. Default 10; at most 64.
+    (bloom_bits_per_key, with_bloom_bits_per_key, u32, DEFAULT_BLOOM_BITS_PER_KEY, persisted: true);
+    /// Bytes of decoded blocks the block cache holds; 0 disables it. Default 64 MiB.
+    (block_cache_size, with_block_cache_size, u64, DEFAULT_BLOCK_CACHE_SIZE, persisted: true);
+    /// Compression of key-table blocks (`lz4` or `none`). Default lz4.
+    (compression, with_compression, Compression, DEFAULT_COMPRESSION, persisted: true);
+    /// Background threads that flush memtables. Default 1; from 1 to 64.
+    (flush_threads, with_flush_threads, u32, DEFAULT_FLUSH_THREADS, persisted: true);
+    /// Background threads that run compactions. Default 1; from 1 to 64.
+    (compaction_threads, with_compaction_threads, u32, DEFAULT_COMPACTION_THREADS, persisted: true);
+    /// Read table files with `O_DIRECT`, bypassing the OS page cache. Default false. Fails at
+    /// open when the file system does not support direct I/O.
+    (use_direct_io_for_reads, with_use_direct_io_for_reads, bool, false, persisted: true);
+    /// Write flush and compaction outputs with `O_DIRECT`. Default false.
+    (use_direct_io_for_background_writes, with_use_direct_io_for_background_writes, bool, false, persisted: true);
+    /// Key tables kept open in the table cache. Default 1000; from 1 to 1,000,000.
+    (max_open_files, with_max_open_files, u32, DEFAULT_MAX_OPEN_FILES, persisted: true);
+    /// Longest value accepted by a write. Default 256 MiB; from 1 byte to 1 GiB
+    /// ([`MAX_VALUE_SIZE_LIMIT`]).
+    (max_value_size, with_max_value_size, u64, DEFAULT_MAX_VALUE_SIZE, persisted: true);
+    /// Largest encoded write batch accepted. Default 512 MiB; at least `max_value_size` plus
+    /// [`MAX_KEY_SIZE`] plus 64 bytes, at most 2 GiB ([`MAX_BATCH_SIZE_LIMIT`]).
+    (max_batch_size, with_max_batch_size, u64, DEFAULT_MAX_BATCH_SIZE, persisted: true);
+    /// Manifest size at which it is rewritten as a compact snapshot. Default 64 MiB; at least
+    /// 4 KiB.
+    (max_manifest_size, with_max_manifest_size, u64, DEFAULT_MAX_MANIFEST_SIZE, persisted: true);
+    /// What WAL recovery does with a damaged record: `tolerate_corrupted_tail` (default; a
+    /// torn tail is cut, damage followed by valid records is an error) or
+    /// `skip_any_corrupted_records` (damaged records are skipped and reported in the log).
+    (wal_recovery_mode, with_wal_recovery_mode, WalRecoveryMode, DEFAULT_WAL_RECOVERY_MODE, persisted: true);
+}
+
+impl Options {
+    /// The file system the database uses. Default: the real POSIX file system.
+    pub fn file_system(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+
+    /// Uses `fs` for every file access (tests pass a [`FaultFs`](crate::io::FaultFs)).
+    #[must_use]
+    pub fn with_file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
+    }
+
+    /// True when the caller set option `name` explicitly.
+    pub fn is_overridden(&self, name: &str) -> bool {
+        self.overridden.contains(name)
+    }
+
+    /// Checks every range and every relation between options; the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        fn range<T: PartialOrd + fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<()> {
+            if v < lo || v > hi {
+                return Err(Error::invalid(format!(
+                    "option `{name}` is {v}, but must be between {lo} and {hi}"
+                )));
+            }
+            Ok(())
+        }
+        range("memtable_size", self.memtable_size, 1 << 10, 64 << 30)?;
+        range(
+            "max_immutable_memtables",
+            self.max_immutable_memtables,
+            1,
+            64,
+        )?;
+        range("key_table_size", self.key_table_size, 1 << 10, 64 << 30)?;
+        range("level_base_size", self.level_base_size, 1 << 10, 1 << 50)?;
+        range("level_multiplier", self.level_multiplier, 2, 100)?;
+        range("num_levels", self.num_levels, 2, 12)?;
+        range("l0_compaction_trigger", self.l0_compaction_trigger, 1, 1000)?;
+        range("l0_slowdown_trigger", self.l0_slowdown_trigger, self.l0_compaction_trigger, 1000)
+            .map_err(|_| {
+                Error::invalid(format!(
+                    "option `l0_slowdown_trigger` ({}) must be at least `l0_compaction_trigger` ({}) and at most 1000",
+                    self.l0_slowdown_trigger, self.l0_compaction_trigger
+                ))
+            })?;
+        range("l0_stop_trigger", self.l0_stop_trigger, self.l0_slowdown_trigger, 1000).map_err(
+            |_| {
+                Error::invalid(format!(
+                    "option `l0_stop_trigger` ({}) must be at least `l0_slowdown_trigger` ({}) and at most 1000",
+                    self.l0_stop_trigger, self.l0_slowdown_trigger
+                ))
+            },
+        )?;
+        range("block_size", self.block_size, 64, 16 << 20)?;
+        range(
+            "block_restart_interval",
+            self.block_restart_interval,
+            1,
+            1024,
+        )?;
+        range("bloom_bits_per_key", self.bloom_bits_per_key, 0, 64)?;
+        range("block_cache_size", self.block_cache_size, 0, 1 << 50)?;
+        range("flush_threads", self.flush_threads, 1, 64)?;
+        range("compaction_threads", self.compaction_threads, 1, 64)?;
+        range("max_open_files", self.max_open_files, 1, 1_000_000)?;
+        range(
+            "max_value_size",
+            self.max_value_size,
+            1,
+            MAX_VALUE_SIZE_LIMIT,
+        )?;
+        let min_batch = self.max_value_size + MAX_KEY_SIZE as u64 + 64;
+        if self.max_batch_size < min_batch || self.max_batch_size > MAX_BATCH_SIZE_LIMIT {
+            return Err(Error::invalid(format!(
+                "option `max_batch_size` is {}, but must be at least `max_value_size` + {} + 64 = {} \
+                 and at most {}",
+                self.max_batch_size, MAX_KEY_SIZE, min_batch, MAX_BATCH_SIZE_LIMIT
+            )));
+        }
+        range(
+            "max_manifest_size",
+            self.max_manifest_size,
+            4 << 10,
+            1 << 40,
+        )?;
+        Ok(())
+    }
+
+    /// Target size of level `level` (≥ 1) in bytes.
+    pub fn level_target_size(&self, level: usize) -> u64 {
+        let mut size = self.level_base_size;
+        for _ in 1..level {
+            size = size.saturating_mul(u64::from(self.level_multiplier));
+        }
+        size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_match_the_constants() {
+        let o = Options::default();
+        o.validate().expect("defaults validate");
+        assert_eq!(o.memtable_size(), 64 << 20);
+        assert_eq!(o.key_table_size(), 64 << 20);
+        assert_eq!(o.level_multiplier(), 10);
+        assert_eq!(
+            (
+                o.l0_compaction_trigger(),
+                o.l0_slowdown_trigger(),
+                o.l0_stop_trigger()
+            ),
+            (4, 20, 36)
+        );
+        assert_eq!(o.block_size(), 4096);
+        assert_eq!(o.bloom_bits_per_key(), 10);
+        assert_eq!(o.block_cache_size(), 64 << 20);
+        assert_eq!(o.compression(), Compression::Lz4);
+        assert_eq!((o.flush_threads(), o.compaction_threads()), (1, 1));
+        assert_eq!(o.max_value_size(), 256 << 20);
+        assert!(!o.use_direct_io_for_reads() && !o.use_direct_io_for_background_writes());
+    }
+
+    #[test]
+    fn invalid_values_name_the_option() {
+        let cases: Vec<(Options, &str)> = vec![
+            (Options::default().with_memtable_size(10), "memtable_size"),
+            (Options::default().with_num_levels(1), "num_levels"),
+            (
+                Options::default().with_l0_slowdown_trigger(2),
+                "l0_slowdown_trigger",
+            ),
+            (
+                Options::default().with_l0_stop_trigger(10),
+                "l0_stop_trigger",
+            ),
+            (Options::default().with_block_size(1), "block_size"),
+            (Options::default().with_flush_threads(0), "flush_threads"),
+            (
+                Options::default().with_max_value_size(MAX_VALUE_SIZE_LIMIT + 1),
+                "max_value_size",
+            ),
+            (
+                Options::default().with_max_batch_size(1 << 20),
+                "max_batch_size",
+            ),
+        ];
+        for (opts, name) in cases {
+            let err = opts.validate().expect_err(name).to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
+    }
+
+    #[test]
+    fn set_by_name_parses_and_rejects() {
+        let mut o = Options::default();
+        o.set("memtable_size", "4096").expect("set");
+        assert_eq!(o.memtable_size(), 4096);
+        assert!(o.is_overridden("memtable_size"));
+        o.set("compression", "none").expect("set");
+        assert_eq!(o.compression(), Compression::None);
+        o.set("use_direct_io_for_reads", "true").expect("set");
+        assert!(o.use_direct_io_for_reads());
+        let e = o
+            .set("no_such_option", "1")
+            .expect_err("unknown")
+            .to_string();
+        assert!(e.contains("no_such_option"), "{e}");
+        let e = o
+            .set("block_size", "big")
+            .expect_err("bad number")
+            .to_string();
+        assert!(e.contains("block_size") && e.contains("big"), "{e}");
+        let e = o
+            .set("compression", "zip")
+            .expect_err("bad enum")
+            .to_string();
+        assert!(e.contains("compression"), "{e}");
+    }
+
+    #[test]
+    fn saved_values_apply_only_where_not_overridden() {
+        let mut o = Options::default().with_block_size(8192);
+        o.apply_saved("block_size", "1024").expect("apply");
+        o.apply_saved("memtable_size", "2048").expect("apply");
+        assert_eq!(o.block_size(), 8192, "explicit setting wins");
+        assert_eq!(o.memtable_size(), 2048, "saved value used");
+        assert!(
+            o.apply_saved("create_if_missing", "true").is_err(),
+            "not a persisted option"
+        );
+        assert!(o.apply_saved("mystery", "1").is_err());
+    }
+
+    #[test]
+    fn level_targets_grow_by_the_multiplier() {
+        let o = Options::default()
+            .with_level_base_size(1000)
+            .with_level_multiplier(10);
+        assert_eq!(o.level_target_size(1), 1000);
+        assert_eq!(o.level_target_size(3), 100_000);
+    }
+}

@@ -1,0 +1,167 @@
+//! Text forms of option values, shared by `Options::set`, the OPTIONS file and the CLI.
+
+use std::fmt;
+
+/// A type usable as an option value: parsed from and formatted to text.
+pub trait OptionValue: Sized + fmt::Debug {
+    /// Parses the text form; the error explains what is expected.
+    fn parse_option(text: &str) -> Result<Self, String>;
+    /// The text form; `parse_option(format_option(v)) == v`.
+    fn format_option(&self) -> String;
+}
+
+impl OptionValue for bool {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "true" | "1" | "on" | "yes" => Ok(true),
+            "false" | "0" | "off" | "no" => Ok(false),
+            _ => Err("expected true or false".into()),
+        }
+    }
+    fn format_option(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Parses an unsigned integer with an optional binary suffix (`K`, `M`, `G`, `T`, also
+/// `KiB`/`MiB`/...), e.g. `64MiB`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '_')
+        .unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    let digits: String = digits.chars().filter(|&c| c != '_').collect();
+    if digits.is_empty() {
+        return Err("expected a non-negative whole number, optionally with K/M/G/T suffix".into());
+    }
+    let n: u64 = digits.parse().map_err(|_| "number too large".to_string())?;
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown size suffix `{other}`")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| "number too large".to_string())
+}
+
+impl OptionValue for u64 {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        parse_size(text)
+    }
+    fn format_option(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl OptionValue for u32 {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        u32::try_from(parse_size(text)?).map_err(|_| "number too large".to_string())
+    }
+    fn format_option(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Compression of key-table blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Blocks are stored as they are.
+    None,
+    /// Blocks are lz4-compressed when that saves at least 12.5%.
+    #[default]
+    Lz4,
+}
+
+impl Compression {
+    /// The name used in options and properties.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+        }
+    }
+
+    /// Inverse of [`Compression::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "none" => Some(Compression::None),
+            "lz4" => Some(Compression::Lz4),
+            _ => None,
+        }
+    }
+}
+
+impl OptionValue for Compression {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        Compression::from_name(text.trim()).ok_or_else(|| "expected `lz4` or `none`".into())
+    }
+    fn format_option(&self) -> String {
+        self.name().to_string()
+    }
+}
+
+/// What WAL recovery does with a damaged record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecoveryMode {
+    /// Damage at the very end of the last written data (a torn write) is cut off; damage that
+    /// is followed by intact records fails the open with `Error::Corruption`.
+    #[default]
+    TolerateCorruptedTail,
+    /// Damaged records are skipped wherever they are; recovery continues with the next intact
+    /// record. Acknowledged writes in damaged records are lost.
+    SkipAnyCorruptedRecords,
+}
+
+impl OptionValue for WalRecoveryMode {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "tolerate_corrupted_tail" => Ok(WalRecoveryMode::TolerateCorruptedTail),
+            "skip_any_corrupted_records" => Ok(WalRecoveryMode::SkipAnyCorruptedRecords),
+            _ => Err("expected `tolerate_corrupted_tail` or `skip_any_corrupted_records`".into()),
+        }
+    }
+    fn format_option(&self) -> String {
+        match self {
+            WalRecoveryMode::TolerateCorruptedTail => "tolerate_corrupted_tail",
+            WalRecoveryMode::SkipAnyCorruptedRecords => "skip_any_corrupted_records",
+        }
+        .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(u64::parse_option("4096"), Ok(4096));
+        assert_eq!(u64::parse_option("64MiB"), Ok(64 << 20));
+        assert_eq!(u64::parse_option("2k"), Ok(2048));
+        assert_eq!(u64::parse_option("1_000"), Ok(1000));
+        assert!(u64::parse_option("-1").is_err());
+        assert!(u64::parse_option("12XB").is_err());
+        assert!(u64::parse_option("99999999999T").is_err());
+        assert!(u32::parse_option("8G").is_err());
+    }
+
+    #[test]
+    fn every_value_round_trips_through_text() {
+        for v in [true, false] {
+            assert_eq!(bool::parse_option(&v.format_option()), Ok(v));
+        }
+        for c in [Compression::None, Compression::Lz4] {
+            assert_eq!(Compression::parse_option(&c.format_option()), Ok(c));
+        }
+        for m in [
+            WalRecoveryMode::TolerateCorruptedTail,
+            WalRecoveryMode::SkipAnyCorruptedRecords,
+        ] {
+            assert_eq!(WalRecoveryMode::parse_option(&m.format_option()), Ok(m));
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The log format shared by the write-ahead log and the manifest: 32 KiB blocks of fragments,
+//! each `masked crc32c: u32 LE | length: u16 LE | type: u8 | payload`. A record larger than the
+//! space left in a block is split into FIRST / MIDDLE* / LAST fragments; a record that fits is
+//! one FULL fragment. A block tail shorter than a header is zero-filled. See docs/format.md,
+//! "Log format".
+
+mod reader;
+mod writer;
+
+pub use reader::{DroppedRegion, LogReader};
+pub use writer::LogWriter;
+
+/// Size of a log block.
+pub const BLOCK_SIZE: usize = 32 * 1024;
+/// Size of a fragment header.
+pub const HEADER_SIZE: usize = 7;
+
+/// Fragment types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum FragmentType {
+    Full = 1,
+    First = 2,
+    Middle = 3,
+    Last = 4,
+}
+
+impl FragmentType {
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(FragmentType::Full),
+            2 => Some(FragmentType::First),
+            3 => Some(FragmentType::Middle),
+            4 => Some(FragmentType::Last),
+            _ => None,
+        }
+    }
+}
+
+/// CRC of a fragment: covers the type byte and the payload.
+fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
+    crate::checksum::crc32c_extend(crate::checksum::crc32c(&[kind]), payload)
+}
+
+#[cfg(test)]
+mod tests;
