@@ -7,6 +7,12 @@
 
 pub mod block;
 pub mod block_builder;
+mod block_io;
+pub mod format;
+
+#[cfg(test)]
+pub(crate) mod test_util;
 
 pub use block::{Block, BlockIter, Comparator};
 pub use block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
+pub use format::{BlockHandle, Compression, FORMAT_VERSION, Footer};
