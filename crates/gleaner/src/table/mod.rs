@@ -8,6 +8,7 @@
 pub mod block;
 pub mod block_builder;
 mod block_io;
+pub mod bloom;
 pub mod format;
 
 #[cfg(test)]
@@ -15,4 +16,5 @@ pub(crate) mod test_util;
 
 pub use block::{Block, BlockIter, Comparator};
 pub use block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
+pub use bloom::{BloomBuilder, BloomFilter, DEFAULT_BITS_PER_KEY};
 pub use format::{BlockHandle, Compression, FORMAT_VERSION, Footer};
