@@ -10,6 +10,7 @@ pub mod block_builder;
 mod block_io;
 pub mod bloom;
 pub mod format;
+pub mod properties;
 
 #[cfg(test)]
 pub(crate) mod test_util;
@@ -18,3 +19,4 @@ pub use block::{Block, BlockIter, Comparator};
 pub use block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
 pub use bloom::{BloomBuilder, BloomFilter, DEFAULT_BITS_PER_KEY};
 pub use format::{BlockHandle, Compression, FORMAT_VERSION, Footer};
+pub use properties::TableProperties;
