@@ -9,14 +9,22 @@ pub mod block;
 pub mod block_builder;
 mod block_io;
 pub mod bloom;
+pub mod builder;
 pub mod format;
+pub mod iter;
 pub mod properties;
+pub mod reader;
 
 #[cfg(test)]
 pub(crate) mod test_util;
+#[cfg(test)]
+mod tests;
 
 pub use block::{Block, BlockIter, Comparator};
 pub use block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
 pub use bloom::{BloomBuilder, BloomFilter, DEFAULT_BITS_PER_KEY};
+pub use builder::{DEFAULT_BLOCK_SIZE, FinishedTable, TableBuilder, TableBuilderOptions};
 pub use format::{BlockHandle, Compression, FORMAT_VERSION, Footer};
+pub use iter::TableIter;
 pub use properties::TableProperties;
+pub use reader::{ReadCtx, Table};
