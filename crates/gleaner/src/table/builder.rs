@@ -1,0 +1,311 @@
+//! Writes a key table from entries added in internal-key order.
+//!
+//! File layout: data blocks, filter block (optional), index block, properties block, footer.
+//! Data blocks are written as soon as they fill, so memory stays at one block plus the index and
+//! the filter's key hashes.
+
+use crate::error::{Error, Result};
+use crate::io::WritableFile;
+use crate::key::{ParsedKey, TRAILER_LEN, ValueKind, compare_internal, seq_of, user_key};
+
+use super::block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
+use super::block_io::write_block;
+use super::bloom::{BloomBuilder, DEFAULT_BITS_PER_KEY, MAX_BITS_PER_KEY};
+use super::format::{
+    BLOCK_TRAILER_LEN, BlockHandle, Compression, FOOTER_LEN, FORMAT_VERSION, Footer,
+    MAX_BLOCK_CONTENTS, MAX_BLOCK_SIZE, MAX_INTERNAL_KEY_LEN, MAX_VALUE_LEN,
+};
+use super::properties::TableProperties;
+
+/// Default target size of a data block before compression (4 KiB).
+pub const DEFAULT_BLOCK_SIZE: usize = 4096;
+
+/// How a key table is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableBuilderOptions {
+    /// A data block is cut once its uncompressed size (restart array included) reaches this
+    /// many bytes. Default 4096; must be in `1..=64 MiB`.
+    pub block_size: usize,
+    /// Entries between restart points in data blocks. Default 16; must be at least 1.
+    pub restart_interval: usize,
+    /// Bloom filter bits per user key. Default 10; 0 builds no filter; at most 64.
+    pub bloom_bits_per_key: u32,
+    /// Block compression. Default [`Compression::Lz4`].
+    pub compression: Compression,
+}
+
+impl Default for TableBuilderOptions {
+    fn default() -> Self {
+        TableBuilderOptions {
+            block_size: DEFAULT_BLOCK_SIZE,
+            restart_interval: DEFAULT_RESTART_INTERVAL,
+            bloom_bits_per_key: DEFAULT_BITS_PER_KEY,
+            compression: Compression::Lz4,
+        }
+    }
+}
+
+impl TableBuilderOptions {
+    /// Checks every option against its documented range; `Error::InvalidArgument` naming the
+    /// option otherwise.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=MAX_BLOCK_SIZE).contains(&self.block_size) {
+            return Err(Error::invalid(format!(
+                "block_size {} is outside 1..={MAX_BLOCK_SIZE}",
+                self.block_size
+            )));
+        }
+        if self.restart_interval == 0 {
+            return Err(Error::invalid("restart_interval must be at least 1"));
+        }
+        if self.bloom_bits_per_key > MAX_BITS_PER_KEY {
+            return Err(Error::invalid(format!(
+                "bloom_bits_per_key {} exceeds {MAX_BITS_PER_KEY}",
+                self.bloom_bits_per_key
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What [`TableBuilder::finish`] produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedTable {
+    /// The properties stored in the table.
+    pub properties: TableProperties,
+    /// Size of the complete file in bytes (the value [`Table::open`](super::Table::open)
+    /// expects).
+    pub file_size: u64,
+}
+
+/// Builds one key table. Entries must be added in strictly increasing internal-key order.
+///
+/// After any error the builder is unusable: every later call returns the same error, and the
+/// caller should delete the partial file.
+#[derive(Debug)]
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    opts: TableBuilderOptions,
+    /// Bytes written so far; the offset of the next block.
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    bloom: Option<BloomBuilder>,
+    last_key: Vec<u8>,
+    props: TableProperties,
+    /// Reused compression output.
+    scratch: Vec<u8>,
+    /// Reused encoded block handle.
+    handle_buf: Vec<u8>,
+    error: Option<Error>,
+}
+
+impl TableBuilder {
+    /// Starts a table in `file`, which must be empty. Fails with `Error::InvalidArgument` when
+    /// `opts` is out of range (see [`TableBuilderOptions`]).
+    pub fn new(file: Box<dyn WritableFile>, opts: TableBuilderOptions) -> Result<TableBuilder> {
+        opts.validate()?;
+        Ok(TableBuilder {
+            offset: file.len(),
+            file,
+            opts,
+            data_block: BlockBuilder::new(opts.restart_interval),
+            // Restart interval 1: every index key is a restart key, so a seek binary-searches
+            // straight to its block.
+            index_block: BlockBuilder::new(1),
+            bloom: (opts.bloom_bits_per_key > 0)
+                .then(|| BloomBuilder::new(opts.bloom_bits_per_key)),
+            last_key: Vec::new(),
+            props: TableProperties::default(),
+            scratch: Vec::new(),
+            handle_buf: Vec::with_capacity(BlockHandle::MAX_ENCODED_LEN),
+            error: None,
+        })
+    }
+
+    /// Adds an entry. `ikey` must be a valid internal key (user key of at most 64 KiB, a known
+    /// kind) sorting strictly after the previous one, and `value` at most 256 MiB; otherwise
+    /// `Error::InvalidArgument` and nothing is added. I/O errors are returned as they happen.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        if ikey.len() < TRAILER_LEN || ikey.len() > MAX_INTERNAL_KEY_LEN {
+            return Err(Error::invalid(format!(
+                "internal key of {} bytes is outside {TRAILER_LEN}..={MAX_INTERNAL_KEY_LEN}",
+                ikey.len()
+            )));
+        }
+        let Some(parsed) = ParsedKey::parse(ikey) else {
+            return Err(Error::invalid("internal key has an unknown kind byte"));
+        };
+        if value.len() > MAX_VALUE_LEN {
+            return Err(Error::invalid(format!(
+                "value of {} bytes exceeds the key-table limit of {MAX_VALUE_LEN}",
+                value.len()
+            )));
+        }
+        let first = self.props.num_entries == 0;
+        if !first && compare_internal(&self.last_key, ikey).is_ge() {
+            return Err(Error::invalid(
+                "key-table entries must be added in strictly increasing internal-key order",
+            ));
+        }
+
+        if let Some(bloom) = &mut self.bloom {
+            // Versions of one user key are adjacent: add each user key once.
+            if first || user_key(&self.last_key) != parsed.user_key {
+                bloom.add_key(parsed.user_key);
+            }
+        }
+        let seq = seq_of(ikey);
+        let p = &mut self.props;
+        if first {
+            p.smallest_key = ikey.to_vec();
+            p.smallest_seq = seq;
+            p.largest_seq = seq;
+        }
+        p.smallest_seq = p.smallest_seq.min(seq);
+        p.largest_seq = p.largest_seq.max(seq);
+        p.num_entries += 1;
+        p.num_deletions += u64::from(parsed.kind == ValueKind::Deletion);
+        p.raw_key_bytes += ikey.len() as u64;
+        p.raw_value_bytes += value.len() as u64;
+
+        self.data_block.add(ikey, value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        if self.data_block.size_estimate() >= self.opts.block_size {
+            let r = self.flush_data_block();
+            return self.record(r);
+        }
+        Ok(())
+    }
+
+    /// Number of entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes written so far plus the uncompressed size of the pending data block: what the file
+    /// would roughly measure if finished now (without index, filter and properties).
+    pub fn estimated_file_size(&self) -> u64 {
+        let pending = if self.data_block.is_empty() {
+            0
+        } else {
+            self.data_block.size_estimate()
+        };
+        self.offset + pending as u64
+    }
+
+    /// Writes the last data block, the filter, index and properties blocks and the footer, then
+    /// syncs the file. Returns the properties and the file size.
+    pub fn finish(mut self) -> Result<FinishedTable> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.flush_data_block()?;
+        let file = &mut *self.file;
+
+        let filter = match &self.bloom {
+            Some(bloom) => {
+                let mut contents = Vec::with_capacity(bloom.num_keys() * 2 + 16);
+                bloom.finish(&mut contents);
+                // Filter bits are random: compression would not pay, so do not try.
+                let h = write_block(
+                    file,
+                    &mut self.offset,
+                    &contents,
+                    Compression::None,
+                    &mut self.scratch,
+                )?;
+                self.props.filter_bytes = h.size + BLOCK_TRAILER_LEN as u64;
+                Some(h)
+            }
+            None => None,
+        };
+
+        let index = write_block(
+            file,
+            &mut self.offset,
+            self.index_block.finish(),
+            self.opts.compression,
+            &mut self.scratch,
+        )?;
+        self.props.index_bytes = index.size + BLOCK_TRAILER_LEN as u64;
+
+        // Properties go last so they can record the sizes of every other block.
+        self.props.largest_key = std::mem::take(&mut self.last_key);
+        self.props.compression = self.opts.compression.name().to_owned();
+        self.props.format_version = FORMAT_VERSION;
+        let mut props_block = BlockBuilder::new(1);
+        self.props.encode_to(&mut props_block);
+        let properties = write_block(
+            file,
+            &mut self.offset,
+            props_block.finish(),
+            self.opts.compression,
+            &mut self.scratch,
+        )?;
+
+        let footer = Footer {
+            index,
+            filter,
+            properties,
+            format_version: FORMAT_VERSION,
+        };
+        file.append(&footer.encode())?;
+        self.offset += FOOTER_LEN as u64;
+        file.sync()?;
+        Ok(FinishedTable {
+            properties: self.props,
+            file_size: self.offset,
+        })
+    }
+
+    /// Writes the pending data block (if any) and indexes it under its last key.
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let handle = write_block(
+            &mut *self.file,
+            &mut self.offset,
+            self.data_block.finish(),
+            self.opts.compression,
+            &mut self.scratch,
+        )?;
+        self.props.num_data_blocks += 1;
+        self.props.data_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
+        self.handle_buf.clear();
+        handle.encode_to(&mut self.handle_buf);
+        self.index_block.add(&self.last_key, &self.handle_buf);
+        self.data_block.reset();
+        self.check_metadata_size()
+    }
+
+    /// Fails once the index or the filter would exceed what one block may hold, so an
+    /// oversized table is refused now rather than after all its data is written. Callers cut
+    /// tables far below this (it takes millions of entries).
+    fn check_metadata_size(&self) -> Result<()> {
+        let filter_bytes = self.bloom.as_ref().map_or(0, |b| {
+            (b.num_keys() as u64).saturating_mul(u64::from(self.opts.bloom_bits_per_key)) / 8
+        });
+        let index_bytes = self.index_block.size_estimate() as u64;
+        if index_bytes.max(filter_bytes) > MAX_BLOCK_CONTENTS as u64 {
+            return Err(Error::invalid(format!(
+                "key table too large: its index ({index_bytes} bytes) or filter ({filter_bytes} \
+                 bytes) would exceed the {MAX_BLOCK_CONTENTS}-byte block limit"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Remembers a failure so that later calls report it instead of writing a broken table.
+    fn record(&mut self, r: Result<()>) -> Result<()> {
+        if let Err(e) = &r {
+            self.error = Some(e.clone());
+        }
+        r
+    }
+}
