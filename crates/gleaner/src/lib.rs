@@ -9,14 +9,17 @@ pub mod batch;
 pub mod cache;
 pub mod checksum;
 pub mod coding;
+pub mod compaction;
 pub mod error;
 pub mod filename;
 pub mod io;
 pub mod iter;
 pub mod key;
 pub mod memtable;
+pub mod merge;
 pub mod options;
 pub mod table;
+pub mod version;
 pub mod wal;
 
 pub use error::{Error, Result};

@@ -66,34 +66,7 @@ impl OptionValue for u32 {
     }
 }
 
-/// Compression of key-table blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Blocks are stored as they are.
-    None,
-    /// Blocks are lz4-compressed when that saves at least 12.5%.
-    #[default]
-    Lz4,
-}
-
-impl Compression {
-    /// The name used in options and properties.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Lz4 => "lz4",
-        }
-    }
-
-    /// Inverse of [`Compression::name`].
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "none" => Some(Compression::None),
-            "lz4" => Some(Compression::Lz4),
-            _ => None,
-        }
-    }
-}
+pub use crate::table::Compression;
 
 impl OptionValue for Compression {
     fn parse_option(text: &str) -> Result<Self, String> {

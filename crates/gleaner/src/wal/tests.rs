@@ -192,3 +192,23 @@ fn an_empty_log_has_no_records() {
     let (back, dropped) = read_log(&fs, WalRecoveryMode::TolerateCorruptedTail).expect("read");
     assert!(back.is_empty() && dropped.is_empty());
 }
+
+#[test]
+fn a_record_written_in_parts_reads_back_as_their_concatenation() {
+    let fs = FaultFs::new(9);
+    fs.create_dir_all(Path::new("/db")).expect("mkdir");
+    let file = fs
+        .new_writable(Path::new(PATH), WriteFileOptions::default())
+        .expect("create");
+    let mut w = LogWriter::new(file);
+    let a = record(1, 12);
+    let b = record(2, 0);
+    let c = record(3, 2 * BLOCK_SIZE + 5);
+    let d = record(4, 40);
+    w.add_record_parts(&[&a, &b, &c, &d]).expect("parts");
+    w.add_record_parts(&[]).expect("empty");
+    w.add_record_parts(&[&d]).expect("one part");
+    w.sync().expect("sync");
+    let (back, _) = read_log(&fs, WalRecoveryMode::TolerateCorruptedTail).expect("read");
+    assert_eq!(back, vec![[a, b, c, d.clone()].concat(), Vec::new(), d]);
+}

@@ -1,7 +1,7 @@
 //! Appends records to a log file.
 
-use super::{BLOCK_SIZE, FragmentType, HEADER_SIZE, fragment_crc};
-use crate::checksum::mask;
+use super::{BLOCK_SIZE, FragmentType, HEADER_SIZE};
+use crate::checksum::{crc32c, crc32c_extend, mask};
 use crate::error::Result;
 use crate::io::WritableFile;
 
@@ -23,7 +23,14 @@ impl LogWriter {
 
     /// Appends one record (fragmenting it across blocks as needed).
     pub fn add_record(&mut self, data: &[u8]) -> Result<()> {
-        let mut rest = data;
+        self.add_record_parts(&[data])
+    }
+
+    /// Appends one record made of the concatenation of `parts`, without copying them into one
+    /// buffer first (the group-commit leader writes a header and each batch's operations).
+    pub fn add_record_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let mut remaining: usize = parts.iter().map(|p| p.len()).sum();
+        let mut cursor = (0usize, 0usize);
         let mut first = true;
         loop {
             let left_in_block = BLOCK_SIZE - self.block_offset;
@@ -35,16 +42,26 @@ impl LogWriter {
                 self.block_offset = 0;
             }
             let avail = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
-            let len = rest.len().min(avail);
-            let last = len == rest.len();
+            let len = remaining.min(avail);
+            let last = len == remaining;
             let kind = match (first, last) {
                 (true, true) => FragmentType::Full,
                 (true, false) => FragmentType::First,
                 (false, false) => FragmentType::Middle,
                 (false, true) => FragmentType::Last,
             };
-            self.emit(kind, &rest[..len])?;
-            rest = &rest[len..];
+            // Two passes over the fragment's slices: the CRC goes in the header, which is written
+            // first.
+            let mut crc = crc32c(&[kind as u8]);
+            walk(parts, cursor, len, |s| {
+                crc = crc32c_extend(crc, s);
+                Ok(())
+            })?;
+            self.emit_header(kind, len, crc)?;
+            let file = &mut self.file;
+            cursor = walk(parts, cursor, len, |s| file.append(s))?;
+            self.block_offset += HEADER_SIZE + len;
+            remaining -= len;
             first = false;
             if last {
                 return Ok(());
@@ -52,17 +69,13 @@ impl LogWriter {
         }
     }
 
-    fn emit(&mut self, kind: FragmentType, payload: &[u8]) -> Result<()> {
-        debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
-        let crc = mask(fragment_crc(kind as u8, payload));
+    fn emit_header(&mut self, kind: FragmentType, len: usize, crc: u32) -> Result<()> {
+        debug_assert!(len <= BLOCK_SIZE - HEADER_SIZE);
         let mut header = [0u8; HEADER_SIZE];
-        header[..4].copy_from_slice(&crc.to_le_bytes());
-        header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+        header[..4].copy_from_slice(&mask(crc).to_le_bytes());
+        header[4..6].copy_from_slice(&(len as u16).to_le_bytes());
         header[6] = kind as u8;
-        self.file.append(&header)?;
-        self.file.append(payload)?;
-        self.block_offset += HEADER_SIZE + payload.len();
-        Ok(())
+        self.file.append(&header)
     }
 
     /// Hands buffered bytes to the operating system.
@@ -79,4 +92,29 @@ impl LogWriter {
     pub fn file_size(&self) -> u64 {
         self.file.len()
     }
+}
+
+/// Calls `f` on consecutive slices covering `len` bytes of the concatenation of `parts`,
+/// starting at `cursor` (part index, offset in part); returns the cursor after them.
+fn walk(
+    parts: &[&[u8]],
+    mut cursor: (usize, usize),
+    mut len: usize,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<(usize, usize)> {
+    while len > 0 {
+        let (i, off) = cursor;
+        let part = &parts[i][off..];
+        let take = part.len().min(len);
+        if take > 0 {
+            f(&part[..take])?;
+        }
+        len -= take;
+        cursor = if off + take == parts[i].len() {
+            (i + 1, 0)
+        } else {
+            (i, off + take)
+        };
+    }
+    Ok(cursor)
 }

@@ -1,0 +1,329 @@
+//! The compaction iterator: filters a sorted stream of internal keys down to what some reader
+//! can still see, and reports everything it discards as a [`DropEvent`].
+//!
+//! The versions of one user key are split into *stripes* by the live snapshots: stripe i holds
+//! the sequence numbers in `(snapshots[i-1], snapshots[i]]`, and the last stripe everything newer
+//! than the newest snapshot. A reader at any snapshot (or at the present) sees the newest version
+//! of its stripe, so only that one is kept per stripe. A deletion in the oldest stripe is dropped
+//! too when no deeper level can hold an older version of the key.
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{ParsedKey, SeqNo, ValueKind};
+
+/// Why an entry was discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// A newer version of the key is visible to every reader that could see this one
+    /// (overwritten or deleted, and no snapshot in between).
+    Shadowed,
+    /// A deletion that hides nothing any more: no snapshot needs it and no deeper level holds
+    /// the key.
+    ObsoleteTombstone,
+}
+
+/// One discarded entry. Drop events are the single source of truth for garbage accounting
+/// and hotness (DESIGN.md, "Vocabulary").
+#[derive(Debug, Clone, Copy)]
+pub struct DropEvent<'a> {
+    /// The discarded entry's key.
+    pub key: ParsedKey<'a>,
+    /// Its value (for a separated value, the handle).
+    pub value: &'a [u8],
+    /// Why it was discarded.
+    pub reason: DropReason,
+}
+
+/// Consumer of drop events.
+pub trait DropListener {
+    /// Called once per discarded entry, in key order.
+    fn on_drop(&mut self, event: &DropEvent<'_>);
+}
+
+/// Counts drops by reason; the listener used when nothing else listens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounter {
+    /// Entries dropped as shadowed.
+    pub shadowed: u64,
+    /// Tombstones dropped.
+    pub tombstones: u64,
+}
+
+impl DropListener for DropCounter {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        match event.reason {
+            DropReason::Shadowed => self.shadowed += 1,
+            DropReason::ObsoleteTombstone => self.tombstones += 1,
+        }
+    }
+}
+
+/// Fans one event out to two listeners.
+pub struct TeeListener<'a, A: DropListener + ?Sized, B: DropListener + ?Sized>(
+    pub &'a mut A,
+    pub &'a mut B,
+);
+
+impl<A: DropListener + ?Sized, B: DropListener + ?Sized> DropListener for TeeListener<'_, A, B> {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        self.0.on_drop(event);
+        self.1.on_drop(event);
+    }
+}
+
+/// Filters a forward stream of internal keys. Call [`CompactionIterator::seek_to_first`], then
+/// read `key`/`value` while `valid`, calling `next` to advance.
+pub struct CompactionIterator<I: InternalIterator> {
+    input: I,
+    /// Live snapshots, ascending.
+    snapshots: Vec<SeqNo>,
+    /// Whether a tombstone of this user key may be dropped (no deeper data).
+    bottommost: Box<dyn FnMut(&[u8]) -> bool + Send>,
+    /// Name of the input for corruption errors.
+    source: String,
+    current_user_key: Vec<u8>,
+    has_current: bool,
+    last_stripe: usize,
+    valid: bool,
+}
+
+impl<I: InternalIterator> CompactionIterator<I> {
+    /// Filters `input`. `snapshots` must be ascending. `bottommost(user_key)` answers whether a
+    /// deletion of that key can be dropped; pass `|_| false` to keep every tombstone (flushes).
+    pub fn new(
+        input: I,
+        snapshots: Vec<SeqNo>,
+        bottommost: Box<dyn FnMut(&[u8]) -> bool + Send>,
+        source: String,
+    ) -> Self {
+        debug_assert!(snapshots.windows(2).all(|w| w[0] <= w[1]));
+        CompactionIterator {
+            input,
+            snapshots,
+            bottommost,
+            source,
+            current_user_key: Vec::new(),
+            has_current: false,
+            last_stripe: 0,
+            valid: false,
+        }
+    }
+
+    fn stripe(&self, seq: SeqNo) -> usize {
+        self.snapshots.partition_point(|&s| s < seq)
+    }
+
+    /// Positions at the first kept entry.
+    pub fn seek_to_first(&mut self, listener: &mut dyn DropListener) -> Result<()> {
+        self.input.seek_to_first()?;
+        self.has_current = false;
+        self.find_kept(listener)
+    }
+
+    /// Moves to the next kept entry.
+    pub fn next(&mut self, listener: &mut dyn DropListener) -> Result<()> {
+        self.input.next()?;
+        self.find_kept(listener)
+    }
+
+    fn find_kept(&mut self, listener: &mut dyn DropListener) -> Result<()> {
+        self.valid = false;
+        while self.input.valid() {
+            let ikey = self.input.key();
+            let parsed = ParsedKey::parse(ikey).ok_or_else(|| {
+                Error::corruption(
+                    &self.source,
+                    0,
+                    "malformed internal key in compaction input",
+                )
+            })?;
+            let stripe = self.stripe(parsed.seq);
+            let same_key = self.has_current && parsed.user_key == self.current_user_key.as_slice();
+            if !same_key {
+                self.current_user_key.clear();
+                self.current_user_key.extend_from_slice(parsed.user_key);
+                self.has_current = true;
+            } else if stripe > self.last_stripe {
+                return Err(Error::corruption(
+                    &self.source,
+                    0,
+                    "compaction input versions out of sequence order",
+                ));
+            }
+            let shadowed = same_key && stripe == self.last_stripe;
+            self.last_stripe = stripe;
+            let reason = if shadowed {
+                Some(DropReason::Shadowed)
+            } else if parsed.kind == ValueKind::Deletion
+                && stripe == 0
+                && (self.bottommost)(parsed.user_key)
+            {
+                Some(DropReason::ObsoleteTombstone)
+            } else {
+                None
+            };
+            match reason {
+                Some(reason) => {
+                    listener.on_drop(&DropEvent {
+                        key: parsed,
+                        value: self.input.value(),
+                        reason,
+                    });
+                    self.input.next()?;
+                }
+                None => {
+                    self.valid = true;
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when positioned at a kept entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// Internal key of the kept entry.
+    pub fn key(&self) -> &[u8] {
+        self.input.key()
+    }
+
+    /// Value of the kept entry.
+    pub fn value(&self) -> &[u8] {
+        self.input.value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::VecIterator;
+    use crate::key::{compare_internal, make_internal_key};
+
+    #[derive(Default)]
+    struct Record(Vec<(Vec<u8>, SeqNo, DropReason)>);
+    impl DropListener for Record {
+        fn on_drop(&mut self, e: &DropEvent<'_>) {
+            self.0.push((e.key.user_key.to_vec(), e.key.seq, e.reason));
+        }
+    }
+
+    fn input(entries: &[(&str, SeqNo, ValueKind)]) -> VecIterator {
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = entries
+            .iter()
+            .map(|&(k, s, kind)| {
+                (
+                    make_internal_key(k.as_bytes(), s, kind),
+                    format!("{k}{s}").into_bytes(),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        VecIterator::new(v, compare_internal)
+    }
+
+    fn run(
+        entries: &[(&str, SeqNo, ValueKind)],
+        snapshots: Vec<SeqNo>,
+        bottom: bool,
+    ) -> (Vec<(String, SeqNo)>, Vec<(Vec<u8>, SeqNo, DropReason)>) {
+        let mut it = CompactionIterator::new(
+            input(entries),
+            snapshots,
+            Box::new(move |_| bottom),
+            "t".into(),
+        );
+        let mut rec = Record::default();
+        let mut kept = Vec::new();
+        it.seek_to_first(&mut rec).expect("seek");
+        while it.valid() {
+            let p = ParsedKey::parse(it.key()).expect("key");
+            kept.push((String::from_utf8(p.user_key.to_vec()).expect("utf8"), p.seq));
+            it.next(&mut rec).expect("next");
+        }
+        (kept, rec.0)
+    }
+
+    use ValueKind::{Deletion as D, Value as V};
+
+    #[test]
+    fn without_snapshots_only_the_newest_version_survives() {
+        let (kept, dropped) = run(
+            &[("a", 3, V), ("a", 2, V), ("a", 1, V), ("b", 5, V)],
+            vec![],
+            false,
+        );
+        assert_eq!(kept, vec![("a".into(), 3), ("b".into(), 5)]);
+        assert_eq!(
+            dropped,
+            vec![
+                (b"a".to_vec(), 2, DropReason::Shadowed),
+                (b"a".to_vec(), 1, DropReason::Shadowed)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_version_it_sees() {
+        // Snapshot at 2 sees a@2; the present sees a@4; a@1 is invisible to both.
+        let (kept, dropped) = run(&[("a", 4, V), ("a", 2, V), ("a", 1, V)], vec![2], false);
+        assert_eq!(kept, vec![("a".into(), 4), ("a".into(), 2)]);
+        assert_eq!(dropped, vec![(b"a".to_vec(), 1, DropReason::Shadowed)]);
+        // Snapshots at 1 and 3: a@1 (stripe 0), a@2 (stripe 1, newest ≤ 3), a@4 (top).
+        let (kept, _) = run(&[("a", 4, V), ("a", 2, V), ("a", 1, V)], vec![1, 3], false);
+        assert_eq!(kept.len(), 3);
+    }
+
+    #[test]
+    fn tombstones_drop_only_at_the_bottom_and_below_every_snapshot() {
+        let entries = [("a", 5, D), ("a", 3, V), ("b", 2, V)];
+        let (kept, dropped) = run(&entries, vec![], false);
+        assert_eq!(
+            kept,
+            vec![("a".into(), 5), ("b".into(), 2)],
+            "not bottommost: tombstone stays"
+        );
+        assert_eq!(dropped, vec![(b"a".to_vec(), 3, DropReason::Shadowed)]);
+        let (kept, dropped) = run(&entries, vec![], true);
+        assert_eq!(kept, vec![("b".into(), 2)]);
+        assert_eq!(
+            dropped,
+            vec![
+                (b"a".to_vec(), 5, DropReason::ObsoleteTombstone),
+                (b"a".to_vec(), 3, DropReason::Shadowed)
+            ]
+        );
+        // A snapshot at 4 still sees a@3, so the tombstone (above the snapshot) must stay.
+        let (kept, dropped) = run(&entries, vec![4], true);
+        assert_eq!(
+            kept,
+            vec![("a".into(), 5), ("a".into(), 3), ("b".into(), 2)]
+        );
+        assert!(dropped.is_empty());
+    }
+
+    #[test]
+    fn the_counter_and_tee_see_every_event() {
+        let mut it = CompactionIterator::new(
+            input(&[("a", 3, D), ("a", 2, V), ("a", 1, V)]),
+            vec![],
+            Box::new(|_| true),
+            "t".into(),
+        );
+        let mut counter = DropCounter::default();
+        let mut rec = Record::default();
+        it.seek_to_first(&mut TeeListener(&mut counter, &mut rec))
+            .expect("seek");
+        assert!(!it.valid());
+        assert_eq!(
+            counter,
+            DropCounter {
+                shadowed: 2,
+                tombstones: 1
+            }
+        );
+        assert_eq!(rec.0.len(), 3);
+    }
+}

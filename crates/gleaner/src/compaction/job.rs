@@ -1,0 +1,156 @@
+//! Running a flush or a compaction: merge the inputs, filter them through the compaction
+//! iterator, write the survivors, and describe the result as a version edit.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener};
+use super::output::{OutputConfig, TableOutputs};
+use super::picker::CompactionPlan;
+use crate::cache::TableCache;
+use crate::error::Result;
+use crate::io::IoClass;
+use crate::iter::InternalIterator;
+use crate::key::{SeqNo, compare_internal};
+use crate::memtable::MemTable;
+use crate::merge::MergingIterator;
+use crate::table::ReadCtx;
+use crate::version::{NewTable, Version, VersionEdit};
+
+/// Figures of one finished job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobStats {
+    /// Input tables (or memtables).
+    pub input_files: u64,
+    /// Bytes of input tables.
+    pub input_bytes: u64,
+    /// Output tables.
+    pub output_files: u64,
+    /// Bytes written to output tables.
+    pub output_bytes: u64,
+    /// Entries read.
+    pub entries_in: u64,
+    /// Entries written.
+    pub entries_out: u64,
+    /// Entries dropped, by reason.
+    pub dropped: DropCounter,
+    /// Wall time in microseconds.
+    pub micros: u64,
+}
+
+fn drain<I: InternalIterator>(
+    it: &mut CompactionIterator<I>,
+    outputs: &mut TableOutputs,
+    listener: &mut dyn DropListener,
+    stats: &mut JobStats,
+) -> Result<()> {
+    let mut counter = DropCounter::default();
+    {
+        let mut tee = TeeListener(&mut counter, listener);
+        it.seek_to_first(&mut tee)?;
+        while it.valid() {
+            outputs.add(it.key(), it.value())?;
+            stats.entries_out += 1;
+            it.next(&mut tee)?;
+        }
+    }
+    stats.dropped = counter;
+    stats.entries_in = stats.entries_out + counter.shadowed + counter.tombstones;
+    Ok(())
+}
+
+/// Writes the memtables (oldest first) into one or more L0 tables. Shadowed versions no snapshot
+/// needs are dropped; tombstones are kept (older data may sit below).
+pub fn flush_memtables(
+    mems: &[Arc<MemTable>],
+    snapshots: Vec<SeqNo>,
+    out: OutputConfig,
+    listener: &mut dyn DropListener,
+) -> Result<(Vec<NewTable>, JobStats)> {
+    let start = Instant::now();
+    let children: Vec<Box<dyn InternalIterator>> = mems
+        .iter()
+        .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
+        .collect();
+    let merged = MergingIterator::new(children, compare_internal);
+    let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into());
+    let mut outputs = TableOutputs::new(out, 0, Vec::new());
+    let mut stats = JobStats {
+        input_files: mems.len() as u64,
+        ..Default::default()
+    };
+    drain(&mut it, &mut outputs, listener, &mut stats)?;
+    let (tables, bytes) = outputs.finish()?;
+    stats.output_files = tables.len() as u64;
+    stats.output_bytes = bytes;
+    stats.micros = start.elapsed().as_micros() as u64;
+    Ok((tables, stats))
+}
+
+/// Runs a compaction plan against `version` (the version it was picked from, or a newer one
+/// that still holds its inputs). Returns the edit that installs the result.
+pub fn run_compaction(
+    plan: &CompactionPlan,
+    version: &Arc<Version>,
+    tables: &TableCache,
+    snapshots: Vec<SeqNo>,
+    out: OutputConfig,
+    listener: &mut dyn DropListener,
+) -> Result<(VersionEdit, JobStats)> {
+    let start = Instant::now();
+    let mut edit = VersionEdit::default();
+    let mut stats = JobStats {
+        input_files: plan.all_inputs().count() as u64,
+        input_bytes: plan.input_bytes(),
+        ..Default::default()
+    };
+    for f in &plan.inputs {
+        edit.deleted_files.push((plan.level as u32, f.number));
+    }
+    for f in &plan.output_level_inputs {
+        edit.deleted_files
+            .push((plan.output_level as u32, f.number));
+    }
+    if let Some(last) = plan
+        .inputs
+        .iter()
+        .map(|f| &f.largest)
+        .max_by(|a, b| compare_internal(a, b))
+    {
+        edit.compact_pointers
+            .push((plan.level as u32, last.clone()));
+    }
+    if plan.trivial_move {
+        let f = &plan.inputs[0];
+        edit.new_tables
+            .push(crate::version::set::new_table(plan.output_level, f));
+        stats.micros = start.elapsed().as_micros() as u64;
+        return Ok((edit, stats));
+    }
+    let ctx = ReadCtx {
+        class: IoClass::CompactionRead,
+        fill_cache: false,
+    };
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for f in plan.all_inputs() {
+        let table = tables.get(f, ctx.class)?;
+        children.push(Box::new(table.iter(ctx)));
+    }
+    let merged = MergingIterator::new(children, compare_internal);
+    let bottom_version = Arc::clone(version);
+    let output_level = plan.output_level;
+    let mut it = CompactionIterator::new(
+        merged,
+        snapshots,
+        Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, uk)),
+        format!("compaction of level {}", plan.level),
+    );
+    let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
+    drain(&mut it, &mut outputs, listener, &mut stats)?;
+    let (new_tables, bytes) = outputs.finish()?;
+    stats.output_files = new_tables.len() as u64;
+    stats.output_bytes = bytes;
+    edit.new_tables = new_tables;
+    stats.micros = start.elapsed().as_micros() as u64;
+    Ok((edit, stats))
+}

@@ -1,0 +1,170 @@
+//! Metadata of one key table in a version, and its lifetime: a table removed from the current
+//! version is deleted from disk only when the last version, iterator or job that references
+//! its metadata lets go.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::key::{self, SeqNo};
+
+/// Receives the numbers of files that are no longer referenced by anything.
+pub trait ObsoleteFileSink: Send + Sync {
+    /// Called exactly once per file, from whichever thread drops the last reference.
+    /// Implementations must not block or do I/O here; they queue the file for deletion.
+    fn file_unreferenced(&self, number: u64);
+}
+
+/// Everything the version set records about one key table.
+pub struct FileMetaData {
+    /// File number (`NNNNNN.sst`).
+    pub number: u64,
+    /// Size in bytes.
+    pub file_size: u64,
+    /// Smallest internal key in the table.
+    pub smallest: Vec<u8>,
+    /// Largest internal key in the table.
+    pub largest: Vec<u8>,
+    /// Smallest sequence number in the table.
+    pub smallest_seq: SeqNo,
+    /// Largest sequence number in the table.
+    pub largest_seq: SeqNo,
+    /// Number of entries.
+    pub num_entries: u64,
+    /// Number of deletion entries.
+    pub num_deletions: u64,
+    obsolete: OnceLock<Arc<dyn ObsoleteFileSink>>,
+}
+
+impl std::fmt::Debug for FileMetaData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMetaData")
+            .field("number", &self.number)
+            .field("file_size", &self.file_size)
+            .field(
+                "smallest",
+                &String::from_utf8_lossy(key::user_key(&self.smallest)),
+            )
+            .field(
+                "largest",
+                &String::from_utf8_lossy(key::user_key(&self.largest)),
+            )
+            .field("seqs", &(self.smallest_seq..=self.largest_seq))
+            .finish()
+    }
+}
+
+impl FileMetaData {
+    /// Metadata of a table that is not yet (or no longer) obsolete.
+    #[expect(clippy::too_many_arguments, reason = "a plain record constructor")]
+    pub fn new(
+        number: u64,
+        file_size: u64,
+        smallest: Vec<u8>,
+        largest: Vec<u8>,
+        smallest_seq: SeqNo,
+        largest_seq: SeqNo,
+        num_entries: u64,
+        num_deletions: u64,
+    ) -> Self {
+        FileMetaData {
+            number,
+            file_size,
+            smallest,
+            largest,
+            smallest_seq,
+            largest_seq,
+            num_entries,
+            num_deletions,
+            obsolete: OnceLock::new(),
+        }
+    }
+
+    /// User key of the smallest entry.
+    pub fn smallest_user_key(&self) -> &[u8] {
+        key::user_key(&self.smallest)
+    }
+
+    /// User key of the largest entry.
+    pub fn largest_user_key(&self) -> &[u8] {
+        key::user_key(&self.largest)
+    }
+
+    /// True when the table's user-key range intersects `[lo, hi]` (`None` = unbounded).
+    pub fn overlaps_user_range(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        let before = hi.is_some_and(|hi| self.smallest_user_key() > hi);
+        let after = lo.is_some_and(|lo| self.largest_user_key() < lo);
+        !before && !after
+    }
+
+    /// Size used by the compaction picker's level scores. Compensation for value bytes a table
+    /// pins (DESIGN.md, "Hidden garbage and compaction priority") plugs in here.
+    pub fn compensated_size(&self) -> u64 {
+        self.file_size
+    }
+
+    /// Marks the table as removed from the current version by a durable manifest edit; when the
+    /// last reference drops, `sink` learns the file can be deleted.
+    pub fn mark_obsolete(&self, sink: Arc<dyn ObsoleteFileSink>) {
+        // A second call would mean the same file was removed twice; the first sink wins.
+        let _ = self.obsolete.set(sink);
+    }
+}
+
+impl Drop for FileMetaData {
+    fn drop(&mut self) {
+        if let Some(sink) = self.obsolete.get() {
+            sink.file_unreferenced(self.number);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{ValueKind, make_internal_key};
+    use parking_lot::Mutex;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<u64>>);
+    impl ObsoleteFileSink for Collect {
+        fn file_unreferenced(&self, number: u64) {
+            self.0.lock().push(number);
+        }
+    }
+
+    fn meta(n: u64, lo: &str, hi: &str) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData::new(
+            n,
+            100,
+            make_internal_key(lo.as_bytes(), 5, ValueKind::Value),
+            make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            1,
+            5,
+            2,
+            0,
+        ))
+    }
+
+    #[test]
+    fn deleted_only_after_the_last_reference_and_only_if_obsolete() {
+        let sink = Arc::new(Collect::default());
+        let a = meta(1, "a", "c");
+        let held = Arc::clone(&a);
+        a.mark_obsolete(sink.clone());
+        drop(a);
+        assert!(sink.0.lock().is_empty(), "still referenced");
+        drop(held);
+        assert_eq!(*sink.0.lock(), vec![1]);
+        drop(meta(2, "a", "b"));
+        assert_eq!(*sink.0.lock(), vec![1], "live files are never reported");
+    }
+
+    #[test]
+    fn user_range_overlap() {
+        let m = meta(1, "c", "f");
+        assert!(m.overlaps_user_range(None, None));
+        assert!(m.overlaps_user_range(Some(b"a"), Some(b"c")));
+        assert!(m.overlaps_user_range(Some(b"f"), None));
+        assert!(!m.overlaps_user_range(Some(b"g"), None));
+        assert!(!m.overlaps_user_range(None, Some(b"b")));
+    }
+}

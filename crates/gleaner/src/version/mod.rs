@@ -1,0 +1,22 @@
+//! Versions of the index tree: version edits, the manifest that logs them, the version set that
+//! installs them, and the lifetime of the tables they reference.
+
+mod current;
+pub mod edit;
+pub mod file_meta;
+pub mod level_iter;
+pub mod set;
+#[expect(
+    clippy::module_inception,
+    reason = "the version module's central type is Version"
+)]
+pub mod version;
+
+pub use current::{read_current, set_current};
+pub use edit::{NewTable, VersionEdit};
+pub use file_meta::{FileMetaData, ObsoleteFileSink};
+pub use set::{RecoveredCounters, VersionSet, VersionSetConfig};
+pub use version::{TreeLookup, Version};
+
+/// Most levels any database may have (the upper bound of option `num_levels`).
+pub const MAX_LEVELS: usize = 12;

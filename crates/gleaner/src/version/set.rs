@@ -1,0 +1,369 @@
+//! The version set: the current version, the manifest that records how it came to be, and the
+//! counters persisted with it (log number, next file number, last sequence).
+//!
+//! Every change to the set of live files goes through [`VersionSet::log_and_apply`]: the edit is
+//! appended to the manifest and synced before the new version is installed, so a version that
+//! readers can see is always recoverable.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::current::{read_current, set_current};
+use super::edit::{MANIFEST_FORMAT_VERSION, NewTable, VersionEdit};
+use super::file_meta::ObsoleteFileSink;
+use super::version::Version;
+use crate::error::{Error, Result};
+use crate::filename::manifest_file_name;
+use crate::io::{
+    CountedReader, CountedWriter, FileSystem, IoClass, IoStats, ReadFileOptions, WriteFileOptions,
+};
+use crate::key::SeqNo;
+use crate::options::WalRecoveryMode;
+use crate::wal::{LogReader, LogWriter};
+
+/// Largest manifest record accepted on recovery: 256 MiB (a snapshot of about two million
+/// tables).
+pub const MAX_MANIFEST_RECORD: usize = 256 << 20;
+
+/// What recovery of a manifest yields besides the version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveredCounters {
+    /// WALs numbered below this hold nothing that is not in key tables.
+    pub log_number: u64,
+    /// Next unused file number recorded in the manifest.
+    pub next_file_number: u64,
+    /// Last sequence number recorded in the manifest.
+    pub last_sequence: SeqNo,
+    /// Number of the manifest that was read.
+    pub manifest_number: u64,
+}
+
+/// The current version and its manifest.
+pub struct VersionSet {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    stats: Arc<IoStats>,
+    sink: Arc<dyn ObsoleteFileSink>,
+    next_file_number: Arc<AtomicU64>,
+    max_manifest_size: u64,
+    manifest: Option<(u64, LogWriter)>,
+    log_number: u64,
+    last_sequence: SeqNo,
+    compact_pointers: Vec<Option<Vec<u8>>>,
+    current: Arc<Version>,
+}
+
+impl std::fmt::Debug for VersionSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VersionSet")
+            .field("manifest", &self.manifest.as_ref().map(|m| m.0))
+            .field("log_number", &self.log_number)
+            .field("last_sequence", &self.last_sequence)
+            .finish()
+    }
+}
+
+/// Shared parameters of a version set.
+pub struct VersionSetConfig {
+    /// File system.
+    pub fs: Arc<dyn FileSystem>,
+    /// Database directory.
+    pub dir: PathBuf,
+    /// I/O counters.
+    pub stats: Arc<IoStats>,
+    /// Receives tables that became unreferenced.
+    pub sink: Arc<dyn ObsoleteFileSink>,
+    /// The database's file-number counter.
+    pub next_file_number: Arc<AtomicU64>,
+    /// Manifest size at which it is rewritten.
+    pub max_manifest_size: u64,
+    /// Levels of a new database; a recovered one may have fewer populated.
+    pub num_levels: usize,
+}
+
+impl VersionSet {
+    /// An empty version set (new database); nothing is written until the first
+    /// [`VersionSet::log_and_apply`].
+    pub fn new_empty(cfg: VersionSetConfig) -> Self {
+        VersionSet {
+            current: Arc::new(Version::new(cfg.num_levels)),
+            compact_pointers: vec![None; cfg.num_levels],
+            fs: cfg.fs,
+            dir: cfg.dir,
+            stats: cfg.stats,
+            sink: cfg.sink,
+            next_file_number: cfg.next_file_number,
+            max_manifest_size: cfg.max_manifest_size,
+            manifest: None,
+            log_number: 0,
+            last_sequence: 0,
+        }
+    }
+
+    /// Recovers the version named by CURRENT. The manifest's torn tail (an edit whose write was
+    /// interrupted, hence never installed) is ignored; any other damage is corruption.
+    /// `num_levels` may exceed the recorded shape; a populated level at or beyond it is an
+    /// error naming the `num_levels` option.
+    pub fn recover(cfg: VersionSetConfig) -> Result<(Self, RecoveredCounters)> {
+        let manifest_number = read_current(cfg.fs.as_ref(), &cfg.dir, &cfg.stats)?;
+        let name = manifest_file_name(manifest_number);
+        let file = cfg
+            .fs
+            .open_readable(&cfg.dir.join(&name), ReadFileOptions::default())?;
+        let mut reader = LogReader::new(
+            CountedReader::new(file, Arc::clone(&cfg.stats)),
+            name.clone(),
+            IoClass::Manifest,
+            WalRecoveryMode::TolerateCorruptedTail,
+            MAX_MANIFEST_RECORD,
+        )?;
+        // Decode with the maximum level count; the shape is checked against `num_levels` after.
+        let mut version = Version::new(crate::version::MAX_LEVELS);
+        let mut log_number = None;
+        let mut next_file = None;
+        let mut last_seq = None;
+        let mut pointers: Vec<Option<Vec<u8>>> = vec![None; crate::version::MAX_LEVELS];
+        let mut first = true;
+        while let Some((offset, record)) = reader.read_record()? {
+            let edit = VersionEdit::decode(&record, &name, offset)?;
+            if first {
+                match edit.format_version {
+                    Some(MANIFEST_FORMAT_VERSION) => {}
+                    Some(v) => {
+                        return Err(Error::corruption(
+                            &name,
+                            offset,
+                            format!("unknown manifest format version {v}"),
+                        ));
+                    }
+                    None => {
+                        return Err(Error::corruption(
+                            &name,
+                            offset,
+                            "first edit lacks the format version",
+                        ));
+                    }
+                }
+                first = false;
+            }
+            version = version.apply(&edit, &name)?;
+            log_number = edit.log_number.or(log_number);
+            next_file = edit.next_file_number.or(next_file);
+            last_seq = edit.last_sequence.or(last_seq);
+            for (level, key) in edit.compact_pointers {
+                if let Some(slot) = pointers.get_mut(level as usize) {
+                    *slot = Some(key);
+                }
+            }
+        }
+        let missing =
+            |what: &str| Error::corruption(&name, 0, format!("manifest records no {what}"));
+        let counters = RecoveredCounters {
+            log_number: log_number.ok_or_else(|| missing("log number"))?,
+            next_file_number: next_file.ok_or_else(|| missing("next file number"))?,
+            last_sequence: last_seq.ok_or_else(|| missing("last sequence"))?,
+            manifest_number,
+        };
+        if let Some(deepest) = version.deepest_nonempty_level() {
+            if deepest >= cfg.num_levels {
+                return Err(Error::invalid(format!(
+                    "option `num_levels` is {}, but the database has tables in level {deepest}; \
+                     use num_levels of at least {}",
+                    cfg.num_levels,
+                    deepest + 1
+                )));
+            }
+        }
+        let mut levels = Version::new(cfg.num_levels);
+        let all = VersionEdit {
+            new_tables: version.all_files().map(|(l, f)| new_table(l, f)).collect(),
+            ..Default::default()
+        };
+        levels = levels.apply(&all, &name)?;
+        pointers.truncate(cfg.num_levels);
+        let max_number = version
+            .all_files()
+            .map(|(_, f)| f.number)
+            .max()
+            .unwrap_or(0);
+        let next = counters
+            .next_file_number
+            .max(max_number + 1)
+            .max(manifest_number + 1);
+        cfg.next_file_number.fetch_max(next, Ordering::SeqCst);
+        Ok((
+            VersionSet {
+                current: Arc::new(levels),
+                compact_pointers: pointers,
+                fs: cfg.fs,
+                dir: cfg.dir,
+                stats: cfg.stats,
+                sink: cfg.sink,
+                next_file_number: cfg.next_file_number,
+                max_manifest_size: cfg.max_manifest_size,
+                manifest: None,
+                log_number: counters.log_number,
+                last_sequence: counters.last_sequence,
+            },
+            counters,
+        ))
+    }
+
+    /// The current version.
+    pub fn current(&self) -> &Arc<Version> {
+        &self.current
+    }
+
+    /// The log number recorded by the last edit.
+    pub fn log_number(&self) -> u64 {
+        self.log_number
+    }
+
+    /// The last sequence recorded by the last edit.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.last_sequence
+    }
+
+    /// Number of the live manifest, if one was written by this process.
+    pub fn manifest_number(&self) -> Option<u64> {
+        self.manifest.as_ref().map(|m| m.0)
+    }
+
+    /// Round-robin compaction cursor of `level`.
+    pub fn compact_pointer(&self, level: usize) -> Option<&[u8]> {
+        self.compact_pointers.get(level).and_then(|p| p.as_deref())
+    }
+
+    /// Appends `edit` to the manifest (starting a new manifest with a full snapshot when there
+    /// is none yet or the current one is too large), syncs it, then installs the resulting
+    /// version and marks the tables it removed as obsolete. On error nothing is installed and
+    /// the manifest is abandoned; the caller must stop writing (the database becomes read-only).
+    pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
+        let file_label = self
+            .manifest
+            .as_ref()
+            .map(|m| manifest_file_name(m.0))
+            .unwrap_or_else(|| "new manifest".to_string());
+        let next = self.current.apply(&edit, &file_label)?;
+        edit.next_file_number = Some(self.next_file_number.load(Ordering::SeqCst));
+        if edit.log_number.is_none() {
+            edit.log_number = Some(self.log_number);
+        }
+        if edit.last_sequence.is_none() {
+            edit.last_sequence = Some(self.last_sequence);
+        }
+        let result = self.write_edit(&edit, &next);
+        if let Err(e) = result {
+            self.manifest = None;
+            return Err(e);
+        }
+        self.log_number = edit.log_number.unwrap_or(self.log_number);
+        self.last_sequence = edit.last_sequence.unwrap_or(self.last_sequence);
+        for (level, key) in &edit.compact_pointers {
+            if let Some(slot) = self.compact_pointers.get_mut(*level as usize) {
+                *slot = Some(key.clone());
+            }
+        }
+        for &(level, number) in &edit.deleted_files {
+            let readded = edit.new_tables.iter().any(|t| t.number == number);
+            if !readded {
+                if let Some(f) = self
+                    .current
+                    .files(level as usize)
+                    .iter()
+                    .find(|f| f.number == number)
+                {
+                    f.mark_obsolete(Arc::clone(&self.sink));
+                }
+            }
+        }
+        self.current = Arc::new(next);
+        Ok(Arc::clone(&self.current))
+    }
+
+    fn write_edit(&mut self, edit: &VersionEdit, next: &Version) -> Result<()> {
+        let too_big = self
+            .manifest
+            .as_ref()
+            .is_some_and(|(_, w)| w.file_size() >= self.max_manifest_size);
+        if self.manifest.is_none() || too_big {
+            let old = self.manifest.take().map(|m| m.0);
+            self.start_manifest(edit, next)?;
+            if let Some(old) = old {
+                // The old manifest is unreachable once CURRENT names the new one; failing to
+                // delete it only leaves an orphan that the next open removes.
+                let _ = self.fs.remove_file(&self.dir.join(manifest_file_name(old)));
+            }
+            return Ok(());
+        }
+        let (_, writer) = self.manifest.as_mut().expect("manifest checked above");
+        writer.add_record(&edit.encode())?;
+        writer.sync()
+    }
+
+    /// Writes a new manifest holding a snapshot of `next` and the counters of `edit`, then points
+    /// CURRENT at it.
+    fn start_manifest(&mut self, edit: &VersionEdit, next: &Version) -> Result<()> {
+        let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
+        let mut snapshot = VersionEdit {
+            format_version: Some(MANIFEST_FORMAT_VERSION),
+            log_number: edit.log_number,
+            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
+            last_sequence: edit.last_sequence,
+            ..Default::default()
+        };
+        for (level, slot) in self.compact_pointers.iter().enumerate() {
+            let updated = edit
+                .compact_pointers
+                .iter()
+                .rev()
+                .find(|(l, _)| *l as usize == level);
+            if let Some((_, key)) = updated {
+                snapshot.compact_pointers.push((level as u32, key.clone()));
+            } else if let Some(key) = slot {
+                snapshot.compact_pointers.push((level as u32, key.clone()));
+            }
+        }
+        snapshot.new_tables = next.all_files().map(|(l, f)| new_table(l, f)).collect();
+        let path = self.dir.join(manifest_file_name(number));
+        let file = self.fs.new_writable(
+            &path,
+            WriteFileOptions {
+                direct: false,
+                buffer_size: 64 << 10,
+            },
+        )?;
+        let mut writer = LogWriter::new(Box::new(CountedWriter::new(
+            file,
+            IoClass::Manifest,
+            Arc::clone(&self.stats),
+        )));
+        writer.add_record(&snapshot.encode())?;
+        writer.sync()?;
+        self.fs.sync_dir(&self.dir)?;
+        set_current(self.fs.as_ref(), &self.dir, &self.stats, number)?;
+        self.manifest = Some((number, writer));
+        Ok(())
+    }
+
+    /// The database directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// The edit entry that re-adds `f` at `level`.
+pub fn new_table(level: usize, f: &super::file_meta::FileMetaData) -> NewTable {
+    NewTable {
+        level: level as u32,
+        number: f.number,
+        file_size: f.file_size,
+        smallest: f.smallest.clone(),
+        largest: f.largest.clone(),
+        smallest_seq: f.smallest_seq,
+        largest_seq: f.largest_seq,
+        num_entries: f.num_entries,
+        num_deletions: f.num_deletions,
+    }
+}

@@ -1,0 +1,370 @@
+//! A version: the set of live key tables per level at one point in time. Versions are
+//! immutable and shared (`Arc`); readers and iterators hold the version they started with.
+
+use std::sync::Arc;
+
+use super::edit::VersionEdit;
+use super::file_meta::FileMetaData;
+use super::level_iter::LevelIter;
+use crate::cache::TableCache;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{self, ParsedKey, ValueKind};
+use crate::table::ReadCtx;
+
+/// What the index tree holds for a key at a sequence number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeLookup {
+    /// The newest visible version is this value.
+    Value(Vec<u8>),
+    /// The newest visible version is a deletion.
+    Deleted,
+}
+
+/// The live key tables of every level.
+#[derive(Debug, Clone)]
+pub struct Version {
+    levels: Vec<Vec<Arc<FileMetaData>>>,
+}
+
+impl Version {
+    /// A version with `num_levels` empty levels.
+    pub fn new(num_levels: usize) -> Self {
+        Version {
+            levels: vec![Vec::new(); num_levels],
+        }
+    }
+
+    /// Number of levels.
+    pub fn num_levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Tables of `level`: L0 newest first, other levels by key.
+    pub fn files(&self, level: usize) -> &[Arc<FileMetaData>] {
+        &self.levels[level]
+    }
+
+    /// Total bytes of the tables of `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.file_size).sum()
+    }
+
+    /// Every table of every level.
+    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMetaData>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+    }
+
+    /// The deepest level holding any table.
+    pub fn deepest_nonempty_level(&self) -> Option<usize> {
+        self.levels.iter().rposition(|f| !f.is_empty())
+    }
+
+    /// Tables of `level` whose user-key range intersects `[lo, hi]` (inclusive; `None` is
+    /// unbounded), in the level's order.
+    pub fn overlapping_files(
+        &self,
+        level: usize,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+    ) -> Vec<Arc<FileMetaData>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.overlaps_user_range(lo, hi))
+            .cloned()
+            .collect()
+    }
+
+    /// True when no level deeper than `level` has a table whose range contains `user_key`: a
+    /// deletion of the key compacted into `level` can then be dropped.
+    pub fn is_bottommost_for_key(&self, level: usize, user_key: &[u8]) -> bool {
+        self.levels.iter().skip(level + 1).all(|files| {
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            i == files.len() || files[i].smallest_user_key() > user_key
+        })
+    }
+
+    /// Applies an edit and returns the resulting version. Tables an edit removes and re-adds
+    /// (trivial moves) keep their metadata object, so their lifetime tracking is unbroken.
+    /// `file` names the manifest in errors.
+    pub fn apply(&self, edit: &VersionEdit, file: &str) -> Result<Version> {
+        let bad = |what: String| Error::corruption(file, 0, what);
+        let mut levels = self.levels.clone();
+        let mut moved: Vec<Arc<FileMetaData>> = Vec::new();
+        for &(level, number) in &edit.deleted_files {
+            let files = levels
+                .get_mut(level as usize)
+                .ok_or_else(|| bad(format!("edit deletes a table from missing level {level}")))?;
+            let pos = files
+                .iter()
+                .position(|f| f.number == number)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "edit deletes table {number}, which is not in level {level}"
+                    ))
+                })?;
+            moved.push(files.remove(pos));
+        }
+        for t in &edit.new_tables {
+            let level = t.level as usize;
+            if level >= levels.len() {
+                return Err(bad(format!(
+                    "edit adds table {} to level {level}, beyond the {} levels",
+                    t.number,
+                    levels.len()
+                )));
+            }
+            let meta = match moved.iter().find(|m| m.number == t.number) {
+                Some(m)
+                    if m.file_size == t.file_size
+                        && m.smallest == t.smallest
+                        && m.largest == t.largest =>
+                {
+                    Arc::clone(m)
+                }
+                Some(_) => {
+                    return Err(bad(format!(
+                        "table {} moved with different metadata",
+                        t.number
+                    )));
+                }
+                None => Arc::new(FileMetaData::new(
+                    t.number,
+                    t.file_size,
+                    t.smallest.clone(),
+                    t.largest.clone(),
+                    t.smallest_seq,
+                    t.largest_seq,
+                    t.num_entries,
+                    t.num_deletions,
+                )),
+            };
+            if levels.iter().flatten().any(|f| f.number == t.number) {
+                return Err(bad(format!(
+                    "edit adds table {}, which is already live",
+                    t.number
+                )));
+            }
+            levels[level].push(meta);
+        }
+        levels[0].sort_by(|a, b| {
+            b.largest_seq
+                .cmp(&a.largest_seq)
+                .then(b.number.cmp(&a.number))
+        });
+        for files in levels.iter_mut().skip(1) {
+            files.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
+        }
+        let v = Version { levels };
+        v.check_invariants().map_err(bad)?;
+        Ok(v)
+    }
+
+    /// Checks that every level above L0 is sorted with disjoint user-key ranges.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        for (level, files) in self.levels.iter().enumerate() {
+            for f in files {
+                if key::compare_internal(&f.smallest, &f.largest).is_gt() {
+                    return Err(format!("table {} has smallest key after largest", f.number));
+                }
+            }
+            if level == 0 {
+                continue;
+            }
+            for w in files.windows(2) {
+                if w[0].largest_user_key() >= w[1].smallest_user_key() {
+                    return Err(format!(
+                        "tables {} and {} overlap in level {level}",
+                        w[0].number, w[1].number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks `lookup_key` (a lookup internal key for the user key at a sequence number) up in
+    /// the tables, newest data first.
+    pub fn get(
+        &self,
+        tables: &TableCache,
+        lookup_key: &[u8],
+        ctx: ReadCtx,
+    ) -> Result<Option<TreeLookup>> {
+        let user_key = key::user_key(lookup_key);
+        for f in &self.levels[0] {
+            if f.smallest_user_key() <= user_key && user_key <= f.largest_user_key() {
+                if let Some(found) = Self::get_from(tables, f, lookup_key, ctx)? {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        for files in self.levels.iter().skip(1) {
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            if let Some(f) = files.get(i) {
+                if f.smallest_user_key() <= user_key {
+                    if let Some(found) = Self::get_from(tables, f, lookup_key, ctx)? {
+                        return Ok(Some(found));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn get_from(
+        tables: &TableCache,
+        f: &FileMetaData,
+        lookup_key: &[u8],
+        ctx: ReadCtx,
+    ) -> Result<Option<TreeLookup>> {
+        let table = tables.get(f, ctx.class)?;
+        let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
+            return Ok(None);
+        };
+        let parsed = ParsedKey::parse(&ikey).ok_or_else(|| {
+            Error::corruption(
+                crate::filename::table_file_name(f.number),
+                0,
+                "malformed internal key",
+            )
+        })?;
+        Ok(Some(match parsed.kind {
+            ValueKind::Value => TreeLookup::Value(value),
+            ValueKind::Deletion => TreeLookup::Deleted,
+        }))
+    }
+
+    /// Appends one iterator per L0 table and one per deeper non-empty level.
+    pub fn add_iterators(
+        &self,
+        tables: &Arc<TableCache>,
+        ctx: ReadCtx,
+        out: &mut Vec<Box<dyn InternalIterator>>,
+    ) -> Result<()> {
+        for f in &self.levels[0] {
+            let table = tables.get(f, ctx.class)?;
+            out.push(Box::new(table.iter(ctx)));
+        }
+        for files in self.levels.iter().skip(1) {
+            if !files.is_empty() {
+                out.push(Box::new(LevelIter::new(
+                    files.clone(),
+                    Arc::clone(tables),
+                    ctx,
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::make_internal_key;
+    use crate::version::edit::NewTable;
+
+    fn table(level: u32, number: u64, lo: &str, hi: &str, seq: u64) -> NewTable {
+        NewTable {
+            level,
+            number,
+            file_size: 1000,
+            smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
+            smallest_seq: seq,
+            largest_seq: seq,
+            num_entries: 1,
+            num_deletions: 0,
+        }
+    }
+
+    #[test]
+    fn apply_orders_levels_and_rejects_overlap() {
+        let v = Version::new(4);
+        let e = VersionEdit {
+            new_tables: vec![
+                table(0, 1, "a", "z", 1),
+                table(0, 2, "b", "c", 5),
+                table(1, 3, "m", "p", 1),
+                table(1, 4, "a", "c", 1),
+            ],
+            ..Default::default()
+        };
+        let v = v.apply(&e, "M").expect("apply");
+        assert_eq!(
+            v.files(0).iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![2, 1]
+        );
+        assert_eq!(
+            v.files(1).iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![4, 3]
+        );
+        assert_eq!(v.deepest_nonempty_level(), Some(1));
+        let overlap = VersionEdit {
+            new_tables: vec![table(1, 5, "c", "d", 1)],
+            ..Default::default()
+        };
+        assert!(v.apply(&overlap, "M").expect_err("overlap").is_corruption());
+        let missing = VersionEdit {
+            deleted_files: vec![(2, 3)],
+            ..Default::default()
+        };
+        assert!(v.apply(&missing, "M").is_err());
+        let dup = VersionEdit {
+            new_tables: vec![table(2, 3, "x", "y", 1)],
+            ..Default::default()
+        };
+        assert!(
+            v.apply(&dup, "M").is_err(),
+            "a live number cannot be added twice"
+        );
+    }
+
+    #[test]
+    fn trivial_move_keeps_the_metadata_object() {
+        let v = Version::new(3)
+            .apply(
+                &VersionEdit {
+                    new_tables: vec![table(1, 7, "a", "b", 1)],
+                    ..Default::default()
+                },
+                "M",
+            )
+            .expect("apply");
+        let before = Arc::clone(&v.files(1)[0]);
+        let moved = v
+            .apply(
+                &VersionEdit {
+                    deleted_files: vec![(1, 7)],
+                    new_tables: vec![table(2, 7, "a", "b", 1)],
+                    ..Default::default()
+                },
+                "M",
+            )
+            .expect("move");
+        assert!(Arc::ptr_eq(&before, &moved.files(2)[0]));
+        assert!(moved.files(1).is_empty());
+    }
+
+    #[test]
+    fn bottommost_check_looks_only_deeper() {
+        let v = Version::new(4)
+            .apply(
+                &VersionEdit {
+                    new_tables: vec![table(1, 1, "a", "f", 1), table(3, 2, "k", "p", 1)],
+                    ..Default::default()
+                },
+                "M",
+            )
+            .expect("apply");
+        assert!(v.is_bottommost_for_key(0, b"g"));
+        assert!(!v.is_bottommost_for_key(0, b"c"));
+        assert!(v.is_bottommost_for_key(1, b"c"));
+        assert!(!v.is_bottommost_for_key(1, b"m"));
+        assert!(v.is_bottommost_for_key(3, b"m"));
+    }
+}
