@@ -124,6 +124,7 @@ impl WriteBatch {
         decode_fixed64(&self.rep[..8])
     }
 
+    #[cfg(test)]
     pub(crate) fn set_sequence(&mut self, seq: SeqNo) {
         self.rep[..8].copy_from_slice(&seq.to_le_bytes());
     }

@@ -65,7 +65,7 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     if let Some(stem) = name.strip_suffix(".sst") {
         return number(stem).map(FileType::KeyTable);
     }
-    if name == "CURRENT.tmp" || name == "OPTIONS.tmp" {
+    if matches!(name, "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp") {
         return Some(FileType::Temp);
     }
     None

@@ -71,6 +71,9 @@ impl<A: DropListener + ?Sized, B: DropListener + ?Sized> DropListener for TeeLis
     }
 }
 
+/// Answers whether a deletion of a user key may be dropped (no deeper level holds the key).
+pub type BottommostCheck = Box<dyn FnMut(&[u8]) -> bool + Send>;
+
 /// Filters a forward stream of internal keys. Call [`CompactionIterator::seek_to_first`], then
 /// read `key`/`value` while `valid`, calling `next` to advance.
 pub struct CompactionIterator<I: InternalIterator> {
@@ -78,7 +81,7 @@ pub struct CompactionIterator<I: InternalIterator> {
     /// Live snapshots, ascending.
     snapshots: Vec<SeqNo>,
     /// Whether a tombstone of this user key may be dropped (no deeper data).
-    bottommost: Box<dyn FnMut(&[u8]) -> bool + Send>,
+    bottommost: BottommostCheck,
     /// Name of the input for corruption errors.
     source: String,
     current_user_key: Vec<u8>,
@@ -93,7 +96,7 @@ impl<I: InternalIterator> CompactionIterator<I> {
     pub fn new(
         input: I,
         snapshots: Vec<SeqNo>,
-        bottommost: Box<dyn FnMut(&[u8]) -> bool + Send>,
+        bottommost: BottommostCheck,
         source: String,
     ) -> Self {
         debug_assert!(snapshots.windows(2).all(|w| w[0] <= w[1]));
@@ -202,8 +205,10 @@ mod tests {
     use crate::iter::VecIterator;
     use crate::key::{compare_internal, make_internal_key};
 
+    type Dropped = (Vec<u8>, SeqNo, DropReason);
+
     #[derive(Default)]
-    struct Record(Vec<(Vec<u8>, SeqNo, DropReason)>);
+    struct Record(Vec<Dropped>);
     impl DropListener for Record {
         fn on_drop(&mut self, e: &DropEvent<'_>) {
             self.0.push((e.key.user_key.to_vec(), e.key.seq, e.reason));
@@ -228,7 +233,7 @@ mod tests {
         entries: &[(&str, SeqNo, ValueKind)],
         snapshots: Vec<SeqNo>,
         bottom: bool,
-    ) -> (Vec<(String, SeqNo)>, Vec<(Vec<u8>, SeqNo, DropReason)>) {
+    ) -> (Vec<(String, SeqNo)>, Vec<Dropped>) {
         let mut it = CompactionIterator::new(
             input(entries),
             snapshots,

@@ -165,15 +165,15 @@ impl VersionSet {
             last_sequence: last_seq.ok_or_else(|| missing("last sequence"))?,
             manifest_number,
         };
-        if let Some(deepest) = version.deepest_nonempty_level() {
-            if deepest >= cfg.num_levels {
-                return Err(Error::invalid(format!(
-                    "option `num_levels` is {}, but the database has tables in level {deepest}; \
+        if let Some(deepest) = version.deepest_nonempty_level()
+            && deepest >= cfg.num_levels
+        {
+            return Err(Error::invalid(format!(
+                "option `num_levels` is {}, but the database has tables in level {deepest}; \
                      use num_levels of at least {}",
-                    cfg.num_levels,
-                    deepest + 1
-                )));
-            }
+                cfg.num_levels,
+                deepest + 1
+            )));
         }
         let mut levels = Version::new(cfg.num_levels);
         let all = VersionEdit {
@@ -267,15 +267,14 @@ impl VersionSet {
         }
         for &(level, number) in &edit.deleted_files {
             let readded = edit.new_tables.iter().any(|t| t.number == number);
-            if !readded {
-                if let Some(f) = self
+            if !readded
+                && let Some(f) = self
                     .current
                     .files(level as usize)
                     .iter()
                     .find(|f| f.number == number)
-                {
-                    f.mark_obsolete(Arc::clone(&self.sink));
-                }
+            {
+                f.mark_obsolete(Arc::clone(&self.sink));
             }
         }
         self.current = Arc::new(next);

@@ -196,20 +196,20 @@ impl Version {
     ) -> Result<Option<TreeLookup>> {
         let user_key = key::user_key(lookup_key);
         for f in &self.levels[0] {
-            if f.smallest_user_key() <= user_key && user_key <= f.largest_user_key() {
-                if let Some(found) = Self::get_from(tables, f, lookup_key, ctx)? {
-                    return Ok(Some(found));
-                }
+            if f.smallest_user_key() <= user_key
+                && user_key <= f.largest_user_key()
+                && let Some(found) = Self::get_from(tables, f, lookup_key, ctx)?
+            {
+                return Ok(Some(found));
             }
         }
         for files in self.levels.iter().skip(1) {
             let i = files.partition_point(|f| f.largest_user_key() < user_key);
-            if let Some(f) = files.get(i) {
-                if f.smallest_user_key() <= user_key {
-                    if let Some(found) = Self::get_from(tables, f, lookup_key, ctx)? {
-                        return Ok(Some(found));
-                    }
-                }
+            if let Some(f) = files.get(i)
+                && f.smallest_user_key() <= user_key
+                && let Some(found) = Self::get_from(tables, f, lookup_key, ctx)?
+            {
+                return Ok(Some(found));
             }
         }
         Ok(None)

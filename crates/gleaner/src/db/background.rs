@@ -1,0 +1,331 @@
+//! Background work: flush workers, compaction workers, manual compactions, and deletion of
+//! files nothing references any more.
+//!
+//! The scheduler is deliberately simple: each kind of job has its own small pool of threads
+//! (`flush_threads`, `compaction_threads`; a GC pool joins them later) that wait on one condition
+//! variable, claim work under the state lock, run it without locks, and install the result
+//! through the manifest.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{Counters, DbInner};
+use crate::compaction::{
+    CompactionPlan, DropCounter, JobStats, OutputConfig, flush_memtables, pick_compaction,
+    plan_manual, run_compaction,
+};
+use crate::error::{Error, Result};
+use crate::filename::{table_file_name, wal_file_name};
+use crate::io::IoClass;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::table::TableBuilderOptions;
+use crate::version::{Version, VersionEdit};
+
+/// How long an idle worker sleeps before re-checking for work on its own (a backstop; workers
+/// are normally woken by the condition variable).
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// Most immutable memtables one flush job writes together.
+const MAX_MEMTABLES_PER_FLUSH: usize = 8;
+
+/// The kinds of background worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WorkerKind {
+    Flush,
+    Compaction,
+}
+
+/// Key-table format options from database options.
+pub(super) fn table_options(opts: &Options) -> TableBuilderOptions {
+    TableBuilderOptions {
+        block_size: opts.block_size() as usize,
+        restart_interval: opts.block_restart_interval() as usize,
+        bloom_bits_per_key: opts.bloom_bits_per_key(),
+        compression: opts.compression(),
+    }
+}
+
+impl DbInner {
+    pub(super) fn output_config(&self, class: IoClass, target_file_size: u64) -> OutputConfig {
+        OutputConfig {
+            fs: Arc::clone(&self.fs),
+            dir: self.dir.clone(),
+            stats: Arc::clone(&self.io),
+            table: table_options(&self.opts),
+            direct: self.opts.use_direct_io_for_background_writes(),
+            class,
+            next_file_number: Arc::clone(&self.next_file_number),
+            target_file_size,
+            max_grandparent_overlap: self.picker.max_grandparent_overlap(),
+        }
+    }
+
+    /// Starts the background threads.
+    pub(super) fn spawn_workers(self: &Arc<Self>) -> Result<()> {
+        let mut threads = self.threads.lock();
+        let kinds = std::iter::repeat_n(WorkerKind::Flush, self.opts.flush_threads() as usize)
+            .chain(std::iter::repeat_n(
+                WorkerKind::Compaction,
+                self.opts.compaction_threads() as usize,
+            ));
+        for (i, kind) in kinds.enumerate() {
+            let inner = Arc::clone(self);
+            let name = format!("gleaner-{kind:?}-{i}").to_lowercase();
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || inner.worker_loop(kind))
+                .map_err(|e| Error::io("starting a background thread", e))?;
+            threads.push(handle);
+        }
+        Ok(())
+    }
+
+    fn worker_loop(self: Arc<Self>, kind: WorkerKind) {
+        loop {
+            let work = match kind {
+                WorkerKind::Flush => self.wait_for_flush().map(Work::Flush),
+                WorkerKind::Compaction => self
+                    .wait_for_compaction()
+                    .map(|(p, v)| Work::Compaction(p, v)),
+            };
+            let Some(work) = work else { return };
+            let result = match work {
+                Work::Flush(mems) => self.run_flush(&mems),
+                Work::Compaction(plan, version) => {
+                    let r = self.run_compaction_plan(&plan, &version);
+                    self.finish_running(&plan);
+                    r
+                }
+            };
+            match result {
+                Ok(()) | Err(Error::Closed) => {}
+                Err(e) => self.set_bg_error(e),
+            }
+            self.purge_obsolete_files();
+        }
+    }
+
+    /// Waits for unclaimed immutable memtables and claims them (oldest first); `None` at
+    /// shutdown.
+    fn wait_for_flush(&self) -> Option<Vec<Arc<MemTable>>> {
+        let mut st = self.state.lock();
+        loop {
+            if st.shutting_down {
+                return None;
+            }
+            if st.bg_error.is_none() && st.flush_claimed < st.imm.len() {
+                let from = st.flush_claimed;
+                let to = st.imm.len().min(from + MAX_MEMTABLES_PER_FLUSH);
+                st.flush_claimed = to;
+                return Some(st.imm.range(from..to).cloned().collect());
+            }
+            self.bg_cv.wait_for(&mut st, IDLE_WAIT);
+        }
+    }
+
+    /// Waits until the picker finds a compaction and registers it as running; `None` at
+    /// shutdown.
+    fn wait_for_compaction(&self) -> Option<(CompactionPlan, Arc<Version>)> {
+        let mut st = self.state.lock();
+        loop {
+            if st.shutting_down {
+                return None;
+            }
+            if st.bg_error.is_none()
+                && let Some(plan) =
+                    pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)
+            {
+                st.running.push(plan.running());
+                return Some((plan, Arc::clone(&st.version)));
+            }
+            self.bg_cv.wait_for(&mut st, IDLE_WAIT);
+        }
+    }
+
+    fn finish_running(&self, plan: &CompactionPlan) {
+        let entry = plan.running();
+        let mut st = self.state.lock();
+        if let Some(i) = st.running.iter().position(|r| *r == entry) {
+            st.running.remove(i);
+        }
+        drop(st);
+        self.bg_cv.notify_all();
+        self.progress_cv.notify_all();
+    }
+
+    /// Flushes claimed memtables to L0 and installs the tables, in memtable order.
+    fn run_flush(&self, mems: &[Arc<MemTable>]) -> Result<()> {
+        let snapshots = self.snapshots.sequences();
+        let mut drops = DropCounter::default();
+        let out = self.output_config(IoClass::Flush, u64::MAX);
+        let (tables, stats) = flush_memtables(mems, snapshots, out, &mut drops)?;
+        // Install strictly in memtable order: wait until ours are the oldest.
+        {
+            let mut st = self.state.lock();
+            while !st.imm.front().is_some_and(|m| Arc::ptr_eq(m, &mems[0])) {
+                if st.shutting_down || st.bg_error.is_some() {
+                    return Err(Error::Closed);
+                }
+                self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+            }
+        }
+        let mut versions = self.versions.lock();
+        let log_number = {
+            let st = self.state.lock();
+            st.imm
+                .get(mems.len())
+                .map_or(st.mem.wal_number(), |m| m.wal_number())
+        };
+        let edit = VersionEdit {
+            log_number: Some(log_number),
+            last_sequence: Some(self.visible_seq.load(Ordering::Acquire)),
+            new_tables: tables,
+            ..Default::default()
+        };
+        let version = versions.log_and_apply(edit)?;
+        {
+            let mut st = self.state.lock();
+            for m in mems {
+                let front = st.imm.pop_front();
+                debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, m)));
+            }
+            st.flush_claimed -= mems.len();
+            st.version = version;
+            self.install_super_version(&st);
+        }
+        drop(versions);
+        self.bg_cv.notify_all();
+        self.progress_cv.notify_all();
+        Counters::add(&self.counters.flushes, 1);
+        Counters::add(&self.counters.flush_bytes, stats.output_bytes);
+        Counters::add(&self.counters.flush_micros, stats.micros);
+        Counters::add(&self.counters.dropped_shadowed, stats.dropped.shadowed);
+        for m in mems {
+            // The WAL's contents are now in a table and the manifest no longer needs it.
+            let _ = self
+                .fs
+                .remove_file(&self.dir.join(wal_file_name(m.wal_number())));
+        }
+        Ok(())
+    }
+
+    /// Runs a registered compaction and installs its result.
+    fn run_compaction_plan(&self, plan: &CompactionPlan, version: &Arc<Version>) -> Result<()> {
+        // Read after the plan is fixed: a snapshot taken later sees only data newer than every
+        // input, which compaction keeps anyway.
+        let snapshots = self.snapshots.sequences();
+        let mut drops = DropCounter::default();
+        let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
+        let (edit, stats) =
+            run_compaction(plan, version, &self.tables, snapshots, out, &mut drops)?;
+        let outputs: Vec<u64> = edit.new_tables.iter().map(|t| t.number).collect();
+        let mut versions = self.versions.lock();
+        let installed = versions.log_and_apply(edit.clone());
+        let version = match installed {
+            Ok(v) => v,
+            Err(e) => {
+                drop(versions);
+                if !plan.trivial_move {
+                    for n in outputs {
+                        let _ = self.fs.remove_file(&self.dir.join(table_file_name(n)));
+                    }
+                }
+                return Err(e);
+            }
+        };
+        {
+            let mut st = self.state.lock();
+            for (level, key) in &edit.compact_pointers {
+                if let Some(slot) = st.compact_pointers.get_mut(*level as usize) {
+                    *slot = Some(key.clone());
+                }
+            }
+            st.version = version;
+            self.install_super_version(&st);
+        }
+        drop(versions);
+        self.record_compaction(plan, &stats);
+        Ok(())
+    }
+
+    fn record_compaction(&self, plan: &CompactionPlan, stats: &JobStats) {
+        let c = &self.counters;
+        if plan.trivial_move {
+            Counters::add(&c.trivial_moves, 1);
+            return;
+        }
+        Counters::add(&c.compactions, 1);
+        Counters::add(&c.compaction_bytes_read, stats.input_bytes);
+        Counters::add(&c.compaction_bytes_written, stats.output_bytes);
+        Counters::add(&c.compaction_micros, stats.micros);
+        Counters::add(&c.dropped_shadowed, stats.dropped.shadowed);
+        Counters::add(&c.dropped_tombstones, stats.dropped.tombstones);
+    }
+
+    /// Manual compaction of `[begin, end]` down the tree, run on the caller's thread.
+    pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush_and_wait()?;
+        let deepest = self.state.lock().version.deepest_nonempty_level();
+        let Some(deepest) = deepest else {
+            return Ok(());
+        };
+        for level in 0..deepest {
+            let claimed = {
+                let mut st = self.state.lock();
+                loop {
+                    if let Some(e) = &st.bg_error {
+                        return Err(Error::ReadOnly(Arc::new(e.clone())));
+                    }
+                    if st.shutting_down {
+                        return Err(Error::Closed);
+                    }
+                    match plan_manual(&st.version, &self.picker, &st.running, level, begin, end) {
+                        Ok(None) => break None,
+                        Ok(Some(plan)) => {
+                            st.running.push(plan.running());
+                            break Some((plan, Arc::clone(&st.version)));
+                        }
+                        Err(()) => {
+                            self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+                        }
+                    }
+                }
+            };
+            if let Some((plan, version)) = claimed {
+                let r = self.run_compaction_plan(&plan, &version);
+                self.finish_running(&plan);
+                Counters::add(&self.counters.manual_compactions, 1);
+                if let Err(e) = r {
+                    if !matches!(e, Error::Closed) {
+                        self.set_bg_error(e.clone());
+                    }
+                    return Err(e);
+                }
+                self.purge_obsolete_files();
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes key tables whose last reference was dropped.
+    pub(super) fn purge_obsolete_files(&self) {
+        let numbers: Vec<u64> = std::mem::take(&mut *self.obsolete.queue.lock());
+        for n in numbers {
+            self.tables.evict(n);
+            // A table that cannot be deleted now is an orphan that the next open removes.
+            if self
+                .fs
+                .remove_file(&self.dir.join(table_file_name(n)))
+                .is_ok()
+            {
+                Counters::add(&self.counters.tables_deleted, 1);
+            }
+        }
+    }
+}
+
+enum Work {
+    Flush(Vec<Arc<MemTable>>),
+    Compaction(CompactionPlan, Arc<Version>),
+}

@@ -1,0 +1,467 @@
+//! User-facing iterators: [`DbIterator`] (a cursor with seeks in both directions) and
+//! [`RangeIter`] (a Rust iterator over a key range, double-ended).
+//!
+//! Both merge the memtables and the index tree of one super version and show, per user key,
+//! the newest version at or below their sequence number, hiding deletions.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::{DbInner, ReadOptions, SuperVersion};
+use crate::cache::TableCache;
+use crate::error::{Error, Result};
+use crate::io::IoClass;
+use crate::iter::InternalIterator;
+use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, compare_internal};
+use crate::merge::MergingIterator;
+use crate::table::ReadCtx;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// Everything needed to build an iterator over one consistent state.
+#[derive(Clone)]
+struct IterSource {
+    sv: Arc<SuperVersion>,
+    tables: Arc<TableCache>,
+    seq: SeqNo,
+    ctx: ReadCtx,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+}
+
+impl IterSource {
+    fn build(&self) -> Result<DbIterator> {
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        children.push(Box::new(self.sv.mem.iter()));
+        for m in &self.sv.imm {
+            children.push(Box::new(m.iter()));
+        }
+        self.sv
+            .version
+            .add_iterators(&self.tables, self.ctx, &mut children)?;
+        Ok(DbIterator {
+            inner: MergingIterator::new(children, compare_internal),
+            _sv: Arc::clone(&self.sv),
+            seq: self.seq,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            lower: self.lower.clone(),
+            upper: self.upper.clone(),
+        })
+    }
+}
+
+impl DbInner {
+    fn iter_source(&self, opts: &ReadOptions<'_>) -> IterSource {
+        let seq = self.read_sequence(opts);
+        IterSource {
+            sv: self.super_version.load_full(),
+            tables: Arc::clone(&self.tables),
+            seq,
+            ctx: ReadCtx {
+                class: IoClass::UserRead,
+                fill_cache: opts.fill_cache,
+            },
+            lower: opts.lower_bound.clone(),
+            upper: opts.upper_bound.clone(),
+        }
+    }
+
+    pub(super) fn new_iterator(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
+        self.iter_source(opts).build()
+    }
+}
+
+/// A cursor over the user keys of one consistent state of the database, in either direction.
+/// It holds the memtables and key tables of that state, so it is unaffected by later writes,
+/// flushes and compactions.
+///
+/// A fresh iterator is not positioned: call a seek first. A movement that fails returns the
+/// error and leaves the iterator invalid.
+pub struct DbIterator {
+    inner: MergingIterator,
+    _sv: Arc<SuperVersion>,
+    seq: SeqNo,
+    direction: Direction,
+    valid: bool,
+    /// Reverse: the current key. Forward: the key being skipped.
+    saved_key: Vec<u8>,
+    /// Reverse: the current value.
+    saved_value: Vec<u8>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("seq", &self.seq)
+            .field("valid", &self.valid)
+            .finish()
+    }
+}
+
+fn malformed() -> Error {
+    Error::corruption("iterator input", 0, "malformed internal key")
+}
+
+impl DbIterator {
+    /// True when positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key. Panics when not [`valid`](Self::valid).
+    pub fn key(&self) -> &[u8] {
+        assert!(self.valid, "DbIterator::key on an invalid iterator");
+        match self.direction {
+            Direction::Forward => key::user_key(self.inner.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    /// The current value. Panics when not [`valid`](Self::valid).
+    pub fn value(&self) -> &[u8] {
+        assert!(self.valid, "DbIterator::value on an invalid iterator");
+        match self.direction {
+            Direction::Forward => self.inner.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    fn fail<T>(&mut self, e: Error) -> Result<T> {
+        self.valid = false;
+        Err(e)
+    }
+
+    /// Positions at the first key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        match self.lower.clone() {
+            Some(lower) => self.seek(&lower),
+            None => {
+                self.direction = Direction::Forward;
+                self.saved_key.clear();
+                if let Err(e) = self.inner.seek_to_first() {
+                    return self.fail(e);
+                }
+                self.find_next_user_entry(false)
+            }
+        }
+    }
+
+    /// Positions at the last key (before the upper bound).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.direction = Direction::Reverse;
+        self.saved_key.clear();
+        let r = match &self.upper {
+            Some(upper) => self
+                .inner
+                .seek_for_prev(&key::make_lookup_key(upper, MAX_SEQUENCE)),
+            None => self.inner.seek_to_last(),
+        };
+        if let Err(e) = r {
+            return self.fail(e);
+        }
+        self.find_prev_user_entry()
+    }
+
+    /// Positions at the first key at or after `target` (clamped to the bounds).
+    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let target = match &self.lower {
+            Some(lower) if target < lower.as_slice() => lower.clone(),
+            _ => target.to_vec(),
+        };
+        self.direction = Direction::Forward;
+        self.saved_key.clear();
+        if let Err(e) = self.inner.seek(&key::make_lookup_key(&target, self.seq)) {
+            return self.fail(e);
+        }
+        self.find_next_user_entry(false)
+    }
+
+    /// Positions at the last key at or before `target` (clamped to the bounds).
+    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        if self.upper.as_deref().is_some_and(|u| target >= u) {
+            return self.seek_to_last();
+        }
+        self.direction = Direction::Reverse;
+        self.saved_key.clear();
+        let probe = key::make_internal_key(target, 0, ValueKind::Deletion);
+        if let Err(e) = self.inner.seek_for_prev(&probe) {
+            return self.fail(e);
+        }
+        self.find_prev_user_entry()
+    }
+
+    /// Moves to the next key. Does nothing when not positioned.
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "a cursor whose moves return Result; RangeIter is the std Iterator"
+    )]
+    pub fn next(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            // The inner cursor sits before the current key's entries (or ran off the front).
+            let r = if self.inner.valid() {
+                self.inner.next()
+            } else {
+                self.inner.seek_to_first()
+            };
+            if let Err(e) = r {
+                return self.fail(e);
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
+            if let Err(e) = self.inner.next() {
+                return self.fail(e);
+            }
+        }
+        self.find_next_user_entry(true)
+    }
+
+    /// Moves to the previous key. Does nothing when not positioned.
+    pub fn prev(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        if self.direction == Direction::Forward {
+            // Step back past every entry of the current key.
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
+            loop {
+                if let Err(e) = self.inner.prev() {
+                    return self.fail(e);
+                }
+                if !self.inner.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    return Ok(());
+                }
+                if key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry()
+    }
+
+    /// Forward: from the inner cursor, finds the first visible, non-deleted key (skipping
+    /// `saved_key` when `skipping`).
+    fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
+        loop {
+            if !self.inner.valid() {
+                self.valid = false;
+                return Ok(());
+            }
+            let Some(p) = ParsedKey::parse(self.inner.key()) else {
+                return self.fail(malformed());
+            };
+            if self.upper.as_deref().is_some_and(|u| p.user_key >= u) {
+                self.valid = false;
+                return Ok(());
+            }
+            if p.seq <= self.seq {
+                match p.kind {
+                    ValueKind::Deletion => {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(p.user_key);
+                        skipping = true;
+                    }
+                    ValueKind::Value => {
+                        if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                            self.valid = true;
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            if let Err(e) = self.inner.next() {
+                return self.fail(e);
+            }
+        }
+    }
+
+    /// Reverse: walks back over the entries of the previous user key and settles on its newest
+    /// visible version, skipping keys whose newest visible version is a deletion.
+    fn find_prev_user_entry(&mut self) -> Result<()> {
+        let mut kind = ValueKind::Deletion;
+        while self.inner.valid() {
+            let Some(p) = ParsedKey::parse(self.inner.key()) else {
+                return self.fail(malformed());
+            };
+            if self.lower.as_deref().is_some_and(|l| p.user_key < l) {
+                break;
+            }
+            if p.seq <= self.seq {
+                if kind != ValueKind::Deletion && p.user_key < self.saved_key.as_slice() {
+                    break;
+                }
+                kind = p.kind;
+                self.saved_key.clear();
+                self.saved_value.clear();
+                if kind == ValueKind::Value {
+                    self.saved_key.extend_from_slice(p.user_key);
+                    self.saved_value.extend_from_slice(self.inner.value());
+                }
+            }
+            if let Err(e) = self.inner.prev() {
+                return self.fail(e);
+            }
+        }
+        if kind == ValueKind::Deletion {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = Direction::Forward;
+        } else {
+            self.valid = true;
+        }
+        Ok(())
+    }
+}
+
+/// Key-value pairs of a key range as a Rust iterator; `.rev()` walks it backwards, and both
+/// ends can be consumed alternately. Items are `Result`s: after an error the iterator ends.
+pub struct RangeIter {
+    source: IterSource,
+    front: Option<DbIterator>,
+    back: Option<DbIterator>,
+    front_last: Option<Vec<u8>>,
+    back_last: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for RangeIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangeIter")
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+/// The smallest key strictly greater than `k` in bytewise order.
+fn successor(k: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(k.len() + 1);
+    v.extend_from_slice(k);
+    v.push(0);
+    v
+}
+
+impl RangeIter {
+    pub(super) fn new<'k>(
+        inner: &DbInner,
+        range: impl std::ops::RangeBounds<&'k [u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<RangeIter> {
+        let mut source = inner.iter_source(opts);
+        let lower = match range.start_bound() {
+            Bound::Included(k) => Some(k.to_vec()),
+            Bound::Excluded(k) => Some(successor(k)),
+            Bound::Unbounded => None,
+        };
+        let upper = match range.end_bound() {
+            Bound::Included(k) => Some(successor(k)),
+            Bound::Excluded(k) => Some(k.to_vec()),
+            Bound::Unbounded => None,
+        };
+        if let Some(l) = lower {
+            source.lower = Some(source.lower.map_or(l.clone(), |o| o.max(l)));
+        }
+        if let Some(u) = upper {
+            source.upper = Some(source.upper.map_or(u.clone(), |o| o.min(u)));
+        }
+        Ok(RangeIter {
+            source,
+            front: None,
+            back: None,
+            front_last: None,
+            back_last: None,
+            done: false,
+        })
+    }
+
+    fn step(&mut self, forward: bool) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        if self.done {
+            return None;
+        }
+        let slot = if forward {
+            &mut self.front
+        } else {
+            &mut self.back
+        };
+        let moved = match slot {
+            Some(it) => {
+                if forward {
+                    it.next()
+                } else {
+                    it.prev()
+                }
+            }
+            None => match self.source.build() {
+                Ok(mut it) => {
+                    let r = if forward {
+                        it.seek_to_first()
+                    } else {
+                        it.seek_to_last()
+                    };
+                    *slot = Some(it);
+                    r
+                }
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = moved {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let it = slot.as_ref().expect("built above");
+        if !it.valid() {
+            self.done = true;
+            return None;
+        }
+        let key = it.key();
+        let crossed = if forward {
+            self.back_last.as_deref().is_some_and(|b| key >= b)
+        } else {
+            self.front_last.as_deref().is_some_and(|f| key <= f)
+        };
+        if crossed {
+            self.done = true;
+            return None;
+        }
+        let item = (key.to_vec(), it.value().to_vec());
+        if forward {
+            self.front_last = Some(item.0.clone());
+        } else {
+            self.back_last = Some(item.0.clone());
+        }
+        Some(Ok(item))
+    }
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(true)
+    }
+}
+
+impl DoubleEndedIterator for RangeIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.step(false)
+    }
+}

@@ -1,0 +1,389 @@
+//! The database: open and recovery, the group-commit write path, reads and iterators, and the
+//! background flush and compaction workers.
+
+mod background;
+mod counters;
+mod iter;
+mod open;
+mod read;
+mod request;
+mod snapshot;
+mod super_version;
+mod write;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+
+use crate::batch::WriteBatch;
+use crate::cache::{BlockCache, TableCache};
+use crate::compaction::{PickerConfig, RunningCompaction};
+use crate::error::{Error, Result};
+use crate::io::{FileLock, FileSystem, IoStats};
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::version::{ObsoleteFileSink, Version, VersionSet};
+use crate::wal::LogWriter;
+
+pub use counters::Counters;
+pub use iter::{DbIterator, RangeIter};
+pub use request::{ReadOptions, WriteOptions};
+pub use snapshot::{Snapshot, SnapshotList};
+pub use super_version::SuperVersion;
+
+use write::Writer;
+
+/// The WAL being written. Only the group-commit leader touches it.
+struct Wal {
+    writer: LogWriter,
+}
+
+/// Mutable engine state guarded by one mutex. Readers never take it (they load the
+/// [`SuperVersion`]); writers take it briefly to check for room; background jobs take it to
+/// claim work and to install results.
+struct DbState {
+    mem: Arc<MemTable>,
+    /// Immutable memtables, oldest first.
+    imm: VecDeque<Arc<MemTable>>,
+    /// Memtables at the front of `imm` claimed by flush jobs.
+    flush_claimed: usize,
+    version: Arc<Version>,
+    compact_pointers: Vec<Option<Vec<u8>>>,
+    running: Vec<RunningCompaction>,
+    bg_error: Option<Error>,
+    shutting_down: bool,
+}
+
+/// Queue of key tables whose last reference was dropped; deleted by background workers (never
+/// from the dropping thread, which may hold a lock).
+#[derive(Debug, Default)]
+struct ObsoleteTables {
+    queue: Mutex<Vec<u64>>,
+}
+
+impl ObsoleteFileSink for ObsoleteTables {
+    fn file_unreferenced(&self, number: u64) {
+        self.queue.lock().push(number);
+    }
+}
+
+/// Everything shared by the handle, the background workers and iterators' owners.
+struct DbInner {
+    dir: PathBuf,
+    opts: Options,
+    fs: Arc<dyn FileSystem>,
+    io: Arc<IoStats>,
+    block_cache: Option<Arc<BlockCache>>,
+    tables: Arc<TableCache>,
+    picker: PickerConfig,
+    next_file_number: Arc<AtomicU64>,
+    /// Highest sequence number whose write is fully applied to the memtable.
+    visible_seq: AtomicU64,
+    super_version: ArcSwap<SuperVersion>,
+    snapshots: Arc<SnapshotList>,
+    writers: Mutex<VecDeque<Arc<Writer>>>,
+    writers_cv: Condvar,
+    wal: Mutex<Option<Wal>>,
+    /// The manifest lock: held across a version edit's manifest write. Lock order: `versions`
+    /// before `state`; `wal` before `state`.
+    versions: Mutex<VersionSet>,
+    state: Mutex<DbState>,
+    /// Wakes background workers (new work, shutdown).
+    bg_cv: Condvar,
+    /// Wakes waiters for background progress (stalled writers, `flush`, `compact_range`).
+    progress_cv: Condvar,
+    shutting_down: AtomicBool,
+    obsolete: Arc<ObsoleteTables>,
+    counters: Counters,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    lock: Mutex<Option<Box<dyn FileLock>>>,
+}
+
+/// An open database. `Db` is `Send + Sync`: share it across threads behind an `Arc`. Dropping
+/// it closes it (see [`Db::close`]).
+pub struct Db {
+    inner: Arc<DbInner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+impl Db {
+    /// Opens (or, with `create_if_missing`, creates) the database in directory `path`.
+    ///
+    /// Recovery replays the write-ahead logs: every write acknowledged with `sync` is there, and
+    /// the recovered state is the state after some prefix of the acknowledged writes.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for invalid options (naming the option), a path that
+    /// is a file, a missing database without `create_if_missing`, an existing one with
+    /// `error_if_exists`; [`Error::Locked`] when another handle has it open;
+    /// [`Error::Corruption`] for damaged metadata or logs; [`Error::Io`].
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        open::open(path.as_ref(), opts).map(|inner| Db { inner })
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The effective options (after merging the saved OPTIONS file).
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// Sets `key` to `value` (not synced; see [`WriteOptions::sync`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch, &WriteOptions::default())
+    }
+
+    /// Removes `key` (not synced).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch, &WriteOptions::default())
+    }
+
+    /// Applies `batch` atomically. Concurrent writes are grouped into one WAL write (group
+    /// commit).
+    ///
+    /// Errors: [`Error::InvalidArgument`] when a key is longer than
+    /// [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE), a value longer than `max_value_size`, or
+    /// the batch larger than `max_batch_size` (nothing is written);
+    /// [`Error::ReadOnly`] after an earlier unrecoverable failure; [`Error::Closed`];
+    /// [`Error::Io`] when the WAL write fails (the database then becomes read-only).
+    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.validate_batch(&batch)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.write_impl(Some(batch), opts.sync)
+    }
+
+    /// The value of `key` in the latest state, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, &ReadOptions::default())
+    }
+
+    /// The value of `key` as of `opts.snapshot` (or the latest state).
+    pub fn get_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.inner.check_open()?;
+        self.inner.get(key.as_ref(), opts)
+    }
+
+    /// Takes a snapshot of the current state; reads with it see exactly the writes acknowledged
+    /// before this call.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.snapshots.acquire(&self.inner.visible_seq)
+    }
+
+    /// A cursor over the database as of `opts.snapshot` (or now), within `opts`'s bounds. It
+    /// sees one consistent state however long it lives, and keeps the files it reads alive.
+    pub fn iter(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
+        self.inner.check_open()?;
+        self.inner.new_iterator(opts)
+    }
+
+    /// Key-value pairs in `range`, in key order (or reverse with `.rev()`), as of
+    /// `opts.snapshot` or now. The range narrows `opts`' bounds.
+    pub fn range<'k>(
+        &self,
+        range: impl std::ops::RangeBounds<&'k [u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<RangeIter> {
+        self.inner.check_open()?;
+        RangeIter::new(&self.inner, range, opts)
+    }
+
+    /// Writes the memtable (and any waiting immutable ones) to L0 key tables and waits until
+    /// they are installed.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.flush_and_wait()
+    }
+
+    /// Compacts every level's key tables overlapping `[begin, end]` (user keys, inclusive;
+    /// `None` unbounded) down the tree, so overwritten versions and tombstones no snapshot
+    /// needs are dropped. Flushes the memtable first.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.compact_range(begin, end)
+    }
+
+    /// A snapshot of the engine's figures (serializable; see [`crate::stats::DbStats`]).
+    pub fn stats(&self) -> crate::stats::DbStats {
+        self.inner.stats()
+    }
+
+    /// Stops background work (waiting for running jobs), makes every acknowledged write
+    /// durable (syncs the WAL), deletes unreferenced files and releases the lock. Later calls
+    /// on this handle fail with [`Error::Closed`]; iterators and snapshots keep working on the
+    /// state they hold. Closing twice is harmless.
+    pub fn close(&self) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Errors at drop cannot be reported; call `close` to see them.
+        let _ = self.inner.close();
+    }
+}
+
+impl DbInner {
+    fn check_open(&self) -> Result<()> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Records the first unrecoverable failure; from now on writes fail with
+    /// [`Error::ReadOnly`].
+    fn set_bg_error(&self, e: Error) {
+        let mut st = self.state.lock();
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e);
+        }
+        drop(st);
+        self.bg_cv.notify_all();
+        self.progress_cv.notify_all();
+    }
+
+    /// Publishes a new super version built from `st`. Called with the state lock held, so
+    /// installs are ordered.
+    fn install_super_version(&self, st: &DbState) {
+        self.super_version.store(Arc::new(SuperVersion {
+            mem: Arc::clone(&st.mem),
+            imm: st.imm.iter().rev().cloned().collect(),
+            version: Arc::clone(&st.version),
+        }));
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.shutting_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let mut st = self.state.lock();
+            st.shutting_down = true;
+        }
+        self.bg_cv.notify_all();
+        self.progress_cv.notify_all();
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            // A worker that panicked has nothing left to clean up.
+            let _ = t.join();
+        }
+        // Wait out an in-flight group commit (its leader holds the WAL), then sync and retire
+        // the WAL so every acknowledged write is durable.
+        let mut result = Ok(());
+        if let Some(mut wal) = self.wal.lock().take() {
+            let healthy = self.state.lock().bg_error.is_none();
+            if healthy {
+                result = wal.writer.sync();
+            }
+        }
+        self.purge_obsolete_files();
+        self.lock.lock().take();
+        result
+    }
+}
+
+impl DbInner {
+    fn stats(&self) -> crate::stats::DbStats {
+        use crate::stats::*;
+        let c = &self.counters;
+        let g = Counters::get;
+        let (version, mem_bytes, imm, imm_bytes, running, bg_error) = {
+            let st = self.state.lock();
+            (
+                Arc::clone(&st.version),
+                st.mem.approximate_bytes(),
+                st.imm.len(),
+                st.imm.iter().map(|m| m.approximate_bytes()).sum(),
+                st.running.len(),
+                st.bg_error.as_ref().map(|e| e.to_string()),
+            )
+        };
+        let scores = crate::compaction::picker::level_scores(&version, &self.picker);
+        let levels: Vec<LevelStats> = (0..version.num_levels())
+            .map(|l| LevelStats {
+                level: l,
+                files: version.files(l).len(),
+                bytes: version.level_bytes(l),
+                score: scores.get(l).copied().unwrap_or(0.0),
+            })
+            .collect();
+        DbStats {
+            total_table_bytes: levels.iter().map(|l| l.bytes).sum(),
+            levels,
+            memtable_bytes: mem_bytes,
+            immutable_memtables: imm,
+            immutable_memtable_bytes: imm_bytes,
+            last_sequence: self.visible_seq.load(Ordering::Acquire),
+            snapshots: self.snapshots.count(),
+            io: crate::io::IoClass::ALL
+                .iter()
+                .map(|&cl| (cl.name().to_string(), self.io.get(cl)))
+                .collect(),
+            operations: OperationStats {
+                batches: g(&c.batches),
+                write_groups: g(&c.write_groups),
+                wal_syncs: g(&c.wal_syncs),
+                user_bytes_written: g(&c.user_bytes_written),
+                gets: g(&c.gets),
+            },
+            compaction: CompactionStats {
+                flushes: g(&c.flushes),
+                flush_bytes: g(&c.flush_bytes),
+                flush_micros: g(&c.flush_micros),
+                compactions: g(&c.compactions),
+                manual_compactions: g(&c.manual_compactions),
+                trivial_moves: g(&c.trivial_moves),
+                bytes_read: g(&c.compaction_bytes_read),
+                bytes_written: g(&c.compaction_bytes_written),
+                micros: g(&c.compaction_micros),
+                dropped_shadowed: g(&c.dropped_shadowed),
+                dropped_tombstones: g(&c.dropped_tombstones),
+                tables_deleted: g(&c.tables_deleted),
+                running,
+            },
+            stalls: StallStats {
+                slowdown_count: g(&c.slowdown_count),
+                slowdown_micros: g(&c.slowdown_micros),
+                stop_count: g(&c.stop_count),
+                stop_micros: g(&c.stop_micros),
+            },
+            cache: CacheStats {
+                capacity_bytes: self.block_cache.as_ref().map_or(0, |b| b.capacity_bytes()),
+                usage_bytes: self.block_cache.as_ref().map_or(0, |b| b.usage_bytes()),
+                hits: self.block_cache.as_ref().map_or(0, |b| b.hits()),
+                misses: self.block_cache.as_ref().map_or(0, |b| b.misses()),
+                open_tables: self.tables.len(),
+            },
+            recovery: RecoveryStats {
+                wal_records: g(&c.recovered_records),
+                wal_dropped_bytes: g(&c.recovered_dropped_bytes),
+            },
+            background_error: bg_error,
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Opening a database: directory and lock checks, options merge, manifest recovery, WAL replay,
+//! a fresh manifest and WAL, and removal of files nothing references.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+
+use super::background::table_options;
+use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
+use crate::batch::{BatchOp, WriteBatch};
+use crate::cache::{BlockCache, TableCache};
+use crate::compaction::{DropCounter, PickerConfig, flush_memtables};
+use crate::error::{Error, Result};
+use crate::filename::{CURRENT, FileType, LOCK, OPTIONS, parse_file_name, wal_file_name};
+use crate::io::{
+    CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
+    WritableFile, WriteFileOptions,
+};
+use crate::key::{MAX_SEQUENCE, ValueKind};
+use crate::memtable::MemTable;
+use crate::options::{MAX_BATCH_SIZE_LIMIT, Options, parse_options_file, render_options_file};
+use crate::version::{Version, VersionEdit, VersionSet, VersionSetConfig};
+use crate::wal::{LogReader, LogWriter};
+
+pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
+    let fs = Arc::clone(opts.file_system());
+    match fs.path_kind(path)? {
+        Some(PathKind::File) => {
+            return Err(Error::invalid(format!(
+                "{} is a file; a database is a directory",
+                path.display()
+            )));
+        }
+        None if !opts.create_if_missing() => {
+            return Err(Error::invalid(format!(
+                "no database at {} and option `create_if_missing` is false",
+                path.display()
+            )));
+        }
+        None => fs.create_dir_all(path)?,
+        Some(PathKind::Dir) => {}
+    }
+    let dir = path.to_path_buf();
+    let lock = fs.lock(&dir.join(LOCK))?;
+    let exists = fs.path_kind(&dir.join(CURRENT))?.is_some();
+    if exists && opts.error_if_exists() {
+        return Err(Error::invalid(format!(
+            "a database exists at {} and option `error_if_exists` is true",
+            path.display()
+        )));
+    }
+    if !exists && !opts.create_if_missing() {
+        return Err(Error::invalid(format!(
+            "no database at {} (no CURRENT file) and option `create_if_missing` is false",
+            path.display()
+        )));
+    }
+    let io = Arc::new(IoStats::default());
+    if exists && fs.path_kind(&dir.join(OPTIONS))?.is_some() {
+        let bytes = fs.read_all(&dir.join(OPTIONS))?;
+        io.record_read(IoClass::Manifest, bytes.len() as u64);
+        for (name, value) in parse_options_file(OPTIONS, &bytes)? {
+            opts.apply_saved(&name, &value)?;
+        }
+    }
+    opts.validate()?;
+    probe_direct_io(fs.as_ref(), &dir, &opts)?;
+
+    let block_cache = (opts.block_cache_size() > 0)
+        .then(|| Arc::new(BlockCache::new(opts.block_cache_size() as usize)));
+    let tables = Arc::new(TableCache::new(
+        Arc::clone(&fs),
+        dir.clone(),
+        Arc::clone(&io),
+        block_cache.clone(),
+        opts.max_open_files() as usize,
+        opts.use_direct_io_for_reads(),
+    ));
+    let obsolete = Arc::new(ObsoleteTables::default());
+    let next_file_number = Arc::new(AtomicU64::new(2));
+    let num_levels = opts.num_levels() as usize;
+    let cfg = VersionSetConfig {
+        fs: Arc::clone(&fs),
+        dir: dir.clone(),
+        stats: Arc::clone(&io),
+        sink: obsolete.clone(),
+        next_file_number: Arc::clone(&next_file_number),
+        max_manifest_size: opts.max_manifest_size(),
+        num_levels,
+    };
+    let (mut versions, log_number, mut last_seq) = if exists {
+        let (vs, counters) = VersionSet::recover(cfg)?;
+        (vs, counters.log_number, counters.last_sequence)
+    } else {
+        (VersionSet::new_empty(cfg), 0, 0)
+    };
+    // Bring the file-number counter past every file in the directory, so no number is reused
+    // even for files the manifest does not know (orphans from an interrupted job).
+    let names = fs.list_dir(&dir)?;
+    let mut wals = Vec::new();
+    for name in &names {
+        match parse_file_name(name) {
+            Some(FileType::Wal(n)) => {
+                next_file_number.fetch_max(n + 1, Ordering::SeqCst);
+                if n >= log_number {
+                    wals.push(n);
+                }
+            }
+            Some(FileType::KeyTable(n)) | Some(FileType::Manifest(n)) => {
+                next_file_number.fetch_max(n + 1, Ordering::SeqCst);
+            }
+            _ => {}
+        }
+    }
+    wals.sort_unstable();
+
+    let counters = Counters::default();
+    let table_opts = table_options(&opts);
+    let mut edit = VersionEdit::default();
+    let mut mem = Arc::new(MemTable::new(0));
+    let out_cfg = |class| crate::compaction::OutputConfig {
+        fs: Arc::clone(&fs),
+        dir: dir.clone(),
+        stats: Arc::clone(&io),
+        table: table_opts,
+        direct: opts.use_direct_io_for_background_writes(),
+        class,
+        next_file_number: Arc::clone(&next_file_number),
+        target_file_size: u64::MAX,
+        max_grandparent_overlap: u64::MAX,
+    };
+    for &number in &wals {
+        let name = wal_file_name(number);
+        let file = fs.open_readable(&dir.join(&name), ReadFileOptions::default())?;
+        let mut reader = LogReader::new(
+            CountedReader::new(file, Arc::clone(&io)),
+            name.clone(),
+            IoClass::Wal,
+            opts.wal_recovery_mode(),
+            MAX_BATCH_SIZE_LIMIT as usize,
+        )?;
+        while let Some((offset, record)) = reader.read_record()? {
+            let batch = WriteBatch::decode(record, &name, offset)?;
+            let first = batch.sequence();
+            let count = u64::from(batch.count());
+            if first == 0 || first.saturating_add(count) > MAX_SEQUENCE {
+                return Err(Error::corruption(
+                    &name,
+                    offset,
+                    format!("batch sequence {first} out of range"),
+                ));
+            }
+            let mut seq = first;
+            for op in batch.iter() {
+                let op = op.map_err(|d| Error::corruption(&name, offset, d))?;
+                match op {
+                    BatchOp::Put { key, value } => mem.add(seq, ValueKind::Value, key, value),
+                    BatchOp::Delete { key } => mem.add(seq, ValueKind::Deletion, key, &[]),
+                }
+                seq += 1;
+            }
+            last_seq = last_seq.max(seq - 1);
+            Counters::add(&counters.recovered_records, 1);
+            if mem.approximate_bytes() >= opts.memtable_size() {
+                let (tables, _) = flush_memtables(
+                    &[mem],
+                    Vec::new(),
+                    out_cfg(IoClass::Flush),
+                    &mut DropCounter::default(),
+                )?;
+                edit.new_tables.extend(tables);
+                mem = Arc::new(MemTable::new(0));
+            }
+        }
+        for region in reader.dropped() {
+            Counters::add(&counters.recovered_dropped_bytes, region.len);
+        }
+    }
+    if !mem.is_empty() {
+        let (tables, _) = flush_memtables(
+            &[mem],
+            Vec::new(),
+            out_cfg(IoClass::Flush),
+            &mut DropCounter::default(),
+        )?;
+        edit.new_tables.extend(tables);
+    }
+
+    // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
+    // replayed logs (VersionSet writes a new manifest and points CURRENT at it).
+    let wal_number = next_file_number.fetch_add(1, Ordering::SeqCst);
+    let wal_file = fs.new_writable(
+        &dir.join(wal_file_name(wal_number)),
+        WriteFileOptions {
+            direct: false,
+            buffer_size: 64 << 10,
+        },
+    )?;
+    let wal_writer = LogWriter::new(Box::new(CountedWriter::new(
+        wal_file,
+        IoClass::Wal,
+        Arc::clone(&io),
+    )));
+    fs.sync_dir(&dir)?;
+    edit.log_number = Some(wal_number);
+    edit.last_sequence = Some(last_seq);
+    let version = versions.log_and_apply(edit)?;
+    write_options_file(fs.as_ref(), &dir, &io, &opts)?;
+
+    let live_manifest = versions.manifest_number();
+    remove_unreferenced_files(fs.as_ref(), &dir, &version, wal_number, live_manifest)?;
+
+    let mem = Arc::new(MemTable::new(wal_number));
+    let picker = PickerConfig {
+        num_levels,
+        l0_compaction_trigger: opts.l0_compaction_trigger() as usize,
+        level_base_size: opts.level_base_size(),
+        level_multiplier: u64::from(opts.level_multiplier()),
+        target_file_size: opts.key_table_size(),
+    };
+    let compact_pointers = (0..num_levels)
+        .map(|l| versions.compact_pointer(l).map(<[u8]>::to_vec))
+        .collect();
+    let state = DbState {
+        mem: Arc::clone(&mem),
+        imm: VecDeque::new(),
+        flush_claimed: 0,
+        version: Arc::clone(&version),
+        compact_pointers,
+        running: Vec::new(),
+        bg_error: None,
+        shutting_down: false,
+    };
+    let inner = Arc::new(DbInner {
+        dir,
+        opts,
+        fs,
+        io,
+        block_cache,
+        tables,
+        picker,
+        next_file_number,
+        visible_seq: AtomicU64::new(last_seq),
+        super_version: ArcSwap::from_pointee(SuperVersion {
+            mem,
+            imm: Vec::new(),
+            version,
+        }),
+        snapshots: Arc::new(SnapshotList::default()),
+        writers: Mutex::new(VecDeque::new()),
+        writers_cv: Condvar::new(),
+        wal: Mutex::new(Some(Wal { writer: wal_writer })),
+        versions: Mutex::new(versions),
+        state: Mutex::new(state),
+        bg_cv: Condvar::new(),
+        progress_cv: Condvar::new(),
+        shutting_down: AtomicBool::new(false),
+        obsolete,
+        counters,
+        threads: Mutex::new(Vec::new()),
+        lock: Mutex::new(Some(lock)),
+    });
+    inner.spawn_workers()?;
+    // Compaction may be due right away (e.g. many L0 tables from replay).
+    inner.bg_cv.notify_all();
+    Ok(inner)
+}
+
+/// Fails the open early when direct I/O is asked for but the file system cannot do it.
+fn probe_direct_io(fs: &dyn FileSystem, dir: &Path, opts: &Options) -> Result<()> {
+    if opts.use_direct_io_for_reads() {
+        drop(fs.open_readable(&dir.join(LOCK), ReadFileOptions { direct: true })?);
+    }
+    if opts.use_direct_io_for_background_writes() {
+        let probe = dir.join("IO_PROBE.tmp");
+        let r = fs.new_writable(
+            &probe,
+            WriteFileOptions {
+                direct: true,
+                buffer_size: 1 << 20,
+            },
+        );
+        let _ = fs.remove_file(&probe);
+        drop(r?);
+    }
+    Ok(())
+}
+
+/// Writes the OPTIONS file atomically (temporary file, sync, rename, directory sync).
+fn write_options_file(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    io: &Arc<IoStats>,
+    opts: &Options,
+) -> Result<()> {
+    let tmp = dir.join("OPTIONS.tmp");
+    let file = fs.new_writable(
+        &tmp,
+        WriteFileOptions {
+            direct: false,
+            buffer_size: 0,
+        },
+    )?;
+    let mut file = CountedWriter::new(file, IoClass::Manifest, Arc::clone(io));
+    file.append(render_options_file(opts).as_bytes())?;
+    file.sync()?;
+    drop(file);
+    fs.rename(&tmp, &dir.join(OPTIONS))?;
+    fs.sync_dir(dir)
+}
+
+/// Removes what an earlier run left behind: replayed WALs, superseded manifests, key tables no
+/// version references (outputs of interrupted jobs), temporary files. Files whose names Gleaner
+/// does not use are never touched.
+fn remove_unreferenced_files(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    version: &Version,
+    live_wal: u64,
+    live_manifest: Option<u64>,
+) -> Result<()> {
+    let live_tables: std::collections::HashSet<u64> =
+        version.all_files().map(|(_, f)| f.number).collect();
+    for name in fs.list_dir(dir)? {
+        let obsolete = match parse_file_name(&name) {
+            Some(FileType::Wal(n)) => n < live_wal,
+            Some(FileType::KeyTable(n)) => !live_tables.contains(&n),
+            Some(FileType::Manifest(n)) => Some(n) != live_manifest,
+            Some(FileType::Temp) => true,
+            Some(FileType::Current | FileType::Lock | FileType::Options) | None => false,
+        };
+        if obsolete {
+            fs.remove_file(&dir.join(&name))?;
+        }
+    }
+    fs.sync_dir(dir)
+}

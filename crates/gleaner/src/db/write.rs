@@ -1,0 +1,304 @@
+//! The write path: batch validation, group commit (one leader writes the WAL record of a whole
+//! group of concurrent writers and applies it to the memtable), and making room — switching
+//! memtables and stalling when background work falls behind.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::{Counters, DbInner, DbState, Wal};
+use crate::batch::{BATCH_HEADER_LEN, BatchOp, WriteBatch};
+use crate::error::{Error, Result};
+use crate::filename::wal_file_name;
+use crate::io::{CountedWriter, IoClass, WriteFileOptions};
+use crate::key::{MAX_SEQUENCE, ValueKind};
+use crate::memtable::MemTable;
+use crate::options::MAX_KEY_SIZE;
+use crate::wal::LogWriter;
+
+/// Largest group a leader assembles when its own batch is small: its batch plus 128 KiB.
+const SMALL_GROUP_EXTRA: usize = 128 << 10;
+/// Largest group otherwise: 1 MiB.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// Delay of one write group when L0 reaches the slowdown trigger.
+const SLOWDOWN_DELAY: Duration = Duration::from_millis(1);
+/// Longest single wait for background progress before the stall conditions are re-checked.
+const STALL_WAIT: Duration = Duration::from_millis(100);
+
+/// One caller waiting in the write queue. `batch == None` asks for a memtable switch.
+pub(super) struct Writer {
+    batch: Option<WriteBatch>,
+    sync: bool,
+    done: Mutex<Option<Result<()>>>,
+}
+
+impl DbInner {
+    /// Checks a batch against the limits before anything is written.
+    pub(super) fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let max_batch = self.opts.max_batch_size();
+        if batch.encoded_size() as u64 > max_batch {
+            return Err(Error::invalid(format!(
+                "write batch of {} bytes exceeds option `max_batch_size` ({max_batch} bytes)",
+                batch.encoded_size()
+            )));
+        }
+        let max_value = self.opts.max_value_size();
+        for op in batch.iter() {
+            let op = op.map_err(|e| Error::invalid(format!("malformed write batch: {e}")))?;
+            let key = op.key();
+            if key.len() > MAX_KEY_SIZE {
+                return Err(Error::invalid(format!(
+                    "key of {} bytes exceeds the key size limit of {MAX_KEY_SIZE} bytes",
+                    key.len()
+                )));
+            }
+            if let BatchOp::Put { value, .. } = op
+                && value.len() as u64 > max_value
+            {
+                return Err(Error::invalid(format!(
+                    "value of {} bytes exceeds option `max_value_size` ({max_value} bytes)",
+                    value.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues a writer and either waits for a leader to commit it or becomes the leader.
+    pub(super) fn write_impl(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
+        let me = Arc::new(Writer {
+            batch,
+            sync,
+            done: Mutex::new(None),
+        });
+        let mut queue = self.writers.lock();
+        queue.push_back(Arc::clone(&me));
+        loop {
+            if let Some(r) = me.done.lock().take() {
+                return r;
+            }
+            if Arc::ptr_eq(&queue[0], &me) {
+                break;
+            }
+            self.writers_cv.wait(&mut queue);
+        }
+        let group = Self::build_group(&queue);
+        drop(queue);
+        let result = self.write_group(&group);
+        let mut queue = self.writers.lock();
+        for w in &group {
+            let front = queue.pop_front();
+            debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, w)));
+            if !Arc::ptr_eq(w, &me) {
+                *w.done.lock() = Some(result.clone());
+            }
+        }
+        drop(queue);
+        self.writers_cv.notify_all();
+        result
+    }
+
+    /// The leader's group: the writers at the front of the queue, up to a byte budget. A switch
+    /// request is always a group of its own.
+    fn build_group(queue: &std::collections::VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
+        let leader = &queue[0];
+        let Some(first) = &leader.batch else {
+            return vec![Arc::clone(leader)];
+        };
+        let first_size = first.encoded_size();
+        let limit = if first_size <= SMALL_GROUP_EXTRA {
+            first_size + SMALL_GROUP_EXTRA
+        } else {
+            MAX_GROUP_BYTES.max(first_size)
+        };
+        let mut size = first_size;
+        let mut group = vec![Arc::clone(leader)];
+        for w in queue.iter().skip(1) {
+            let Some(b) = &w.batch else { break };
+            size += b.encoded_size() - BATCH_HEADER_LEN;
+            if size > limit {
+                break;
+            }
+            group.push(Arc::clone(w));
+        }
+        group
+    }
+
+    fn write_group(&self, group: &[Arc<Writer>]) -> Result<()> {
+        let mut wal_guard = self.wal.lock();
+        let Some(wal) = wal_guard.as_mut() else {
+            return Err(Error::Closed);
+        };
+        let force_switch = group[0].batch.is_none();
+        let mem = self.make_room(wal, force_switch)?;
+        if force_switch {
+            return Ok(());
+        }
+        let batches: Vec<&WriteBatch> = group.iter().filter_map(|w| w.batch.as_ref()).collect();
+        let count: u64 = batches.iter().map(|b| u64::from(b.count())).sum();
+        let last = self.visible_seq.load(Ordering::Acquire);
+        let first_seq = last + 1;
+        if last + count > MAX_SEQUENCE {
+            return Err(Error::invalid("sequence numbers exhausted"));
+        }
+        let mut header = [0u8; BATCH_HEADER_LEN];
+        header[..8].copy_from_slice(&first_seq.to_le_bytes());
+        header[8..].copy_from_slice(&(count as u32).to_le_bytes());
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(batches.len() + 1);
+        parts.push(&header);
+        parts.extend(batches.iter().map(|b| &b.encoded()[BATCH_HEADER_LEN..]));
+        let sync = group.iter().any(|w| w.sync);
+        let logged = wal.writer.add_record_parts(&parts).and_then(|_| {
+            if sync {
+                wal.writer.sync()
+            } else {
+                wal.writer.flush()
+            }
+        });
+        if let Err(e) = logged {
+            // The WAL may now hold a partial record; appending after it would turn a torn tail
+            // into mid-log damage, so no further write may use it.
+            self.set_bg_error(e.clone());
+            return Err(e);
+        }
+        let mut seq = first_seq;
+        let mut user_bytes = 0u64;
+        for b in &batches {
+            for op in b.iter().flatten() {
+                match op {
+                    BatchOp::Put { key, value } => {
+                        mem.add(seq, ValueKind::Value, key, value);
+                        user_bytes += (key.len() + value.len()) as u64;
+                    }
+                    BatchOp::Delete { key } => {
+                        mem.add(seq, ValueKind::Deletion, key, &[]);
+                        user_bytes += key.len() as u64;
+                    }
+                }
+                seq += 1;
+            }
+        }
+        debug_assert_eq!(seq, first_seq + count);
+        self.visible_seq.store(seq - 1, Ordering::Release);
+        Counters::add(&self.counters.batches, batches.len() as u64);
+        Counters::add(&self.counters.write_groups, 1);
+        Counters::add(&self.counters.user_bytes_written, user_bytes);
+        if sync {
+            Counters::add(&self.counters.wal_syncs, 1);
+        }
+        Ok(())
+    }
+
+    /// Ensures the active memtable has room (or, with `force`, switches a non-empty one),
+    /// delaying or stalling the writer while L0 or the immutable memtables are over their
+    /// limits. Returns the memtable to write into.
+    fn make_room(&self, wal: &mut Wal, force: bool) -> Result<Arc<MemTable>> {
+        let mut allow_delay = !force;
+        let mut st = self.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::ReadOnly(Arc::new(e.clone())));
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            let l0 = st.version.files(0).len();
+            if allow_delay && l0 >= self.opts.l0_slowdown_trigger() as usize {
+                let start = Instant::now();
+                MutexGuard::unlocked(&mut st, || std::thread::sleep(SLOWDOWN_DELAY));
+                Counters::add(&self.counters.slowdown_count, 1);
+                Counters::add(
+                    &self.counters.slowdown_micros,
+                    start.elapsed().as_micros() as u64,
+                );
+                allow_delay = false;
+                continue;
+            }
+            let full = st.mem.approximate_bytes() >= self.opts.memtable_size();
+            if (!force && !full) || (force && st.mem.is_empty()) {
+                return Ok(Arc::clone(&st.mem));
+            }
+            let imm_full = st.imm.len() >= self.opts.max_immutable_memtables() as usize;
+            let l0_full = l0 >= self.opts.l0_stop_trigger() as usize;
+            if imm_full || l0_full {
+                let start = Instant::now();
+                self.bg_cv.notify_all();
+                self.progress_cv.wait_for(&mut st, STALL_WAIT);
+                Counters::add(&self.counters.stop_count, 1);
+                Counters::add(
+                    &self.counters.stop_micros,
+                    start.elapsed().as_micros() as u64,
+                );
+                continue;
+            }
+            self.switch_memtable(&mut st, wal)?;
+            if force {
+                return Ok(Arc::clone(&st.mem));
+            }
+        }
+    }
+
+    /// Seals the active memtable and starts a new one with a new WAL. The old WAL is synced
+    /// first: a later synced write must never be recoverable while an earlier unsynced one is
+    /// lost.
+    fn switch_memtable(&self, st: &mut MutexGuard<'_, DbState>, wal: &mut Wal) -> Result<()> {
+        let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
+        let created = MutexGuard::unlocked(st, || -> Result<LogWriter> {
+            wal.writer.sync()?;
+            let file = self.fs.new_writable(
+                &self.dir.join(wal_file_name(number)),
+                WriteFileOptions {
+                    direct: false,
+                    buffer_size: 64 << 10,
+                },
+            )?;
+            self.fs.sync_dir(&self.dir)?;
+            Ok(LogWriter::new(Box::new(CountedWriter::new(
+                file,
+                IoClass::Wal,
+                Arc::clone(&self.io),
+            ))))
+        });
+        let writer = match created {
+            Ok(w) => w,
+            Err(e) => {
+                if st.bg_error.is_none() {
+                    st.bg_error = Some(e.clone());
+                }
+                self.progress_cv.notify_all();
+                return Err(e);
+            }
+        };
+        *wal = Wal { writer };
+        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+        st.imm.push_back(old);
+        self.install_super_version(st);
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Switches the memtable (if it holds anything) and waits until every memtable sealed up
+    /// to now is flushed.
+    pub(super) fn flush_and_wait(&self) -> Result<()> {
+        self.write_impl(None, false)?;
+        let mut st = self.state.lock();
+        let Some(target) = st.imm.back().cloned() else {
+            return Ok(());
+        };
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::ReadOnly(Arc::new(e.clone())));
+            }
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            if !st.imm.iter().any(|m| Arc::ptr_eq(m, &target)) {
+                return Ok(());
+            }
+            self.bg_cv.notify_all();
+            self.progress_cv.wait_for(&mut st, STALL_WAIT);
+        }
+    }
+}

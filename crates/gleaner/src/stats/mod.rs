@@ -1,0 +1,138 @@
+//! `stats()`: a serializable snapshot of the engine's shape and activity. Key names are stable:
+//! benchmark tooling reads them (see docs/stats.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::io::IoCounters;
+
+/// One level of the index tree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelStats {
+    /// Level number (0 = L0).
+    pub level: usize,
+    /// Key tables in the level.
+    pub files: usize,
+    /// Bytes of those tables.
+    pub bytes: u64,
+    /// Compaction score (size ÷ target; L0: tables ÷ trigger). ≥ 1 means due.
+    pub score: f64,
+}
+
+/// Write stalls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallStats {
+    /// Write groups delayed by the L0 slowdown trigger.
+    pub slowdown_count: u64,
+    /// Microseconds of those delays.
+    pub slowdown_micros: u64,
+    /// Waits while writes were stopped (immutable memtables or L0 at their limits).
+    pub stop_count: u64,
+    /// Microseconds writes were stopped.
+    pub stop_micros: u64,
+}
+
+/// Flushes and compactions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionStats {
+    /// Memtable flushes.
+    pub flushes: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Microseconds spent flushing.
+    pub flush_micros: u64,
+    /// Compactions that rewrote tables (manual ones included).
+    pub compactions: u64,
+    /// Of those, manual ones.
+    pub manual_compactions: u64,
+    /// Tables moved down a level without rewriting.
+    pub trivial_moves: u64,
+    /// Bytes read by compactions.
+    pub bytes_read: u64,
+    /// Bytes written by compactions.
+    pub bytes_written: u64,
+    /// Microseconds spent compacting.
+    pub micros: u64,
+    /// Entries dropped because a newer version hides them from every reader.
+    pub dropped_shadowed: u64,
+    /// Tombstones dropped at the bottom of the tree.
+    pub dropped_tombstones: u64,
+    /// Obsolete key tables deleted from disk.
+    pub tables_deleted: u64,
+    /// Compactions running now.
+    pub running: usize,
+}
+
+/// The block cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheStats {
+    /// Capacity in bytes.
+    pub capacity_bytes: u64,
+    /// Bytes in use.
+    pub usage_bytes: u64,
+    /// Lookups that found the block.
+    pub hits: u64,
+    /// Lookups that missed.
+    pub misses: u64,
+    /// Key tables open in the table cache.
+    pub open_tables: usize,
+}
+
+/// Writes and reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationStats {
+    /// Write batches committed.
+    pub batches: u64,
+    /// Group commits (one WAL record each).
+    pub write_groups: u64,
+    /// Group commits that synced the WAL.
+    pub wal_syncs: u64,
+    /// Bytes of keys and values written by users (the denominator of write amplification).
+    pub user_bytes_written: u64,
+    /// Point reads.
+    pub gets: u64,
+}
+
+/// Figures from the last open's recovery.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryStats {
+    /// WAL records replayed.
+    pub wal_records: u64,
+    /// WAL bytes dropped (torn tail, or damage skipped under `skip_any_corrupted_records`).
+    pub wal_dropped_bytes: u64,
+}
+
+/// Everything `stats()` reports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DbStats {
+    /// Per level of the index tree.
+    pub levels: Vec<LevelStats>,
+    /// Bytes of all live key tables.
+    pub total_table_bytes: u64,
+    /// Bytes in the active memtable (with overhead).
+    pub memtable_bytes: u64,
+    /// Immutable memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Bytes in immutable memtables.
+    pub immutable_memtable_bytes: u64,
+    /// Last sequence number visible to reads.
+    pub last_sequence: u64,
+    /// Live snapshots.
+    pub snapshots: usize,
+    /// Bytes read and written per I/O class (`wal`, `flush`, `compaction_read`,
+    /// `compaction_write`, `user_read`, `manifest`, `gc_read`, `gc_lookup`, `gc_write`, `other`).
+    pub io: BTreeMap<String, IoCounters>,
+    /// Writes and reads.
+    pub operations: OperationStats,
+    /// Flushes and compactions.
+    pub compaction: CompactionStats,
+    /// Write stalls.
+    pub stalls: StallStats,
+    /// Block and table caches.
+    pub cache: CacheStats,
+    /// Recovery at the last open.
+    pub recovery: RecoveryStats,
+    /// The failure that made the database read-only, if any.
+    pub background_error: Option<String>,
+}
