@@ -21,6 +21,7 @@ pub mod merge;
 pub mod options;
 pub mod stats;
 pub mod table;
+pub mod tools;
 pub mod version;
 pub mod wal;
 

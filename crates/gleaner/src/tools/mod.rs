@@ -1,0 +1,1 @@
+//! Offline tools over a database directory: verification (`check`) and inspection (`dump`).
