@@ -24,7 +24,7 @@ use crate::key::{MAX_SEQUENCE, ValueKind};
 use crate::memtable::MemTable;
 use crate::options::{MAX_BATCH_SIZE_LIMIT, Options, parse_options_file, render_options_file};
 use crate::version::{Version, VersionEdit, VersionSet, VersionSetConfig};
-use crate::wal::{LogReader, LogWriter};
+use crate::wal::{LogReader, LogWriter, WAL_SYNC_POINT_LEN, wal_sync_point};
 
 pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     let fs = Arc::clone(opts.file_system());
@@ -141,9 +141,18 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             name.clone(),
             IoClass::Wal,
             opts.wal_recovery_mode(),
-            MAX_BATCH_SIZE_LIMIT as usize,
-        )?;
-        while let Some((offset, record)) = reader.read_record()? {
+            MAX_BATCH_SIZE_LIMIT as usize + WAL_SYNC_POINT_LEN,
+        )?
+        .with_sync_points(wal_sync_point);
+        while let Some((offset, mut record)) = reader.read_record()? {
+            if record.len() < WAL_SYNC_POINT_LEN {
+                return Err(Error::corruption(
+                    &name,
+                    offset,
+                    "WAL record shorter than its sync point",
+                ));
+            }
+            record.drain(..WAL_SYNC_POINT_LEN);
             let batch = WriteBatch::decode(record, &name, offset)?;
             let first = batch.sequence();
             let count = u64::from(batch.count());

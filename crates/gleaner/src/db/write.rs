@@ -146,7 +146,9 @@ impl DbInner {
         let mut header = [0u8; BATCH_HEADER_LEN];
         header[..8].copy_from_slice(&first_seq.to_le_bytes());
         header[8..].copy_from_slice(&(count as u32).to_le_bytes());
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(batches.len() + 1);
+        let sync_point = wal.writer.synced_size().to_le_bytes();
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(batches.len() + 2);
+        parts.push(&sync_point);
         parts.push(&header);
         parts.extend(batches.iter().map(|b| &b.encoded()[BATCH_HEADER_LEN..]));
         let sync = group.iter().any(|w| w.sync);

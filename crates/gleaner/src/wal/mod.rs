@@ -7,13 +7,24 @@
 mod reader;
 mod writer;
 
-pub use reader::{DroppedRegion, LogReader};
+pub use reader::{DroppedRegion, LogReader, SyncPointFn};
 pub use writer::LogWriter;
 
 /// Size of a log block.
 pub const BLOCK_SIZE: usize = 32 * 1024;
 /// Size of a fragment header.
 pub const HEADER_SIZE: usize = 7;
+
+/// Bytes before the write batch in every WAL record: the WAL's synced size when the record was
+/// written (u64 LE). See [`LogReader::with_sync_points`].
+pub const WAL_SYNC_POINT_LEN: usize = 8;
+
+/// The sync point of a WAL record payload.
+pub fn wal_sync_point(payload: &[u8]) -> Option<u64> {
+    payload
+        .get(..WAL_SYNC_POINT_LEN)
+        .map(crate::coding::decode_fixed64)
+}
 
 /// Fragment types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,9 @@ use crate::error::{Error, Result};
 use crate::io::{CountedReader, IoClass};
 use crate::options::WalRecoveryMode;
 
+/// Extracts the sync point from a record payload (`None` when the payload is too short).
+pub type SyncPointFn = fn(&[u8]) -> Option<u64>;
+
 /// A region of a log that recovery could not use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DroppedRegion {
@@ -49,6 +52,7 @@ pub struct LogReader {
     class: IoClass,
     mode: WalRecoveryMode,
     max_record_size: usize,
+    sync_point: Option<SyncPointFn>,
     block: Vec<u8>,
     block_start: u64,
     next_block_start: u64,
@@ -75,6 +79,7 @@ impl LogReader {
             class,
             mode,
             max_record_size,
+            sync_point: None,
             block: Vec::with_capacity(BLOCK_SIZE),
             block_start: 0,
             next_block_start: 0,
@@ -82,6 +87,16 @@ impl LogReader {
             dropped: Vec::new(),
             done: false,
         })
+    }
+
+    /// Tells the reader how to find, in a record's payload, the log offset up to which the log
+    /// was durable when the record was written (the WAL records it; the manifest, synced after
+    /// every record, does not need it). With it, damage followed by intact records is treated
+    /// as a torn tail unless a later record proves the damaged bytes had been synced.
+    #[must_use]
+    pub fn with_sync_points(mut self, f: SyncPointFn) -> Self {
+        self.sync_point = Some(f);
+        self
     }
 
     /// Regions that were cut off or skipped so far.
@@ -190,11 +205,31 @@ impl LogReader {
                 Ok(false)
             }
             Some(next) => match self.mode {
-                WalRecoveryMode::TolerateCorruptedTail => Err(Error::corruption(
-                    &self.file_name,
-                    region_start,
-                    format!("{reason}, followed by intact records at offset {next}"),
-                )),
+                WalRecoveryMode::TolerateCorruptedTail => {
+                    // Intact records after damage are normal in the unsynced tail (the OS may
+                    // write pages back out of order before a power loss). Only if a later record
+                    // proves the damaged bytes had been synced is the damage real corruption.
+                    if let Some(sync_point) = self.sync_point {
+                        let synced = self.max_sync_point_from(next, sync_point)?;
+                        if synced <= region_start {
+                            self.cut_tail(region_start, reason);
+                            self.done = true;
+                            return Ok(false);
+                        }
+                        return Err(Error::corruption(
+                            &self.file_name,
+                            region_start,
+                            format!(
+                                "{reason} in data that was synced (a later record says the log was durable up to offset {synced})"
+                            ),
+                        ));
+                    }
+                    Err(Error::corruption(
+                        &self.file_name,
+                        region_start,
+                        format!("{reason}, followed by intact records at offset {next}"),
+                    ))
+                }
                 WalRecoveryMode::SkipAnyCorruptedRecords => {
                     self.dropped.push(DroppedRegion {
                         offset: region_start,
@@ -206,6 +241,33 @@ impl LogReader {
                 }
             },
         }
+    }
+
+    /// The largest sync point named by any intact record at or after `from`.
+    fn max_sync_point_from(&self, from: u64, sync_point: SyncPointFn) -> Result<u64> {
+        let mut probe = LogReader {
+            file: self.file.clone(),
+            file_name: self.file_name.clone(),
+            file_size: self.file_size,
+            class: self.class,
+            mode: WalRecoveryMode::SkipAnyCorruptedRecords,
+            max_record_size: self.max_record_size,
+            sync_point: None,
+            block: Vec::with_capacity(BLOCK_SIZE),
+            block_start: 0,
+            next_block_start: 0,
+            pos: 0,
+            dropped: Vec::new(),
+            done: false,
+        };
+        probe.seek_to(from)?;
+        let mut max = 0;
+        while let Some((_, record)) = probe.read_record()? {
+            if let Some(s) = sync_point(&record) {
+                max = max.max(s);
+            }
+        }
+        Ok(max)
     }
 
     fn load_block(&mut self, block_start: u64) -> Result<()> {

@@ -212,3 +212,73 @@ fn a_record_written_in_parts_reads_back_as_their_concatenation() {
     let (back, _) = read_log(&fs, WalRecoveryMode::TolerateCorruptedTail).expect("read");
     assert_eq!(back, vec![[a, b, c, d.clone()].concat(), Vec::new(), d]);
 }
+
+/// Writes records whose payload starts with the log's synced size, as the WAL does.
+fn write_wal_style(fs: &FaultFs, records: &[Vec<u8>], sync_after: &[usize]) -> Vec<u64> {
+    fs.create_dir_all(Path::new("/db")).expect("mkdir");
+    let file = fs
+        .new_writable(Path::new(PATH), WriteFileOptions::default())
+        .expect("create");
+    let mut w = LogWriter::new(file);
+    let mut ends = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let sp = w.synced_size().to_le_bytes();
+        w.add_record_parts(&[&sp, r]).expect("add");
+        ends.push(w.file_size());
+        if sync_after.contains(&i) {
+            w.sync().expect("sync");
+        }
+    }
+    ends
+}
+
+fn read_wal_style(fs: &FaultFs) -> crate::Result<ReadOutcome> {
+    let file = fs.open_readable(Path::new(PATH), ReadFileOptions::default())?;
+    let reader = CountedReader::new(file, Arc::new(IoStats::default()));
+    let mut r = LogReader::new(
+        reader,
+        "000001.log".into(),
+        IoClass::Wal,
+        WalRecoveryMode::TolerateCorruptedTail,
+        8 << 20,
+    )?
+    .with_sync_points(wal_sync_point);
+    let mut out = Vec::new();
+    while let Some((_, rec)) = r.read_record()? {
+        out.push(rec[WAL_SYNC_POINT_LEN..].to_vec());
+    }
+    Ok((out, r.dropped().to_vec()))
+}
+
+#[test]
+fn damage_in_the_unsynced_tail_followed_by_intact_records_is_a_torn_tail() {
+    // Out-of-order write-back before a power loss can leave a hole in the unsynced tail with
+    // intact records after it: recovery must stop at the hole, not fail.
+    let records: Vec<Vec<u8>> = (0..10).map(|i| record(i, 2000)).collect();
+    let fs = FaultFs::new(10);
+    let ends = write_wal_style(&fs, &records, &[3]);
+    fs.corrupt_byte(Path::new(PATH), ends[5] + 20, 0xff)
+        .expect("corrupt");
+    let (back, dropped) = read_wal_style(&fs).expect("a torn tail, not corruption");
+    assert_eq!(back, records[..6].to_vec());
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0].offset, ends[5]);
+}
+
+#[test]
+fn damage_in_synced_data_is_corruption_even_with_sync_points() {
+    let records: Vec<Vec<u8>> = (0..10).map(|i| record(i, 2000)).collect();
+    let fs = FaultFs::new(11);
+    let ends = write_wal_style(&fs, &records, &[6]);
+    // Record 2 was synced (the sync after record 6 covered it); record 8 says so.
+    fs.corrupt_byte(Path::new(PATH), ends[1] + 20, 0xff)
+        .expect("corrupt");
+    let err = read_wal_style(&fs).expect_err("synced data damaged");
+    match err {
+        crate::Error::Corruption { offset, detail, .. } => {
+            assert_eq!(offset, ends[1]);
+            assert!(detail.contains("synced"), "{detail}");
+        }
+        other => panic!("expected corruption, got {other}"),
+    }
+}

@@ -12,13 +12,20 @@ pub struct LogWriter {
     file: Box<dyn WritableFile>,
     /// Bytes used in the current block.
     block_offset: usize,
+    /// File size at the last successful sync.
+    synced_size: u64,
 }
 
 impl LogWriter {
     /// Starts a log at the beginning of an empty file.
     pub fn new(file: Box<dyn WritableFile>) -> Self {
         let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
-        LogWriter { file, block_offset }
+        let synced_size = file.len();
+        LogWriter {
+            file,
+            block_offset,
+            synced_size,
+        }
     }
 
     /// Appends one record (fragmenting it across blocks as needed).
@@ -85,7 +92,14 @@ impl LogWriter {
 
     /// Makes every appended record durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.file.sync()
+        self.file.sync()?;
+        self.synced_size = self.file.len();
+        Ok(())
+    }
+
+    /// File size at the last successful sync: every byte below it is durable.
+    pub fn synced_size(&self) -> u64 {
+        self.synced_size
     }
 
     /// Bytes written to the file so far.

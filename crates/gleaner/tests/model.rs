@@ -1,0 +1,464 @@
+//! Model-based randomized test: the database must behave exactly like a `BTreeMap` under puts,
+//! deletes, batches, snapshots held and released, iterators moving both ways with seeks, range
+//! scans, flushes, compactions and reopens — with memtables and tables so small that flush and
+//! compaction run all the time.
+//!
+//! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>`. The number of
+//! operations per option set is `GLEANER_MODEL_OPS` (default 2500).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use gleaner::io::FaultFs;
+use gleaner::{Compression, Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
+    let base = || Options::default().with_file_system(Arc::new(fs.clone()));
+    vec![
+        (
+            "tiny-lz4",
+            base()
+                .with_memtable_size(2 << 10)
+                .with_key_table_size(4 << 10)
+                .with_level_base_size(16 << 10)
+                .with_block_size(128)
+                .with_l0_compaction_trigger(2)
+                .with_l0_slowdown_trigger(4)
+                .with_l0_stop_trigger(8),
+        ),
+        (
+            "no-compression-no-bloom-restart1",
+            base()
+                .with_memtable_size(4 << 10)
+                .with_key_table_size(2 << 10)
+                .with_level_base_size(8 << 10)
+                .with_level_multiplier(2)
+                .with_num_levels(4)
+                .with_block_size(64)
+                .with_block_restart_interval(1)
+                .with_bloom_bits_per_key(0)
+                .with_compression(Compression::None)
+                .with_block_cache_size(0),
+        ),
+        (
+            "parallel-background",
+            base()
+                .with_memtable_size(3 << 10)
+                .with_key_table_size(4 << 10)
+                .with_level_base_size(12 << 10)
+                .with_flush_threads(2)
+                .with_compaction_threads(2)
+                .with_max_immutable_memtables(3)
+                .with_max_open_files(4)
+                .with_block_cache_size(8 << 10),
+        ),
+    ]
+}
+
+fn key(rng: &mut StdRng) -> Vec<u8> {
+    // A small key space so keys are overwritten and deleted often; a few long keys.
+    let n = rng.random_range(0..300u32);
+    if n % 97 == 0 {
+        format!("long-{n:04}-{}", "k".repeat(200)).into_bytes()
+    } else {
+        format!("key{n:04}").into_bytes()
+    }
+}
+
+fn value(rng: &mut StdRng) -> Vec<u8> {
+    let len = match rng.random_range(0..20) {
+        0 => 0,
+        1 => rng.random_range(1000..3000),
+        _ => rng.random_range(1..120),
+    };
+    (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect()
+}
+
+/// `model.range` that treats an empty or inverted range as empty instead of panicking.
+fn range<'m>(
+    model: &'m Map,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) -> Box<dyn DoubleEndedIterator<Item = (&'m Vec<u8>, &'m Vec<u8>)> + 'm> {
+    let key_of = |b: &Bound<&[u8]>| match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k.to_vec()),
+        Bound::Unbounded => None,
+    };
+    if let (Some(l), Some(h)) = (key_of(&lo), key_of(&hi)) {
+        let empty = l > h
+            || (l == h && !(matches!(lo, Bound::Included(_)) && matches!(hi, Bound::Included(_))));
+        if empty {
+            return Box::new(std::iter::empty());
+        }
+    }
+    Box::new(model.range::<[u8], _>((lo, hi)))
+}
+
+/// The model's answer for a cursor move: the first key after (or the last before) `from`
+/// within the bounds.
+fn model_next(model: &Map, from: Bound<&[u8]>, upper: Option<&[u8]>) -> Option<(Vec<u8>, Vec<u8>)> {
+    let hi = upper.map_or(Bound::Unbounded, Bound::Excluded);
+    range(model, from, hi)
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+}
+
+fn model_prev(model: &Map, to: Bound<&[u8]>, lower: Option<&[u8]>) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = lower.map_or(Bound::Unbounded, Bound::Included);
+    range(model, lo, to)
+        .next_back()
+        .map(|(k, v)| (k.clone(), v.clone()))
+}
+
+struct Run<'a> {
+    name: &'a str,
+    seed: u64,
+    step: usize,
+}
+
+impl Run<'_> {
+    fn ctx(&self) -> String {
+        format!(
+            "option set {} seed {} step {}",
+            self.name, self.seed, self.step
+        )
+    }
+}
+
+fn check_iterator(db: &Db, model: &Map, snap: Option<&Snapshot>, rng: &mut StdRng, run: &Run<'_>) {
+    let lower = rng.random_bool(0.3).then(|| key(rng));
+    let upper = rng.random_bool(0.3).then(|| key(rng));
+    let mut opts = ReadOptions::default().bounds(lower.clone(), upper.clone());
+    opts.snapshot = snap;
+    opts.fill_cache = rng.random_bool(0.5);
+    let mut it = db
+        .iter(&opts)
+        .unwrap_or_else(|e| panic!("{}: iter: {e}", run.ctx()));
+    let lo = lower.as_deref();
+    let hi = upper.as_deref();
+    // Bounds clamp: a lower bound above the upper bound yields nothing.
+    let mut expect: Option<(Vec<u8>, Vec<u8>)>;
+    match rng.random_range(0..4) {
+        0 => {
+            it.seek_to_first().expect("seek_to_first");
+            expect = model_next(model, lo.map_or(Bound::Unbounded, Bound::Included), hi);
+        }
+        1 => {
+            it.seek_to_last().expect("seek_to_last");
+            expect = model_prev(model, hi.map_or(Bound::Unbounded, Bound::Excluded), lo);
+        }
+        2 => {
+            let t = key(rng);
+            it.seek(&t).expect("seek");
+            let from = match lo {
+                Some(l) if l > t.as_slice() => l.to_vec(),
+                _ => t,
+            };
+            expect = model_next(model, Bound::Included(&from), hi);
+        }
+        _ => {
+            let t = key(rng);
+            it.seek_for_prev(&t).expect("seek_for_prev");
+            expect = match hi {
+                Some(u) if t.as_slice() >= u => model_prev(model, Bound::Excluded(u), lo),
+                _ => model_prev(model, Bound::Included(&t), lo),
+            };
+        }
+    }
+    for _ in 0..rng.random_range(1..40) {
+        match &expect {
+            None => {
+                assert!(
+                    !it.valid(),
+                    "{}: iterator valid at {:?}, model exhausted",
+                    run.ctx(),
+                    String::from_utf8_lossy(it.key())
+                );
+                return;
+            }
+            Some((k, v)) => {
+                assert!(
+                    it.valid(),
+                    "{}: iterator exhausted, model has {:?}",
+                    run.ctx(),
+                    String::from_utf8_lossy(k)
+                );
+                assert_eq!(it.key(), k.as_slice(), "{}: key", run.ctx());
+                assert_eq!(
+                    it.value(),
+                    v.as_slice(),
+                    "{}: value of {:?}",
+                    run.ctx(),
+                    String::from_utf8_lossy(k)
+                );
+            }
+        }
+        let cur = expect
+            .as_ref()
+            .map(|(k, _)| k.clone())
+            .expect("checked above");
+        if rng.random_bool(0.5) {
+            it.next().expect("next");
+            expect = model_next(model, Bound::Excluded(&cur), hi);
+        } else {
+            it.prev().expect("prev");
+            expect = model_prev(model, Bound::Excluded(&cur), lo);
+        }
+    }
+}
+
+fn check_range(db: &Db, model: &Map, snap: Option<&Snapshot>, rng: &mut StdRng, run: &Run<'_>) {
+    let a = key(rng);
+    let b = key(rng);
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let opts = ReadOptions {
+        snapshot: snap,
+        ..Default::default()
+    };
+    let expect: Vec<(Vec<u8>, Vec<u8>)> = range(
+        model,
+        Bound::Included(lo.as_slice()),
+        Bound::Excluded(hi.as_slice()),
+    )
+    .map(|(k, v)| (k.clone(), v.clone()))
+    .collect();
+    let got: Vec<_> = db
+        .range(lo.as_slice()..hi.as_slice(), &opts)
+        .expect("range")
+        .map(|r| r.expect("range item"))
+        .collect();
+    assert_eq!(got, expect, "{}: forward range", run.ctx());
+    let mut back: Vec<_> = db
+        .range(lo.as_slice()..hi.as_slice(), &opts)
+        .expect("range")
+        .rev()
+        .map(|r| r.expect("range item"))
+        .collect();
+    back.reverse();
+    assert_eq!(back, expect, "{}: reverse range", run.ctx());
+    // Both ends at once meet in the middle without overlap.
+    let mut both = db
+        .range(lo.as_slice()..hi.as_slice(), &opts)
+        .expect("range");
+    let (mut front, mut tail) = (Vec::new(), Vec::new());
+    loop {
+        let item = if rng.random_bool(0.5) {
+            both.next().map(|r| (true, r))
+        } else {
+            both.next_back().map(|r| (false, r))
+        };
+        match item {
+            None => break,
+            Some((true, r)) => front.push(r.expect("item")),
+            Some((false, r)) => tail.push(r.expect("item")),
+        }
+    }
+    tail.reverse();
+    front.extend(tail);
+    assert_eq!(front, expect, "{}: double-ended range", run.ctx());
+}
+
+fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
+    let path = Path::new("/model").join(name);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut db = Db::open(&path, opts.clone()).expect("open");
+    let mut model = Map::new();
+    let mut snaps: Vec<(Snapshot, Map)> = Vec::new();
+    let mut run = Run {
+        name,
+        seed,
+        step: 0,
+    };
+    for step in 0..ops {
+        run.step = step;
+        match rng.random_range(0..100) {
+            0..=34 => {
+                let (k, v) = (key(&mut rng), value(&mut rng));
+                db.put(&k, &v)
+                    .unwrap_or_else(|e| panic!("{}: put: {e}", run.ctx()));
+                model.insert(k, v);
+            }
+            35..=44 => {
+                let k = key(&mut rng);
+                db.delete(&k)
+                    .unwrap_or_else(|e| panic!("{}: delete: {e}", run.ctx()));
+                model.remove(&k);
+            }
+            45..=52 => {
+                let mut batch = WriteBatch::new();
+                let mut staged = model.clone();
+                for _ in 0..rng.random_range(1..20) {
+                    let k = key(&mut rng);
+                    if rng.random_bool(0.7) {
+                        let v = value(&mut rng);
+                        batch.put(&k, &v);
+                        staged.insert(k, v);
+                    } else {
+                        batch.delete(&k);
+                        staged.remove(&k);
+                    }
+                }
+                let sync = WriteOptions {
+                    sync: rng.random_bool(0.2),
+                };
+                db.write(batch, &sync)
+                    .unwrap_or_else(|e| panic!("{}: write: {e}", run.ctx()));
+                model = staged;
+            }
+            53..=67 => {
+                let k = key(&mut rng);
+                let got = db
+                    .get(&k)
+                    .unwrap_or_else(|e| panic!("{}: get: {e}", run.ctx()));
+                assert_eq!(
+                    got.as_ref(),
+                    model.get(&k),
+                    "{}: get {:?}",
+                    run.ctx(),
+                    String::from_utf8_lossy(&k)
+                );
+                if let Some((snap, frozen)) = snaps.get(rng.random_range(0..snaps.len().max(1))) {
+                    let got = db
+                        .get_with(&k, &ReadOptions::default().at(snap))
+                        .expect("get at snapshot");
+                    assert_eq!(
+                        got.as_ref(),
+                        frozen.get(&k),
+                        "{}: get at snapshot",
+                        run.ctx()
+                    );
+                }
+            }
+            68..=71 => {
+                if snaps.len() < 6 {
+                    snaps.push((db.snapshot(), model.clone()));
+                }
+            }
+            72..=74 => {
+                if !snaps.is_empty() {
+                    snaps.remove(rng.random_range(0..snaps.len()));
+                }
+            }
+            75..=84 => {
+                let which = rng.random_range(0..=snaps.len());
+                match snaps.get(which) {
+                    Some((snap, frozen)) => check_iterator(&db, frozen, Some(snap), &mut rng, &run),
+                    None => check_iterator(&db, &model, None, &mut rng, &run),
+                }
+            }
+            85..=88 => {
+                let which = rng.random_range(0..=snaps.len());
+                match snaps.get(which) {
+                    Some((snap, frozen)) => check_range(&db, frozen, Some(snap), &mut rng, &run),
+                    None => check_range(&db, &model, None, &mut rng, &run),
+                }
+            }
+            89..=92 => db
+                .flush()
+                .unwrap_or_else(|e| panic!("{}: flush: {e}", run.ctx())),
+            93..=95 => {
+                let a = key(&mut rng);
+                let b = key(&mut rng);
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                match rng.random_range(0..3) {
+                    0 => db.compact_range(None, None),
+                    1 => db.compact_range(Some(&lo), Some(&hi)),
+                    _ => db.compact_range(Some(&lo), None),
+                }
+                .unwrap_or_else(|e| panic!("{}: compact_range: {e}", run.ctx()));
+            }
+            96..=97 => {
+                // An iterator opened now must keep seeing this state through later writes,
+                // flushes and compactions.
+                let frozen = model.clone();
+                let mut it = db.iter(&ReadOptions::default()).expect("iter");
+                for _ in 0..30 {
+                    let k = key(&mut rng);
+                    db.put(&k, b"later").expect("put");
+                    model.insert(k, b"later".to_vec());
+                }
+                db.flush().expect("flush");
+                it.seek_to_first().expect("seek");
+                let mut seen = Map::new();
+                while it.valid() {
+                    seen.insert(it.key().to_vec(), it.value().to_vec());
+                    it.next().expect("next");
+                }
+                assert_eq!(
+                    seen,
+                    frozen,
+                    "{}: iterator must not see later writes",
+                    run.ctx()
+                );
+            }
+            _ => {
+                if std::env::var("GLEANER_MODEL_VERBOSE").is_ok() {
+                    let s = db.stats();
+                    eprintln!(
+                        "{}: reopen; flushes {} compactions {} trivial moves {} levels {:?}",
+                        run.ctx(),
+                        s.compaction.flushes,
+                        s.compaction.compactions,
+                        s.compaction.trivial_moves,
+                        s.levels.iter().map(|l| l.files).collect::<Vec<_>>()
+                    );
+                }
+                snaps.clear();
+                db.close()
+                    .unwrap_or_else(|e| panic!("{}: close: {e}", run.ctx()));
+                drop(db);
+                db = Db::open(&path, opts.clone())
+                    .unwrap_or_else(|e| panic!("{}: reopen: {e}", run.ctx()));
+            }
+        }
+    }
+    // Final full comparison, then once more after a reopen.
+    for round in 0..2 {
+        let all: Map = db
+            .range(.., &ReadOptions::default())
+            .expect("range")
+            .map(|r| r.expect("item"))
+            .collect();
+        assert_eq!(all, model, "{}: final contents (round {round})", run.ctx());
+        snaps.clear();
+        db.close().expect("close");
+        drop(db);
+        db = Db::open(&path, opts.clone()).expect("reopen");
+    }
+    let stats = db.stats();
+    assert!(
+        stats.total_table_bytes > 0 || ops < 100,
+        "{}: the run must have built key tables: {stats:?}",
+        run.ctx()
+    );
+}
+
+fn seed() -> u64 {
+    match std::env::var("GLEANER_SEED") {
+        Ok(s) => s.parse().expect("GLEANER_SEED must be a number"),
+        Err(_) => rand::rng().random(),
+    }
+}
+
+fn ops() -> usize {
+    std::env::var("GLEANER_MODEL_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2500)
+}
+
+#[test]
+fn database_matches_a_btreemap_model() {
+    let seed = seed();
+    eprintln!("model test seed: {seed} (replay with GLEANER_SEED={seed})");
+    let fs = FaultFs::new(seed);
+    for (i, (name, opts)) in option_sets(&fs).into_iter().enumerate() {
+        run_model(name, opts, seed.wrapping_add(i as u64), ops());
+    }
+}
