@@ -288,9 +288,9 @@ pub fn pick_compaction(
 }
 
 /// Plans a manual compaction of the tables of `level` overlapping `[lo, hi]` (user keys,
-/// inclusive; `None` unbounded) into the next level (the last level compacts into itself).
-/// Returns `Ok(None)` when the level has no such table, `Err(())` when a running compaction
-/// collides (retry later).
+/// inclusive; `None` unbounded) into `output_level` (the next level, or `level` itself to
+/// rewrite the bottom of the tree in place). Returns `Ok(None)` when the level has no such
+/// table, `Err(())` when a running compaction collides (retry later).
 #[expect(
     clippy::result_unit_err,
     reason = "the only failure is 'busy'; callers retry"
@@ -300,9 +300,12 @@ pub fn plan_manual(
     cfg: &PickerConfig,
     running: &[RunningCompaction],
     level: usize,
+    output_level: usize,
     lo: Option<&[u8]>,
     hi: Option<&[u8]>,
 ) -> Result<Option<CompactionPlan>, ()> {
+    debug_assert!(output_level == level || output_level == level + 1);
+    debug_assert!(output_level < cfg.num_levels);
     let mut inputs = version.overlapping_files(level, lo, hi);
     if inputs.is_empty() {
         return Ok(None);
@@ -469,29 +472,29 @@ mod tests {
     }
 
     #[test]
-    fn manual_plans_cover_the_range_and_the_last_level_compacts_into_itself() {
+    fn manual_plans_cover_the_range_and_the_bottom_can_compact_into_itself() {
         let v = version(vec![
             t(0, 1, "a", "b", 10, 5),
             t(0, 2, "y", "z", 10, 6),
             t(3, 3, "a", "c", 10, 1),
             t(3, 4, "m", "n", 10, 1),
         ]);
-        let p = plan_manual(&v, &cfg(), &[], 0, Some(b"a"), Some(b"b"))
+        let p = plan_manual(&v, &cfg(), &[], 0, 1, Some(b"a"), Some(b"b"))
             .expect("free")
             .expect("some");
         assert_eq!(numbers(&p.inputs), vec![1, 2], "all of L0");
         assert!(!p.trivial_move);
-        let p = plan_manual(&v, &cfg(), &[], 3, Some(b"b"), Some(b"m"))
+        let p = plan_manual(&v, &cfg(), &[], 3, 3, Some(b"b"), Some(b"m"))
             .expect("free")
             .expect("some");
         assert_eq!((p.level, p.output_level), (3, 3));
         assert_eq!(numbers(&p.inputs), vec![3, 4]);
         assert!(
-            plan_manual(&v, &cfg(), &[], 1, None, None)
+            plan_manual(&v, &cfg(), &[], 1, 2, None, None)
                 .expect("free")
                 .is_none()
         );
         let busy = vec![p.running()];
-        assert!(plan_manual(&v, &cfg(), &busy, 3, Some(b"a"), Some(b"a")).is_err());
+        assert!(plan_manual(&v, &cfg(), &busy, 3, 3, Some(b"a"), Some(b"a")).is_err());
     }
 }

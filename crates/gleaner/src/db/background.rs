@@ -263,14 +263,17 @@ impl DbInner {
         Counters::add(&c.dropped_tombstones, stats.dropped.tombstones);
     }
 
-    /// Manual compaction of `[begin, end]` down the tree, run on the caller's thread.
+    /// Manual compaction of `[begin, end]` down the tree, run on the caller's thread: each level
+    /// above the deepest populated one is compacted into the next, then the deepest level is
+    /// rewritten in place, so every tombstone and overwritten version no snapshot needs is gone.
     pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush_and_wait()?;
         let deepest = self.state.lock().version.deepest_nonempty_level();
         let Some(deepest) = deepest else {
             return Ok(());
         };
-        for level in 0..deepest {
+        for level in 0..=deepest {
+            let output_level = if level == deepest { level } else { level + 1 };
             let claimed = {
                 let mut st = self.state.lock();
                 loop {
@@ -280,7 +283,15 @@ impl DbInner {
                     if st.shutting_down {
                         return Err(Error::Closed);
                     }
-                    match plan_manual(&st.version, &self.picker, &st.running, level, begin, end) {
+                    match plan_manual(
+                        &st.version,
+                        &self.picker,
+                        &st.running,
+                        level,
+                        output_level,
+                        begin,
+                        end,
+                    ) {
                         Ok(None) => break None,
                         Ok(Some(plan)) => {
                             st.running.push(plan.running());

@@ -15,7 +15,10 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::{BlockCache, TableCache};
 use crate::compaction::{DropCounter, PickerConfig, flush_memtables};
 use crate::error::{Error, Result};
-use crate::filename::{CURRENT, FileType, LOCK, OPTIONS, parse_file_name, wal_file_name};
+use crate::filename::{
+    CURRENT, FileType, LOCK, OPTIONS, manifest_file_name, parse_file_name, table_file_name,
+    wal_file_name,
+};
 use crate::io::{
     CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
     WritableFile, WriteFileOptions,
@@ -23,7 +26,7 @@ use crate::io::{
 use crate::key::{MAX_SEQUENCE, ValueKind};
 use crate::memtable::MemTable;
 use crate::options::{MAX_BATCH_SIZE_LIMIT, Options, parse_options_file, render_options_file};
-use crate::version::{Version, VersionEdit, VersionSet, VersionSetConfig};
+use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
 use crate::wal::{LogReader, LogWriter, WAL_SYNC_POINT_LEN, wal_sync_point};
 
 pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
@@ -92,12 +95,14 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         max_manifest_size: opts.max_manifest_size(),
         num_levels,
     };
-    let (mut versions, log_number, mut last_seq) = if exists {
+    let (mut versions, recovered) = if exists {
         let (vs, counters) = VersionSet::recover(cfg)?;
-        (vs, counters.log_number, counters.last_sequence)
+        (vs, Some(counters))
     } else {
-        (VersionSet::new_empty(cfg), 0, 0)
+        (VersionSet::new_empty(cfg), None)
     };
+    let log_number = recovered.map_or(0, |c| c.log_number);
+    let mut last_seq = recovered.map_or(0, |c| c.last_sequence);
     // Bring the file-number counter past every file in the directory, so no number is reused
     // even for files the manifest does not know (orphans from an interrupted job).
     let names = fs.list_dir(&dir)?;
@@ -117,6 +122,9 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         }
     }
     wals.sort_unstable();
+    if let Some(counters) = recovered {
+        check_recovered_files(&names, versions.current(), &counters)?;
+    }
 
     let counters = Counters::default();
     let table_opts = table_options(&opts);
@@ -277,6 +285,43 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     // Compaction may be due right away (e.g. many L0 tables from replay).
     inner.bg_cv.notify_all();
     Ok(inner)
+}
+
+/// Checks that every file the recovered state needs is present: each live key table, and the
+/// oldest WAL still needed (the one numbered `log_number`, which exists from the moment an edit
+/// names it until a later edit moves past it).
+///
+/// This is also what makes a torn last manifest record safe to ignore: if the lost edit had
+/// been installed and acted upon (a flush's WAL deleted, a compaction's inputs deleted), a needed
+/// file is missing and the open fails with corruption instead of silently losing data.
+fn check_recovered_files(
+    names: &[String],
+    version: &Version,
+    counters: &RecoveredCounters,
+) -> Result<()> {
+    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let manifest = manifest_file_name(counters.manifest_number);
+    let missing = |file: String| {
+        let detail = match counters.torn_tail_offset {
+            Some(at) => format!(
+                "{file} is missing, and the manifest's last edit (at offset {at}) is damaged: \
+                 the damaged edit had been installed, so its changes cannot be recovered"
+            ),
+            None => format!("{file}, which the manifest lists as live, is missing"),
+        };
+        Error::corruption(&manifest, counters.torn_tail_offset.unwrap_or(0), detail)
+    };
+    for (_, f) in version.all_files() {
+        let name = table_file_name(f.number);
+        if !present.contains(name.as_str()) {
+            return Err(missing(name));
+        }
+    }
+    let wal = wal_file_name(counters.log_number);
+    if !present.contains(wal.as_str()) {
+        return Err(missing(wal));
+    }
+    Ok(())
 }
 
 /// Fails the open early when direct I/O is asked for but the file system cannot do it.

@@ -37,6 +37,9 @@ pub struct RecoveredCounters {
     pub last_sequence: SeqNo,
     /// Number of the manifest that was read.
     pub manifest_number: u64,
+    /// Where the manifest's last record was cut off as a torn write, if it was. The caller
+    /// must check that nothing the lost edit did is needed (see `db::open`).
+    pub torn_tail_offset: Option<u64>,
 }
 
 /// The current version and its manifest.
@@ -159,11 +162,13 @@ impl VersionSet {
         }
         let missing =
             |what: &str| Error::corruption(&name, 0, format!("manifest records no {what}"));
+        let torn_tail_offset = reader.dropped().first().map(|d| d.offset);
         let counters = RecoveredCounters {
             log_number: log_number.ok_or_else(|| missing("log number"))?,
             next_file_number: next_file.ok_or_else(|| missing("next file number"))?,
             last_sequence: last_seq.ok_or_else(|| missing("last sequence"))?,
             manifest_number,
+            torn_tail_offset,
         };
         if let Some(deepest) = version.deepest_nonempty_level()
             && deepest >= cfg.num_levels

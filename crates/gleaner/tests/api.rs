@@ -1,0 +1,330 @@
+//! The public API's contracts: limits and bad input, options persistence, locking, snapshots,
+//! iterator stability under concurrent writes, concurrency, and clean close on drop.
+
+use std::sync::Arc;
+
+use gleaner::io::FaultFs;
+use gleaner::options::MAX_KEY_SIZE;
+use gleaner::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+fn mem_options(fs: &FaultFs) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        .with_memtable_size(8 << 10)
+        .with_key_table_size(8 << 10)
+        .with_level_base_size(32 << 10)
+}
+
+fn invalid_message(e: Error) -> String {
+    match e {
+        Error::InvalidArgument(m) => m,
+        other => panic!("expected InvalidArgument, got {other}"),
+    }
+}
+
+#[test]
+fn db_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+    assert_send_sync::<gleaner::Snapshot>();
+    fn assert_send<T: Send>() {}
+    assert_send::<gleaner::DbIterator>();
+    assert_send::<gleaner::RangeIter>();
+}
+
+#[test]
+fn oversized_keys_values_and_batches_are_rejected_and_nothing_is_written() {
+    let fs = FaultFs::new(1);
+    let db = Db::open("/limits", mem_options(&fs).with_max_value_size(1000)).expect("open");
+    let before = db.stats().last_sequence;
+    let long_key = vec![b'k'; MAX_KEY_SIZE + 1];
+    let m = invalid_message(db.put(&long_key, "v").expect_err("key too long"));
+    assert!(m.contains(&MAX_KEY_SIZE.to_string()), "{m}");
+    db.put(vec![b'k'; MAX_KEY_SIZE], "v")
+        .expect("a key of exactly the limit is fine");
+    let m = invalid_message(db.put("k", vec![0u8; 1001]).expect_err("value too long"));
+    assert!(m.contains("max_value_size"), "{m}");
+    // One bad op poisons the whole batch: its good ops are not written either.
+    let mut batch = WriteBatch::new();
+    batch.put("good", "1");
+    batch.put("bad", vec![0u8; 1001]);
+    invalid_message(
+        db.write(batch, &WriteOptions::default())
+            .expect_err("bad batch"),
+    );
+    assert_eq!(db.get("good").expect("get"), None);
+    assert_eq!(
+        db.stats().last_sequence,
+        before + 1,
+        "only the exact-limit key was written"
+    );
+    let m = invalid_message(db.get(&long_key).expect_err("get with an impossible key"));
+    assert!(m.contains("key"), "{m}");
+    drop(db);
+    let db = Db::open(
+        "/limits2",
+        mem_options(&fs)
+            .with_max_value_size(1000)
+            .with_max_batch_size(1000 + MAX_KEY_SIZE as u64 + 64),
+    )
+    .expect("open");
+    let mut batch = WriteBatch::new();
+    for i in 0..200 {
+        batch.put(format!("key{i}"), vec![0u8; 900]);
+    }
+    let m = invalid_message(
+        db.write(batch, &WriteOptions::default())
+            .expect_err("batch too large"),
+    );
+    assert!(m.contains("max_batch_size"), "{m}");
+    assert_eq!(db.get("key0").expect("get"), None);
+}
+
+#[test]
+fn invalid_options_and_paths_are_named() {
+    let fs = FaultFs::new(2);
+    let e = invalid_message(
+        Db::open("/opts", mem_options(&fs).with_l0_stop_trigger(3)).expect_err("bad"),
+    );
+    assert!(e.contains("l0_stop_trigger"), "{e}");
+    let mut o = mem_options(&fs);
+    let e = invalid_message(o.set("memtable_sise", "1").expect_err("typo"));
+    assert!(e.contains("memtable_sise"), "{e}");
+    let e = invalid_message(
+        Db::open("/missing", mem_options(&fs).with_create_if_missing(false)).expect_err("missing"),
+    );
+    assert!(e.contains("create_if_missing"), "{e}");
+    fs.set_file_bytes(std::path::Path::new("/a-file"), b"not a directory".to_vec())
+        .expect("file");
+    let e = invalid_message(Db::open("/a-file", mem_options(&fs)).expect_err("file"));
+    assert!(e.contains("is a file"), "{e}");
+    drop(Db::open("/exists", mem_options(&fs)).expect("create"));
+    let e = invalid_message(
+        Db::open("/exists", mem_options(&fs).with_error_if_exists(true)).expect_err("exists"),
+    );
+    assert!(e.contains("error_if_exists"), "{e}");
+}
+
+#[test]
+fn options_are_saved_reused_and_overridable() {
+    let fs = FaultFs::new(3);
+    let db = Db::open(
+        "/saved",
+        mem_options(&fs)
+            .with_memtable_size(12345)
+            .with_num_levels(5),
+    )
+    .expect("create");
+    for i in 0..2000u32 {
+        db.put(format!("key{i:05}"), [7u8; 50]).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let deepest = db
+        .stats()
+        .levels
+        .iter()
+        .rposition(|l| l.files > 0)
+        .expect("tables exist");
+    drop(db);
+    let plain = Options::default().with_file_system(Arc::new(fs.clone()));
+    let db = Db::open("/saved", plain.clone()).expect("reopen with defaults");
+    assert_eq!(db.options().memtable_size(), 12345, "saved value reused");
+    assert_eq!(db.options().num_levels(), 5);
+    drop(db);
+    let db = Db::open("/saved", plain.clone().with_memtable_size(20000)).expect("override");
+    assert_eq!(db.options().memtable_size(), 20000, "explicit setting wins");
+    drop(db);
+    let text = String::from_utf8(
+        fs.file_bytes(std::path::Path::new("/saved/OPTIONS"))
+            .expect("OPTIONS"),
+    )
+    .expect("utf8");
+    assert!(text.contains("memtable_size=20000"), "{text}");
+    let e = invalid_message(
+        Db::open("/saved", plain.with_num_levels(deepest as u32)).expect_err("too few levels"),
+    );
+    assert!(e.contains("num_levels"), "{e}");
+}
+
+#[test]
+fn a_second_open_gets_the_lock_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options::default()).expect("open");
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Locked { path }) => {
+            assert!(path.contains(&dir.path().display().to_string()), "{path}")
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    db.close().expect("close");
+    assert!(matches!(db.put("k", "v"), Err(Error::Closed)));
+    let again = Db::open(dir.path(), Options::default()).expect("lock released by close");
+    drop(again);
+}
+
+#[test]
+fn snapshots_see_their_state_through_flushes_and_compactions() {
+    let fs = FaultFs::new(4);
+    let db = Db::open("/snap", mem_options(&fs)).expect("open");
+    for i in 0..500u32 {
+        db.put(format!("key{i:04}"), b"old").expect("put");
+    }
+    let snap = db.snapshot();
+    for i in 0..500u32 {
+        if i % 2 == 0 {
+            db.put(format!("key{i:04}"), b"new").expect("put");
+        } else {
+            db.delete(format!("key{i:04}")).expect("delete");
+        }
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    let at = ReadOptions::default().at(&snap);
+    for i in 0..500u32 {
+        let k = format!("key{i:04}");
+        assert_eq!(
+            db.get_with(&k, &at).expect("get"),
+            Some(b"old".to_vec()),
+            "{k} at snapshot"
+        );
+        let now = db.get(&k).expect("get");
+        assert_eq!(now, (i % 2 == 0).then(|| b"new".to_vec()), "{k} now");
+    }
+    assert_eq!(db.range(.., &at).expect("range").count(), 500);
+    drop(snap);
+    db.compact_range(None, None)
+        .expect("compact without the snapshot");
+    assert_eq!(
+        db.range(.., &ReadOptions::default())
+            .expect("range")
+            .count(),
+        250
+    );
+    assert!(
+        db.stats().compaction.dropped_tombstones > 0,
+        "tombstones dropped at the bottom"
+    );
+}
+
+#[test]
+fn iterators_are_stable_under_concurrent_writes() {
+    let fs = FaultFs::new(5);
+    let db = Arc::new(Db::open("/stable", mem_options(&fs)).expect("open"));
+    for i in 0..1000u32 {
+        db.put(format!("key{i:04}"), i.to_le_bytes()).expect("put");
+    }
+    let writer = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || {
+            for round in 1..=5u32 {
+                for i in 0..1000u32 {
+                    db.put(format!("key{i:04}"), (i + round * 10_000).to_le_bytes())
+                        .expect("put");
+                    if i % 7 == 0 {
+                        db.delete(format!("key{i:04}")).expect("delete");
+                    }
+                }
+            }
+        })
+    };
+    for _ in 0..20 {
+        let mut it = db.iter(&ReadOptions::default()).expect("iter");
+        it.seek_to_first().expect("seek");
+        // Whatever state the iterator captured, it must be one consistent version of each key,
+        // in order, without duplicates.
+        let mut prev: Option<Vec<u8>> = None;
+        while it.valid() {
+            if let Some(p) = &prev {
+                assert!(p.as_slice() < it.key(), "keys strictly increase");
+            }
+            assert_eq!(it.value().len(), 4);
+            prev = Some(it.key().to_vec());
+            it.next().expect("next");
+        }
+    }
+    writer.join().expect("writer");
+    let final_count = db
+        .range(.., &ReadOptions::default())
+        .expect("range")
+        .count();
+    assert_eq!(final_count, 1000 - 1000usize.div_ceil(7));
+}
+
+#[test]
+fn concurrent_writers_and_readers_lose_nothing() {
+    let fs = FaultFs::new(6);
+    let db = Arc::new(
+        Db::open("/concurrent", mem_options(&fs).with_compaction_threads(2)).expect("open"),
+    );
+    let threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                for i in 0..1500u32 {
+                    let k = format!("t{t}-{i:05}");
+                    db.write(
+                        {
+                            let mut b = WriteBatch::new();
+                            b.put(&k, k.as_bytes());
+                            b
+                        },
+                        &WriteOptions { sync: i % 100 == 0 },
+                    )
+                    .expect("write");
+                    if i % 10 == 0 {
+                        assert_eq!(
+                            db.get(&k).expect("get"),
+                            Some(k.clone().into_bytes()),
+                            "read your write"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let stats = db.stats();
+    assert!(stats.operations.write_groups <= stats.operations.batches);
+    for t in 0..4u32 {
+        for i in (0..1500u32).step_by(37) {
+            let k = format!("t{t}-{i:05}");
+            assert_eq!(db.get(&k).expect("get"), Some(k.into_bytes()));
+        }
+    }
+    assert_eq!(
+        db.range(.., &ReadOptions::default())
+            .expect("range")
+            .count(),
+        6000
+    );
+}
+
+#[test]
+fn drop_closes_cleanly_and_direct_io_works_on_a_real_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = || {
+        Options::default()
+            .with_memtable_size(64 << 10)
+            .with_key_table_size(64 << 10)
+            .with_use_direct_io_for_reads(true)
+            .with_use_direct_io_for_background_writes(true)
+    };
+    {
+        let db = Db::open(dir.path(), opts()).expect("open with direct I/O");
+        for i in 0..3000u32 {
+            db.put(format!("key{i:05}"), format!("value{i}"))
+                .expect("put");
+        }
+        db.compact_range(None, None).expect("compact");
+        // Dropped without close: Drop closes.
+    }
+    let db = Db::open(dir.path(), opts()).expect("reopen");
+    for i in (0..3000u32).step_by(101) {
+        assert_eq!(
+            db.get(format!("key{i:05}")).expect("get"),
+            Some(format!("value{i}").into_bytes())
+        );
+    }
+}
