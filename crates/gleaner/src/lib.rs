@@ -30,3 +30,8 @@ pub use db::{Db, DbIterator, RangeIter, ReadOptions, Snapshot, WriteOptions};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, WalRecoveryMode};
 pub use stats::DbStats;
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,5 +1,5 @@
 //! The fixed parts of the key-table format: limits, compression codes, block handles and the
-//! footer. `docs/format-key-table.md` is the byte-level specification; keep the two in step.
+//! footer. docs/format.md ("Key table") is the byte-level specification; keep the two in step.
 
 use crate::checksum;
 use crate::coding::{Decoder, decode_fixed32, decode_fixed64, put_fixed32, put_fixed64};

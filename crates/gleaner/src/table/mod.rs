@@ -3,7 +3,7 @@
 //! A key table is a sequence of prefix-compressed data blocks, an optional whole-table bloom
 //! filter over user keys, an index block with one entry per data block, a properties block and a
 //! fixed-size footer. Every block carries a type byte (compression) and a masked CRC32C.
-//! `docs/format-key-table.md` is the byte-level specification.
+//! docs/format.md ("Key table") is the byte-level specification.
 
 pub mod block;
 pub mod block_builder;
