@@ -5,6 +5,11 @@
 //! `cargo run --release --example quickstart -- [DIR]` (default: a fresh directory under the
 //! system temporary directory, removed at the end).
 
+#![expect(
+    clippy::print_stdout,
+    reason = "an example reports its results on stdout"
+)]
+
 use std::time::Instant;
 
 use gleaner::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
@@ -43,9 +48,9 @@ fn main() -> gleaner::Result<()> {
     }
     let check = |db: &Db, i: u32| -> gleaner::Result<()> {
         let got = db.get(format!("key{i:08}"))?;
-        let want = if i % 10 == 0 {
+        let want = if i.is_multiple_of(10) {
             None
-        } else if i % 3 == 0 {
+        } else if i.is_multiple_of(3) {
             Some(value(i, 1))
         } else {
             Some(value(i, 0))
