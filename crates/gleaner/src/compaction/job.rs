@@ -2,13 +2,14 @@
 //! iterator, write the survivors, and describe the result as a version edit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener};
 use super::output::{OutputConfig, TableOutputs};
 use super::picker::CompactionPlan;
 use crate::cache::TableCache;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{SeqNo, compare_internal};
@@ -38,11 +39,15 @@ pub struct JobStats {
     pub micros: u64,
 }
 
+/// How often (in kept entries) a job checks whether it was cancelled.
+const CANCEL_CHECK_INTERVAL: u64 = 1024;
+
 fn drain<I: InternalIterator>(
     it: &mut CompactionIterator<I>,
     outputs: &mut TableOutputs,
     listener: &mut dyn DropListener,
     stats: &mut JobStats,
+    cancel: Option<&AtomicBool>,
 ) -> Result<()> {
     let mut counter = DropCounter::default();
     {
@@ -51,6 +56,12 @@ fn drain<I: InternalIterator>(
         while it.valid() {
             outputs.add(it.key(), it.value())?;
             stats.entries_out += 1;
+            if stats.entries_out % CANCEL_CHECK_INTERVAL == 0
+                && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+            {
+                // The outputs are abandoned (deleted) when `outputs` drops.
+                return Err(Error::Closed);
+            }
             it.next(&mut tee)?;
         }
     }
@@ -79,7 +90,7 @@ pub fn flush_memtables(
         input_files: mems.len() as u64,
         ..Default::default()
     };
-    drain(&mut it, &mut outputs, listener, &mut stats)?;
+    drain(&mut it, &mut outputs, listener, &mut stats, None)?;
     let (tables, bytes) = outputs.finish()?;
     stats.output_files = tables.len() as u64;
     stats.output_bytes = bytes;
@@ -88,7 +99,8 @@ pub fn flush_memtables(
 }
 
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
-/// that still holds its inputs). Returns the edit that installs the result.
+/// that still holds its inputs). Returns the edit that installs the result. When `cancel` is
+/// set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
 pub fn run_compaction(
     plan: &CompactionPlan,
     version: &Arc<Version>,
@@ -96,6 +108,7 @@ pub fn run_compaction(
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
     listener: &mut dyn DropListener,
+    cancel: Option<&AtomicBool>,
 ) -> Result<(VersionEdit, JobStats)> {
     let start = Instant::now();
     let mut edit = VersionEdit::default();
@@ -146,7 +159,7 @@ pub fn run_compaction(
         format!("compaction of level {}", plan.level),
     );
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
-    drain(&mut it, &mut outputs, listener, &mut stats)?;
+    drain(&mut it, &mut outputs, listener, &mut stats, cancel)?;
     let (new_tables, bytes) = outputs.finish()?;
     stats.output_files = new_tables.len() as u64;
     stats.output_bytes = bytes;

@@ -217,8 +217,15 @@ impl DbInner {
         let snapshots = self.snapshots.sequences();
         let mut drops = DropCounter::default();
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
-        let (edit, stats) =
-            run_compaction(plan, version, &self.tables, snapshots, out, &mut drops)?;
+        let (edit, stats) = run_compaction(
+            plan,
+            version,
+            &self.tables,
+            snapshots,
+            out,
+            &mut drops,
+            Some(&self.shutting_down),
+        )?;
         let outputs: Vec<u64> = edit.new_tables.iter().map(|t| t.number).collect();
         let mut versions = self.versions.lock();
         let installed = versions.log_and_apply(edit.clone());
