@@ -56,7 +56,7 @@ fn drain<I: InternalIterator>(
         while it.valid() {
             outputs.add(it.key(), it.value())?;
             stats.entries_out += 1;
-            if stats.entries_out % CANCEL_CHECK_INTERVAL == 0
+            if stats.entries_out.is_multiple_of(CANCEL_CHECK_INTERVAL)
                 && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
             {
                 // The outputs are abandoned (deleted) when `outputs` drops.
