@@ -65,6 +65,10 @@ pub enum FaultKind {
     Eio,
     /// `ENOSPC` (raw OS error 28): the device is full.
     Enospc,
+    /// Power is lost at this operation: it fails (an append may land partially) and the file
+    /// system freezes exactly as at a crash point of [`FaultFs::set_crash_after`]. This targets a
+    /// crash at, say, the third sync of a manifest.
+    PowerLoss,
 }
 
 impl FaultKind {
@@ -72,6 +76,8 @@ impl FaultKind {
         match self {
             FaultKind::Eio => 5,
             FaultKind::Enospc => 28,
+            // Never turned into an OS error: a power-loss rule freezes the file system instead.
+            FaultKind::PowerLoss => 5,
         }
     }
 }
@@ -272,6 +278,12 @@ impl State {
             return Err(Refusal::PowerLoss { in_flight });
         }
         match self.injected_fault(op, paths) {
+            Some(FaultKind::PowerLoss) => {
+                self.frozen = true;
+                self.countdown = None;
+                self.in_flight_seen = true;
+                Err(Refusal::PowerLoss { in_flight: true })
+            }
             Some(kind) => Err(Refusal::Fault(kind)),
             None => Ok(()),
         }
@@ -1281,5 +1293,38 @@ mod tests {
         fs.set_file_bytes(Path::new("rel/x"), b"r".to_vec())
             .unwrap();
         assert_eq!(fs.read_all(Path::new("./rel/x")).unwrap(), b"r");
+    }
+
+    #[test]
+    fn a_power_loss_rule_freezes_at_the_matching_operation() {
+        let (fs, dir) = setup(12);
+        let mut a = fs
+            .new_writable(&dir.join("a.log"), WriteFileOptions::default())
+            .unwrap();
+        let mut b = fs
+            .new_writable(&dir.join("b.sst"), WriteFileOptions::default())
+            .unwrap();
+        fs.add_fault(FaultRule {
+            op: FaultOp::Sync,
+            path_contains: Some(".sst".into()),
+            skip: 1,
+            times: Some(1),
+            kind: FaultKind::PowerLoss,
+        });
+        a.append(b"log").unwrap();
+        a.sync().unwrap();
+        b.append(b"first").unwrap();
+        b.sync().unwrap();
+        b.append(b"second").unwrap();
+        assert!(!fs.is_frozen());
+        let err = b.sync().unwrap_err();
+        assert!(is_msg(&err, "simulated power loss"), "{err}");
+        assert!(fs.is_frozen(), "the second .sst sync is the crash point");
+        assert!(
+            a.append(b"more").is_err(),
+            "everything after the crash point fails"
+        );
+        fs.crash(TornMode::None);
+        assert!(!fs.is_frozen());
     }
 }
