@@ -11,7 +11,7 @@ use crate::filename::table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};
-use crate::version::{FileMetaData, NewTable};
+use crate::version::{FileMetaData, NewTable, TableMeta};
 
 /// Where and how output tables are written.
 #[derive(Clone)]
@@ -142,14 +142,16 @@ impl TableOutputs {
         self.bytes_written += done.file_size;
         self.finished.push(NewTable {
             level: self.level,
-            number,
-            file_size: done.file_size,
-            smallest: p.smallest_key.clone(),
-            largest: p.largest_key.clone(),
-            smallest_seq: p.smallest_seq,
-            largest_seq: p.largest_seq,
-            num_entries: p.num_entries,
-            num_deletions: p.num_deletions,
+            meta: TableMeta {
+                number,
+                file_size: done.file_size,
+                smallest: p.smallest_key.clone(),
+                largest: p.largest_key.clone(),
+                smallest_seq: p.smallest_seq,
+                largest_seq: p.largest_seq,
+                num_entries: p.num_entries,
+                num_deletions: p.num_deletions,
+            },
         });
         Ok(())
     }

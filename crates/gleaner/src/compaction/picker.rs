@@ -350,14 +350,16 @@ mod tests {
     fn t(level: u32, number: u64, lo: &str, hi: &str, size: u64, seq: u64) -> NewTable {
         NewTable {
             level,
-            number,
-            file_size: size,
-            smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
-            largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
-            smallest_seq: seq,
-            largest_seq: seq,
-            num_entries: 1,
-            num_deletions: 0,
+            meta: crate::version::TableMeta {
+                number,
+                file_size: size,
+                smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
+                largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
+                smallest_seq: seq,
+                largest_seq: seq,
+                num_entries: 1,
+                num_deletions: 0,
+            },
         }
     }
 

@@ -226,7 +226,7 @@ impl DbInner {
             &mut drops,
             Some(&self.shutting_down),
         )?;
-        let outputs: Vec<u64> = edit.new_tables.iter().map(|t| t.number).collect();
+        let outputs: Vec<u64> = edit.new_tables.iter().map(|t| t.meta.number).collect();
         let mut versions = self.versions.lock();
         let installed = versions.log_and_apply(edit.clone());
         let version = match installed {
@@ -284,12 +284,7 @@ impl DbInner {
             let claimed = {
                 let mut st = self.state.lock();
                 loop {
-                    if let Some(e) = &st.bg_error {
-                        return Err(Error::ReadOnly(Arc::new(e.clone())));
-                    }
-                    if st.shutting_down {
-                        return Err(Error::Closed);
-                    }
+                    st.check_usable()?;
                     match plan_manual(
                         &st.version,
                         &self.picker,

@@ -59,6 +59,19 @@ struct DbState {
     shutting_down: bool,
 }
 
+impl DbState {
+    /// `Err` once the database is read-only (after a background failure) or closing.
+    fn check_usable(&self) -> Result<()> {
+        if let Some(e) = &self.bg_error {
+            return Err(Error::ReadOnly(Arc::new(e.clone())));
+        }
+        if self.shutting_down {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
 /// Queue of key tables whose last reference was dropped; deleted by background workers (never
 /// from the dropping thread, which may hold a lock).
 #[derive(Debug, Default)]

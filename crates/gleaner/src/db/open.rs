@@ -21,7 +21,7 @@ use crate::filename::{
 };
 use crate::io::{
     CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
-    WritableFile, WriteFileOptions,
+    WriteFileOptions, write_file_atomically,
 };
 use crate::key::{MAX_SEQUENCE, ValueKind};
 use crate::memtable::MemTable;
@@ -130,16 +130,21 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     let table_opts = table_options(&opts);
     let mut edit = VersionEdit::default();
     let mut mem = Arc::new(MemTable::new(0));
-    let out_cfg = |class| crate::compaction::OutputConfig {
-        fs: Arc::clone(&fs),
-        dir: dir.clone(),
-        stats: Arc::clone(&io),
-        table: table_opts,
-        direct: opts.use_direct_io_for_background_writes(),
-        class,
-        next_file_number: Arc::clone(&next_file_number),
-        target_file_size: u64::MAX,
-        max_grandparent_overlap: u64::MAX,
+    // Replayed memtables go straight to L0 tables (no snapshot exists yet, so shadowed versions
+    // are dropped).
+    let flush_recovered = |mem: Arc<MemTable>| -> Result<Vec<crate::version::NewTable>> {
+        let out = crate::compaction::OutputConfig {
+            fs: Arc::clone(&fs),
+            dir: dir.clone(),
+            stats: Arc::clone(&io),
+            table: table_opts,
+            direct: opts.use_direct_io_for_background_writes(),
+            class: IoClass::Flush,
+            next_file_number: Arc::clone(&next_file_number),
+            target_file_size: u64::MAX,
+            max_grandparent_overlap: u64::MAX,
+        };
+        Ok(flush_memtables(&[mem], Vec::new(), out, &mut DropCounter::default())?.0)
     };
     for &number in &wals {
         let name = wal_file_name(number);
@@ -183,13 +188,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             last_seq = last_seq.max(seq - 1);
             Counters::add(&counters.recovered_records, 1);
             if mem.approximate_bytes() >= opts.memtable_size() {
-                let (tables, _) = flush_memtables(
-                    &[mem],
-                    Vec::new(),
-                    out_cfg(IoClass::Flush),
-                    &mut DropCounter::default(),
-                )?;
-                edit.new_tables.extend(tables);
+                edit.new_tables.extend(flush_recovered(mem)?);
                 mem = Arc::new(MemTable::new(0));
             }
         }
@@ -198,13 +197,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         }
     }
     if !mem.is_empty() {
-        let (tables, _) = flush_memtables(
-            &[mem],
-            Vec::new(),
-            out_cfg(IoClass::Flush),
-            &mut DropCounter::default(),
-        )?;
-        edit.new_tables.extend(tables);
+        edit.new_tables.extend(flush_recovered(mem)?);
     }
 
     // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
@@ -226,7 +219,14 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     edit.log_number = Some(wal_number);
     edit.last_sequence = Some(last_seq);
     let version = versions.log_and_apply(edit)?;
-    write_options_file(fs.as_ref(), &dir, &io, &opts)?;
+    write_file_atomically(
+        fs.as_ref(),
+        &dir,
+        OPTIONS,
+        render_options_file(&opts).as_bytes(),
+        &io,
+        IoClass::Manifest,
+    )?;
 
     let live_manifest = versions.manifest_number();
     remove_unreferenced_files(fs.as_ref(), &dir, &version, wal_number, live_manifest)?;
@@ -342,29 +342,6 @@ fn probe_direct_io(fs: &dyn FileSystem, dir: &Path, opts: &Options) -> Result<()
         drop(r?);
     }
     Ok(())
-}
-
-/// Writes the OPTIONS file atomically (temporary file, sync, rename, directory sync).
-fn write_options_file(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    io: &Arc<IoStats>,
-    opts: &Options,
-) -> Result<()> {
-    let tmp = dir.join("OPTIONS.tmp");
-    let file = fs.new_writable(
-        &tmp,
-        WriteFileOptions {
-            direct: false,
-            buffer_size: 0,
-        },
-    )?;
-    let mut file = CountedWriter::new(file, IoClass::Manifest, Arc::clone(io));
-    file.append(render_options_file(opts).as_bytes())?;
-    file.sync()?;
-    drop(file);
-    fs.rename(&tmp, &dir.join(OPTIONS))?;
-    fs.sync_dir(dir)
 }
 
 /// Removes what an earlier run left behind: replayed WALs, superseded manifests, key tables no

@@ -200,12 +200,7 @@ impl DbInner {
         let mut allow_delay = !force;
         let mut st = self.state.lock();
         loop {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::ReadOnly(Arc::new(e.clone())));
-            }
-            if st.shutting_down {
-                return Err(Error::Closed);
-            }
+            st.check_usable()?;
             let l0 = st.version.files(0).len();
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger() as usize {
                 let start = Instant::now();
@@ -290,12 +285,7 @@ impl DbInner {
             return Ok(());
         };
         loop {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::ReadOnly(Arc::new(e.clone())));
-            }
-            if st.shutting_down {
-                return Err(Error::Closed);
-            }
+            st.check_usable()?;
             if !st.imm.iter().any(|m| Arc::ptr_eq(m, &target)) {
                 return Ok(());
             }

@@ -146,5 +146,32 @@ pub trait WritableFile: Send + fmt::Debug {
     }
 }
 
+/// Replaces `dir/name` atomically and durably: writes `dir/name.tmp`, syncs it, renames it over
+/// `dir/name`, syncs the directory. A crash leaves either the old or the new file (and perhaps
+/// the temporary, which open removes). Bytes count under `class`.
+pub fn write_file_atomically(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    stats: &Arc<IoStats>,
+    class: IoClass,
+) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = fs.new_writable(
+        &tmp,
+        WriteFileOptions {
+            direct: false,
+            buffer_size: 0,
+        },
+    )?;
+    let mut file = CountedWriter::new(file, class, Arc::clone(stats));
+    file.append(bytes)?;
+    file.sync()?;
+    drop(file);
+    fs.rename(&tmp, &dir.join(name))?;
+    fs.sync_dir(dir)
+}
+
 /// Guard of a lock taken with [`FileSystem::lock`]; dropping it releases the lock.
 pub trait FileLock: Send + Sync + fmt::Debug {}

@@ -7,7 +7,9 @@ use std::path::Path;
 use crate::checksum::crc32c;
 use crate::error::{Error, Result};
 use crate::filename::{CURRENT, FileType, manifest_file_name, parse_file_name};
-use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WritableFile, WriteFileOptions};
+use std::sync::Arc;
+
+use crate::io::{FileSystem, IoClass, IoStats, write_file_atomically};
 
 /// Longest CURRENT file accepted: it holds one short line.
 const MAX_CURRENT_LEN: u64 = 256;
@@ -16,25 +18,12 @@ const MAX_CURRENT_LEN: u64 = 256;
 pub fn set_current(
     fs: &dyn FileSystem,
     dir: &Path,
-    stats: &std::sync::Arc<IoStats>,
+    stats: &Arc<IoStats>,
     number: u64,
 ) -> Result<()> {
     let name = manifest_file_name(number);
     let text = format!("{name} {:08x}\n", crc32c(name.as_bytes()));
-    let tmp = dir.join("CURRENT.tmp");
-    let file = fs.new_writable(
-        &tmp,
-        WriteFileOptions {
-            direct: false,
-            buffer_size: 0,
-        },
-    )?;
-    let mut file = CountedWriter::new(file, IoClass::Manifest, std::sync::Arc::clone(stats));
-    file.append(text.as_bytes())?;
-    file.sync()?;
-    drop(file);
-    fs.rename(&tmp, &dir.join(CURRENT))?;
-    fs.sync_dir(dir)
+    write_file_atomically(fs, dir, CURRENT, text.as_bytes(), stats, IoClass::Manifest)
 }
 
 /// Reads CURRENT and returns the number of the manifest it names.

@@ -1,6 +1,7 @@
 //! Version edits: the records of the manifest. Each edit is a sequence of fields
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
+use super::file_meta::TableMeta;
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo};
@@ -23,22 +24,8 @@ mod tag {
 pub struct NewTable {
     /// Level the table joins.
     pub level: u32,
-    /// File number.
-    pub number: u64,
-    /// Size in bytes.
-    pub file_size: u64,
-    /// Smallest internal key.
-    pub smallest: Vec<u8>,
-    /// Largest internal key.
-    pub largest: Vec<u8>,
-    /// Smallest sequence number.
-    pub smallest_seq: SeqNo,
-    /// Largest sequence number.
-    pub largest_seq: SeqNo,
-    /// Number of entries.
-    pub num_entries: u64,
-    /// Number of deletions.
-    pub num_deletions: u64,
+    /// The table.
+    pub meta: TableMeta,
 }
 
 /// A change to the set of live files and the database's counters.
@@ -92,9 +79,9 @@ impl VersionEdit {
             put_varint64(&mut field, *number);
             emit(&mut out, tag::DELETED_FILE, &field);
         }
-        for t in &self.new_tables {
+        for NewTable { level, meta: t } in &self.new_tables {
             field.clear();
-            put_varint64(&mut field, u64::from(t.level));
+            put_varint64(&mut field, u64::from(*level));
             put_varint64(&mut field, t.number);
             put_varint64(&mut field, t.file_size);
             put_length_prefixed(&mut field, &t.smallest);
@@ -164,8 +151,7 @@ impl VersionEdit {
                         .ok_or_else(|| bad("new key table largest key"))?
                         .to_vec();
                     let mut field = || p.varint64().ok_or_else(|| bad("new key table"));
-                    let t = NewTable {
-                        level,
+                    let t = TableMeta {
                         number,
                         file_size,
                         smallest,
@@ -183,7 +169,7 @@ impl VersionEdit {
                     if crate::key::compare_internal(&t.smallest, &t.largest).is_gt() {
                         return Err(bad("new key table smallest key is after its largest"));
                     }
-                    edit.new_tables.push(t);
+                    edit.new_tables.push(NewTable { level, meta: t });
                 }
                 other => return Err(bad(&format!("unknown field tag {other}"))),
             }
@@ -210,14 +196,16 @@ mod tests {
             deleted_files: vec![(1, 5), (2, 6)],
             new_tables: vec![NewTable {
                 level: 2,
-                number: 39,
-                file_size: 4096,
-                smallest: make_internal_key(b"a", 10, ValueKind::Value),
-                largest: make_internal_key(b"z", 3, ValueKind::Deletion),
-                smallest_seq: 3,
-                largest_seq: 10,
-                num_entries: 100,
-                num_deletions: 4,
+                meta: TableMeta {
+                    number: 39,
+                    file_size: 4096,
+                    smallest: make_internal_key(b"a", 10, ValueKind::Value),
+                    largest: make_internal_key(b"z", 3, ValueKind::Deletion),
+                    smallest_seq: 3,
+                    largest_seq: 10,
+                    num_entries: 100,
+                    num_deletions: 4,
+                },
             }],
         }
     }

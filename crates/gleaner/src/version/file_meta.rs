@@ -13,8 +13,9 @@ pub trait ObsoleteFileSink: Send + Sync {
     fn file_unreferenced(&self, number: u64);
 }
 
-/// Everything the version set records about one key table.
-pub struct FileMetaData {
+/// What the manifest records about one key table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableMeta {
     /// File number (`NNNNNN.sst`).
     pub number: u64,
     /// Size in bytes.
@@ -31,53 +32,9 @@ pub struct FileMetaData {
     pub num_entries: u64,
     /// Number of deletion entries.
     pub num_deletions: u64,
-    obsolete: OnceLock<Arc<dyn ObsoleteFileSink>>,
 }
 
-impl std::fmt::Debug for FileMetaData {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileMetaData")
-            .field("number", &self.number)
-            .field("file_size", &self.file_size)
-            .field(
-                "smallest",
-                &String::from_utf8_lossy(key::user_key(&self.smallest)),
-            )
-            .field(
-                "largest",
-                &String::from_utf8_lossy(key::user_key(&self.largest)),
-            )
-            .field("seqs", &(self.smallest_seq..=self.largest_seq))
-            .finish()
-    }
-}
-
-impl FileMetaData {
-    /// Metadata of a table that is not yet (or no longer) obsolete.
-    #[expect(clippy::too_many_arguments, reason = "a plain record constructor")]
-    pub fn new(
-        number: u64,
-        file_size: u64,
-        smallest: Vec<u8>,
-        largest: Vec<u8>,
-        smallest_seq: SeqNo,
-        largest_seq: SeqNo,
-        num_entries: u64,
-        num_deletions: u64,
-    ) -> Self {
-        FileMetaData {
-            number,
-            file_size,
-            smallest,
-            largest,
-            smallest_seq,
-            largest_seq,
-            num_entries,
-            num_deletions,
-            obsolete: OnceLock::new(),
-        }
-    }
-
+impl TableMeta {
     /// User key of the smallest entry.
     pub fn smallest_user_key(&self) -> &[u8] {
         key::user_key(&self.smallest)
@@ -93,6 +50,52 @@ impl FileMetaData {
         let before = hi.is_some_and(|hi| self.smallest_user_key() > hi);
         let after = lo.is_some_and(|lo| self.largest_user_key() < lo);
         !before && !after
+    }
+}
+
+/// A key table in a version: its [`TableMeta`] plus lifetime tracking. Shared as
+/// `Arc<FileMetaData>` by every version, iterator and job that uses the table; it derefs to the
+/// metadata.
+pub struct FileMetaData {
+    meta: TableMeta,
+    obsolete: OnceLock<Arc<dyn ObsoleteFileSink>>,
+}
+
+impl std::ops::Deref for FileMetaData {
+    type Target = TableMeta;
+
+    fn deref(&self) -> &TableMeta {
+        &self.meta
+    }
+}
+
+impl std::fmt::Debug for FileMetaData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMetaData")
+            .field("number", &self.number)
+            .field("file_size", &self.file_size)
+            .field(
+                "smallest",
+                &String::from_utf8_lossy(self.smallest_user_key()),
+            )
+            .field("largest", &String::from_utf8_lossy(self.largest_user_key()))
+            .field("seqs", &(self.smallest_seq..=self.largest_seq))
+            .finish()
+    }
+}
+
+impl FileMetaData {
+    /// A live (not obsolete) table.
+    pub fn new(meta: TableMeta) -> Self {
+        FileMetaData {
+            meta,
+            obsolete: OnceLock::new(),
+        }
+    }
+
+    /// The recorded metadata.
+    pub fn meta(&self) -> &TableMeta {
+        &self.meta
     }
 
     /// Size used by the compaction picker's level scores. Compensation for value bytes a table
@@ -132,16 +135,16 @@ mod tests {
     }
 
     fn meta(n: u64, lo: &str, hi: &str) -> Arc<FileMetaData> {
-        Arc::new(FileMetaData::new(
-            n,
-            100,
-            make_internal_key(lo.as_bytes(), 5, ValueKind::Value),
-            make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
-            1,
-            5,
-            2,
-            0,
-        ))
+        Arc::new(FileMetaData::new(TableMeta {
+            number: n,
+            file_size: 100,
+            smallest: make_internal_key(lo.as_bytes(), 5, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            smallest_seq: 1,
+            largest_seq: 5,
+            num_entries: 2,
+            num_deletions: 0,
+        }))
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod version;
 
 pub use current::{read_current, set_current};
 pub use edit::{NewTable, VersionEdit};
-pub use file_meta::{FileMetaData, ObsoleteFileSink};
+pub use file_meta::{FileMetaData, ObsoleteFileSink, TableMeta};
 pub use set::{RecoveredCounters, VersionSet, VersionSetConfig};
 pub use version::{TreeLookup, Version};
 

@@ -89,9 +89,21 @@ impl VersionSet {
     /// An empty version set (new database); nothing is written until the first
     /// [`VersionSet::log_and_apply`].
     pub fn new_empty(cfg: VersionSetConfig) -> Self {
+        let version = Version::new(cfg.num_levels);
+        let pointers = vec![None; cfg.num_levels];
+        Self::from_parts(cfg, version, pointers, 0, 0)
+    }
+
+    fn from_parts(
+        cfg: VersionSetConfig,
+        current: Version,
+        compact_pointers: Vec<Option<Vec<u8>>>,
+        log_number: u64,
+        last_sequence: SeqNo,
+    ) -> Self {
         VersionSet {
-            current: Arc::new(Version::new(cfg.num_levels)),
-            compact_pointers: vec![None; cfg.num_levels],
+            current: Arc::new(current),
+            compact_pointers,
             fs: cfg.fs,
             dir: cfg.dir,
             stats: cfg.stats,
@@ -99,8 +111,8 @@ impl VersionSet {
             next_file_number: cfg.next_file_number,
             max_manifest_size: cfg.max_manifest_size,
             manifest: None,
-            log_number: 0,
-            last_sequence: 0,
+            log_number,
+            last_sequence,
         }
     }
 
@@ -197,20 +209,9 @@ impl VersionSet {
             .max(max_number + 1)
             .max(manifest_number + 1);
         cfg.next_file_number.fetch_max(next, Ordering::SeqCst);
+        let (log_number, last_sequence) = (counters.log_number, counters.last_sequence);
         Ok((
-            VersionSet {
-                current: Arc::new(levels),
-                compact_pointers: pointers,
-                fs: cfg.fs,
-                dir: cfg.dir,
-                stats: cfg.stats,
-                sink: cfg.sink,
-                next_file_number: cfg.next_file_number,
-                max_manifest_size: cfg.max_manifest_size,
-                manifest: None,
-                log_number: counters.log_number,
-                last_sequence: counters.last_sequence,
-            },
+            Self::from_parts(cfg, levels, pointers, log_number, last_sequence),
             counters,
         ))
     }
@@ -271,7 +272,7 @@ impl VersionSet {
             }
         }
         for &(level, number) in &edit.deleted_files {
-            let readded = edit.new_tables.iter().any(|t| t.number == number);
+            let readded = edit.new_tables.iter().any(|t| t.meta.number == number);
             if !readded
                 && let Some(f) = self
                     .current
@@ -361,13 +362,6 @@ impl VersionSet {
 pub fn new_table(level: usize, f: &super::file_meta::FileMetaData) -> NewTable {
     NewTable {
         level: level as u32,
-        number: f.number,
-        file_size: f.file_size,
-        smallest: f.smallest.clone(),
-        largest: f.largest.clone(),
-        smallest_seq: f.smallest_seq,
-        largest_seq: f.largest_seq,
-        num_entries: f.num_entries,
-        num_deletions: f.num_deletions,
+        meta: f.meta().clone(),
     }
 }

@@ -113,39 +113,24 @@ impl Version {
             if level >= levels.len() {
                 return Err(bad(format!(
                     "edit adds table {} to level {level}, beyond the {} levels",
-                    t.number,
+                    t.meta.number,
                     levels.len()
                 )));
             }
-            let meta = match moved.iter().find(|m| m.number == t.number) {
-                Some(m)
-                    if m.file_size == t.file_size
-                        && m.smallest == t.smallest
-                        && m.largest == t.largest =>
-                {
-                    Arc::clone(m)
-                }
+            let meta = match moved.iter().find(|m| m.number == t.meta.number) {
+                Some(m) if *m.meta() == t.meta => Arc::clone(m),
                 Some(_) => {
                     return Err(bad(format!(
                         "table {} moved with different metadata",
-                        t.number
+                        t.meta.number
                     )));
                 }
-                None => Arc::new(FileMetaData::new(
-                    t.number,
-                    t.file_size,
-                    t.smallest.clone(),
-                    t.largest.clone(),
-                    t.smallest_seq,
-                    t.largest_seq,
-                    t.num_entries,
-                    t.num_deletions,
-                )),
+                None => Arc::new(FileMetaData::new(t.meta.clone())),
             };
-            if levels.iter().flatten().any(|f| f.number == t.number) {
+            if levels.iter().flatten().any(|f| f.number == t.meta.number) {
                 return Err(bad(format!(
                     "edit adds table {}, which is already live",
-                    t.number
+                    t.meta.number
                 )));
             }
             levels[level].push(meta);
@@ -271,14 +256,16 @@ mod tests {
     fn table(level: u32, number: u64, lo: &str, hi: &str, seq: u64) -> NewTable {
         NewTable {
             level,
-            number,
-            file_size: 1000,
-            smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
-            largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
-            smallest_seq: seq,
-            largest_seq: seq,
-            num_entries: 1,
-            num_deletions: 0,
+            meta: crate::version::TableMeta {
+                number,
+                file_size: 1000,
+                smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
+                largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
+                smallest_seq: seq,
+                largest_seq: seq,
+                num_entries: 1,
+                num_deletions: 0,
+            },
         }
     }
 

@@ -72,7 +72,25 @@ impl LogReader {
         max_record_size: usize,
     ) -> Result<Self> {
         let file_size = file.size()?;
-        Ok(LogReader {
+        Ok(Self::with_size(
+            file,
+            file_name,
+            file_size,
+            class,
+            mode,
+            max_record_size,
+        ))
+    }
+
+    fn with_size(
+        file: CountedReader,
+        file_name: String,
+        file_size: u64,
+        class: IoClass,
+        mode: WalRecoveryMode,
+        max_record_size: usize,
+    ) -> Self {
+        LogReader {
             file,
             file_name,
             file_size,
@@ -86,7 +104,7 @@ impl LogReader {
             pos: 0,
             dropped: Vec::new(),
             done: false,
-        })
+        }
     }
 
     /// Tells the reader how to find, in a record's payload, the log offset up to which the log
@@ -245,21 +263,14 @@ impl LogReader {
 
     /// The largest sync point named by any intact record at or after `from`.
     fn max_sync_point_from(&self, from: u64, sync_point: SyncPointFn) -> Result<u64> {
-        let mut probe = LogReader {
-            file: self.file.clone(),
-            file_name: self.file_name.clone(),
-            file_size: self.file_size,
-            class: self.class,
-            mode: WalRecoveryMode::SkipAnyCorruptedRecords,
-            max_record_size: self.max_record_size,
-            sync_point: None,
-            block: Vec::with_capacity(BLOCK_SIZE),
-            block_start: 0,
-            next_block_start: 0,
-            pos: 0,
-            dropped: Vec::new(),
-            done: false,
-        };
+        let mut probe = Self::with_size(
+            self.file.clone(),
+            self.file_name.clone(),
+            self.file_size,
+            self.class,
+            WalRecoveryMode::SkipAnyCorruptedRecords,
+            self.max_record_size,
+        );
         probe.seek_to(from)?;
         let mut max = 0;
         while let Some((_, record)) = probe.read_record()? {
