@@ -115,7 +115,9 @@ fn clean_database_checks_clean_and_is_left_untouched() {
     assert!(report.is_clean(), "{report:#?}");
     assert!(report.warnings.is_empty(), "{report:#?}");
     assert_eq!(report.tables_checked, tables(dir.path()).len());
-    assert!(report.entries_checked >= 601, "{report:#?}");
+    // At least every live key; background compaction may already have dropped the deleted
+    // key's versions.
+    assert!(report.entries_checked >= 599, "{report:#?}");
     assert_eq!(
         snapshot(dir.path()),
         before,
