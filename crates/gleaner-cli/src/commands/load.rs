@@ -1,0 +1,192 @@
+//! `load`: bulk writes from stdin, committed in batches.
+
+use std::io::{BufRead, Write};
+
+use gleaner::options::MAX_KEY_SIZE;
+use gleaner::{Db, WriteBatch, WriteOptions};
+
+use super::{Context, Status};
+use crate::args::LoadArgs;
+use crate::codec::Codec;
+use crate::error::{CliError, CliResult, output};
+
+/// `gleaner load DIR [--sync] [--batch N]` (the input format is documented on the command).
+pub fn run(
+    ctx: &Context,
+    args: &LoadArgs,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> CliResult<Status> {
+    ctx.with_db(&args.dir, true, |db| {
+        let mut loader = Loader {
+            db,
+            codec: ctx.codec,
+            write_opts: WriteOptions { sync: args.sync },
+            batch_ops: args.batch,
+            max_value: db.options().max_value_size(),
+            max_batch: db.options().max_batch_size(),
+            batch: WriteBatch::new(),
+            first_line: 0,
+            last_line: 0,
+            out,
+        };
+        loader.load(input)
+    })?;
+    Ok(Status::Success)
+}
+
+/// One parsed input line.
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Del(Vec<u8>),
+}
+
+/// Upper bound of the bytes an op adds to an encoded batch: kind byte, two varint lengths (at
+/// most 10 bytes each), key and value.
+fn encoded_bound(key: &[u8], value: &[u8]) -> u64 {
+    (1 + 10 + key.len() + 10 + value.len()) as u64
+}
+
+struct Loader<'a> {
+    db: &'a Db,
+    codec: Codec,
+    write_opts: WriteOptions,
+    batch_ops: u64,
+    max_value: u64,
+    max_batch: u64,
+    /// The batch being filled; it is written only when complete, so a bad line loses nothing
+    /// but its own batch.
+    batch: WriteBatch,
+    /// Line numbers (1-based) of the first and last op in `batch`.
+    first_line: u64,
+    last_line: u64,
+    out: &'a mut dyn Write,
+}
+
+impl Loader<'_> {
+    fn load(&mut self, input: &mut dyn BufRead) -> CliResult<()> {
+        let mut line = Vec::new();
+        let mut line_no = 0u64;
+        loop {
+            line.clear();
+            if input
+                .read_until(b'\n', &mut line)
+                .map_err(CliError::Input)?
+                == 0
+            {
+                break;
+            }
+            line_no += 1;
+            let content = strip_line_end(&line);
+            if content.is_empty() {
+                continue;
+            }
+            let op = self
+                .parse(content)
+                .map_err(|why| CliError::Invalid(format!("line {line_no}: {why}")))?;
+            let (key, value): (&[u8], &[u8]) = match &op {
+                Op::Put(k, v) => (k, v),
+                Op::Del(k) => (k, &[]),
+            };
+            // Options guarantee that one op always fits an empty batch, so committing first
+            // is enough to respect `max_batch_size`.
+            if !self.batch.is_empty()
+                && self.batch.encoded_size() as u64 + encoded_bound(key, value) > self.max_batch
+            {
+                self.commit()?;
+            }
+            match &op {
+                Op::Put(k, v) => self.batch.put(k, v),
+                Op::Del(k) => self.batch.delete(k),
+            }
+            if self.batch.count() == 1 {
+                self.first_line = line_no;
+            }
+            self.last_line = line_no;
+            if u64::from(self.batch.count()) >= self.batch_ops {
+                self.commit()?;
+            }
+        }
+        if !self.batch.is_empty() {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Parses and validates one non-empty line (without its line end).
+    fn parse(&self, line: &[u8]) -> Result<Op, String> {
+        let text = std::str::from_utf8(line).map_err(|_| {
+            "not valid UTF-8 (with --hex, keys and values are hex; lines are still text)"
+                .to_string()
+        })?;
+        let fields: Vec<&str> = text.split('\t').collect();
+        let op = match (fields[0], fields.len()) {
+            ("put", 3) => Op::Put(
+                self.decode("key", fields[1])?,
+                self.decode("value", fields[2])?,
+            ),
+            ("del", 2) => Op::Del(self.decode("key", fields[1])?),
+            ("put", n) => {
+                return Err(format!(
+                    "`put` takes a key and a value: expected 3 tab-separated fields, found {n}"
+                ));
+            }
+            ("del", n) => {
+                return Err(format!(
+                    "`del` takes a key: expected 2 tab-separated fields, found {n}"
+                ));
+            }
+            (other, _) => {
+                return Err(format!(
+                    "unknown operation `{}` (expected `put` or `del`)",
+                    other.escape_debug()
+                ));
+            }
+        };
+        // The database checks these limits only for a whole batch; checking them here names
+        // the offending line and keeps its batch from being attempted at all.
+        let (key, value) = match &op {
+            Op::Put(k, v) => (k, Some(v)),
+            Op::Del(k) => (k, None),
+        };
+        if key.len() > MAX_KEY_SIZE {
+            return Err(format!(
+                "key of {} bytes exceeds the key size limit of {MAX_KEY_SIZE} bytes",
+                key.len()
+            ));
+        }
+        if let Some(v) = value
+            && v.len() as u64 > self.max_value
+        {
+            return Err(format!(
+                "value of {} bytes exceeds option `max_value_size` ({} bytes)",
+                v.len(),
+                self.max_value
+            ));
+        }
+        Ok(op)
+    }
+
+    fn decode(&self, what: &str, text: &str) -> Result<Vec<u8>, String> {
+        self.codec.decode(what, text).map(|b| b.into_owned())
+    }
+
+    /// Writes the batch and reports the lines consumed so far.
+    fn commit(&mut self) -> CliResult<()> {
+        let batch = std::mem::take(&mut self.batch);
+        self.db.write(batch, &self.write_opts).map_err(|e| {
+            CliError::Invalid(format!(
+                "lines {}-{}: the batch was rejected: {e}",
+                self.first_line, self.last_line
+            ))
+        })?;
+        output(writeln!(self.out, "committed {}", self.last_line))?;
+        output(self.out.flush())
+    }
+}
+
+/// `line` without its `\n` or `\r\n`.
+fn strip_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}

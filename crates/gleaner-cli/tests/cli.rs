@@ -1,0 +1,431 @@
+//! End-to-end tests of the `gleaner` binary: every subcommand, exit statuses, `--hex`,
+//! `--option`, `load`'s batching and error handling, locking, and `check` on damage.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// What one run of the binary produced.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+impl Run {
+    fn out(&self) -> String {
+        String::from_utf8(self.stdout.clone()).expect("utf-8 stdout")
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.out().lines().map(str::to_string).collect()
+    }
+
+    /// Asserts success and returns stdout.
+    fn ok(&self) -> String {
+        assert_eq!(self.code, 0, "expected success: {self:#?}");
+        self.out()
+    }
+
+    /// Asserts the error convention: status 2, one `gleaner: ` line on stderr, no panic.
+    fn failed(&self) -> &str {
+        assert_eq!(self.code, 2, "expected status 2: {self:#?}");
+        assert!(self.stderr.starts_with("gleaner: "), "{self:#?}");
+        assert_eq!(self.stderr.lines().count(), 1, "one line: {self:#?}");
+        assert!(!self.stderr.contains("panicked"), "{self:#?}");
+        &self.stderr
+    }
+}
+
+fn run_with_input(args: &[&str], input: &[u8]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gleaner"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gleaner");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    Run {
+        code: out.status.code().expect("exit code (not a signal)"),
+        stdout: out.stdout,
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+fn run(args: &[&str]) -> Run {
+    run_with_input(args, b"")
+}
+
+/// A fresh directory for a database (the database itself is created by the first write).
+fn db_dir() -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp
+        .path()
+        .join("db")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string();
+    (tmp, dir)
+}
+
+/// Options that make small memtables and tables, so a few hundred keys make several tables.
+const SMALL: [&str; 4] = [
+    "--option",
+    "memtable_size=4096",
+    "--option",
+    "key_table_size=4096",
+];
+
+fn load(dir: &str, extra: &[&str], input: &str) -> Run {
+    let mut args = vec!["load", dir];
+    args.extend_from_slice(extra);
+    run_with_input(&args, input.as_bytes())
+}
+
+/// `n` puts `key00000<TAB>value-0` ... in load format.
+fn puts(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("put\tkey{i:05}\tvalue-{i}\n"))
+        .collect()
+}
+
+/// A database of 500 keys, compacted into key tables.
+fn table_db() -> (tempfile::TempDir, String) {
+    let (tmp, dir) = db_dir();
+    let mut args = SMALL.to_vec();
+    args.extend(["load", &dir]);
+    run_with_input(&args, puts(500).as_bytes()).ok();
+    run(&["compact", &dir]).ok();
+    (tmp, dir)
+}
+
+fn files_ending(dir: &str, suffix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    v.sort();
+    v
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .expect("name")
+        .to_str()
+        .expect("utf-8")
+        .to_string()
+}
+
+#[test]
+fn put_get_delete_round_trip() {
+    let (_tmp, dir) = db_dir();
+    run(&["put", &dir, "alpha", "one two"]).ok();
+    run(&["put", &dir, "-dash", "-1"]).ok();
+    assert_eq!(run(&["get", &dir, "alpha"]).ok(), "one two\n");
+    assert_eq!(run(&["get", &dir, "-dash"]).ok(), "-1\n");
+    run(&["delete", &dir, "alpha"]).ok();
+    let r = run(&["get", &dir, "alpha"]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert_eq!(r.stderr, "not found\n");
+    assert!(r.stdout.is_empty());
+}
+
+#[test]
+fn reads_do_not_create_a_database() {
+    let (tmp, dir) = db_dir();
+    for args in [
+        vec!["get", &dir, "k"],
+        vec!["scan", &dir],
+        vec!["stats", &dir],
+        vec!["compact", &dir],
+        vec!["delete", &dir, "k"],
+        vec!["check", &dir],
+    ] {
+        run(&args).failed();
+    }
+    assert!(!tmp.path().join("db").exists(), "nothing created by reads");
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line() {
+    let (_tmp, dir) = db_dir();
+    run(&[]).failed();
+    run(&["frobnicate", &dir]).failed();
+    assert!(run(&["get", &dir]).failed().contains("<KEY>"));
+    assert!(
+        run(&["scan", &dir, "--limit", "many"])
+            .failed()
+            .contains("--limit")
+    );
+    assert!(
+        run(&["load", &dir, "--batch", "0"])
+            .failed()
+            .contains("--batch")
+    );
+    assert!(
+        run(&["put", &dir, "k", "v", "extra"])
+            .failed()
+            .contains("extra")
+    );
+    // Help and version are not errors.
+    assert!(run(&["--help"]).ok().contains("Usage"));
+    assert!(run(&["--version"]).ok().starts_with("gleaner "));
+}
+
+#[test]
+fn bad_options_name_the_option() {
+    let (_tmp, dir) = db_dir();
+    let e = run(&["--option", "no_such_option=1", "put", &dir, "k", "v"])
+        .failed()
+        .to_string();
+    assert!(e.contains("no_such_option"), "{e}");
+    let e = run(&["put", &dir, "k", "v", "--option", "memtable_size=big"])
+        .failed()
+        .to_string();
+    assert!(e.contains("memtable_size") && e.contains("big"), "{e}");
+    let e = run(&["--option", "memtable_size=10", "put", &dir, "k", "v"])
+        .failed()
+        .to_string();
+    assert!(
+        e.contains("memtable_size"),
+        "out of range is caught at open: {e}"
+    );
+    let e = run(&["--option", "memtable_size", "put", &dir, "k", "v"])
+        .failed()
+        .to_string();
+    assert!(e.contains("NAME=VALUE"), "{e}");
+    // A valid option works, and the global flag goes anywhere.
+    run(&["put", &dir, "k", "v", "--option", "compression=none"]).ok();
+    assert_eq!(run(&["get", &dir, "k"]).ok(), "v\n");
+}
+
+#[test]
+fn hex_round_trips_binary_keys_and_values() {
+    let (_tmp, dir) = db_dir();
+    run(&["--hex", "put", &dir, "00ff00", "ff00"]).ok();
+    assert_eq!(run(&["--hex", "get", &dir, "00FF00"]).ok(), "ff00\n");
+    load(&dir, &["--hex"], "put\t00\tFF\nput\tFFFF\t\ndel\t00ff00\n").ok();
+    assert_eq!(
+        run(&["scan", &dir, "--hex"]).ok(),
+        "00\tff\nffff\t\n",
+        "sorted bytewise, lower-case, deletion applied"
+    );
+    assert_eq!(
+        run(&["scan", &dir, "--hex", "--keys-only", "--from", "01"]).ok(),
+        "ffff\n"
+    );
+    // Without --hex, values are written as the raw bytes.
+    run(&["--hex", "put", &dir, "6b", "00ff0a"]).ok();
+    assert_eq!(run(&["get", &dir, "k"]).stdout, b"\x00\xff\n\n");
+    let e = run(&["--hex", "get", &dir, "0g"]).failed().to_string();
+    assert!(e.contains("hex"), "{e}");
+}
+
+#[test]
+fn load_commits_in_batches_and_reports_progress() {
+    let (_tmp, dir) = db_dir();
+    let mut input = puts(5);
+    input.insert(0, '\n'); // an empty line is skipped but counted
+    input.push_str("del\tkey00001\r\n");
+    let r = load(&dir, &["--batch", "2", "--sync"], &input);
+    assert_eq!(
+        r.lines(),
+        ["committed 3", "committed 5", "committed 7"],
+        "{r:#?}"
+    );
+    assert_eq!(
+        run(&["scan", &dir, "--keys-only"]).ok(),
+        "key00000\nkey00002\nkey00003\nkey00004\n"
+    );
+    // The default batch is 1000 lines; a partial batch is committed at EOF.
+    let r = load(&dir, &[], &puts(1500));
+    assert_eq!(r.lines(), ["committed 1000", "committed 1500"], "{r:#?}");
+}
+
+#[test]
+fn malformed_load_lines_stop_the_load_and_lose_only_their_batch() {
+    let cases: [(&[&str], &str, &str); 7] = [
+        (&[], "frob\tkey\n", "unknown operation"),
+        (&[], "put\tkey\n", "3 tab-separated fields"),
+        (&[], "put\tkey\tv\textra\n", "3 tab-separated fields"),
+        (&[], "del\tkey\tvalue\n", "2 tab-separated fields"),
+        (&["--hex"], "put\t6b\tzz\n", "value is not valid hex"),
+        (
+            &["--option", "max_value_size=8"],
+            "put\tkey\t123456789\n",
+            "max_value_size",
+        ),
+        (&[], "BIGKEY", "key size limit"),
+    ];
+    for (flags, bad, why) in cases {
+        let (_tmp, dir) = db_dir();
+        let bad = if bad == "BIGKEY" {
+            format!("put\t{}\tv\n", "k".repeat(70_000))
+        } else {
+            bad.to_string()
+        };
+        // Lines 1-2 form a committed batch; line 3 is in the batch line 4 spoils.
+        let line = |i: usize| {
+            if flags.contains(&"--hex") {
+                format!("put\t{:02x}\t76\n", i)
+            } else {
+                format!("put\tk{i}\tv\n")
+            }
+        };
+        let input = format!("{}{}{}{bad}{}", line(1), line(2), line(3), line(5));
+        let mut args = flags.to_vec();
+        args.extend(["load", &dir, "--batch", "2"]);
+        let r = run_with_input(&args, input.as_bytes());
+        let e = r.failed();
+        assert!(e.contains("line 4") && e.contains(why), "{why}: {e}");
+        assert_eq!(r.lines(), ["committed 2"], "{r:#?}");
+        let keys = run(&["scan", &dir, "--keys-only"]).ok();
+        let expect = if flags.contains(&"--hex") {
+            "\u{1}\n\u{2}\n"
+        } else {
+            "k1\nk2\n"
+        };
+        assert_eq!(keys, expect, "{why}: only the first batch is written");
+    }
+}
+
+#[test]
+fn scan_ranges_limits_and_directions() {
+    let (_tmp, dir) = db_dir();
+    let input: String = ('a'..='j').map(|c| format!("put\t{c}\t{c}{c}\n")).collect();
+    load(&dir, &[], &input).ok();
+    let scan = |extra: &[&str]| {
+        let mut args = vec!["scan", dir.as_str()];
+        args.extend_from_slice(extra);
+        run(&args).ok()
+    };
+    assert_eq!(scan(&["--from", "c", "--to", "f"]), "c\tcc\nd\tdd\ne\tee\n");
+    assert_eq!(scan(&["--limit", "2"]), "a\taa\nb\tbb\n");
+    assert_eq!(
+        scan(&["--reverse", "--limit", "2", "--keys-only"]),
+        "j\ni\n"
+    );
+    assert_eq!(
+        scan(&["--reverse", "--from", "c", "--to", "f", "--keys-only"]),
+        "e\nd\nc\n"
+    );
+    assert_eq!(scan(&["--from", "i"]), "i\tii\nj\tjj\n");
+    assert_eq!(scan(&["--to", "b"]), "a\taa\n");
+    assert_eq!(scan(&["--from", "f", "--to", "c"]), "", "empty range");
+    assert_eq!(scan(&["--limit", "0"]), "");
+    assert_eq!(scan(&["--keys-only"]).lines().count(), 10);
+}
+
+#[test]
+fn a_second_open_is_refused_with_the_lock_error() {
+    let (_tmp, dir) = db_dir();
+    run(&["put", &dir, "k", "v"]).ok();
+    let db = gleaner::Db::open(&dir, gleaner::Options::default()).expect("open in the test");
+    let e = run(&["get", &dir, "k"]).failed().to_string();
+    assert!(e.contains("locked"), "{e}");
+    let e = run(&["check", &dir]).failed().to_string();
+    assert!(e.contains("locked"), "{e}");
+    db.close().expect("close");
+    assert_eq!(run(&["get", &dir, "k"]).ok(), "v\n");
+}
+
+#[test]
+fn check_passes_a_clean_database_and_names_a_damaged_table() {
+    let (_tmp, dir) = table_db();
+    let r = run(&["check", &dir]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.is_empty(), "{r:#?}");
+    assert!(r.stderr.contains("ok:"), "{r:#?}");
+
+    let tables = files_ending(&dir, ".sst");
+    assert!(!tables.is_empty());
+    let victim = &tables[0];
+    let mut bytes = std::fs::read(victim).expect("read");
+    bytes[10] ^= 0x55;
+    std::fs::write(victim, bytes).expect("write");
+    let r = run(&["check", &dir]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    let out = r.out();
+    let name = file_name(victim);
+    assert!(
+        out.lines().any(|l| l.starts_with(&format!("{name}@"))),
+        "a FILE@OFFSET line names {name}: {r:#?}"
+    );
+    assert!(r.stderr.contains("problem"), "{r:#?}");
+}
+
+#[test]
+fn check_refuses_a_directory_that_is_not_a_database() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_str().expect("utf-8");
+    assert!(run(&["check", dir]).failed().contains("no database"));
+    assert!(
+        std::fs::read_dir(dir).expect("read_dir").next().is_none(),
+        "check left nothing behind"
+    );
+}
+
+#[test]
+fn dump_shows_tables_and_rejects_paths() {
+    let (_tmp, dir) = table_db();
+    let mut all = String::new();
+    for t in files_ending(&dir, ".sst") {
+        all.push_str(&run(&["dump", &dir, &file_name(&t)]).ok());
+    }
+    assert!(all.contains("num_entries: "), "{all}");
+    for i in [0, 123, 499] {
+        let entry = format!("key{i:05}\tseq=");
+        assert!(all.contains(&entry), "{entry} missing");
+    }
+    assert!(all.contains("\tkind=put\tvalue-123\n"));
+    let t = file_name(&files_ending(&dir, ".sst")[0]);
+    let hex = run(&["--hex", "dump", &dir, &t]).ok();
+    assert!(hex.contains("6b6579"), "keys in hex: {hex}");
+    assert!(
+        run(&["dump", &dir, "MANIFEST-999999"])
+            .failed()
+            .contains("MANIFEST-999999")
+    );
+    assert!(run(&["dump", &dir, "LOCK"]).failed().contains("LOCK"));
+    run(&["dump", &dir, "../db/CURRENT"]).failed();
+    assert!(
+        run(&["dump", &dir, "CURRENT"])
+            .ok()
+            .starts_with("manifest: MANIFEST-")
+    );
+}
+
+#[test]
+fn stats_print_a_summary_or_json() {
+    let (_tmp, dir) = table_db();
+    let json = run(&["stats", &dir, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats --json is JSON");
+    let levels = v.get("levels").and_then(|l| l.as_array()).expect("levels");
+    assert!(!levels.is_empty());
+    let files: u64 = levels
+        .iter()
+        .map(|l| l["files"].as_u64().expect("files"))
+        .sum();
+    assert!(files > 0, "{json}");
+    let text = run(&["stats", &dir]).ok();
+    for topic in ["levels:", "  L0: ", "io (read / written):", "compactions:"] {
+        assert!(text.contains(topic), "{topic} missing: {text}");
+    }
+}
+
+#[test]
+fn compact_keeps_every_value_readable() {
+    let (_tmp, dir) = table_db();
+    run(&["delete", &dir, "key00007"]).ok();
+    run(&["compact", &dir]).ok();
+    assert_eq!(run(&["get", &dir, "key00042"]).ok(), "value-42\n");
+    assert_eq!(run(&["get", &dir, "key00007"]).code, 1);
+    assert_eq!(run(&["scan", &dir, "--keys-only"]).lines().len(), 499);
+    assert_eq!(run(&["check", &dir]).code, 0);
+}

@@ -1,0 +1,278 @@
+//! Human-readable dumps of single database files (`gleaner dump`).
+//!
+//! The kind of file is decided by its name (as [`parse_file_name`] recognizes it):
+//! - key table (`NNNNNN.sst`): its properties, one `name: value` per line, a blank line, then
+//!   every entry as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE` (the value is empty for a
+//!   deletion);
+//! - WAL (`NNNNNN.log`): per record a `# record at offset O: sequence S, N ops` line, then every
+//!   op as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE`, like table entries; a torn tail is shown
+//!   as a `# torn tail ...` line;
+//! - manifest (`MANIFEST-NNNNNN`): per edit a `# edit at offset O` line, then one `field: value`
+//!   line per field it sets; internal keys are shown as `KEY@SEQ:KIND`;
+//! - `CURRENT`: the manifest it names; `OPTIONS`: the saved options, one `name=value` per line.
+//!
+//! Keys and values are text with non-printable bytes escaped, or lower-case hex with `hex`.
+//! The dump reads the file as it is (no LOCK: the files it reads are immutable or append-only)
+//! and stops at the first damage with the corruption error, after printing what came before.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::batch::{BatchOp, WriteBatch};
+use crate::error::{Error, Result};
+use crate::filename::{FileType, manifest_file_name, parse_file_name};
+use crate::io::{CountedReader, FileSystem, IoClass, IoStats, PosixFs, ReadFileOptions};
+use crate::iter::InternalIterator;
+use crate::key::{ParsedKey, SeqNo};
+use crate::options::{MAX_BATCH_SIZE_LIMIT, WalRecoveryMode, parse_options_file};
+use crate::table::{ReadCtx, Table, TableProperties};
+use crate::version::VersionEdit;
+use crate::version::set::MAX_MANIFEST_RECORD;
+use crate::wal::LogReader;
+
+use super::text::{kind_name, render, render_internal_key};
+
+/// Writes a human-readable description of the file at `path` to `out` (see the module
+/// documentation for the formats). Keys and values are hex-encoded when `hex` is true.
+///
+/// Errors: [`Error::InvalidArgument`] naming the file when its name is not one of a file kind
+/// that can be dumped; [`Error::Corruption`] at the first damage; [`Error::Io`] for failed
+/// reads and for failed writes to `out` (its kind, e.g. `BrokenPipe`, is kept).
+pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::invalid(format!("{} does not name a file", path.display())))?;
+    let kind = parse_file_name(name).ok_or_else(|| {
+        Error::invalid(format!(
+            "{name}: not a Gleaner file that can be dumped (expected NNNNNN.sst, NNNNNN.log, \
+             MANIFEST-NNNNNN, CURRENT or OPTIONS)"
+        ))
+    })?;
+    let fs: Arc<dyn FileSystem> = Arc::new(PosixFs::new());
+    let mut d = Dumper {
+        out,
+        hex,
+        fs,
+        path,
+        name,
+    };
+    match kind {
+        FileType::KeyTable(n) => d.key_table(n),
+        FileType::Wal(_) => d.wal(),
+        FileType::Manifest(_) => d.manifest(),
+        FileType::Current => d.current(),
+        FileType::Options => d.options(),
+        FileType::Lock | FileType::Temp => Err(Error::invalid(format!(
+            "{name}: a lock or temporary file has no contents to dump"
+        ))),
+    }
+}
+
+struct Dumper<'a> {
+    out: &'a mut dyn Write,
+    hex: bool,
+    fs: Arc<dyn FileSystem>,
+    path: &'a Path,
+    name: &'a str,
+}
+
+/// Keeps the kind of an output error (a closed pipe is not a failure of the dump).
+fn output_error(e: std::io::Error) -> Error {
+    Error::io("writing the dump", e)
+}
+
+impl Dumper<'_> {
+    fn line(&mut self, text: &str) -> Result<()> {
+        writeln!(self.out, "{text}").map_err(output_error)
+    }
+
+    fn reader(&self) -> Result<CountedReader> {
+        let file = self
+            .fs
+            .open_readable(self.path, ReadFileOptions::default())?;
+        Ok(CountedReader::new(file, Arc::new(IoStats::default())))
+    }
+
+    /// One entry line shared by tables and WALs.
+    fn entry(&mut self, key: &[u8], seq: SeqNo, kind: &str, value: &[u8]) -> Result<()> {
+        let line = format!(
+            "{}\tseq={seq}\tkind={kind}\t{}",
+            render(key, self.hex),
+            render(value, self.hex)
+        );
+        self.line(&line)
+    }
+
+    fn key_table(&mut self, number: u64) -> Result<()> {
+        let reader = self.reader()?;
+        let size = reader.size()?;
+        let table = Arc::new(Table::open(
+            reader,
+            self.name.to_string(),
+            number,
+            size,
+            None,
+            IoClass::Other,
+        )?);
+        self.properties(table.properties())?;
+        self.line("")?;
+        let mut it = table.iter(ReadCtx {
+            class: IoClass::Other,
+            fill_cache: false,
+        });
+        it.seek_to_first()?;
+        while it.valid() {
+            let parsed = ParsedKey::parse(it.key()).ok_or_else(|| {
+                Error::corruption(self.name, 0, "entry key is not an internal key")
+            })?;
+            self.entry(
+                parsed.user_key,
+                parsed.seq,
+                kind_name(parsed.kind),
+                it.value(),
+            )?;
+            it.next()?;
+        }
+        Ok(())
+    }
+
+    fn properties(&mut self, p: &TableProperties) -> Result<()> {
+        let hex = self.hex;
+        let lines = [
+            format!("num_entries: {}", p.num_entries),
+            format!("num_deletions: {}", p.num_deletions),
+            format!("num_data_blocks: {}", p.num_data_blocks),
+            format!("raw_key_bytes: {}", p.raw_key_bytes),
+            format!("raw_value_bytes: {}", p.raw_value_bytes),
+            format!("data_bytes: {}", p.data_bytes),
+            format!("index_bytes: {}", p.index_bytes),
+            format!("filter_bytes: {}", p.filter_bytes),
+            format!("smallest_seq: {}", p.smallest_seq),
+            format!("largest_seq: {}", p.largest_seq),
+            format!("compression: {}", p.compression),
+            format!("format_version: {}", p.format_version),
+            format!(
+                "smallest_key: {}",
+                render_internal_key(&p.smallest_key, hex)
+            ),
+            format!("largest_key: {}", render_internal_key(&p.largest_key, hex)),
+        ];
+        for l in lines {
+            self.line(&l)?;
+        }
+        Ok(())
+    }
+
+    fn log_reader(&self, max_record: usize) -> Result<LogReader> {
+        LogReader::new(
+            self.reader()?,
+            self.name.to_string(),
+            IoClass::Other,
+            WalRecoveryMode::TolerateCorruptedTail,
+            max_record,
+        )
+    }
+
+    /// Reports what the log reader cut off as a torn tail.
+    fn torn_tail(&mut self, reader: &LogReader) -> Result<()> {
+        for r in reader.dropped().to_vec() {
+            self.line(&format!(
+                "# torn tail at offset {}: {} bytes ({}), ignored by recovery",
+                r.offset, r.len, r.reason
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn wal(&mut self) -> Result<()> {
+        let mut reader = self.log_reader(MAX_BATCH_SIZE_LIMIT as usize)?;
+        while let Some((offset, record)) = reader.read_record()? {
+            let batch = WriteBatch::decode(record, self.name, offset)?;
+            let first = batch.sequence();
+            self.line(&format!(
+                "# record at offset {offset}: sequence {first}, {} ops",
+                batch.count()
+            ))?;
+            for (i, op) in batch.iter().enumerate() {
+                // decode validated every op.
+                let op = op.map_err(|d| Error::corruption(self.name, offset, d))?;
+                let seq = first.saturating_add(i as u64);
+                match op {
+                    BatchOp::Put { key, value } => self.entry(key, seq, "put", value)?,
+                    BatchOp::Delete { key } => self.entry(key, seq, "del", &[])?,
+                }
+            }
+        }
+        self.torn_tail(&reader)
+    }
+
+    fn manifest(&mut self) -> Result<()> {
+        let mut reader = self.log_reader(MAX_MANIFEST_RECORD)?;
+        while let Some((offset, record)) = reader.read_record()? {
+            let edit = VersionEdit::decode(&record, self.name, offset)?;
+            self.line(&format!("# edit at offset {offset}"))?;
+            self.edit(&edit)?;
+        }
+        self.torn_tail(&reader)
+    }
+
+    fn edit(&mut self, e: &VersionEdit) -> Result<()> {
+        let hex = self.hex;
+        let mut lines = Vec::new();
+        let counters = [
+            ("format_version", e.format_version),
+            ("log_number", e.log_number),
+            ("next_file_number", e.next_file_number),
+            ("last_sequence", e.last_sequence),
+        ];
+        for (field, value) in counters {
+            if let Some(v) = value {
+                lines.push(format!("{field}: {v}"));
+            }
+        }
+        for (level, key) in &e.compact_pointers {
+            lines.push(format!(
+                "compact_pointer: level={level} key={}",
+                render_internal_key(key, hex)
+            ));
+        }
+        for (level, number) in &e.deleted_files {
+            lines.push(format!("deleted_file: level={level} number={number}"));
+        }
+        for t in &e.new_tables {
+            lines.push(format!(
+                "new_table: level={} number={} file_size={} entries={} deletions={} \
+                 seqs={}..={} smallest={} largest={}",
+                t.level,
+                t.number,
+                t.file_size,
+                t.num_entries,
+                t.num_deletions,
+                t.smallest_seq,
+                t.largest_seq,
+                render_internal_key(&t.smallest, hex),
+                render_internal_key(&t.largest, hex)
+            ));
+        }
+        for l in lines {
+            self.line(&l)?;
+        }
+        Ok(())
+    }
+
+    fn current(&mut self) -> Result<()> {
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        let number = crate::version::read_current(self.fs.as_ref(), dir, &IoStats::default())?;
+        self.line(&format!("manifest: {}", manifest_file_name(number)))
+    }
+
+    fn options(&mut self) -> Result<()> {
+        let bytes = self.fs.read_all(self.path)?;
+        for (name, value) in parse_options_file(self.name, &bytes)? {
+            self.line(&format!("{name}={value}"))?;
+        }
+        Ok(())
+    }
+}
