@@ -311,7 +311,13 @@ impl DbInner {
         if let Some(mut wal) = self.wal.lock().take() {
             let healthy = self.state.lock().bg_error.is_none();
             if healthy {
-                result = wal.writer.sync();
+                // Sync, then record in the log that everything before is durable: damage found
+                // there later is then corruption, not a torn tail.
+                result = wal
+                    .writer
+                    .sync()
+                    .and_then(|_| crate::wal::write_sync_marker(&mut wal.writer))
+                    .and_then(|_| wal.writer.sync());
             }
         }
         self.purge_obsolete_files();

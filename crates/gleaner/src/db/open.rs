@@ -11,7 +11,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::background::table_options;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
-use crate::batch::{BatchOp, WriteBatch};
+use crate::batch::BatchOp;
 use crate::cache::{BlockCache, TableCache};
 use crate::compaction::{DropCounter, PickerConfig, flush_memtables};
 use crate::error::{Error, Result};
@@ -23,11 +23,11 @@ use crate::io::{
     CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
     WriteFileOptions, write_file_atomically,
 };
-use crate::key::{MAX_SEQUENCE, ValueKind};
+use crate::key::ValueKind;
 use crate::memtable::MemTable;
-use crate::options::{MAX_BATCH_SIZE_LIMIT, Options, parse_options_file, render_options_file};
+use crate::options::{Options, parse_options_file, render_options_file};
 use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
-use crate::wal::{LogReader, LogWriter, WAL_SYNC_POINT_LEN, wal_sync_point};
+use crate::wal::{LogWriter, decode_wal_record, wal_reader};
 
 pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     let fs = Arc::clone(opts.file_system());
@@ -149,34 +149,17 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     for &number in &wals {
         let name = wal_file_name(number);
         let file = fs.open_readable(&dir.join(&name), ReadFileOptions::default())?;
-        let mut reader = LogReader::new(
+        let mut reader = wal_reader(
             CountedReader::new(file, Arc::clone(&io)),
             name.clone(),
             IoClass::Wal,
             opts.wal_recovery_mode(),
-            MAX_BATCH_SIZE_LIMIT as usize + WAL_SYNC_POINT_LEN,
-        )?
-        .with_sync_points(wal_sync_point);
-        while let Some((offset, mut record)) = reader.read_record()? {
-            if record.len() < WAL_SYNC_POINT_LEN {
-                return Err(Error::corruption(
-                    &name,
-                    offset,
-                    "WAL record shorter than its sync point",
-                ));
-            }
-            record.drain(..WAL_SYNC_POINT_LEN);
-            let batch = WriteBatch::decode(record, &name, offset)?;
-            let first = batch.sequence();
-            let count = u64::from(batch.count());
-            if first == 0 || first.saturating_add(count) > MAX_SEQUENCE {
-                return Err(Error::corruption(
-                    &name,
-                    offset,
-                    format!("batch sequence {first} out of range"),
-                ));
-            }
-            let mut seq = first;
+        )?;
+        while let Some((offset, record)) = reader.read_record()? {
+            let Some(batch) = decode_wal_record(record, &name, offset)? else {
+                continue;
+            };
+            let mut seq = batch.sequence();
             for op in batch.iter() {
                 let op = op.map_err(|d| Error::corruption(&name, offset, d))?;
                 match op {

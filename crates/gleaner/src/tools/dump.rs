@@ -19,17 +19,17 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::batch::{BatchOp, WriteBatch};
+use crate::batch::BatchOp;
 use crate::error::{Error, Result};
 use crate::filename::{FileType, manifest_file_name, parse_file_name};
 use crate::io::{CountedReader, FileSystem, IoClass, IoStats, PosixFs, ReadFileOptions};
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo};
-use crate::options::{MAX_BATCH_SIZE_LIMIT, WalRecoveryMode, parse_options_file};
+use crate::options::{WalRecoveryMode, parse_options_file};
 use crate::table::{ReadCtx, Table, TableProperties};
 use crate::version::VersionEdit;
 use crate::version::set::MAX_MANIFEST_RECORD;
-use crate::wal::LogReader;
+use crate::wal::{LogReader, decode_wal_record, wal_reader};
 
 use super::text::{kind_name, render, render_internal_key};
 
@@ -165,13 +165,13 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    fn log_reader(&self, max_record: usize) -> Result<LogReader> {
+    fn manifest_reader(&self) -> Result<LogReader> {
         LogReader::new(
             self.reader()?,
             self.name.to_string(),
             IoClass::Other,
             WalRecoveryMode::TolerateCorruptedTail,
-            max_record,
+            MAX_MANIFEST_RECORD,
         )
     }
 
@@ -187,9 +187,17 @@ impl Dumper<'_> {
     }
 
     fn wal(&mut self) -> Result<()> {
-        let mut reader = self.log_reader(MAX_BATCH_SIZE_LIMIT as usize)?;
+        let mut reader = wal_reader(
+            self.reader()?,
+            self.name.to_string(),
+            IoClass::Other,
+            WalRecoveryMode::TolerateCorruptedTail,
+        )?;
         while let Some((offset, record)) = reader.read_record()? {
-            let batch = WriteBatch::decode(record, self.name, offset)?;
+            let Some(batch) = decode_wal_record(record, self.name, offset)? else {
+                self.line(&format!("# record at offset {offset}: sync marker"))?;
+                continue;
+            };
             let first = batch.sequence();
             self.line(&format!(
                 "# record at offset {offset}: sequence {first}, {} ops",
@@ -209,7 +217,7 @@ impl Dumper<'_> {
     }
 
     fn manifest(&mut self) -> Result<()> {
-        let mut reader = self.log_reader(MAX_MANIFEST_RECORD)?;
+        let mut reader = self.manifest_reader()?;
         while let Some((offset, record)) = reader.read_record()? {
             let edit = VersionEdit::decode(&record, self.name, offset)?;
             self.line(&format!("# edit at offset {offset}"))?;
@@ -246,14 +254,14 @@ impl Dumper<'_> {
                 "new_table: level={} number={} file_size={} entries={} deletions={} \
                  seqs={}..={} smallest={} largest={}",
                 t.level,
-                t.number,
-                t.file_size,
-                t.num_entries,
-                t.num_deletions,
-                t.smallest_seq,
-                t.largest_seq,
-                render_internal_key(&t.smallest, hex),
-                render_internal_key(&t.largest, hex)
+                t.meta.number,
+                t.meta.file_size,
+                t.meta.num_entries,
+                t.meta.num_deletions,
+                t.meta.smallest_seq,
+                t.meta.largest_seq,
+                render_internal_key(&t.meta.smallest, hex),
+                render_internal_key(&t.meta.largest, hex)
             ));
         }
         for l in lines {

@@ -5,9 +5,11 @@
 //! "Log format".
 
 mod reader;
+mod record;
 mod writer;
 
 pub use reader::{DroppedRegion, LogReader, SyncPointFn};
+pub use record::{decode_wal_record, wal_reader, write_sync_marker};
 pub use writer::LogWriter;
 
 /// Size of a log block.
