@@ -371,6 +371,7 @@ mod tests {
                     ..Default::default()
                 },
                 "test",
+                0,
             )
             .expect("valid version")
     }

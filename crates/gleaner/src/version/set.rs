@@ -162,7 +162,7 @@ impl VersionSet {
                 }
                 first = false;
             }
-            version = version.apply(&edit, &name)?;
+            version = version.apply(&edit, &name, offset)?;
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
@@ -197,7 +197,7 @@ impl VersionSet {
             new_tables: version.all_files().map(|(l, f)| new_table(l, f)).collect(),
             ..Default::default()
         };
-        levels = levels.apply(&all, &name)?;
+        levels = levels.apply(&all, &name, 0)?;
         pointers.truncate(cfg.num_levels);
         let max_number = version
             .all_files()
@@ -251,7 +251,7 @@ impl VersionSet {
             .as_ref()
             .map(|m| manifest_file_name(m.0))
             .unwrap_or_else(|| "new manifest".to_string());
-        let next = self.current.apply(&edit, &file_label)?;
+        let next = self.current.apply(&edit, &file_label, 0)?;
         edit.next_file_number = Some(self.next_file_number.load(Ordering::SeqCst));
         if edit.log_number.is_none() {
             edit.log_number = Some(self.log_number);

@@ -89,9 +89,9 @@ impl Version {
 
     /// Applies an edit and returns the resulting version. Tables an edit removes and re-adds
     /// (trivial moves) keep their metadata object, so their lifetime tracking is unbroken.
-    /// `file` names the manifest in errors.
-    pub fn apply(&self, edit: &VersionEdit, file: &str) -> Result<Version> {
-        let bad = |what: String| Error::corruption(file, 0, what);
+    /// `file` and `offset` locate the edit (in the manifest) for errors.
+    pub fn apply(&self, edit: &VersionEdit, file: &str, offset: u64) -> Result<Version> {
+        let bad = |what: String| Error::corruption(file, offset, what);
         let mut levels = self.levels.clone();
         let mut moved: Vec<Arc<FileMetaData>> = Vec::new();
         for &(level, number) in &edit.deleted_files {
@@ -281,7 +281,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let v = v.apply(&e, "M").expect("apply");
+        let v = v.apply(&e, "M", 0).expect("apply");
         assert_eq!(
             v.files(0).iter().map(|f| f.number).collect::<Vec<_>>(),
             vec![2, 1]
@@ -295,18 +295,22 @@ mod tests {
             new_tables: vec![table(1, 5, "c", "d", 1)],
             ..Default::default()
         };
-        assert!(v.apply(&overlap, "M").expect_err("overlap").is_corruption());
+        assert!(
+            v.apply(&overlap, "M", 0)
+                .expect_err("overlap")
+                .is_corruption()
+        );
         let missing = VersionEdit {
             deleted_files: vec![(2, 3)],
             ..Default::default()
         };
-        assert!(v.apply(&missing, "M").is_err());
+        assert!(v.apply(&missing, "M", 0).is_err());
         let dup = VersionEdit {
             new_tables: vec![table(2, 3, "x", "y", 1)],
             ..Default::default()
         };
         assert!(
-            v.apply(&dup, "M").is_err(),
+            v.apply(&dup, "M", 0).is_err(),
             "a live number cannot be added twice"
         );
     }
@@ -320,6 +324,7 @@ mod tests {
                     ..Default::default()
                 },
                 "M",
+                0,
             )
             .expect("apply");
         let before = Arc::clone(&v.files(1)[0]);
@@ -331,6 +336,7 @@ mod tests {
                     ..Default::default()
                 },
                 "M",
+                0,
             )
             .expect("move");
         assert!(Arc::ptr_eq(&before, &moved.files(2)[0]));
@@ -346,6 +352,7 @@ mod tests {
                     ..Default::default()
                 },
                 "M",
+                0,
             )
             .expect("apply");
         assert!(v.is_bottommost_for_key(0, b"g"));

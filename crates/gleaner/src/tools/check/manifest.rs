@@ -64,12 +64,7 @@ impl Checker {
                 };
                 return Err(Error::corruption(name, offset, detail));
             }
-            // Version::apply cannot know where the edit came from; place its complaint at the
-            // record that caused it.
-            version = version.apply(&edit, name).map_err(|e| match e {
-                Error::Corruption { detail, .. } => Error::corruption(name, offset, detail),
-                other => other,
-            })?;
+            version = version.apply(&edit, name, offset)?;
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
