@@ -375,7 +375,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
             }
             96..=97 => {
                 // An iterator opened now must keep seeing this state through later writes,
-                // flushes and compactions.
+                // flushes and compactions that delete the files it reads.
                 let frozen = model.clone();
                 let mut it = db.iter(&ReadOptions::default()).expect("iter");
                 for _ in 0..30 {
@@ -384,6 +384,8 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     model.insert(k, b"later".to_vec());
                 }
                 db.flush().expect("flush");
+                // Compaction replaces the tables the iterator reads; they must stay readable.
+                db.compact_range(None, None).expect("compact");
                 it.seek_to_first().expect("seek");
                 let mut seen = Map::new();
                 while it.valid() {
