@@ -311,15 +311,23 @@ fn drop_closes_cleanly_and_direct_io_works_on_a_real_disk() {
             .with_use_direct_io_for_reads(true)
             .with_use_direct_io_for_background_writes(true)
     };
-    {
-        let db = Db::open(dir.path(), opts()).expect("open with direct I/O");
-        for i in 0..3000u32 {
-            db.put(format!("key{i:05}"), format!("value{i}"))
-                .expect("put");
+    let db = match Db::open(dir.path(), opts()) {
+        Ok(db) => db,
+        // Some file systems (tmpfs) refuse O_DIRECT: then the open must say which option to turn
+        // off, and there is nothing more to test here.
+        Err(Error::InvalidArgument(m)) if m.contains("does not support direct I/O") => {
+            assert!(m.contains("use_direct_io_for_reads"), "{m}");
+            return;
         }
-        db.compact_range(None, None).expect("compact");
-        // Dropped without close: Drop closes.
+        Err(e) => panic!("open with direct I/O: {e}"),
+    };
+    for i in 0..3000u32 {
+        db.put(format!("key{i:05}"), format!("value{i}"))
+            .expect("put");
     }
+    db.compact_range(None, None).expect("compact");
+    // Dropped without close: Drop closes (and releases the lock).
+    drop(db);
     let db = Db::open(dir.path(), opts()).expect("reopen");
     for i in (0..3000u32).step_by(101) {
         assert_eq!(
