@@ -421,3 +421,20 @@ fn compacted_tables_are_deleted_only_after_their_last_reader_is_gone() {
     db.close().expect("close");
     assert_eq!(tables_on_disk(), live, "only live tables remain");
 }
+
+#[test]
+fn the_largest_allowed_value_round_trips_through_flush_and_compaction() {
+    let fs = FaultFs::new(9);
+    let max = gleaner::options::MAX_VALUE_SIZE_LIMIT;
+    let db = Db::open("/big", mem_options(&fs).with_max_value_size(max)).expect("open");
+    let big: Vec<u8> = (0..max).map(|i| (i % 251) as u8).collect();
+    db.put("big", &big).expect("largest value");
+    db.put("small", "s").expect("put");
+    db.flush().expect("flush holds the value inline");
+    db.compact_range(None, None).expect("compact");
+    assert!(db.get("big").expect("get") == Some(big), "value intact");
+    let e = invalid_message(
+        Db::open("/big2", mem_options(&fs).with_max_value_size(max + 1)).expect_err("over the cap"),
+    );
+    assert!(e.contains("max_value_size"), "{e}");
+}

@@ -14,10 +14,11 @@ use crate::io::{FileSystem, PosixFs};
 pub use file::{parse_options_file, render_options_file};
 pub use value::{Compression, OptionValue, WalRecoveryMode};
 
-/// Longest key accepted by any write: 64 KiB.
-pub const MAX_KEY_SIZE: usize = 64 << 10;
-/// Largest value `max_value_size` may be set to: 1 GiB.
-pub const MAX_VALUE_SIZE_LIMIT: u64 = 1 << 30;
+/// Longest key accepted by any write: 64 KiB (what a key table can hold).
+pub const MAX_KEY_SIZE: usize = crate::table::format::MAX_USER_KEY_LEN;
+/// Largest value `max_value_size` may be set to: 256 MiB, the largest value a key table holds
+/// inline. (Separated values, stored in value tables, will lift this.)
+pub const MAX_VALUE_SIZE_LIMIT: u64 = crate::table::format::MAX_VALUE_LEN as u64;
 /// Largest `max_batch_size` may be set to: 2 GiB. WAL readers reject records larger than this.
 pub const MAX_BATCH_SIZE_LIMIT: u64 = 2 << 30;
 
@@ -222,8 +223,8 @@ options_table! {
     (use_direct_io_for_background_writes, with_use_direct_io_for_background_writes, bool, false, persisted: true);
     /// Key tables kept open in the table cache. Default 1000; from 1 to 1,000,000.
     (max_open_files, with_max_open_files, u32, DEFAULT_MAX_OPEN_FILES, persisted: true);
-    /// Longest value accepted by a write. Default 256 MiB; from 1 byte to 1 GiB
-    /// ([`MAX_VALUE_SIZE_LIMIT`]).
+    /// Longest value accepted by a write. Default 256 MiB; from 1 byte to
+    /// [`MAX_VALUE_SIZE_LIMIT`] (256 MiB).
     (max_value_size, with_max_value_size, u64, DEFAULT_MAX_VALUE_SIZE, persisted: true);
     /// Largest encoded write batch accepted. Default 512 MiB; at least `max_value_size` plus
     /// [`MAX_KEY_SIZE`] plus 64 bytes, at most 2 GiB ([`MAX_BATCH_SIZE_LIMIT`]).
