@@ -22,6 +22,7 @@ pub mod options;
 pub mod stats;
 pub mod table;
 pub mod tools;
+pub mod value;
 pub mod version;
 pub mod wal;
 

@@ -7,7 +7,7 @@
 
 pub mod block;
 pub mod block_builder;
-mod block_io;
+pub(crate) mod block_io;
 pub mod bloom;
 pub mod builder;
 pub mod format;

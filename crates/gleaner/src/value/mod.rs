@@ -1,0 +1,1 @@
+//! Value tables (`.vst`) and value handles: where separated values live.
