@@ -1,1 +1,22 @@
 //! Value tables (`.vst`) and value handles: where separated values live.
+//!
+//! A value table is an immutable file of *records* `(key, seq, value)` in internal-key order
+//! (Scavenger's RecordBasedTable), followed by a *dense index* with one entry per record,
+//! `internal key → (offset, len)`, in prefix-compressed blocks; a *top index* with one entry per
+//! dense block; a properties block; and a fixed 64-byte footer:
+//!
+//! ```text
+//! record* | dense index blocks | top index block | properties block | footer
+//! ```
+//!
+//! A value handle `{file_number, offset, len}` names one record, which is read with exactly one
+//! positional read of `len` bytes ([`ValueTable::read_record`]). GC's lazy read walks the dense
+//! index alone ([`ValueTable::index_iter`]), decides what is live, and then reads only live
+//! records, coalescing adjacent ones ([`ValueTable::read_range`] and [`RecordIter`]).
+//! docs/format-value-table.md is the byte-level specification.
+
+pub mod format;
+pub mod record;
+
+pub use format::FORMAT_VERSION;
+pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};
