@@ -16,7 +16,9 @@
 //! docs/format-value-table.md is the byte-level specification.
 
 pub mod format;
+pub mod properties;
 pub mod record;
 
 pub use format::FORMAT_VERSION;
+pub use properties::ValueTableProperties;
 pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};

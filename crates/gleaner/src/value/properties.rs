@@ -1,0 +1,251 @@
+//! Value-table properties: counts and bounds recorded when a value table is built, stored as a
+//! block of `name → value` entries with plain byte-string keys in byte order (the encoding of
+//! key-table properties).
+//!
+//! Integers are varints, keys are raw bytes. Unknown names are ignored on read (a later version
+//! may add properties); a missing, repeated or malformed known property is `Error::Corruption`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::coding::{decode_varint64, put_varint64};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::table::{Block, BlockBuilder, BlockIter};
+
+/// What a value table holds, recorded by the builder.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueTableProperties {
+    /// Number of records (every version of every key counts).
+    pub num_records: u64,
+    /// Sum of the encoded lengths of all records (headers included); equals `data_end`, since
+    /// records fill the file from offset 0 without gaps.
+    pub record_bytes: u64,
+    /// Sum of the user-key lengths of all records.
+    pub key_bytes: u64,
+    /// Sum of the value lengths of all records.
+    pub value_bytes: u64,
+    /// Smallest sequence number of any record; 0 for an empty table.
+    pub smallest_seq: u64,
+    /// Largest sequence number of any record; 0 for an empty table.
+    pub largest_seq: u64,
+    /// User key of the first record; empty for an empty table (and for a table whose first key
+    /// is empty).
+    pub smallest_key: Vec<u8>,
+    /// User key of the last record; empty for an empty table.
+    pub largest_key: Vec<u8>,
+    /// End of the record region: the offset one past the last record's last byte.
+    pub data_end: u64,
+    /// Bytes of the dense index blocks and the top index block on disk, trailers included.
+    pub index_bytes: u64,
+    /// Placement class chosen by the engine when the table was built (0 = default; GC policies
+    /// use other values for hot/cold or lifetime classes). The format gives it no meaning.
+    pub class: u32,
+    /// The value-table format version.
+    pub format_version: u32,
+}
+
+/// Property names, in the byte order the block requires. Every one is required in version 1.
+const NAMES: [&str; 12] = [
+    "class",
+    "data_end",
+    "format_version",
+    "index_bytes",
+    "key_bytes",
+    "largest_key",
+    "largest_seq",
+    "num_records",
+    "record_bytes",
+    "smallest_key",
+    "smallest_seq",
+    "value_bytes",
+];
+
+impl ValueTableProperties {
+    /// Adds every property to `block` (an empty builder with any restart interval), in order.
+    pub(crate) fn encode_to(&self, block: &mut BlockBuilder) {
+        let mut value = Vec::with_capacity(16);
+        let mut int = |block: &mut BlockBuilder, name: &str, v: u64| {
+            value.clear();
+            put_varint64(&mut value, v);
+            block.add(name.as_bytes(), &value);
+        };
+        int(block, NAMES[0], u64::from(self.class));
+        int(block, NAMES[1], self.data_end);
+        int(block, NAMES[2], u64::from(self.format_version));
+        int(block, NAMES[3], self.index_bytes);
+        int(block, NAMES[4], self.key_bytes);
+        block.add(NAMES[5].as_bytes(), &self.largest_key);
+        int(block, NAMES[6], self.largest_seq);
+        int(block, NAMES[7], self.num_records);
+        int(block, NAMES[8], self.record_bytes);
+        block.add(NAMES[9].as_bytes(), &self.smallest_key);
+        int(block, NAMES[10], self.smallest_seq);
+        int(block, NAMES[11], self.value_bytes);
+    }
+
+    /// Decodes a properties block. Every known property must appear exactly once and parse
+    /// (integers as a varint spanning the whole value; `class` and `format_version` must fit 32
+    /// bits); unknown names are skipped. Otherwise `Error::Corruption` at the block's offset.
+    /// Consistency between properties is checked by the reader, which knows the file.
+    pub(crate) fn decode(block: Arc<Block>) -> Result<ValueTableProperties> {
+        let (file, offset) = (block.file_name().to_owned(), block.offset());
+        let corrupt = |detail: String| Error::corruption(&file, offset, detail);
+        let mut props = ValueTableProperties::default();
+        let mut seen = [false; NAMES.len()];
+        let mut it = BlockIter::bytewise(block.clone());
+        it.seek_to_first()?;
+        while it.valid() {
+            let (name, value) = (it.key(), it.value());
+            if let Some(i) = NAMES.iter().position(|n| n.as_bytes() == name) {
+                if std::mem::replace(&mut seen[i], true) {
+                    return Err(corrupt(format!("property {} appears twice", NAMES[i])));
+                }
+                let int = || match decode_varint64(value) {
+                    Some((v, n)) if n == value.len() => Ok(v),
+                    _ => Err(corrupt(format!("property {} is not a varint", NAMES[i]))),
+                };
+                let int32 = || {
+                    u32::try_from(int()?)
+                        .map_err(|_| corrupt(format!("property {} does not fit 32 bits", NAMES[i])))
+                };
+                match i {
+                    0 => props.class = int32()?,
+                    1 => props.data_end = int()?,
+                    2 => props.format_version = int32()?,
+                    3 => props.index_bytes = int()?,
+                    4 => props.key_bytes = int()?,
+                    5 => props.largest_key = value.to_vec(),
+                    6 => props.largest_seq = int()?,
+                    7 => props.num_records = int()?,
+                    8 => props.record_bytes = int()?,
+                    9 => props.smallest_key = value.to_vec(),
+                    10 => props.smallest_seq = int()?,
+                    _ => props.value_bytes = int()?,
+                }
+            }
+            it.next()?;
+        }
+        if let Some(i) = seen.iter().position(|s| !s) {
+            return Err(corrupt(format!(
+                "required property {} is missing",
+                NAMES[i]
+            )));
+        }
+        Ok(props)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ValueTableProperties {
+        ValueTableProperties {
+            num_records: 10,
+            record_bytes: 1 << 30,
+            key_bytes: 240,
+            value_bytes: (1 << 30) - 400,
+            smallest_seq: 3,
+            largest_seq: (1 << 56) - 1,
+            smallest_key: b"apple".to_vec(),
+            largest_key: vec![0xff; 300],
+            data_end: 1 << 30,
+            index_bytes: 4000,
+            class: u32::MAX,
+            format_version: 1,
+        }
+    }
+
+    fn block_of(entries: &[(Vec<u8>, Vec<u8>)]) -> Arc<Block> {
+        let mut b = BlockBuilder::new(1);
+        for (k, v) in entries {
+            b.add(k, v);
+        }
+        Arc::new(Block::new(b.finish().to_vec(), "p.vst".into(), 0).unwrap())
+    }
+
+    fn encoded(p: &ValueTableProperties) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut b = BlockBuilder::new(1);
+        p.encode_to(&mut b);
+        let mut it = BlockIter::bytewise(Arc::new(
+            Block::new(b.finish().to_vec(), "p.vst".into(), 0).unwrap(),
+        ));
+        let mut out = Vec::new();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn names_are_sorted() {
+        assert!(NAMES.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn round_trip() {
+        for p in [sample(), ValueTableProperties::default()] {
+            let mut b = BlockBuilder::new(16);
+            p.encode_to(&mut b);
+            let block = Arc::new(Block::new(b.finish().to_vec(), "p".into(), 0).unwrap());
+            assert_eq!(ValueTableProperties::decode(block).unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn serde_round_trip() {
+        let json = serde_json::to_string(&sample()).unwrap();
+        let back: ValueTableProperties = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn unknown_names_are_ignored_and_missing_ones_are_corruption() {
+        let mut entries = encoded(&sample());
+        entries.push((b"zzz.future".to_vec(), b"anything".to_vec()));
+        entries.insert(0, (b"aaa.future".to_vec(), vec![]));
+        assert_eq!(
+            ValueTableProperties::decode(block_of(&entries)).unwrap(),
+            sample()
+        );
+
+        for (skip, name) in NAMES.iter().enumerate() {
+            let mut entries = encoded(&sample());
+            entries.remove(skip);
+            let err = ValueTableProperties::decode(block_of(&entries)).unwrap_err();
+            assert!(err.is_corruption());
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+
+    #[test]
+    fn malformed_values_are_corruption() {
+        let index = |name: &str| NAMES.iter().position(|n| *n == name).unwrap();
+        let check = |entries: Vec<(Vec<u8>, Vec<u8>)>| {
+            let err = ValueTableProperties::decode(block_of(&entries)).unwrap_err();
+            assert!(err.is_corruption(), "{err}");
+        };
+        let mut entries = encoded(&sample());
+        entries[index("num_records")].1.push(0);
+        check(entries);
+
+        let mut entries = encoded(&sample());
+        entries[index("data_end")].1 = vec![0x80];
+        check(entries);
+
+        for name in ["class", "format_version"] {
+            let mut entries = encoded(&sample());
+            entries[index(name)].1 = vec![0x80, 0x80, 0x80, 0x80, 0x10];
+            check(entries);
+        }
+
+        let mut entries = encoded(&sample());
+        let dup = entries[index("value_bytes")].clone();
+        entries.push(dup);
+        check(entries);
+    }
+}
