@@ -15,10 +15,14 @@
 //! records, coalescing adjacent ones ([`ValueTable::read_range`] and [`RecordIter`]).
 //! docs/format-value-table.md is the byte-level specification.
 
+pub mod builder;
 pub mod format;
+pub mod index;
 pub mod properties;
 pub mod record;
 
+pub use builder::{FinishedValueTable, ValueTableBuilder, ValueTableBuilderOptions};
 pub use format::FORMAT_VERSION;
+pub use index::{DEFAULT_INDEX_BLOCK_SIZE, IndexEntry};
 pub use properties::ValueTableProperties;
 pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};
