@@ -18,11 +18,18 @@
 pub mod builder;
 pub mod format;
 pub mod index;
+pub mod iter;
 pub mod properties;
+pub mod reader;
 pub mod record;
+
+#[cfg(test)]
+mod tests;
 
 pub use builder::{FinishedValueTable, ValueTableBuilder, ValueTableBuilderOptions};
 pub use format::FORMAT_VERSION;
 pub use index::{DEFAULT_INDEX_BLOCK_SIZE, IndexEntry};
+pub use iter::ValueIndexIter;
 pub use properties::ValueTableProperties;
+pub use reader::ValueTable;
 pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};

@@ -1,0 +1,156 @@
+//! Walking a value table's whole dense index without touching a record: GC's lazy read.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::io::IoClass;
+use crate::iter::InternalIterator;
+use crate::key::compare_internal;
+use crate::table::{BlockHandle, BlockIter};
+
+use super::index::IndexEntry;
+use super::reader::ValueTable;
+
+/// An iterator over every dense-index entry of one value table in internal-key order, as
+/// [`IndexEntry`] values `(user_key, seq, offset, len)`. Holds its table alive. Created by
+/// [`ValueTable::index_iter`].
+///
+/// It is a plain `Iterator<Item = Result<IndexEntry>>`: after the first error (or the end) it
+/// yields `None`. Besides the checks of every block and entry (checksums, entry bounds), it
+/// verifies what a walk of the whole index can: keys strictly increase; every dense block is
+/// non-empty and ends with its top index key; the records are contiguous (the first starts at
+/// offset 0, each next one where the previous ended, the last ends at `data_end`); and the
+/// number of entries equals `num_records`. A violation is `Error::Corruption` naming the file
+/// and the offending block.
+#[derive(Debug)]
+pub struct ValueIndexIter {
+    table: Arc<ValueTable>,
+    class: IoClass,
+    top: BlockIter,
+    /// The dense block under the top cursor, and its handle.
+    dense: Option<(BlockHandle, BlockIter)>,
+    started: bool,
+    done: bool,
+    /// The last internal key yielded.
+    prev_key: Vec<u8>,
+    /// Where the next record must start.
+    next_offset: u64,
+    count: u64,
+}
+
+impl ValueIndexIter {
+    pub(crate) fn new(table: Arc<ValueTable>, top: BlockIter, class: IoClass) -> Self {
+        ValueIndexIter {
+            table,
+            class,
+            top,
+            dense: None,
+            started: false,
+            done: false,
+            prev_key: Vec::new(),
+            next_offset: 0,
+            count: 0,
+        }
+    }
+
+    fn corruption(&self, offset: u64, detail: impl std::fmt::Display) -> Error {
+        Error::corruption(self.table.file_name(), offset, detail)
+    }
+
+    /// The next entry, or `None` at the end after the whole-index checks.
+    fn advance(&mut self) -> Result<Option<IndexEntry>> {
+        loop {
+            if let Some((handle, dense)) = &mut self.dense {
+                let handle = *handle;
+                if dense.valid() {
+                    let entry = self
+                        .table
+                        .decode_dense_entry(dense.key(), dense.value(), handle.offset)?
+                        .to_owned();
+                    if self.count > 0 && compare_internal(&self.prev_key, dense.key()).is_ge() {
+                        return Err(self.corruption(handle.offset, "dense index keys out of order"));
+                    }
+                    if entry.offset != self.next_offset {
+                        return Err(self.corruption(
+                            handle.offset,
+                            format!(
+                                "dense index entry places a record at {}, but the previous \
+                                 record ends at {}",
+                                entry.offset, self.next_offset
+                            ),
+                        ));
+                    }
+                    self.prev_key.clear();
+                    self.prev_key.extend_from_slice(dense.key());
+                    dense.next()?;
+                    self.next_offset = entry.offset + entry.len;
+                    self.count += 1;
+                    return Ok(Some(entry));
+                }
+                // The block is exhausted: its last key must be the key the top index holds.
+                if self.prev_key.as_slice() != self.top.key() {
+                    return Err(self.corruption(
+                        handle.offset,
+                        "dense index block does not end with its top index key",
+                    ));
+                }
+                self.dense = None;
+                self.top.next()?;
+            } else if !self.started {
+                self.started = true;
+                self.top.seek_to_first()?;
+            }
+            if !self.top.valid() {
+                return self.finish().map(|()| None);
+            }
+            let handle = self.table.decode_top_value(self.top.value())?;
+            let block = self.table.dense_block(handle, self.class, false)?;
+            let mut dense = BlockIter::internal(block);
+            dense.seek_to_first()?;
+            if !dense.valid() {
+                return Err(self.corruption(handle.offset, "dense index block is empty"));
+            }
+            self.dense = Some((handle, dense));
+        }
+    }
+
+    /// The whole-index checks at the end of the walk.
+    fn finish(&self) -> Result<()> {
+        let p = self.table.properties();
+        if self.count != p.num_records || self.next_offset != p.data_end {
+            return Err(self.corruption(
+                self.table.data_end(),
+                format!(
+                    "dense index covers {} records ending at {}, properties say {} records ending \
+                     at {}",
+                    self.count, self.next_offset, p.num_records, p.data_end
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for ValueIndexIter {
+    type Item = Result<IndexEntry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some(entry)) => Some(Ok(entry)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                self.dense = None;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for ValueIndexIter {}

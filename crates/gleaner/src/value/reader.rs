@@ -1,0 +1,399 @@
+//! An open value table: footer, properties and top index pinned in memory; dense index blocks
+//! read on demand through the block cache; records read with one positional read each.
+
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::io::IoClass;
+use crate::io::accounting::CountedReader;
+use crate::iter::InternalIterator;
+use crate::key::{MAX_SEQUENCE, ValueKind, append_internal_key, compare_internal, user_key};
+use crate::options::MAX_KEY_SIZE;
+use crate::table::block_io::read_block;
+use crate::table::{Block, BlockHandle, BlockIter};
+
+use super::format::{FOOTER_LEN, Footer};
+use super::index::{DenseEntry, decode_dense_entry, decode_top_value};
+use super::iter::ValueIndexIter;
+use super::properties::ValueTableProperties;
+use super::record::{MAX_RECORD_LEN, MIN_RECORD_LEN, OwnedRecord, record_header_len};
+use crate::table::format::MAX_VALUE_LEN;
+
+/// An open, immutable value table, shared as `Arc<ValueTable>` (it is `Send + Sync`; every read
+/// is positional).
+#[derive(Debug)]
+pub struct ValueTable {
+    file: CountedReader,
+    file_name: Arc<str>,
+    file_number: u64,
+    /// End of the record region (`properties.data_end`).
+    data_end: u64,
+    /// Where the footer starts; every block must end at or before it.
+    blocks_end: u64,
+    cache: Option<Arc<BlockCache>>,
+    top_index: Arc<Block>,
+    properties: ValueTableProperties,
+}
+
+impl ValueTable {
+    /// Opens the value table in `file`, whose size the caller recorded as `file_size` (from the
+    /// manifest, or from the builder). Reads and verifies the footer, the properties block and
+    /// the top index block (counting the reads under `class`) and keeps them for the table's
+    /// lifetime. `file_name` names the file in errors; `file_number` keys the block cache, which
+    /// holds dense index blocks when given.
+    ///
+    /// `Error::Corruption` when the file's actual size differs from `file_size` or is below 64
+    /// bytes, the footer is bad (magic, unknown version, checksum, reserved bytes), a handle
+    /// lies outside the file, a metadata block fails its checksum or does not parse, the
+    /// properties contradict each other or the layout, or a top index entry is malformed, out
+    /// of order or points outside the index region. Failed reads are `Error::Io`.
+    pub fn open(
+        file: CountedReader,
+        file_name: String,
+        file_number: u64,
+        file_size: u64,
+        cache: Option<Arc<BlockCache>>,
+        class: IoClass,
+    ) -> Result<ValueTable> {
+        let name: Arc<str> = file_name.into();
+        if file_size < FOOTER_LEN as u64 {
+            return Err(Error::corruption(
+                &*name,
+                0,
+                format!("file of {file_size} bytes is shorter than the {FOOTER_LEN}-byte footer"),
+            ));
+        }
+        let actual = file.size()?;
+        if actual != file_size {
+            return Err(Error::corruption(
+                &*name,
+                actual.min(file_size),
+                format!("file is {actual} bytes, expected {file_size} (truncated or replaced)"),
+            ));
+        }
+        let blocks_end = file_size - FOOTER_LEN as u64;
+        let footer_bytes = file.read_vec(blocks_end, FOOTER_LEN, class)?;
+        let footer = Footer::decode(&footer_bytes, &name, blocks_end)?;
+
+        let read = |h: BlockHandle, what: &str| -> Result<Arc<Block>> {
+            let contents = read_block(&file, &name, h, blocks_end, class, what)?;
+            Ok(Arc::new(Block::new(contents, name.clone(), h.offset)?))
+        };
+        let properties = ValueTableProperties::decode(read(footer.properties, "properties")?)?;
+        check_properties(&properties, &footer, blocks_end, &name)?;
+        let top_index = read(footer.top_index, "top index")?;
+        let table = ValueTable {
+            file,
+            data_end: properties.data_end,
+            file_name: name,
+            file_number,
+            blocks_end,
+            cache,
+            top_index,
+            properties,
+        };
+        table.check_top_index()?;
+        Ok(table)
+    }
+
+    /// Reads the record at `(offset, len)` (a value handle's location) with one read of exactly
+    /// `len` bytes counted under `class`, and verifies it.
+    ///
+    /// `Error::Corruption` at `offset` when the location lies outside the record region or
+    /// `len` is not a possible record length (checked before any read), or when the bytes are
+    /// not exactly one intact record (wrong `len`, an offset not at a record start, a failed
+    /// CRC; see [`decode_record`](super::decode_record)). Failed reads are `Error::Io`.
+    pub fn read_record(&self, offset: u64, len: u64, class: IoClass) -> Result<OwnedRecord> {
+        if !(MIN_RECORD_LEN..=MAX_RECORD_LEN).contains(&len) {
+            return Err(Error::corruption(
+                &*self.file_name,
+                offset,
+                format!(
+                    "value handle length {len} is not a possible record length \
+                     ({MIN_RECORD_LEN}..={MAX_RECORD_LEN})"
+                ),
+            ));
+        }
+        self.check_in_records(offset, len, "value handle")?;
+        // Bounded by MAX_RECORD_LEN (and by the verified file size) above.
+        let buf = self.file.read_vec(offset, len as usize, class)?;
+        OwnedRecord::from_buffer(buf, &self.file_name, offset)
+    }
+
+    /// Reads the raw bytes `offset..offset + len` of the record region with one read counted
+    /// under `class`: a run of consecutive records for a coalesced GC read or a scan's
+    /// read-ahead, to be parsed with [`RecordIter`](super::RecordIter) (with `offset` as its base
+    /// offset) or sliced and checked with [`decode_record`](super::decode_record).
+    ///
+    /// `Error::Corruption` when the range extends past the record region (`data_end`); the
+    /// range is otherwise not checked to start or end at record boundaries. Failed reads are
+    /// `Error::Io`.
+    pub fn read_range(&self, offset: u64, len: u64, class: IoClass) -> Result<Vec<u8>> {
+        self.check_in_records(offset, len, "record range")?;
+        // Bounded by data_end, which lies inside the verified file.
+        self.file.read_vec(offset, len as usize, class)
+    }
+
+    /// Finds the record `(user_key, seq)` through the dense index and returns its location
+    /// `(offset, len)`, or `None` when the table holds no record with exactly that key and
+    /// sequence number. Reads no record: the top index is in memory, and the one dense index
+    /// block needed comes from the block cache or is read (counted under `class`) and, when
+    /// `fill_cache`, cached under `(file_number, block offset)`.
+    ///
+    /// `Error::InvalidArgument` when `user_key` exceeds 64 KiB or `seq` exceeds
+    /// [`MAX_SEQUENCE`]; `Error::Corruption` for a damaged or inconsistent index block or entry.
+    pub fn find(
+        &self,
+        user_key: &[u8],
+        seq: u64,
+        class: IoClass,
+        fill_cache: bool,
+    ) -> Result<Option<(u64, u64)>> {
+        if user_key.len() > MAX_KEY_SIZE || seq > MAX_SEQUENCE {
+            return Err(Error::invalid(format!(
+                "value-table lookup of a {}-byte key at sequence {seq} is outside the key \
+                 ({MAX_KEY_SIZE} bytes) or sequence ({MAX_SEQUENCE}) limits",
+                user_key.len()
+            )));
+        }
+        let mut target = Vec::with_capacity(user_key.len() + 8);
+        append_internal_key(&mut target, user_key, seq, ValueKind::Value as u8);
+        let mut top = BlockIter::internal(self.top_index.clone());
+        top.seek(&target)?;
+        if !top.valid() {
+            return Ok(None);
+        }
+        let handle = self.decode_top_value(top.value())?;
+        let mut dense = BlockIter::internal(self.dense_block(handle, class, fill_cache)?);
+        dense.seek(&target)?;
+        if !dense.valid() {
+            // The top index key is the block's last key and it is >= the target, so the block
+            // must hold an entry at or after the target.
+            return Err(Error::corruption(
+                &*self.file_name,
+                handle.offset,
+                "dense index block ends before its top index key",
+            ));
+        }
+        if dense.key() != target.as_slice() {
+            return Ok(None);
+        }
+        let entry = self.decode_dense_entry(dense.key(), dense.value(), handle.offset)?;
+        Ok(Some((entry.offset, entry.len)))
+    }
+
+    /// An iterator over the whole dense index in order, yielding each record's
+    /// [`IndexEntry`](super::IndexEntry) `(user_key, seq, offset, len)` without reading any
+    /// record: the input of GC's lazy read. Dense blocks are taken from the block cache when
+    /// present, otherwise read (counted under `class`) without filling the cache, so a
+    /// whole-table walk does not evict hot blocks. See [`ValueIndexIter`] for the checks it
+    /// makes.
+    pub fn index_iter(self: &Arc<Self>, class: IoClass) -> ValueIndexIter {
+        ValueIndexIter::new(
+            self.clone(),
+            BlockIter::internal(self.top_index.clone()),
+            class,
+        )
+    }
+
+    /// The properties recorded when the table was built.
+    pub fn properties(&self) -> &ValueTableProperties {
+        &self.properties
+    }
+
+    /// The table's file number.
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    /// The name used in errors.
+    pub fn file_name(&self) -> &str {
+        &self.file_name
+    }
+
+    /// End of the record region: every record lies in `0..data_end`.
+    pub fn data_end(&self) -> u64 {
+        self.data_end
+    }
+
+    /// Bytes of metadata pinned in memory (the top index block).
+    pub fn pinned_bytes(&self) -> usize {
+        self.top_index.size()
+    }
+
+    /// Checks that `offset..offset + len` lies within the record region.
+    fn check_in_records(&self, offset: u64, len: u64, what: &str) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.data_end => Ok(()),
+            _ => Err(Error::corruption(
+                &*self.file_name,
+                offset,
+                format!(
+                    "{what} (offset {offset}, len {len}) extends past the record region ending at \
+                     {}",
+                    self.data_end
+                ),
+            )),
+        }
+    }
+
+    /// Decodes a top index value (a dense block handle within the index region).
+    pub(crate) fn decode_top_value(&self, value: &[u8]) -> Result<BlockHandle> {
+        decode_top_value(value, self.data_end, self.blocks_end)
+            .map_err(|d| Error::corruption(&*self.file_name, self.top_index.offset(), d))
+    }
+
+    /// Decodes and bounds-checks an entry of the dense block at `block_offset`.
+    pub(crate) fn decode_dense_entry<'a>(
+        &self,
+        ikey: &'a [u8],
+        value: &[u8],
+        block_offset: u64,
+    ) -> Result<DenseEntry<'a>> {
+        decode_dense_entry(ikey, value, self.data_end)
+            .map_err(|d| Error::corruption(&*self.file_name, block_offset, d))
+    }
+
+    /// The dense index block at `handle`: from the cache when present, else read, verified and
+    /// (when `fill_cache`) cached.
+    pub(crate) fn dense_block(
+        &self,
+        handle: BlockHandle,
+        class: IoClass,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        if let Some(cache) = &self.cache
+            && let Some(block) = cache.get(self.file_number, handle.offset)
+        {
+            return Ok(block);
+        }
+        let contents = read_block(
+            &self.file,
+            &self.file_name,
+            handle,
+            self.blocks_end,
+            class,
+            "dense index",
+        )?;
+        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
+        if fill_cache && let Some(cache) = &self.cache {
+            cache.insert(self.file_number, handle.offset, block.clone());
+        }
+        Ok(block)
+    }
+
+    /// Walks the pinned top index once: every value is a handle inside the index region, keys
+    /// strictly increase, and the number of dense blocks fits the number of records; the last
+    /// key's user key is the table's largest key.
+    fn check_top_index(&self) -> Result<()> {
+        let corrupt =
+            |detail: String| Error::corruption(&*self.file_name, self.top_index.offset(), detail);
+        let mut it = BlockIter::internal(self.top_index.clone());
+        it.seek_to_first()?;
+        let mut prev: Option<Vec<u8>> = None;
+        let mut blocks = 0u64;
+        while it.valid() {
+            self.decode_top_value(it.value())?;
+            if let Some(p) = &prev
+                && compare_internal(p, it.key()).is_ge()
+            {
+                return Err(corrupt(format!(
+                    "top index keys out of order at entry {blocks}"
+                )));
+            }
+            prev = Some(it.key().to_vec());
+            blocks += 1;
+            it.next()?;
+        }
+        let n = self.properties.num_records;
+        if blocks > n || (n > 0) != (blocks > 0) {
+            return Err(corrupt(format!(
+                "top index has {blocks} dense blocks for {n} records"
+            )));
+        }
+        if let Some(last) = prev
+            && user_key(&last) != self.properties.largest_key.as_slice()
+        {
+            return Err(corrupt(
+                "the last top index key is not the table's largest key".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks the properties against each other, the footer and the file layout.
+fn check_properties(
+    p: &ValueTableProperties,
+    footer: &Footer,
+    blocks_end: u64,
+    file: &str,
+) -> Result<()> {
+    let fail = |detail: String| Err(Error::corruption(file, footer.properties.offset, detail));
+    if p.format_version != footer.format_version {
+        return fail(format!(
+            "properties say format version {}, footer says {}",
+            p.format_version, footer.format_version
+        ));
+    }
+    if p.record_bytes != p.data_end {
+        return fail(format!(
+            "record_bytes {} differs from data_end {}",
+            p.record_bytes, p.data_end
+        ));
+    }
+    let first_block = footer.top_index.offset.min(footer.properties.offset);
+    if p.data_end > first_block {
+        return fail(format!(
+            "record region ending at {} overlaps a metadata block at {first_block}",
+            p.data_end
+        ));
+    }
+    if p.index_bytes > blocks_end - p.data_end {
+        return fail(format!(
+            "index_bytes {} exceeds the {} bytes between the records and the footer",
+            p.index_bytes,
+            blocks_end - p.data_end
+        ));
+    }
+    let n = p.num_records;
+    if n == 0 {
+        if p.data_end != 0 || p.key_bytes != 0 || p.value_bytes != 0 {
+            return fail("an empty table has record bytes".into());
+        }
+        return Ok(());
+    }
+    // Every record is `header + key + value` with a header of 14..=20 bytes.
+    let payload = p.key_bytes.checked_add(p.value_bytes);
+    let min_header = MIN_RECORD_LEN;
+    let max_header = record_header_len(MAX_KEY_SIZE, MAX_VALUE_LEN) as u64;
+    let bounds = payload.and_then(|b| {
+        Some((
+            b.checked_add(n.checked_mul(min_header)?)?,
+            b.checked_add(n.checked_mul(max_header)?)?,
+        ))
+    });
+    match bounds {
+        Some((lo, hi)) if (lo..=hi).contains(&p.record_bytes) => {}
+        _ => {
+            return fail(format!(
+                "{n} records with {} key bytes and {} value bytes cannot take {} bytes",
+                p.key_bytes, p.value_bytes, p.record_bytes
+            ));
+        }
+    }
+    if p.smallest_seq > p.largest_seq || p.largest_seq > MAX_SEQUENCE {
+        return fail(format!(
+            "sequence range {}..={} is invalid",
+            p.smallest_seq, p.largest_seq
+        ));
+    }
+    if p.smallest_key.len() > MAX_KEY_SIZE
+        || p.largest_key.len() > MAX_KEY_SIZE
+        || p.smallest_key > p.largest_key
+    {
+        return fail("smallest_key and largest_key are not a valid key range".into());
+    }
+    Ok(())
+}
