@@ -185,7 +185,7 @@ impl<'a> Iterator for BatchIter<'a> {
                     Ok(BatchOp::Put { key, value })
                 }
                 Some(ValueKind::Deletion) => Ok(BatchOp::Delete { key }),
-                None => Err("unknown op kind"),
+                Some(ValueKind::ValueHandle) | None => Err("unknown op kind"),
             }
         })();
         if op.is_err() {

@@ -7,6 +7,8 @@ pub enum FileType {
     Wal(u64),
     /// A key table: `NNNNNN.sst`.
     KeyTable(u64),
+    /// A value table: `NNNNNN.vst`.
+    ValueTable(u64),
     /// A manifest: `MANIFEST-NNNNNN`.
     Manifest(u64),
     /// `CURRENT`, naming the live manifest.
@@ -27,6 +29,11 @@ pub fn wal_file_name(n: u64) -> String {
 /// File name of key table `n`.
 pub fn table_file_name(n: u64) -> String {
     format!("{n:06}.sst")
+}
+
+/// File name of value table `n`.
+pub fn value_table_file_name(n: u64) -> String {
+    format!("{n:06}.vst")
 }
 
 /// File name of manifest `n`.
@@ -64,6 +71,9 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     }
     if let Some(stem) = name.strip_suffix(".sst") {
         return number(stem).map(FileType::KeyTable);
+    }
+    if let Some(stem) = name.strip_suffix(".vst") {
+        return number(stem).map(FileType::ValueTable);
     }
     if matches!(name, "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp") {
         return Some(FileType::Temp);

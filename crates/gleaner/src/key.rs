@@ -25,6 +25,10 @@ pub enum ValueKind {
     Deletion = 0,
     /// The value is stored inline.
     Value = 1,
+    /// The value lives in a value table; the entry's value is an encoded
+    /// [`ValueHandle`](crate::value::ValueHandle). Only key tables hold this kind (flushes create
+    /// it); the memtable and write batches never do.
+    ValueHandle = 2,
 }
 
 impl ValueKind {
@@ -33,6 +37,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::ValueHandle),
             _ => None,
         }
     }

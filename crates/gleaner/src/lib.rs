@@ -13,9 +13,11 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod filename;
+pub mod gc;
 pub mod io;
 pub mod iter;
 pub mod key;
+pub mod lookup;
 pub mod memtable;
 pub mod merge;
 pub mod options;
@@ -27,7 +29,9 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, RangeIter, ReadOptions, Snapshot, WriteOptions};
+pub use db::{
+    Db, DbIterator, GarbageRecount, GcRunStats, RangeIter, ReadOptions, Snapshot, WriteOptions,
+};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, WalRecoveryMode};
 pub use stats::DbStats;

@@ -5,18 +5,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use super::garbage::HandleRewriter;
 use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener};
-use super::output::{OutputConfig, TableOutputs};
+use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::picker::CompactionPlan;
-use crate::cache::TableCache;
+use super::value_output::{ValueOutputConfig, ValueOutputs};
+use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
-use crate::key::{SeqNo, compare_internal};
+use crate::key::{ParsedKey, SeqNo, compare_internal};
 use crate::memtable::MemTable;
 use crate::merge::MergingIterator;
 use crate::table::ReadCtx;
-use crate::version::{NewTable, Version, VersionEdit};
+use crate::value::MAX_HANDLE_LEN;
+use crate::version::{Version, VersionEdit};
 
 /// Figures of one finished job.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +40,8 @@ pub struct JobStats {
     pub dropped: DropCounter,
     /// Wall time in microseconds.
     pub micros: u64,
+    /// Stale value handles pointed at the table now holding their record.
+    pub handles_rewritten: u64,
 }
 
 /// How often (in kept entries) a job checks whether it was cancelled.
@@ -48,13 +53,31 @@ fn drain<I: InternalIterator>(
     listener: &mut dyn DropListener,
     stats: &mut JobStats,
     cancel: Option<&AtomicBool>,
+    mut rewriter: Option<&mut HandleRewriter<'_>>,
 ) -> Result<()> {
     let mut counter = DropCounter::default();
+    let mut handle_buf = Vec::with_capacity(MAX_HANDLE_LEN);
     {
         let mut tee = TeeListener(&mut counter, listener);
         it.seek_to_first(&mut tee)?;
         while it.valid() {
-            outputs.add(it.key(), it.value())?;
+            let rewritten = match rewriter.as_deref_mut() {
+                Some(r) => {
+                    let key = ParsedKey::parse(it.key()).ok_or_else(|| {
+                        Error::corruption("compaction input", 0, "malformed internal key")
+                    })?;
+                    r.rewrite(&key, it.value())?
+                }
+                None => None,
+            };
+            match rewritten {
+                Some(handle) => {
+                    handle_buf.clear();
+                    handle.encode_to(&mut handle_buf);
+                    outputs.add(it.key(), &handle_buf)?;
+                }
+                None => outputs.add(it.key(), it.value())?,
+            }
             stats.entries_out += 1;
             if stats.entries_out.is_multiple_of(CANCEL_CHECK_INTERVAL)
                 && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
@@ -70,14 +93,17 @@ fn drain<I: InternalIterator>(
     Ok(())
 }
 
-/// Writes the memtables (oldest first) into one or more L0 tables. Shadowed versions no snapshot
-/// needs are dropped; tombstones are kept (older data may sit below).
+/// Writes the memtables (oldest first) into one or more L0 tables, separating values of at least
+/// `separation.1` bytes into value tables when `separation` is given. Shadowed versions no
+/// snapshot needs are dropped (before separation, so they never reach a value table); tombstones
+/// are kept (older data may sit below).
 pub fn flush_memtables(
     mems: &[Arc<MemTable>],
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
+    separation: Option<(ValueOutputConfig, u64)>,
     listener: &mut dyn DropListener,
-) -> Result<(Vec<NewTable>, JobStats)> {
+) -> Result<(FinishedOutputs, JobStats)> {
     let start = Instant::now();
     let children: Vec<Box<dyn InternalIterator>> = mems
         .iter()
@@ -86,25 +112,33 @@ pub fn flush_memtables(
     let merged = MergingIterator::new(children, compare_internal);
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into());
     let mut outputs = TableOutputs::new(out, 0, Vec::new());
+    if let Some((cfg, min)) = separation {
+        outputs = outputs.with_separation(ValueOutputs::new(cfg, 0), min);
+    }
     let mut stats = JobStats {
         input_files: mems.len() as u64,
         ..Default::default()
     };
-    drain(&mut it, &mut outputs, listener, &mut stats, None)?;
-    let (tables, bytes) = outputs.finish()?;
-    stats.output_files = tables.len() as u64;
-    stats.output_bytes = bytes;
+    drain(&mut it, &mut outputs, listener, &mut stats, None, None)?;
+    let done = outputs.finish()?;
+    stats.output_files = (done.key_tables.len() + done.value_tables.len()) as u64;
+    stats.output_bytes = done.key_bytes + done.value_bytes;
     stats.micros = start.elapsed().as_micros() as u64;
-    Ok((tables, stats))
+    Ok((done, stats))
 }
 
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
 /// that still holds its inputs). Returns the edit that installs the result. When `cancel` is
 /// set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the job's inputs, each a different concern"
+)]
 pub fn run_compaction(
     plan: &CompactionPlan,
     version: &Arc<Version>,
     tables: &TableCache,
+    values: &ValueTableCache,
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
     listener: &mut dyn DropListener,
@@ -159,11 +193,20 @@ pub fn run_compaction(
         format!("compaction of level {}", plan.level),
     );
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
-    drain(&mut it, &mut outputs, listener, &mut stats, cancel)?;
-    let (new_tables, bytes) = outputs.finish()?;
-    stats.output_files = new_tables.len() as u64;
-    stats.output_bytes = bytes;
-    edit.new_tables = new_tables;
+    let mut rewriter = HandleRewriter::new(version, values);
+    drain(
+        &mut it,
+        &mut outputs,
+        listener,
+        &mut stats,
+        cancel,
+        Some(&mut rewriter),
+    )?;
+    stats.handles_rewritten = rewriter.rewritten;
+    let done = outputs.finish()?;
+    stats.output_files = done.key_tables.len() as u64;
+    stats.output_bytes = done.key_bytes;
+    edit.new_tables = done.key_tables;
     stats.micros = start.elapsed().as_micros() as u64;
     Ok((edit, stats))
 }

@@ -6,12 +6,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::Result;
-use crate::filename::table_file_name;
+use std::collections::BTreeMap;
+
+use super::value_output::ValueOutputs;
+use crate::error::{Error, Result};
+use crate::filename::{table_file_name, value_table_file_name};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
-use crate::key::{compare_internal, user_key};
+use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};
-use crate::version::{FileMetaData, NewTable, TableMeta};
+use crate::value::ValueHandle;
+use crate::version::{Dependence, FileMetaData, NewTable, TableMeta, ValueTableMeta};
 
 /// Where and how output tables are written.
 #[derive(Clone)]
@@ -36,6 +40,19 @@ pub struct OutputConfig {
     pub max_grandparent_overlap: u64,
 }
 
+/// What a finished run of outputs produced.
+#[derive(Debug, Default)]
+pub struct FinishedOutputs {
+    /// Key tables for the edit.
+    pub key_tables: Vec<NewTable>,
+    /// Bytes of the key tables.
+    pub key_bytes: u64,
+    /// Value tables for the edit (flushes only).
+    pub value_tables: Vec<ValueTableMeta>,
+    /// Bytes of the value tables.
+    pub value_bytes: u64,
+}
+
 /// Builds a run of output tables for one level.
 pub struct TableOutputs {
     cfg: OutputConfig,
@@ -50,6 +67,12 @@ pub struct TableOutputs {
     finished: Vec<NewTable>,
     created: Vec<u64>,
     bytes_written: u64,
+    /// Flushes only: values at least this long go to `values`.
+    separation: Option<(ValueOutputs, u64)>,
+    /// Handles in the current table, per value table (its dependence).
+    dependence: BTreeMap<u64, Dependence>,
+    scratch_key: Vec<u8>,
+    scratch_handle: Vec<u8>,
 }
 
 impl TableOutputs {
@@ -68,7 +91,31 @@ impl TableOutputs {
             finished: Vec::new(),
             created: Vec::new(),
             bytes_written: 0,
+            separation: None,
+            dependence: BTreeMap::new(),
+            scratch_key: Vec::new(),
+            scratch_handle: Vec::new(),
         }
+    }
+
+    /// Separates values of at least `min_size` bytes into `values` (flushes).
+    #[must_use]
+    pub fn with_separation(mut self, values: ValueOutputs, min_size: u64) -> Self {
+        self.separation = Some((values, min_size));
+        self
+    }
+
+    fn note_handle(&mut self, handle: &ValueHandle) {
+        let d = self
+            .dependence
+            .entry(handle.file_number)
+            .or_insert(Dependence {
+                value_table: handle.file_number,
+                count: 0,
+                bytes: 0,
+            });
+        d.count += 1;
+        d.bytes += handle.len;
     }
 
     /// True when the next key should start a new table because the current one overlaps too
@@ -112,6 +159,34 @@ impl TableOutputs {
         if self.current.is_none() {
             self.open_table()?;
         }
+        let parsed = ParsedKey::parse(ikey)
+            .ok_or_else(|| Error::corruption("compaction input", 0, "malformed internal key"))?;
+        match parsed.kind {
+            ValueKind::Value => {
+                if let Some((values, min)) = self.separation.as_mut()
+                    && value.len() as u64 >= *min
+                {
+                    let handle = values.add(parsed.user_key, parsed.seq, value)?;
+                    self.scratch_key.clear();
+                    append_internal_key(
+                        &mut self.scratch_key,
+                        parsed.user_key,
+                        parsed.seq,
+                        ValueKind::ValueHandle as u8,
+                    );
+                    self.scratch_handle.clear();
+                    handle.encode_to(&mut self.scratch_handle);
+                    self.note_handle(&handle);
+                    let (_, builder) = self.current.as_mut().expect("opened above");
+                    return builder.add(&self.scratch_key, &self.scratch_handle);
+                }
+            }
+            ValueKind::ValueHandle => {
+                let handle = ValueHandle::decode(value, "compaction input", 0)?;
+                self.note_handle(&handle);
+            }
+            ValueKind::Deletion => {}
+        }
         let (_, builder) = self.current.as_mut().expect("opened above");
         builder.add(ikey, value)
     }
@@ -151,14 +226,31 @@ impl TableOutputs {
                 largest_seq: p.largest_seq,
                 num_entries: p.num_entries,
                 num_deletions: p.num_deletions,
+                dependence: std::mem::take(&mut self.dependence).into_values().collect(),
             },
         });
         Ok(())
     }
 
     /// Finishes the last table and makes every output's directory entry durable. Returns the
-    /// tables for the version edit.
-    pub fn finish(mut self) -> Result<(Vec<NewTable>, u64)> {
+    /// key tables and value tables for the version edit, and the bytes written.
+    pub fn finish(mut self) -> Result<FinishedOutputs> {
+        // Value tables first: the key tables reference them, and their directory entries must
+        // be durable before the manifest names either.
+        let mut value_tables = Vec::new();
+        let mut value_bytes = 0;
+        if let Some((values, _)) = self.separation.take() {
+            match values.finish() {
+                Ok((tables, bytes)) => {
+                    value_tables = tables;
+                    value_bytes = bytes;
+                }
+                Err(e) => {
+                    self.abandon();
+                    return Err(e);
+                }
+            }
+        }
         let r = self.finish_current().and_then(|_| {
             if self.created.is_empty() {
                 Ok(())
@@ -168,14 +260,28 @@ impl TableOutputs {
         });
         if let Err(e) = r {
             self.abandon();
+            for v in &value_tables {
+                let _ = self
+                    .cfg
+                    .fs
+                    .remove_file(&self.cfg.dir.join(value_table_file_name(v.number)));
+            }
             return Err(e);
         }
         self.created.clear();
-        Ok((std::mem::take(&mut self.finished), self.bytes_written))
+        Ok(FinishedOutputs {
+            key_tables: std::mem::take(&mut self.finished),
+            key_bytes: self.bytes_written,
+            value_tables,
+            value_bytes,
+        })
     }
 
     /// Deletes every table created so far (after a failure).
     pub fn abandon(&mut self) {
+        if let Some((values, _)) = self.separation.as_mut() {
+            values.abandon();
+        }
         self.current = None;
         for number in self.created.drain(..) {
             // Best effort: a table that cannot be deleted now is an orphan the next open removes.

@@ -63,6 +63,8 @@ pub enum CompactionReason {
 /// of the same levels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunningCompaction {
+    /// Identifies the job (assigned in start order, so "started before" is comparable).
+    pub id: u64,
     /// Input level.
     pub level: usize,
     /// Output level.
@@ -109,10 +111,11 @@ impl CompactionPlan {
         self.all_inputs().map(|f| f.file_size).sum()
     }
 
-    /// The entry that registers this plan as running.
-    pub fn running(&self) -> RunningCompaction {
+    /// The entry that registers this plan as running job `id`.
+    pub fn running(&self, id: u64) -> RunningCompaction {
         let (lo, hi) = self.user_range();
         RunningCompaction {
+            id,
             level: self.level,
             output_level: self.output_level,
             lo,
@@ -359,6 +362,7 @@ mod tests {
                 largest_seq: seq,
                 num_entries: 1,
                 num_deletions: 0,
+                dependence: Vec::new(),
             },
         }
     }
@@ -434,10 +438,11 @@ mod tests {
         let p = pick_compaction(&v, &cfg(), &[], &pointers).expect("pick");
         assert_eq!(numbers(&p.inputs), vec![2]);
         assert_eq!(numbers(&p.output_level_inputs), vec![4]);
-        let busy = vec![p.running()];
+        let busy = vec![p.running(1)];
         let q = pick_compaction(&v, &cfg(), &busy, &pointers).expect("another file");
         assert_eq!(numbers(&q.inputs), vec![3]);
         let everything = vec![RunningCompaction {
+            id: 9,
             level: 1,
             output_level: 2,
             lo: b"a".to_vec(),
@@ -450,6 +455,7 @@ mod tests {
     fn l0_waits_for_a_running_l0_compaction() {
         let v = version(vec![t(0, 1, "a", "b", 10, 1), t(0, 2, "c", "d", 10, 2)]);
         let running = vec![RunningCompaction {
+            id: 9,
             level: 0,
             output_level: 1,
             lo: b"x".to_vec(),
@@ -497,7 +503,7 @@ mod tests {
                 .expect("free")
                 .is_none()
         );
-        let busy = vec![p.running()];
+        let busy = vec![p.running(1)];
         assert!(plan_manual(&v, &cfg(), &busy, 3, 3, Some(b"a"), Some(b"a")).is_err());
     }
 }

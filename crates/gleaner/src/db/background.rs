@@ -10,22 +10,24 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Counters, DbInner};
+use std::collections::BTreeSet;
+
+use super::{Counters, DbInner, DbState};
 use crate::compaction::{
-    CompactionPlan, DropCounter, JobStats, OutputConfig, flush_memtables, pick_compaction,
-    plan_manual, run_compaction,
+    CompactionPlan, DropCounter, GarbageListener, JobStats, OutputConfig, RunningCompaction,
+    ValueOutputConfig, flush_memtables, pick_compaction, plan_manual, run_compaction,
 };
 use crate::error::{Error, Result};
-use crate::filename::{table_file_name, wal_file_name};
+use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
 use crate::io::IoClass;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::table::TableBuilderOptions;
-use crate::version::{Version, VersionEdit};
+use crate::version::{FileKind, Version, VersionEdit};
 
 /// How long an idle worker sleeps before re-checking for work on its own (a backstop; workers
 /// are normally woken by the condition variable).
-const IDLE_WAIT: Duration = Duration::from_secs(1);
+pub(super) const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// Most immutable memtables one flush job writes together.
 const MAX_MEMTABLES_PER_FLUSH: usize = 8;
 
@@ -34,6 +36,7 @@ const MAX_MEMTABLES_PER_FLUSH: usize = 8;
 pub(super) enum WorkerKind {
     Flush,
     Compaction,
+    Gc,
 }
 
 /// Key-table format options from database options.
@@ -47,6 +50,19 @@ pub(super) fn table_options(opts: &Options) -> TableBuilderOptions {
 }
 
 impl DbInner {
+    pub(super) fn value_output_config(&self, class: IoClass) -> ValueOutputConfig {
+        ValueOutputConfig {
+            fs: Arc::clone(&self.fs),
+            dir: self.dir.clone(),
+            stats: Arc::clone(&self.io),
+            class,
+            next_file_number: Arc::clone(&self.next_file_number),
+            target_size: self.opts.value_table_size(),
+            index_compression: self.opts.compression(),
+            direct: self.opts.use_direct_io_for_background_writes(),
+        }
+    }
+
     pub(super) fn output_config(&self, class: IoClass, target_file_size: u64) -> OutputConfig {
         OutputConfig {
             fs: Arc::clone(&self.fs),
@@ -68,6 +84,10 @@ impl DbInner {
             .chain(std::iter::repeat_n(
                 WorkerKind::Compaction,
                 self.opts.compaction_threads() as usize,
+            ))
+            .chain(std::iter::repeat_n(
+                WorkerKind::Gc,
+                self.opts.gc_threads() as usize,
             ));
         for (i, kind) in kinds.enumerate() {
             let inner = Arc::clone(self);
@@ -85,17 +105,24 @@ impl DbInner {
         loop {
             let work = match kind {
                 WorkerKind::Flush => self.wait_for_flush().map(Work::Flush),
-                WorkerKind::Compaction => self
-                    .wait_for_compaction()
-                    .map(|(p, v)| Work::Compaction(p, v)),
+                WorkerKind::Compaction => self.wait_for_compaction().map(Work::Compaction),
+                WorkerKind::Gc => self.wait_for_gc().map(Work::Gc),
             };
             let Some(work) = work else { return };
             let result = match work {
                 Work::Flush(mems) => self.run_flush(&mems),
-                Work::Compaction(plan, version) => {
-                    let r = self.run_compaction_plan(&plan, &version);
-                    self.finish_running(&plan);
+                Work::Compaction(job) => {
+                    let r = self.run_compaction_plan(&job);
+                    self.finish_running(&job.running);
                     r
+                }
+                // A failed GC job leaves its victims as they were; only a failed manifest write
+                // (which `run_gc_claim` reports itself) makes the database read-only.
+                Work::Gc(claim) => {
+                    if let Err(e) = self.run_gc_claim(claim) {
+                        self.note_gc_error(&e);
+                    }
+                    Ok(())
                 }
             };
             match result {
@@ -126,7 +153,7 @@ impl DbInner {
 
     /// Waits until the picker finds a compaction and registers it as running; `None` at
     /// shutdown.
-    fn wait_for_compaction(&self) -> Option<(CompactionPlan, Arc<Version>)> {
+    fn wait_for_compaction(&self) -> Option<CompactionJob> {
         let mut st = self.state.lock();
         loop {
             if st.shutting_down {
@@ -136,17 +163,30 @@ impl DbInner {
                 && let Some(plan) =
                     pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)
             {
-                st.running.push(plan.running());
-                return Some((plan, Arc::clone(&st.version)));
+                return Some(Self::register_compaction(&mut st, plan));
             }
             self.bg_cv.wait_for(&mut st, IDLE_WAIT);
         }
     }
 
-    fn finish_running(&self, plan: &CompactionPlan) {
-        let entry = plan.running();
+    /// Registers `plan` as running (under the state lock), capturing what the job needs to
+    /// account garbage: its version and the tables GC jobs hold now.
+    fn register_compaction(st: &mut DbState, plan: CompactionPlan) -> CompactionJob {
+        let id = st.next_compaction_id;
+        st.next_compaction_id += 1;
+        let running = plan.running(id);
+        st.running.push(running.clone());
+        CompactionJob {
+            plan,
+            running,
+            version: Arc::clone(&st.version),
+            claimed: st.gc_claimed.clone(),
+        }
+    }
+
+    fn finish_running(&self, entry: &RunningCompaction) {
         let mut st = self.state.lock();
-        if let Some(i) = st.running.iter().position(|r| *r == entry) {
+        if let Some(i) = st.running.iter().position(|r| r == entry) {
             st.running.remove(i);
         }
         drop(st);
@@ -159,7 +199,11 @@ impl DbInner {
         let snapshots = self.snapshots.sequences();
         let mut drops = DropCounter::default();
         let out = self.output_config(IoClass::Flush, u64::MAX);
-        let (tables, stats) = flush_memtables(mems, snapshots, out, &mut drops)?;
+        let separation = Some((
+            self.value_output_config(IoClass::Flush),
+            self.opts.min_separated_value_size(),
+        ));
+        let (done, stats) = flush_memtables(mems, snapshots, out, separation, &mut drops)?;
         // Install strictly in memtable order: wait until ours are the oldest.
         {
             let mut st = self.state.lock();
@@ -180,7 +224,8 @@ impl DbInner {
         let edit = VersionEdit {
             log_number: Some(log_number),
             last_sequence: Some(self.visible_seq.load(Ordering::Acquire)),
-            new_tables: tables,
+            new_tables: done.key_tables,
+            new_value_tables: done.value_tables,
             ..Default::default()
         };
         let version = versions.log_and_apply(edit)?;
@@ -210,24 +255,30 @@ impl DbInner {
         Ok(())
     }
 
-    /// Runs a registered compaction and installs its result.
-    fn run_compaction_plan(&self, plan: &CompactionPlan, version: &Arc<Version>) -> Result<()> {
+    /// Runs a registered compaction and installs its result, with the garbage it created.
+    fn run_compaction_plan(&self, job: &CompactionJob) -> Result<()> {
+        let plan = &job.plan;
         // Read after the plan is fixed: a snapshot taken later sees only data newer than every
         // input, which compaction keeps anyway.
         let snapshots = self.snapshots.sequences();
-        let mut drops = DropCounter::default();
+        let mut garbage = GarbageListener::new(Arc::clone(&job.version), job.claimed.clone());
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
-        let (edit, stats) = run_compaction(
+        let (mut edit, stats) = run_compaction(
             plan,
-            version,
+            &job.version,
             &self.tables,
+            &self.values,
             snapshots,
             out,
-            &mut drops,
+            &mut garbage,
             Some(&self.shutting_down),
         )?;
         let outputs: Vec<u64> = edit.new_tables.iter().map(|t| t.meta.number).collect();
         let mut versions = self.versions.lock();
+        // Garbage is placed against the version the edit applies to, under the manifest lock, so
+        // no GC job can commit in between (see compaction::garbage).
+        let claimed_now = self.state.lock().gc_claimed.clone();
+        let (late, unresolved) = garbage.settle(versions.current(), &claimed_now, &mut edit);
         let installed = versions.log_and_apply(edit.clone());
         let version = match installed {
             Ok(v) => v,
@@ -248,10 +299,19 @@ impl DbInner {
                     *slot = Some(key.clone());
                 }
             }
+            for (table, drop) in late {
+                st.late_drops.entry(table).or_default().push(drop);
+            }
             st.version = version;
             self.install_super_version(&st);
         }
         drop(versions);
+        Counters::add(&self.counters.unresolved_drops, unresolved);
+        Counters::add(&self.counters.handles_rewritten, stats.handles_rewritten);
+        Counters::add(
+            &self.counters.value_tables_freed,
+            edit.deleted_value_tables.len() as u64,
+        );
         self.record_compaction(plan, &stats);
         Ok(())
     }
@@ -295,19 +355,16 @@ impl DbInner {
                         end,
                     ) {
                         Ok(None) => break None,
-                        Ok(Some(plan)) => {
-                            st.running.push(plan.running());
-                            break Some((plan, Arc::clone(&st.version)));
-                        }
+                        Ok(Some(plan)) => break Some(Self::register_compaction(&mut st, plan)),
                         Err(()) => {
                             self.progress_cv.wait_for(&mut st, IDLE_WAIT);
                         }
                     }
                 }
             };
-            if let Some((plan, version)) = claimed {
-                let r = self.run_compaction_plan(&plan, &version);
-                self.finish_running(&plan);
+            if let Some(job) = claimed {
+                let r = self.run_compaction_plan(&job);
+                self.finish_running(&job.running);
                 Counters::add(&self.counters.manual_compactions, 1);
                 if let Err(e) = r {
                     if !matches!(e, Error::Closed) {
@@ -321,17 +378,22 @@ impl DbInner {
         Ok(())
     }
 
-    /// Deletes key tables whose last reference was dropped.
+    /// Deletes tables whose last reference was dropped.
     pub(super) fn purge_obsolete_files(&self) {
-        let numbers: Vec<u64> = std::mem::take(&mut *self.obsolete.queue.lock());
-        for n in numbers {
-            self.tables.evict(n);
+        let files: Vec<(FileKind, u64)> = std::mem::take(&mut *self.obsolete.queue.lock());
+        for (kind, n) in files {
+            let name = match kind {
+                FileKind::KeyTable => {
+                    self.tables.evict(n);
+                    table_file_name(n)
+                }
+                FileKind::ValueTable => {
+                    self.values.evict(n);
+                    value_table_file_name(n)
+                }
+            };
             // A table that cannot be deleted now is an orphan that the next open removes.
-            if self
-                .fs
-                .remove_file(&self.dir.join(table_file_name(n)))
-                .is_ok()
-            {
+            if self.fs.remove_file(&self.dir.join(name)).is_ok() {
                 Counters::add(&self.counters.tables_deleted, 1);
             }
         }
@@ -340,5 +402,15 @@ impl DbInner {
 
 enum Work {
     Flush(Vec<Arc<MemTable>>),
-    Compaction(CompactionPlan, Arc<Version>),
+    Compaction(CompactionJob),
+    Gc(super::gc::GcClaim),
+}
+
+/// A compaction claimed by a worker (or a manual request), with what its garbage accounting
+/// needs.
+pub(super) struct CompactionJob {
+    plan: CompactionPlan,
+    running: RunningCompaction,
+    version: Arc<Version>,
+    claimed: BTreeSet<u64>,
 }

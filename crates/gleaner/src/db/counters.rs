@@ -47,6 +47,34 @@ pub struct Counters {
     pub stop_micros: AtomicU64,
     /// Obsolete key tables deleted.
     pub tables_deleted: AtomicU64,
+    /// Dropped value handles whose record could not be placed (should stay 0).
+    pub unresolved_drops: AtomicU64,
+    /// Stale value handles compactions pointed at the table now holding their record.
+    pub handles_rewritten: AtomicU64,
+    /// Value tables deleted because every record became garbage (no GC job needed).
+    pub value_tables_freed: AtomicU64,
+    /// GC jobs that failed (their victims stay as they were).
+    pub gc_errors: AtomicU64,
+    /// GC jobs committed.
+    pub gc_jobs: AtomicU64,
+    /// Value tables collected.
+    pub gc_victims: AtomicU64,
+    /// Records GC read.
+    pub gc_records_read: AtomicU64,
+    /// Records GC found to be garbage.
+    pub gc_records_dropped: AtomicU64,
+    /// Records GC copied to new tables.
+    pub gc_records_written: AtomicU64,
+    /// Bytes of records GC read.
+    pub gc_bytes_read: AtomicU64,
+    /// Bytes of value tables GC wrote.
+    pub gc_bytes_written: AtomicU64,
+    /// Microseconds GC spent reading victims.
+    pub gc_read_micros: AtomicU64,
+    /// Microseconds GC spent checking validity.
+    pub gc_lookup_micros: AtomicU64,
+    /// Microseconds GC spent writing outputs.
+    pub gc_write_micros: AtomicU64,
     /// WAL records replayed at open.
     pub recovered_records: AtomicU64,
     /// WAL bytes dropped at open (torn tail or skipped damage).

@@ -7,14 +7,16 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::value_fetch::ValueFetcher;
 use super::{DbInner, ReadOptions, SuperVersion};
-use crate::cache::TableCache;
+use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::merge::MergingIterator;
 use crate::table::ReadCtx;
+use crate::value::ValueHandle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -27,8 +29,11 @@ enum Direction {
 struct IterSource {
     sv: Arc<SuperVersion>,
     tables: Arc<TableCache>,
+    values: Arc<ValueTableCache>,
+    readahead: u64,
     seq: SeqNo,
     ctx: ReadCtx,
+    lazy: bool,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
 }
@@ -45,12 +50,23 @@ impl IterSource {
             .add_iterators(&self.tables, self.ctx, &mut children)?;
         Ok(DbIterator {
             inner: MergingIterator::new(children, compare_internal),
-            _sv: Arc::clone(&self.sv),
+            sv: Arc::clone(&self.sv),
             seq: self.seq,
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            saved_kind: ValueKind::Value,
+            saved_seq: 0,
+            current_kind: ValueKind::Value,
+            lazy: self.lazy,
+            fetched: false,
+            value_buf: Vec::new(),
+            fetcher: ValueFetcher::new(
+                Arc::clone(&self.values),
+                self.readahead,
+                self.ctx.fill_cache,
+            ),
             lower: self.lower.clone(),
             upper: self.upper.clone(),
         })
@@ -59,10 +75,13 @@ impl IterSource {
 
 impl DbInner {
     fn iter_source(&self, opts: &ReadOptions<'_>) -> IterSource {
-        let seq = self.read_sequence(opts);
+        let (sv, seq) = self.read_state(opts);
         IterSource {
-            sv: self.super_version.load_full(),
+            sv,
             tables: Arc::clone(&self.tables),
+            values: Arc::clone(&self.values),
+            readahead: self.opts.value_readahead_size(),
+            lazy: opts.lazy_values,
             seq,
             ctx: ReadCtx {
                 class: IoClass::UserRead,
@@ -84,16 +103,31 @@ impl DbInner {
 ///
 /// A fresh iterator is not positioned: call a seek first. A movement that fails returns the
 /// error and leaves the iterator invalid.
+///
+/// Separated values are read when the iterator lands on their key (eager, the default), or only
+/// when [`fetch_value`](Self::fetch_value) asks for them (`ReadOptions::lazy_values`); scans read
+/// ahead within a value table.
 pub struct DbIterator {
     inner: MergingIterator,
-    _sv: Arc<SuperVersion>,
+    sv: Arc<SuperVersion>,
     seq: SeqNo,
     direction: Direction,
     valid: bool,
     /// Reverse: the current key. Forward: the key being skipped.
     saved_key: Vec<u8>,
-    /// Reverse: the current value.
+    /// Reverse: the current entry's stored value (inline value or encoded handle).
     saved_value: Vec<u8>,
+    /// Reverse: the current entry's kind.
+    saved_kind: ValueKind,
+    /// Reverse: the current entry's sequence number.
+    saved_seq: SeqNo,
+    /// Kind of the entry the iterator is positioned at.
+    current_kind: ValueKind,
+    lazy: bool,
+    /// Whether `value_buf` holds the current separated value.
+    fetched: bool,
+    value_buf: Vec<u8>,
+    fetcher: ValueFetcher,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
 }
@@ -126,13 +160,91 @@ impl DbIterator {
         }
     }
 
-    /// The current value. Panics when not [`valid`](Self::valid).
+    /// The current value. Panics when not [`valid`](Self::valid), and for a separated value of
+    /// a lazy iterator that [`fetch_value`](Self::fetch_value) has not read yet.
     pub fn value(&self) -> &[u8] {
         assert!(self.valid, "DbIterator::value on an invalid iterator");
+        if self.current_kind == ValueKind::ValueHandle {
+            assert!(
+                self.fetched,
+                "lazy DbIterator: call fetch_value() before value()"
+            );
+            return &self.value_buf;
+        }
+        self.stored_value()
+    }
+
+    /// The current entry's stored value: the value itself, or an encoded handle.
+    fn stored_value(&self) -> &[u8] {
         match self.direction {
             Direction::Forward => self.inner.value(),
             Direction::Reverse => &self.saved_value,
         }
+    }
+
+    /// True when the current value lives in a value table (it is read on landing for eager
+    /// iterators, by [`fetch_value`](Self::fetch_value) for lazy ones).
+    pub fn value_is_separated(&self) -> bool {
+        self.valid && self.current_kind == ValueKind::ValueHandle
+    }
+
+    /// The current value, reading it from its value table first if a lazy iterator has not yet.
+    /// Panics when not [`valid`](Self::valid).
+    pub fn fetch_value(&mut self) -> Result<&[u8]> {
+        assert!(self.valid, "DbIterator::fetch_value on an invalid iterator");
+        if self.current_kind == ValueKind::ValueHandle
+            && !self.fetched
+            && let Err(e) = self.read_separated()
+        {
+            return self.fail(e);
+        }
+        Ok(self.value())
+    }
+
+    /// Reads the separated value of the current entry into `value_buf`.
+    fn read_separated(&mut self) -> Result<()> {
+        let (user_key, seq, stored) = match self.direction {
+            Direction::Forward => {
+                let p = ParsedKey::parse(self.inner.key()).ok_or_else(malformed)?;
+                (p.user_key, p.seq, self.inner.value())
+            }
+            Direction::Reverse => (
+                self.saved_key.as_slice(),
+                self.saved_seq,
+                self.saved_value.as_slice(),
+            ),
+        };
+        let handle = ValueHandle::decode(stored, "iterator input", 0)?;
+        self.fetcher.fetch(
+            self.sv.version.values(),
+            user_key,
+            seq,
+            handle,
+            &mut self.value_buf,
+        )?;
+        self.fetched = true;
+        Ok(())
+    }
+
+    /// Called whenever the iterator lands on an entry: notes its kind and, for an eager
+    /// iterator, reads a separated value.
+    fn landed(&mut self) -> Result<()> {
+        self.fetched = false;
+        self.current_kind = match self.direction {
+            Direction::Forward => {
+                ParsedKey::parse(self.inner.key())
+                    .ok_or_else(malformed)?
+                    .kind
+            }
+            Direction::Reverse => self.saved_kind,
+        };
+        if self.current_kind == ValueKind::ValueHandle
+            && !self.lazy
+            && let Err(e) = self.read_separated()
+        {
+            return self.fail(e);
+        }
+        Ok(())
     }
 
     fn fail<T>(&mut self, e: Error) -> Result<T> {
@@ -280,10 +392,10 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::ValueHandle => {
                         if !(skipping && p.user_key <= self.saved_key.as_slice()) {
                             self.valid = true;
-                            return Ok(());
+                            return self.landed();
                         }
                     }
                 }
@@ -312,9 +424,11 @@ impl DbIterator {
                 kind = p.kind;
                 self.saved_key.clear();
                 self.saved_value.clear();
-                if kind == ValueKind::Value {
+                if kind != ValueKind::Deletion {
                     self.saved_key.extend_from_slice(p.user_key);
                     self.saved_value.extend_from_slice(self.inner.value());
+                    self.saved_kind = kind;
+                    self.saved_seq = p.seq;
                 }
             }
             if let Err(e) = self.inner.prev() {
@@ -326,10 +440,11 @@ impl DbIterator {
             self.saved_key.clear();
             self.saved_value.clear();
             self.direction = Direction::Forward;
+            Ok(())
         } else {
             self.valid = true;
+            self.landed()
         }
-        Ok(())
     }
 }
 

@@ -3,15 +3,18 @@
 
 mod background;
 mod counters;
+mod gc;
 mod iter;
 mod open;
 mod read;
 mod request;
 mod snapshot;
 mod super_version;
+mod value_fetch;
+mod verify;
 mod write;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,20 +24,23 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
-use crate::cache::{BlockCache, TableCache};
-use crate::compaction::{PickerConfig, RunningCompaction};
+use crate::cache::{BlockCache, TableCache, ValueTableCache};
+use crate::compaction::{LateDrop, PickerConfig, RunningCompaction};
 use crate::error::{Error, Result};
+use crate::gc::GcPolicy;
 use crate::io::{FileLock, FileSystem, IoStats};
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::version::{ObsoleteFileSink, Version, VersionSet};
+use crate::version::{FileKind, ObsoleteFileSink, Version, VersionSet};
 use crate::wal::LogWriter;
 
 pub use counters::Counters;
+pub use gc::GcRunStats;
 pub use iter::{DbIterator, RangeIter};
 pub use request::{ReadOptions, WriteOptions};
 pub use snapshot::{Snapshot, SnapshotList};
 pub use super_version::SuperVersion;
+pub use verify::GarbageRecount;
 
 use write::Writer;
 
@@ -55,6 +61,15 @@ struct DbState {
     version: Arc<Version>,
     compact_pointers: Vec<Option<Vec<u8>>>,
     running: Vec<RunningCompaction>,
+    /// Id the next compaction gets; ids grow in start order.
+    next_compaction_id: u64,
+    /// Value tables GC jobs are collecting.
+    gc_claimed: BTreeSet<u64>,
+    /// Drops into claimed tables committed by compactions while the table was claimed, for the
+    /// GC job holding it (see `compaction::garbage`).
+    late_drops: BTreeMap<u64, Vec<LateDrop>>,
+    /// Value tables a GC job found damaged; not chosen again until the database is reopened.
+    gc_failed: BTreeSet<u64>,
     bg_error: Option<Error>,
     shutting_down: bool,
 }
@@ -72,16 +87,16 @@ impl DbState {
     }
 }
 
-/// Queue of key tables whose last reference was dropped; deleted by background workers (never
+/// Queue of tables whose last reference was dropped; deleted by background workers (never
 /// from the dropping thread, which may hold a lock).
 #[derive(Debug, Default)]
 struct ObsoleteTables {
-    queue: Mutex<Vec<u64>>,
+    queue: Mutex<Vec<(FileKind, u64)>>,
 }
 
 impl ObsoleteFileSink for ObsoleteTables {
-    fn file_unreferenced(&self, number: u64) {
-        self.queue.lock().push(number);
+    fn file_unreferenced(&self, kind: FileKind, number: u64) {
+        self.queue.lock().push((kind, number));
     }
 }
 
@@ -93,7 +108,9 @@ struct DbInner {
     io: Arc<IoStats>,
     block_cache: Option<Arc<BlockCache>>,
     tables: Arc<TableCache>,
+    values: Arc<ValueTableCache>,
     picker: PickerConfig,
+    gc_policy: Box<dyn GcPolicy>,
     next_file_number: Arc<AtomicU64>,
     /// Highest sequence number whose write is fully applied to the memtable.
     visible_seq: AtomicU64,
@@ -113,6 +130,8 @@ struct DbInner {
     shutting_down: AtomicBool,
     obsolete: Arc<ObsoleteTables>,
     counters: Counters,
+    /// The most recent GC failure, for `stats()`.
+    last_gc_error: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<Box<dyn FileLock>>>,
 }
@@ -238,6 +257,21 @@ impl Db {
         self.inner.compact_range(begin, end)
     }
 
+    /// Runs garbage collection on the caller's thread until the policy finds no value table
+    /// worth collecting (background GC threads keep running too).
+    pub fn run_gc(&self) -> Result<GcRunStats> {
+        self.inner.check_open()?;
+        self.inner.run_gc_to_quiescence()
+    }
+
+    /// Recounts value-table garbage from scratch — every handle in every key table, placed in
+    /// its value table — and compares it with the incrementally maintained counts. A debugging
+    /// and verification aid (it reads every key table); an empty `mismatches` means they agree.
+    pub fn recount_garbage(&self) -> Result<GarbageRecount> {
+        self.inner.check_open()?;
+        self.inner.recount_garbage()
+    }
+
     /// A snapshot of the engine's figures (serializable; see [`crate::stats::DbStats`]).
     pub fn stats(&self) -> crate::stats::DbStats {
         self.inner.stats()
@@ -331,7 +365,7 @@ impl DbInner {
         use crate::stats::*;
         let c = &self.counters;
         let g = Counters::get;
-        let (version, mem_bytes, imm, imm_bytes, running, bg_error) = {
+        let (version, mem_bytes, imm, imm_bytes, running, bg_error, claimed, wal_bytes) = {
             let st = self.state.lock();
             (
                 Arc::clone(&st.version),
@@ -340,7 +374,40 @@ impl DbInner {
                 st.imm.iter().map(|m| m.approximate_bytes()).sum(),
                 st.running.len(),
                 st.bg_error.as_ref().map(|e| e.to_string()),
+                st.gc_claimed.len(),
+                // Unflushed data lives in WALs roughly the size of the memtables it filled.
+                st.mem.approximate_bytes()
+                    + st.imm.iter().map(|m| m.approximate_bytes()).sum::<u64>(),
             )
+        };
+        let vs = version.values();
+        let per_table: Vec<ValueTableStats> = vs
+            .tables()
+            .map(|v| {
+                let g = vs.garbage(v.number);
+                ValueTableStats {
+                    number: v.number,
+                    file_bytes: v.file_size,
+                    records: v.records,
+                    record_bytes: v.record_bytes,
+                    garbage_records: g.records,
+                    garbage_bytes: g.bytes,
+                    class: v.class,
+                }
+            })
+            .collect();
+        let values = ValueStats {
+            tables: per_table.len(),
+            file_bytes: per_table.iter().map(|t| t.file_bytes).sum(),
+            record_bytes: per_table.iter().map(|t| t.record_bytes).sum(),
+            garbage_bytes: per_table.iter().map(|t| t.garbage_bytes).sum(),
+            records: per_table.iter().map(|t| t.records).sum(),
+            garbage_records: per_table.iter().map(|t| t.garbage_records).sum(),
+            inheritance_records: vs.inheritance().len(),
+            handles_rewritten: g(&c.handles_rewritten),
+            tables_freed_without_gc: g(&c.value_tables_freed),
+            unresolved_drops: g(&c.unresolved_drops),
+            per_table,
         };
         let scores = crate::compaction::picker::level_scores(&version, &self.picker);
         let levels: Vec<LevelStats> = (0..version.num_levels())
@@ -351,8 +418,40 @@ impl DbInner {
                 score: scores.get(l).copied().unwrap_or(0.0),
             })
             .collect();
+        let key_bytes: u64 = levels.iter().map(|l| l.bytes).sum();
+        let disk_bytes = key_bytes + values.file_bytes + wal_bytes;
+        let live = key_bytes + values.record_bytes.saturating_sub(values.garbage_bytes) + wal_bytes;
+        let space = SpaceStats {
+            disk_bytes,
+            live_data_estimate: live,
+            space_amplification: if live == 0 {
+                1.0
+            } else {
+                disk_bytes as f64 / live as f64
+            },
+        };
+        let gc = GcStats {
+            policy: self.gc_policy.name().to_string(),
+            jobs: g(&c.gc_jobs),
+            errors: g(&c.gc_errors),
+            last_error: self.last_gc_error.lock().clone(),
+            victims: g(&c.gc_victims),
+            records_read: g(&c.gc_records_read),
+            records_dropped: g(&c.gc_records_dropped),
+            records_written: g(&c.gc_records_written),
+            value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
+            lookup_bytes_read: self.io.get(crate::io::IoClass::GcLookup).read_bytes,
+            bytes_written: g(&c.gc_bytes_written),
+            read_micros: g(&c.gc_read_micros),
+            lookup_micros: g(&c.gc_lookup_micros),
+            write_micros: g(&c.gc_write_micros),
+            claimed,
+        };
         DbStats {
-            total_table_bytes: levels.iter().map(|l| l.bytes).sum(),
+            total_table_bytes: key_bytes,
+            values,
+            gc,
+            space,
             levels,
             memtable_bytes: mem_bytes,
             immutable_memtables: imm,

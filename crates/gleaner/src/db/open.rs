@@ -1,7 +1,7 @@
 //! Opening a database: directory and lock checks, options merge, manifest recovery, WAL replay,
 //! a fresh manifest and WAL, and removal of files nothing references.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,12 +12,12 @@ use parking_lot::{Condvar, Mutex};
 use super::background::table_options;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
 use crate::batch::BatchOp;
-use crate::cache::{BlockCache, TableCache};
+use crate::cache::{BlockCache, TableCache, ValueTableCache};
 use crate::compaction::{DropCounter, PickerConfig, flush_memtables};
 use crate::error::{Error, Result};
 use crate::filename::{
     CURRENT, FileType, LOCK, OPTIONS, manifest_file_name, parse_file_name, table_file_name,
-    wal_file_name,
+    value_table_file_name, wal_file_name,
 };
 use crate::io::{
     CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
@@ -83,6 +83,14 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         opts.max_open_files() as usize,
         opts.use_direct_io_for_reads(),
     ));
+    let values = Arc::new(ValueTableCache::new(
+        Arc::clone(&fs),
+        dir.clone(),
+        Arc::clone(&io),
+        block_cache.clone(),
+        opts.max_open_files() as usize,
+        opts.use_direct_io_for_reads(),
+    ));
     let obsolete = Arc::new(ObsoleteTables::default());
     let next_file_number = Arc::new(AtomicU64::new(2));
     let num_levels = opts.num_levels() as usize;
@@ -115,7 +123,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
                     wals.push(n);
                 }
             }
-            Some(FileType::KeyTable(n)) | Some(FileType::Manifest(n)) => {
+            Some(FileType::KeyTable(n) | FileType::ValueTable(n) | FileType::Manifest(n)) => {
                 next_file_number.fetch_max(n + 1, Ordering::SeqCst);
             }
             _ => {}
@@ -132,7 +140,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     let mut mem = Arc::new(MemTable::new(0));
     // Replayed memtables go straight to L0 tables (no snapshot exists yet, so shadowed versions
     // are dropped).
-    let flush_recovered = |mem: Arc<MemTable>| -> Result<Vec<crate::version::NewTable>> {
+    let flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
         let out = crate::compaction::OutputConfig {
             fs: Arc::clone(&fs),
             dir: dir.clone(),
@@ -144,7 +152,27 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             target_file_size: u64::MAX,
             max_grandparent_overlap: u64::MAX,
         };
-        Ok(flush_memtables(&[mem], Vec::new(), out, &mut DropCounter::default())?.0)
+        let values = crate::compaction::ValueOutputConfig {
+            fs: Arc::clone(&fs),
+            dir: dir.clone(),
+            stats: Arc::clone(&io),
+            class: IoClass::Flush,
+            next_file_number: Arc::clone(&next_file_number),
+            target_size: opts.value_table_size(),
+            index_compression: opts.compression(),
+            direct: opts.use_direct_io_for_background_writes(),
+        };
+        let separation = Some((values, opts.min_separated_value_size()));
+        let (done, _) = flush_memtables(
+            &[mem],
+            Vec::new(),
+            out,
+            separation,
+            &mut DropCounter::default(),
+        )?;
+        edit.new_tables.extend(done.key_tables);
+        edit.new_value_tables.extend(done.value_tables);
+        Ok(())
     };
     for &number in &wals {
         let name = wal_file_name(number);
@@ -171,7 +199,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             last_seq = last_seq.max(seq - 1);
             Counters::add(&counters.recovered_records, 1);
             if mem.approximate_bytes() >= opts.memtable_size() {
-                edit.new_tables.extend(flush_recovered(mem)?);
+                flush_recovered(mem, &mut edit)?;
                 mem = Arc::new(MemTable::new(0));
             }
         }
@@ -180,7 +208,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         }
     }
     if !mem.is_empty() {
-        edit.new_tables.extend(flush_recovered(mem)?);
+        flush_recovered(mem, &mut edit)?;
     }
 
     // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
@@ -232,9 +260,14 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         version: Arc::clone(&version),
         compact_pointers,
         running: Vec::new(),
+        next_compaction_id: 0,
+        gc_claimed: BTreeSet::new(),
+        late_drops: BTreeMap::new(),
+        gc_failed: BTreeSet::new(),
         bg_error: None,
         shutting_down: false,
     };
+    let gc_policy = crate::gc::policy_for(&opts);
     let inner = Arc::new(DbInner {
         dir,
         opts,
@@ -242,7 +275,9 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         io,
         block_cache,
         tables,
+        values,
         picker,
+        gc_policy,
         next_file_number,
         visible_seq: AtomicU64::new(last_seq),
         super_version: ArcSwap::from_pointee(SuperVersion {
@@ -261,6 +296,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         shutting_down: AtomicBool::new(false),
         obsolete,
         counters,
+        last_gc_error: Mutex::new(None),
         threads: Mutex::new(Vec::new()),
         lock: Mutex::new(Some(lock)),
     });
@@ -296,6 +332,12 @@ fn check_recovered_files(
     };
     for (_, f) in version.all_files() {
         let name = table_file_name(f.number);
+        if !present.contains(name.as_str()) {
+            return Err(missing(name));
+        }
+    }
+    for v in version.values().tables() {
+        let name = value_table_file_name(v.number);
         if !present.contains(name.as_str()) {
             return Err(missing(name));
         }
@@ -343,6 +385,7 @@ fn remove_unreferenced_files(
         let obsolete = match parse_file_name(&name) {
             Some(FileType::Wal(n)) => n < live_wal,
             Some(FileType::KeyTable(n)) => !live_tables.contains(&n),
+            Some(FileType::ValueTable(n)) => version.values().live(n).is_none(),
             Some(FileType::Manifest(n)) => Some(n) != live_manifest,
             Some(FileType::Temp) => true,
             Some(FileType::Current | FileType::Lock | FileType::Options) | None => false,

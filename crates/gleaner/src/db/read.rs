@@ -1,24 +1,33 @@
-//! Point reads: memtable, immutable memtables, then the index tree — newest data first.
+//! Point reads: memtable, immutable memtables, then the index tree — newest data first — and,
+//! for a separated value, its record in a value table.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Counters, DbInner, ReadOptions};
+use super::{Counters, DbInner, ReadOptions, SuperVersion};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::key::{SeqNo, make_lookup_key};
-use crate::memtable::MemLookup;
+use crate::lookup::Lookup;
 use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
-use crate::version::TreeLookup;
 
 impl DbInner {
-    /// The sequence number a read with `opts` sees. Loaded before the super version: every
-    /// write at or below it is in a memtable or table that super version holds.
-    pub(super) fn read_sequence(&self, opts: &ReadOptions<'_>) -> SeqNo {
-        match opts.snapshot {
+    /// The state a read with `opts` sees: the super version, then the sequence number.
+    ///
+    /// The super version is loaded first: a compaction installed after that cannot affect the
+    /// read (it holds the older tables), and one installed before started from data older than
+    /// the sequence number read next, so nothing the read may see was compacted away. A write
+    /// that lands in a memtable installed after the load is missed even if its sequence number
+    /// is lower; the read then reflects an earlier moment, still a consistent one, and a thread
+    /// always sees its own acknowledged writes (their memtable was installed before they ran).
+    pub(super) fn read_state(&self, opts: &ReadOptions<'_>) -> (Arc<SuperVersion>, SeqNo) {
+        let sv = self.super_version.load_full();
+        let seq = match opts.snapshot {
             Some(s) => s.sequence(),
             None => self.visible_seq.load(Ordering::Acquire),
-        }
+        };
+        (sv, seq)
     }
 
     pub(super) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
@@ -29,27 +38,38 @@ impl DbInner {
             )));
         }
         Counters::add(&self.counters.gets, 1);
-        let seq = self.read_sequence(opts);
-        let sv = self.super_version.load();
-        let from_mem = sv
-            .mem
-            .get(key, seq)
-            .or_else(|| sv.imm.iter().find_map(|m| m.get(key, seq)));
-        match from_mem {
-            Some(MemLookup::Value(v)) => return Ok(Some(v)),
-            Some(MemLookup::Deleted) => return Ok(None),
-            None => {}
+        let (sv, seq) = self.read_state(opts);
+        let mut found = sv.mem.get(key, seq)?;
+        for m in &sv.imm {
+            if found.is_some() {
+                break;
+            }
+            found = m.get(key, seq)?;
         }
-        let ctx = ReadCtx {
-            class: IoClass::UserRead,
-            fill_cache: opts.fill_cache,
-        };
-        match sv
-            .version
-            .get(&self.tables, &make_lookup_key(key, seq), ctx)?
-        {
-            Some(TreeLookup::Value(v)) => Ok(Some(v)),
-            Some(TreeLookup::Deleted) | None => Ok(None),
+        if found.is_none() {
+            let ctx = ReadCtx {
+                class: IoClass::UserRead,
+                fill_cache: opts.fill_cache,
+            };
+            found = sv
+                .version
+                .get(&self.tables, &make_lookup_key(key, seq), ctx)?;
+        }
+        match found {
+            Some(Lookup::Value(v)) => Ok(Some(v)),
+            Some(Lookup::Handle { handle, seq }) => sv
+                .version
+                .values()
+                .read_value(
+                    &self.values,
+                    key,
+                    seq,
+                    handle,
+                    IoClass::UserRead,
+                    opts.fill_cache,
+                )
+                .map(Some),
+            Some(Lookup::Deleted) | None => Ok(None),
         }
     }
 }

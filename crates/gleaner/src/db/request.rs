@@ -30,6 +30,10 @@ pub struct ReadOptions<'a> {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators only: the key (exclusive) at which they stop. Default: unbounded.
     pub upper_bound: Option<Vec<u8>>,
+    /// Iterators only: read separated values only when
+    /// [`DbIterator::fetch_value`](super::DbIterator::fetch_value) asks (for key-only scans).
+    /// Default false: values are read as the iterator lands on them.
+    pub lazy_values: bool,
 }
 
 impl Default for ReadOptions<'_> {
@@ -39,6 +43,7 @@ impl Default for ReadOptions<'_> {
             fill_cache: true,
             lower_bound: None,
             upper_bound: None,
+            lazy_values: false,
         }
     }
 }

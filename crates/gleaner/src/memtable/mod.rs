@@ -15,6 +15,8 @@ use crossbeam_skiplist::set::Entry;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, compare_internal};
+use crate::lookup::Lookup;
+use crate::value::ValueHandle;
 
 /// Estimated bytes of skiplist bookkeeping per entry (node header, tower, allocation slack),
 /// added to the entry's own bytes when measuring the memtable against `memtable_size`.
@@ -57,15 +59,6 @@ impl Ord for MemEntry {
     fn cmp(&self, other: &Self) -> Ordering {
         compare_internal(self.ikey(), other.ikey())
     }
-}
-
-/// What a memtable knows about a key at a sequence number.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MemLookup {
-    /// The newest visible version is this value.
-    Value(Vec<u8>),
-    /// The newest visible version is a deletion.
-    Deleted,
 }
 
 /// An in-memory sorted buffer of recent writes.
@@ -119,18 +112,26 @@ impl MemTable {
     }
 
     /// The newest version of `user_key` with sequence at most `seq`, if the memtable has one.
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<MemLookup> {
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Lookup>> {
         let probe = MemEntry::probe(key::make_lookup_key(user_key, seq));
-        let entry = self.set.lower_bound(Bound::Included(&probe))?;
+        let Some(entry) = self.set.lower_bound(Bound::Included(&probe)) else {
+            return Ok(None);
+        };
         let found = entry.value();
-        let parsed = key::ParsedKey::parse(found.ikey())?;
+        let Some(parsed) = key::ParsedKey::parse(found.ikey()) else {
+            return Ok(None);
+        };
         if parsed.user_key != user_key {
-            return None;
+            return Ok(None);
         }
-        Some(match parsed.kind {
-            ValueKind::Value => MemLookup::Value(found.value().to_vec()),
-            ValueKind::Deletion => MemLookup::Deleted,
-        })
+        Ok(Some(match parsed.kind {
+            ValueKind::Value => Lookup::Value(found.value().to_vec()),
+            ValueKind::Deletion => Lookup::Deleted,
+            ValueKind::ValueHandle => Lookup::Handle {
+                handle: ValueHandle::decode(found.value(), "memtable", 0)?,
+                seq: parsed.seq,
+            },
+        }))
     }
 
     /// Bytes used, including estimated overhead.
@@ -250,13 +251,14 @@ mod tests {
         m.add(5, ValueKind::Value, b"k", b"v5");
         m.add(7, ValueKind::Deletion, b"k", b"");
         m.add(3, ValueKind::Value, b"j", b"j3");
-        assert_eq!(m.get(b"k", 0), None);
-        assert_eq!(m.get(b"k", 1), Some(MemLookup::Value(b"v1".to_vec())));
-        assert_eq!(m.get(b"k", 6), Some(MemLookup::Value(b"v5".to_vec())));
-        assert_eq!(m.get(b"k", 7), Some(MemLookup::Deleted));
-        assert_eq!(m.get(b"j", 100), Some(MemLookup::Value(b"j3".to_vec())));
-        assert_eq!(m.get(b"ka", 100), None);
-        assert_eq!(m.get(b"", 100), None);
+        let get = |k: &[u8], s| m.get(k, s).expect("get");
+        assert_eq!(get(b"k", 0), None);
+        assert_eq!(get(b"k", 1), Some(Lookup::Value(b"v1".to_vec())));
+        assert_eq!(get(b"k", 6), Some(Lookup::Value(b"v5".to_vec())));
+        assert_eq!(get(b"k", 7), Some(Lookup::Deleted));
+        assert_eq!(get(b"j", 100), Some(Lookup::Value(b"j3".to_vec())));
+        assert_eq!(get(b"ka", 100), None);
+        assert_eq!(get(b"", 100), None);
         assert_eq!(m.len(), 4);
         assert!(m.approximate_bytes() >= 4 * ENTRY_OVERHEAD);
     }
@@ -336,10 +338,10 @@ mod tests {
             t.join().expect("thread");
         }
         assert_eq!(m.len(), 8000);
-        let got = m.get(b"k00042", u64::MAX >> 8).expect("present");
-        assert_eq!(
-            got,
-            MemLookup::Value((30_000u64 + 43).to_le_bytes().to_vec())
-        );
+        let got = m
+            .get(b"k00042", u64::MAX >> 8)
+            .expect("get")
+            .expect("present");
+        assert_eq!(got, Lookup::Value((30_000u64 + 43).to_le_bytes().to_vec()));
     }
 }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::io::{FileSystem, PosixFs};
 
 pub use file::{parse_options_file, render_options_file};
-pub use value::{Compression, OptionValue, WalRecoveryMode};
+pub use value::{Compression, GcPolicyKind, OptionValue, WalRecoveryMode};
 
 /// Longest key accepted by any write: 64 KiB (what a key table can hold).
 pub const MAX_KEY_SIZE: usize = crate::table::format::MAX_USER_KEY_LEN;
@@ -62,6 +62,20 @@ pub const DEFAULT_MAX_VALUE_SIZE: u64 = 256 << 20;
 pub const DEFAULT_MAX_BATCH_SIZE: u64 = 512 << 20;
 /// Default `max_manifest_size` before the manifest is rewritten: 64 MiB.
 pub const DEFAULT_MAX_MANIFEST_SIZE: u64 = 64 << 20;
+/// Default `min_separated_value_size`: values of at least 1 KiB go to value tables.
+pub const DEFAULT_MIN_SEPARATED_VALUE_SIZE: u64 = 1 << 10;
+/// Default `value_table_size` (target size of one value table): 256 MiB.
+pub const DEFAULT_VALUE_TABLE_SIZE: u64 = 256 << 20;
+/// Default `gc_policy`.
+pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Terarkdb;
+/// Default `gc_garbage_ratio`: a value table is a GC candidate at 20% garbage.
+pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
+/// Default `gc_threads`: 1.
+pub const DEFAULT_GC_THREADS: u32 = 1;
+/// Default `gc_max_input_size`: one GC job reads at most 512 MiB of victims.
+pub const DEFAULT_GC_MAX_INPUT_SIZE: u64 = 512 << 20;
+/// Default `value_readahead_size`: scans read up to 1 MiB ahead within a value table.
+pub const DEFAULT_VALUE_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `wal_recovery_mode`.
 pub const DEFAULT_WAL_RECOVERY_MODE: WalRecoveryMode = WalRecoveryMode::TolerateCorruptedTail;
 
@@ -232,6 +246,26 @@ options_table! {
     /// Manifest size at which it is rewritten as a compact snapshot. Default 64 MiB; at least
     /// 4 KiB.
     (max_manifest_size, with_max_manifest_size, u64, DEFAULT_MAX_MANIFEST_SIZE, persisted: true);
+    /// Values at least this long are separated into value tables at flush; 0 separates every
+    /// value, a size above `max_value_size` none. Default 1 KiB.
+    (min_separated_value_size, with_min_separated_value_size, u64, DEFAULT_MIN_SEPARATED_VALUE_SIZE, persisted: true);
+    /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
+    /// 1 KiB.
+    (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
+    /// The garbage-collection policy (`terarkdb`). Default `terarkdb`.
+    (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);
+    /// Garbage ratio (garbage bytes ÷ record bytes) at which a value table becomes a GC victim.
+    /// Default 0.2; from 0 to 1.
+    (gc_garbage_ratio, with_gc_garbage_ratio, f64, DEFAULT_GC_GARBAGE_RATIO, persisted: true);
+    /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
+    /// (`Db::run_gc`, `gleaner gc`).
+    (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
+    /// Most bytes of victim value tables one GC job reads. Default 512 MiB; at least 1 KiB (a
+    /// single victim larger than this is still collected, alone).
+    (gc_max_input_size, with_gc_max_input_size, u64, DEFAULT_GC_MAX_INPUT_SIZE, persisted: true);
+    /// Bytes scans read ahead within a value table when consecutive records are requested.
+    /// Default 1 MiB; 0 disables read-ahead; at most 64 MiB.
+    (value_readahead_size, with_value_readahead_size, u64, DEFAULT_VALUE_READAHEAD_SIZE, persisted: true);
     /// What WAL recovery does with a damaged record: `tolerate_corrupted_tail` (default; a
     /// torn tail is cut, damage followed by valid records is an error) or
     /// `skip_any_corrupted_records` (damaged records are skipped and reported in the log).
@@ -325,6 +359,21 @@ impl Options {
             4 << 10,
             1 << 40,
         )?;
+        range("value_table_size", self.value_table_size, 1 << 10, 64 << 30)?;
+        range("gc_garbage_ratio", self.gc_garbage_ratio, 0.0, 1.0)?;
+        range("gc_threads", self.gc_threads, 0, 64)?;
+        range(
+            "gc_max_input_size",
+            self.gc_max_input_size,
+            1 << 10,
+            1 << 50,
+        )?;
+        range(
+            "value_readahead_size",
+            self.value_readahead_size,
+            0,
+            64 << 20,
+        )?;
         Ok(())
     }
 
@@ -381,6 +430,19 @@ mod tests {
             ),
             (Options::default().with_block_size(1), "block_size"),
             (Options::default().with_flush_threads(0), "flush_threads"),
+            (
+                Options::default().with_gc_garbage_ratio(1.5),
+                "gc_garbage_ratio",
+            ),
+            (
+                Options::default().with_gc_garbage_ratio(-0.1),
+                "gc_garbage_ratio",
+            ),
+            (
+                Options::default().with_value_table_size(0),
+                "value_table_size",
+            ),
+            (Options::default().with_gc_threads(65), "gc_threads"),
             (
                 Options::default().with_max_value_size(MAX_VALUE_SIZE_LIMIT + 1),
                 "max_value_size",

@@ -68,6 +68,61 @@ impl OptionValue for u32 {
 
 pub use crate::table::Compression;
 
+impl OptionValue for f64 {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        let v: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| "expected a number".to_string())?;
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err("expected a finite number".into())
+        }
+    }
+    fn format_option(&self) -> String {
+        // `{:?}` prints the shortest text that parses back to the same f64.
+        format!("{self:?}")
+    }
+}
+
+/// Which garbage-collection policy reclaims value-table space (DESIGN.md, "GC policies").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GcPolicyKind {
+    /// TerarkDB: victims by garbage ratio, every record read and checked by an index lookup,
+    /// live records rewritten to new tables, handles left alone (inheritance records).
+    #[default]
+    Terarkdb,
+}
+
+impl GcPolicyKind {
+    /// Every policy, for error messages.
+    pub const ALL: [GcPolicyKind; 1] = [GcPolicyKind::Terarkdb];
+
+    /// The policy's name in options.
+    pub fn name(self) -> &'static str {
+        match self {
+            GcPolicyKind::Terarkdb => "terarkdb",
+        }
+    }
+}
+
+impl OptionValue for GcPolicyKind {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        GcPolicyKind::ALL
+            .into_iter()
+            .find(|p| p.name() == t)
+            .ok_or_else(|| {
+                let names: Vec<&str> = GcPolicyKind::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown GC policy; known policies: {}", names.join(", "))
+            })
+    }
+    fn format_option(&self) -> String {
+        self.name().to_string()
+    }
+}
+
 impl OptionValue for Compression {
     fn parse_option(text: &str) -> Result<Self, String> {
         Compression::from_name(text.trim()).ok_or_else(|| "expected `lz4` or `none`".into())
@@ -127,6 +182,19 @@ mod tests {
         for v in [true, false] {
             assert_eq!(bool::parse_option(&v.format_option()), Ok(v));
         }
+        for f in [0.0, 0.2, 1.0, 0.123_456_789] {
+            assert_eq!(f64::parse_option(&f.format_option()), Ok(f));
+        }
+        assert!(f64::parse_option("NaN").is_err() && f64::parse_option("x").is_err());
+        assert_eq!(
+            GcPolicyKind::parse_option("terarkdb"),
+            Ok(GcPolicyKind::Terarkdb)
+        );
+        assert!(
+            GcPolicyKind::parse_option("titanic")
+                .expect_err("unknown")
+                .contains("terarkdb")
+        );
         for c in [Compression::None, Compression::Lz4] {
             assert_eq!(Compression::parse_option(&c.format_option()), Ok(c));
         }

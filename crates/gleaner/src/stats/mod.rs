@@ -103,6 +103,99 @@ pub struct RecoveryStats {
     pub wal_dropped_bytes: u64,
 }
 
+/// One value table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueTableStats {
+    /// File number (`NNNNNN.vst`).
+    pub number: u64,
+    /// File size in bytes.
+    pub file_bytes: u64,
+    /// Records in the table.
+    pub records: u64,
+    /// Bytes of those records.
+    pub record_bytes: u64,
+    /// Records no key-table entry references any more.
+    pub garbage_records: u64,
+    /// Bytes of those records.
+    pub garbage_bytes: u64,
+    /// Class tag.
+    pub class: u32,
+}
+
+/// Value tables in total, and what space they hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ValueStats {
+    /// Live value tables.
+    pub tables: usize,
+    /// Bytes of their files.
+    pub file_bytes: u64,
+    /// Bytes of their records.
+    pub record_bytes: u64,
+    /// Bytes of their garbage records.
+    pub garbage_bytes: u64,
+    /// Records in them.
+    pub records: u64,
+    /// Garbage records in them.
+    pub garbage_records: u64,
+    /// Inheritance records still needed (collected tables some key table still names).
+    pub inheritance_records: usize,
+    /// Handles compactions pointed at the table now holding their record.
+    pub handles_rewritten: u64,
+    /// Tables deleted because every record became garbage, without a GC job.
+    pub tables_freed_without_gc: u64,
+    /// Dropped handles whose record could not be placed (0 unless something is wrong).
+    pub unresolved_drops: u64,
+    /// Per table.
+    pub per_table: Vec<ValueTableStats>,
+}
+
+/// Garbage collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcStats {
+    /// The policy (option `gc_policy`).
+    pub policy: String,
+    /// Jobs committed.
+    pub jobs: u64,
+    /// Jobs that failed (their victims were left as they were).
+    pub errors: u64,
+    /// The most recent failure.
+    pub last_error: Option<String>,
+    /// Value tables collected.
+    pub victims: u64,
+    /// Records read from victims.
+    pub records_read: u64,
+    /// Records dropped as garbage.
+    pub records_dropped: u64,
+    /// Records copied to new tables.
+    pub records_written: u64,
+    /// Bytes of records read from victims (value reads).
+    pub value_bytes_read: u64,
+    /// Bytes the validity checks read from the index tree (lookup reads).
+    pub lookup_bytes_read: u64,
+    /// Bytes of value tables written.
+    pub bytes_written: u64,
+    /// Microseconds reading victims.
+    pub read_micros: u64,
+    /// Microseconds checking validity.
+    pub lookup_micros: u64,
+    /// Microseconds writing outputs.
+    pub write_micros: u64,
+    /// Victims being collected now.
+    pub claimed: usize,
+}
+
+/// Space: what is on disk against what is live.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpaceStats {
+    /// Bytes of key tables, value tables and WALs on disk.
+    pub disk_bytes: u64,
+    /// Estimate of live data: key-table bytes plus value-table record bytes that are not
+    /// garbage (hidden garbage, not yet found by compaction, counts as live).
+    pub live_data_estimate: u64,
+    /// `disk_bytes ÷ live_data_estimate` (1 for an empty database).
+    pub space_amplification: f64,
+}
+
 /// Everything `stats()` reports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DbStats {
@@ -133,6 +226,12 @@ pub struct DbStats {
     pub cache: CacheStats,
     /// Recovery at the last open.
     pub recovery: RecoveryStats,
+    /// Value tables.
+    pub values: ValueStats,
+    /// Garbage collection.
+    pub gc: GcStats,
+    /// Space on disk and live data.
+    pub space: SpaceStats,
     /// The failure that made the database read-only, if any.
     pub background_error: Option<String>,
 }

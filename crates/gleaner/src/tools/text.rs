@@ -47,6 +47,7 @@ pub(crate) fn kind_name(kind: ValueKind) -> &'static str {
     match kind {
         ValueKind::Value => "put",
         ValueKind::Deletion => "del",
+        ValueKind::ValueHandle => "handle",
     }
 }
 

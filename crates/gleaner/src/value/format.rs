@@ -1,5 +1,5 @@
 //! The fixed parts of the value-table format: version, magic, limits and the footer.
-//! docs/format-value-table.md is the byte-level specification; keep the two in step.
+//! docs/format.md ("Value table") is the byte-level specification; keep the two in step.
 
 use crate::checksum;
 use crate::coding::{decode_fixed32, decode_fixed64, put_fixed32, put_fixed64};

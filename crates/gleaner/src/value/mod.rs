@@ -13,7 +13,7 @@
 //! positional read of `len` bytes ([`ValueTable::read_record`]). GC's lazy read walks the dense
 //! index alone ([`ValueTable::index_iter`]), decides what is live, and then reads only live
 //! records, coalescing adjacent ones ([`ValueTable::read_range`] and [`RecordIter`]).
-//! docs/format-value-table.md is the byte-level specification.
+//! docs/format.md ("Value table") is the byte-level specification.
 
 pub mod builder;
 pub mod format;
@@ -33,3 +33,6 @@ pub use iter::ValueIndexIter;
 pub use properties::ValueTableProperties;
 pub use reader::ValueTable;
 pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};
+mod handle;
+
+pub use handle::{MAX_HANDLE_LEN, ValueHandle};

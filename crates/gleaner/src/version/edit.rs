@@ -2,12 +2,17 @@
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
 use super::file_meta::TableMeta;
+use super::value_set::{Dependence, Garbage, Inheritor, ValueTableMeta};
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
-use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo};
+use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
 /// Format version written in the first edit of every manifest.
 pub const MANIFEST_FORMAT_VERSION: u64 = 1;
+
+/// Most entries one list inside a field may claim (dependences of a key table, children of an
+/// inheritance record); a larger count is corruption, checked before allocating.
+const MAX_LIST_LEN: u64 = 1 << 20;
 
 mod tag {
     pub const FORMAT_VERSION: u64 = 1;
@@ -17,6 +22,10 @@ mod tag {
     pub const COMPACT_POINTER: u64 = 5;
     pub const DELETED_FILE: u64 = 6;
     pub const NEW_KEY_TABLE: u64 = 7;
+    pub const NEW_VALUE_TABLE: u64 = 8;
+    pub const DELETED_VALUE_TABLE: u64 = 9;
+    pub const VALUE_GARBAGE: u64 = 10;
+    pub const INHERITANCE: u64 = 11;
 }
 
 /// A key table added by an edit.
@@ -41,56 +50,116 @@ pub struct VersionEdit {
     pub last_sequence: Option<SeqNo>,
     /// Per level, the largest internal key of the last compaction (round-robin cursor).
     pub compact_pointers: Vec<(u32, Vec<u8>)>,
-    /// `(level, number)` of removed tables.
+    /// `(level, number)` of removed key tables.
     pub deleted_files: Vec<(u32, u64)>,
-    /// Added tables.
+    /// Added key tables.
     pub new_tables: Vec<NewTable>,
+    /// Added value tables.
+    pub new_value_tables: Vec<ValueTableMeta>,
+    /// Value tables removed from the live set (collected, or entirely garbage).
+    pub deleted_value_tables: Vec<u64>,
+    /// Garbage to add to live value tables.
+    pub value_garbage: Vec<(u64, Garbage)>,
+    /// Inheritance records: a collected value table and the tables its records went to.
+    pub inheritance: Vec<(u64, Vec<Inheritor>)>,
+}
+
+fn emit(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
+    put_varint64(out, tag);
+    put_length_prefixed(out, payload);
 }
 
 impl VersionEdit {
+    /// True when the edit changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == VersionEdit::default()
+    }
+
     /// Encodes the edit.
     pub fn encode(&self) -> Vec<u8> {
-        fn emit(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
-            put_varint64(out, tag);
-            put_length_prefixed(out, payload);
-        }
-        fn single(out: &mut Vec<u8>, tag: u64, value: Option<u64>) {
+        let mut out = Vec::new();
+        let mut f = Vec::new();
+        for (tag, value) in [
+            (tag::FORMAT_VERSION, self.format_version),
+            (tag::LOG_NUMBER, self.log_number),
+            (tag::NEXT_FILE_NUMBER, self.next_file_number),
+            (tag::LAST_SEQUENCE, self.last_sequence),
+        ] {
             if let Some(v) = value {
-                let mut p = Vec::with_capacity(10);
-                put_varint64(&mut p, v);
-                emit(out, tag, &p);
+                f.clear();
+                put_varint64(&mut f, v);
+                emit(&mut out, tag, &f);
             }
         }
-        let mut out = Vec::new();
-        let mut field = Vec::new();
-        single(&mut out, tag::FORMAT_VERSION, self.format_version);
-        single(&mut out, tag::LOG_NUMBER, self.log_number);
-        single(&mut out, tag::NEXT_FILE_NUMBER, self.next_file_number);
-        single(&mut out, tag::LAST_SEQUENCE, self.last_sequence);
         for (level, key) in &self.compact_pointers {
-            field.clear();
-            put_varint64(&mut field, u64::from(*level));
-            put_length_prefixed(&mut field, key);
-            emit(&mut out, tag::COMPACT_POINTER, &field);
+            f.clear();
+            put_varint64(&mut f, u64::from(*level));
+            put_length_prefixed(&mut f, key);
+            emit(&mut out, tag::COMPACT_POINTER, &f);
         }
         for (level, number) in &self.deleted_files {
-            field.clear();
-            put_varint64(&mut field, u64::from(*level));
-            put_varint64(&mut field, *number);
-            emit(&mut out, tag::DELETED_FILE, &field);
+            f.clear();
+            put_varint64(&mut f, u64::from(*level));
+            put_varint64(&mut f, *number);
+            emit(&mut out, tag::DELETED_FILE, &f);
         }
         for NewTable { level, meta: t } in &self.new_tables {
-            field.clear();
-            put_varint64(&mut field, u64::from(*level));
-            put_varint64(&mut field, t.number);
-            put_varint64(&mut field, t.file_size);
-            put_length_prefixed(&mut field, &t.smallest);
-            put_length_prefixed(&mut field, &t.largest);
-            put_varint64(&mut field, t.smallest_seq);
-            put_varint64(&mut field, t.largest_seq);
-            put_varint64(&mut field, t.num_entries);
-            put_varint64(&mut field, t.num_deletions);
-            emit(&mut out, tag::NEW_KEY_TABLE, &field);
+            f.clear();
+            put_varint64(&mut f, u64::from(*level));
+            put_varint64(&mut f, t.number);
+            put_varint64(&mut f, t.file_size);
+            put_length_prefixed(&mut f, &t.smallest);
+            put_length_prefixed(&mut f, &t.largest);
+            for v in [
+                t.smallest_seq,
+                t.largest_seq,
+                t.num_entries,
+                t.num_deletions,
+            ] {
+                put_varint64(&mut f, v);
+            }
+            put_varint64(&mut f, t.dependence.len() as u64);
+            for d in &t.dependence {
+                put_varint64(&mut f, d.value_table);
+                put_varint64(&mut f, d.count);
+                put_varint64(&mut f, d.bytes);
+            }
+            emit(&mut out, tag::NEW_KEY_TABLE, &f);
+        }
+        for v in &self.new_value_tables {
+            f.clear();
+            for n in [v.number, v.file_size, v.records, v.record_bytes] {
+                put_varint64(&mut f, n);
+            }
+            put_length_prefixed(&mut f, &v.smallest_key);
+            put_length_prefixed(&mut f, &v.largest_key);
+            put_varint64(&mut f, v.smallest_seq);
+            put_varint64(&mut f, v.largest_seq);
+            put_varint64(&mut f, u64::from(v.class));
+            emit(&mut out, tag::NEW_VALUE_TABLE, &f);
+        }
+        for number in &self.deleted_value_tables {
+            f.clear();
+            put_varint64(&mut f, *number);
+            emit(&mut out, tag::DELETED_VALUE_TABLE, &f);
+        }
+        for (number, g) in &self.value_garbage {
+            f.clear();
+            put_varint64(&mut f, *number);
+            put_varint64(&mut f, g.records);
+            put_varint64(&mut f, g.bytes);
+            emit(&mut out, tag::VALUE_GARBAGE, &f);
+        }
+        for (victim, children) in &self.inheritance {
+            f.clear();
+            put_varint64(&mut f, *victim);
+            put_varint64(&mut f, children.len() as u64);
+            for c in children {
+                put_varint64(&mut f, c.number);
+                put_length_prefixed(&mut f, &c.smallest_key);
+                put_length_prefixed(&mut f, &c.largest_key);
+            }
+            emit(&mut out, tag::INHERITANCE, &f);
         }
         out
     }
@@ -105,76 +174,147 @@ impl VersionEdit {
             let tag = d.varint64().ok_or_else(|| bad("truncated tag"))?;
             let payload = d.length_prefixed().ok_or_else(|| bad("truncated field"))?;
             let mut p = Decoder::new(payload);
+            let what = match tag {
+                tag::FORMAT_VERSION => "format version",
+                tag::LOG_NUMBER => "log number",
+                tag::NEXT_FILE_NUMBER => "next file number",
+                tag::LAST_SEQUENCE => "last sequence",
+                tag::COMPACT_POINTER => "compact pointer",
+                tag::DELETED_FILE => "deleted key table",
+                tag::NEW_KEY_TABLE => "new key table",
+                tag::NEW_VALUE_TABLE => "new value table",
+                tag::DELETED_VALUE_TABLE => "deleted value table",
+                tag::VALUE_GARBAGE => "value garbage",
+                tag::INHERITANCE => "inheritance",
+                other => return Err(bad(&format!("unknown field tag {other}"))),
+            };
+            let trunc = || bad(&format!("truncated {what}"));
+            let list_len = |p: &mut Decoder<'_>| -> Result<u64> {
+                let n = p.varint64().ok_or_else(trunc)?;
+                if n > MAX_LIST_LEN {
+                    return Err(bad(&format!("{what} lists {n} entries")));
+                }
+                Ok(n)
+            };
             match tag {
-                tag::FORMAT_VERSION => {
-                    edit.format_version = Some(p.varint64().ok_or_else(|| bad("format version"))?)
-                }
-                tag::LOG_NUMBER => {
-                    edit.log_number = Some(p.varint64().ok_or_else(|| bad("log number"))?)
-                }
+                tag::FORMAT_VERSION => edit.format_version = Some(p.varint64().ok_or_else(trunc)?),
+                tag::LOG_NUMBER => edit.log_number = Some(p.varint64().ok_or_else(trunc)?),
                 tag::NEXT_FILE_NUMBER => {
-                    edit.next_file_number =
-                        Some(p.varint64().ok_or_else(|| bad("next file number"))?)
+                    edit.next_file_number = Some(p.varint64().ok_or_else(trunc)?)
                 }
                 tag::LAST_SEQUENCE => {
-                    let s = p.varint64().ok_or_else(|| bad("last sequence"))?;
+                    let s = p.varint64().ok_or_else(trunc)?;
                     if s > MAX_SEQUENCE {
                         return Err(bad("last sequence out of range"));
                     }
                     edit.last_sequence = Some(s);
                 }
                 tag::COMPACT_POINTER => {
-                    let level = p.varint32().ok_or_else(|| bad("compact pointer level"))?;
-                    let key = p
-                        .length_prefixed()
-                        .ok_or_else(|| bad("compact pointer key"))?;
+                    let level = p.varint32().ok_or_else(trunc)?;
+                    let key = p.length_prefixed().ok_or_else(trunc)?;
                     ParsedKey::parse(key)
                         .ok_or_else(|| bad("compact pointer key is not an internal key"))?;
                     edit.compact_pointers.push((level, key.to_vec()));
                 }
                 tag::DELETED_FILE => {
-                    let level = p.varint32().ok_or_else(|| bad("deleted file level"))?;
-                    let number = p.varint64().ok_or_else(|| bad("deleted file number"))?;
+                    let level = p.varint32().ok_or_else(trunc)?;
+                    let number = p.varint64().ok_or_else(trunc)?;
                     edit.deleted_files.push((level, number));
                 }
                 tag::NEW_KEY_TABLE => {
-                    let mut field = || p.varint64().ok_or_else(|| bad("new key table"));
-                    let level = u32::try_from(field()?).map_err(|_| bad("new key table level"))?;
-                    let number = field()?;
-                    let file_size = field()?;
-                    let smallest = p
-                        .length_prefixed()
-                        .ok_or_else(|| bad("new key table smallest key"))?
-                        .to_vec();
-                    let largest = p
-                        .length_prefixed()
-                        .ok_or_else(|| bad("new key table largest key"))?
-                        .to_vec();
-                    let mut field = || p.varint64().ok_or_else(|| bad("new key table"));
-                    let t = TableMeta {
+                    let level = p.varint32().ok_or_else(trunc)?;
+                    let number = p.varint64().ok_or_else(trunc)?;
+                    let file_size = p.varint64().ok_or_else(trunc)?;
+                    let smallest = p.length_prefixed().ok_or_else(trunc)?.to_vec();
+                    let largest = p.length_prefixed().ok_or_else(trunc)?.to_vec();
+                    let mut v = [0u64; 4];
+                    for x in &mut v {
+                        *x = p.varint64().ok_or_else(trunc)?;
+                    }
+                    let n = list_len(&mut p)?;
+                    let mut dependence = Vec::new();
+                    for _ in 0..n {
+                        dependence.push(Dependence {
+                            value_table: p.varint64().ok_or_else(trunc)?,
+                            count: p.varint64().ok_or_else(trunc)?,
+                            bytes: p.varint64().ok_or_else(trunc)?,
+                        });
+                    }
+                    if ParsedKey::parse(&smallest).is_none() || ParsedKey::parse(&largest).is_none()
+                    {
+                        return Err(bad("new key table bounds are not internal keys"));
+                    }
+                    if compare_internal(&smallest, &largest).is_gt() {
+                        return Err(bad("new key table smallest key is after its largest"));
+                    }
+                    let meta = TableMeta {
                         number,
                         file_size,
                         smallest,
                         largest,
-                        smallest_seq: field()?,
-                        largest_seq: field()?,
-                        num_entries: field()?,
-                        num_deletions: field()?,
+                        smallest_seq: v[0],
+                        largest_seq: v[1],
+                        num_entries: v[2],
+                        num_deletions: v[3],
+                        dependence,
                     };
-                    if ParsedKey::parse(&t.smallest).is_none()
-                        || ParsedKey::parse(&t.largest).is_none()
-                    {
-                        return Err(bad("new key table bounds are not internal keys"));
-                    }
-                    if crate::key::compare_internal(&t.smallest, &t.largest).is_gt() {
-                        return Err(bad("new key table smallest key is after its largest"));
-                    }
-                    edit.new_tables.push(NewTable { level, meta: t });
+                    edit.new_tables.push(NewTable { level, meta });
                 }
-                other => return Err(bad(&format!("unknown field tag {other}"))),
+                tag::NEW_VALUE_TABLE => {
+                    let mut v = [0u64; 4];
+                    for x in &mut v {
+                        *x = p.varint64().ok_or_else(trunc)?;
+                    }
+                    let smallest_key = p.length_prefixed().ok_or_else(trunc)?.to_vec();
+                    let largest_key = p.length_prefixed().ok_or_else(trunc)?.to_vec();
+                    let smallest_seq = p.varint64().ok_or_else(trunc)?;
+                    let largest_seq = p.varint64().ok_or_else(trunc)?;
+                    let class = p.varint32().ok_or_else(trunc)?;
+                    if smallest_key > largest_key {
+                        return Err(bad("new value table smallest key is after its largest"));
+                    }
+                    edit.new_value_tables.push(ValueTableMeta {
+                        number: v[0],
+                        file_size: v[1],
+                        records: v[2],
+                        record_bytes: v[3],
+                        smallest_key,
+                        largest_key,
+                        smallest_seq,
+                        largest_seq,
+                        class,
+                    });
+                }
+                tag::DELETED_VALUE_TABLE => edit
+                    .deleted_value_tables
+                    .push(p.varint64().ok_or_else(trunc)?),
+                tag::VALUE_GARBAGE => {
+                    let number = p.varint64().ok_or_else(trunc)?;
+                    let records = p.varint64().ok_or_else(trunc)?;
+                    let bytes = p.varint64().ok_or_else(trunc)?;
+                    edit.value_garbage
+                        .push((number, Garbage { records, bytes }));
+                }
+                tag::INHERITANCE => {
+                    let victim = p.varint64().ok_or_else(trunc)?;
+                    let n = list_len(&mut p)?;
+                    let mut children = Vec::new();
+                    for _ in 0..n {
+                        let number = p.varint64().ok_or_else(trunc)?;
+                        let smallest_key = p.length_prefixed().ok_or_else(trunc)?.to_vec();
+                        let largest_key = p.length_prefixed().ok_or_else(trunc)?.to_vec();
+                        children.push(Inheritor {
+                            number,
+                            smallest_key,
+                            largest_key,
+                        });
+                    }
+                    edit.inheritance.push((victim, children));
+                }
+                _ => unreachable!("tags were matched above"),
             }
             if !p.is_empty() {
-                return Err(bad(&format!("field tag {tag} has trailing bytes")));
+                return Err(bad(&format!("{what} field has trailing bytes")));
             }
         }
         Ok(edit)
@@ -205,8 +345,40 @@ mod tests {
                     largest_seq: 10,
                     num_entries: 100,
                     num_deletions: 4,
+                    dependence: vec![Dependence {
+                        value_table: 30,
+                        count: 17,
+                        bytes: 170_000,
+                    }],
                 },
             }],
+            new_value_tables: vec![ValueTableMeta {
+                number: 30,
+                file_size: 1 << 20,
+                records: 60,
+                record_bytes: 1 << 19,
+                smallest_key: b"a".to_vec(),
+                largest_key: b"y".to_vec(),
+                smallest_seq: 2,
+                largest_seq: 90,
+                class: 1,
+            }],
+            deleted_value_tables: vec![21, 22],
+            value_garbage: vec![(
+                30,
+                Garbage {
+                    records: 3,
+                    bytes: 300,
+                },
+            )],
+            inheritance: vec![(
+                21,
+                vec![Inheritor {
+                    number: 30,
+                    smallest_key: b"a".to_vec(),
+                    largest_key: b"y".to_vec(),
+                }],
+            )],
         }
     }
 
@@ -218,6 +390,7 @@ mod tests {
             e
         );
         let empty = VersionEdit::default();
+        assert!(empty.is_empty());
         assert_eq!(
             VersionEdit::decode(&empty.encode(), "M", 0).expect("decode"),
             empty
@@ -243,5 +416,12 @@ mod tests {
         put_varint64(&mut trailing, tag::LOG_NUMBER);
         put_length_prefixed(&mut trailing, &[1, 2]);
         assert!(VersionEdit::decode(&trailing, "M", 0).is_err());
+        let mut huge_list = Vec::new();
+        let mut payload = Vec::new();
+        put_varint64(&mut payload, 5);
+        put_varint64(&mut payload, u64::MAX);
+        emit(&mut huge_list, tag::INHERITANCE, &payload);
+        let err = VersionEdit::decode(&huge_list, "M", 0).expect_err("huge list");
+        assert!(err.to_string().contains("entries"), "{err}");
     }
 }

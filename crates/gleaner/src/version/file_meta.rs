@@ -6,11 +6,20 @@ use std::sync::{Arc, OnceLock};
 
 use crate::key::{self, SeqNo};
 
-/// Receives the numbers of files that are no longer referenced by anything.
+/// The kinds of table whose lifetime versions track.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// A key table (`.sst`).
+    KeyTable,
+    /// A value table (`.vst`).
+    ValueTable,
+}
+
+/// Receives the tables that are no longer referenced by anything.
 pub trait ObsoleteFileSink: Send + Sync {
-    /// Called exactly once per file, from whichever thread drops the last reference.
+    /// Called exactly once per table, from whichever thread drops the last reference.
     /// Implementations must not block or do I/O here; they queue the file for deletion.
-    fn file_unreferenced(&self, number: u64);
+    fn file_unreferenced(&self, kind: FileKind, number: u64);
 }
 
 /// What the manifest records about one key table.
@@ -32,6 +41,8 @@ pub struct TableMeta {
     pub num_entries: u64,
     /// Number of deletion entries.
     pub num_deletions: u64,
+    /// Handles the table holds, per value table they name.
+    pub dependence: Vec<super::value_set::Dependence>,
 }
 
 impl TableMeta {
@@ -115,7 +126,7 @@ impl FileMetaData {
 impl Drop for FileMetaData {
     fn drop(&mut self) {
         if let Some(sink) = self.obsolete.get() {
-            sink.file_unreferenced(self.number);
+            sink.file_unreferenced(FileKind::KeyTable, self.number);
         }
     }
 }
@@ -129,7 +140,7 @@ mod tests {
     #[derive(Default)]
     struct Collect(Mutex<Vec<u64>>);
     impl ObsoleteFileSink for Collect {
-        fn file_unreferenced(&self, number: u64) {
+        fn file_unreferenced(&self, _kind: FileKind, number: u64) {
             self.0.lock().push(number);
         }
     }
@@ -144,6 +155,7 @@ mod tests {
             largest_seq: 5,
             num_entries: 2,
             num_deletions: 0,
+            dependence: Vec::new(),
         }))
     }
 

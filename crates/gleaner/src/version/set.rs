@@ -193,11 +193,7 @@ impl VersionSet {
             )));
         }
         let mut levels = Version::new(cfg.num_levels);
-        let all = VersionEdit {
-            new_tables: version.all_files().map(|(l, f)| new_table(l, f)).collect(),
-            ..Default::default()
-        };
-        levels = levels.apply(&all, &name, 0)?;
+        levels = levels.apply(&version.snapshot_edit(), &name, 0)?;
         pointers.truncate(cfg.num_levels);
         let max_number = version
             .all_files()
@@ -283,6 +279,11 @@ impl VersionSet {
                 f.mark_obsolete(Arc::clone(&self.sink));
             }
         }
+        for number in &edit.deleted_value_tables {
+            if let Some(v) = self.current.values().live(*number) {
+                v.mark_obsolete(Arc::clone(&self.sink));
+            }
+        }
         self.current = Arc::new(next);
         Ok(Arc::clone(&self.current))
     }
@@ -330,7 +331,11 @@ impl VersionSet {
                 snapshot.compact_pointers.push((level as u32, key.clone()));
             }
         }
-        snapshot.new_tables = next.all_files().map(|(l, f)| new_table(l, f)).collect();
+        let files = next.snapshot_edit();
+        snapshot.new_tables = files.new_tables;
+        snapshot.new_value_tables = files.new_value_tables;
+        snapshot.value_garbage = files.value_garbage;
+        snapshot.inheritance = files.inheritance;
         let path = self.dir.join(manifest_file_name(number));
         let file = self.fs.new_writable(
             &path,

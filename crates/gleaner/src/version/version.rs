@@ -6,25 +6,19 @@ use std::sync::Arc;
 use super::edit::VersionEdit;
 use super::file_meta::FileMetaData;
 use super::level_iter::LevelIter;
+use super::value_set::ValueSet;
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ParsedKey, ValueKind};
+use crate::lookup::Lookup;
 use crate::table::ReadCtx;
 
-/// What the index tree holds for a key at a sequence number.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TreeLookup {
-    /// The newest visible version is this value.
-    Value(Vec<u8>),
-    /// The newest visible version is a deletion.
-    Deleted,
-}
-
-/// The live key tables of every level.
+/// The live key tables of every level, and the value tables they reference.
 #[derive(Debug, Clone)]
 pub struct Version {
     levels: Vec<Vec<Arc<FileMetaData>>>,
+    values: ValueSet,
 }
 
 impl Version {
@@ -32,7 +26,13 @@ impl Version {
     pub fn new(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
+            values: ValueSet::default(),
         }
+    }
+
+    /// The value tables, their garbage and the inheritance records.
+    pub fn values(&self) -> &ValueSet {
+        &self.values
     }
 
     /// Number of levels.
@@ -93,6 +93,7 @@ impl Version {
     pub fn apply(&self, edit: &VersionEdit, file: &str, offset: u64) -> Result<Version> {
         let bad = |what: String| Error::corruption(file, offset, what);
         let mut levels = self.levels.clone();
+        let mut values = self.values.clone();
         let mut moved: Vec<Arc<FileMetaData>> = Vec::new();
         for &(level, number) in &edit.deleted_files {
             let files = levels
@@ -106,7 +107,9 @@ impl Version {
                         "edit deletes table {number}, which is not in level {level}"
                     ))
                 })?;
-            moved.push(files.remove(pos));
+            let removed = files.remove(pos);
+            values.remove_refs(&removed.dependence).map_err(bad)?;
+            moved.push(removed);
         }
         for t in &edit.new_tables {
             let level = t.level as usize;
@@ -133,8 +136,24 @@ impl Version {
                     t.meta.number
                 )));
             }
+            values.add_refs(&meta.dependence);
             levels[level].push(meta);
         }
+        for v in &edit.new_value_tables {
+            values.add_table(v.clone()).map_err(bad)?;
+        }
+        for &(number, delta) in &edit.value_garbage {
+            values.add_garbage(number, delta).map_err(bad)?;
+        }
+        for &number in &edit.deleted_value_tables {
+            values.remove_table(number).map_err(bad)?;
+        }
+        for (victim, children) in &edit.inheritance {
+            values
+                .add_inheritance(*victim, children.clone())
+                .map_err(bad)?;
+        }
+        values.prune_inheritance();
         levels[0].sort_by(|a, b| {
             b.largest_seq
                 .cmp(&a.largest_seq)
@@ -143,9 +162,33 @@ impl Version {
         for files in levels.iter_mut().skip(1) {
             files.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
         }
-        let v = Version { levels };
+        let v = Version { levels, values };
         v.check_invariants().map_err(bad)?;
         Ok(v)
+    }
+
+    /// The edit that rebuilds this version's files from nothing: every key table, value table,
+    /// garbage count and inheritance record (the first record of a new manifest).
+    pub fn snapshot_edit(&self) -> VersionEdit {
+        let values = &self.values;
+        VersionEdit {
+            new_tables: self
+                .all_files()
+                .map(|(l, f)| super::set::new_table(l, f))
+                .collect(),
+            new_value_tables: values.tables().map(|v| v.meta().clone()).collect(),
+            value_garbage: values
+                .tables()
+                .map(|v| (v.number, values.garbage(v.number)))
+                .filter(|(_, g)| *g != super::value_set::Garbage::default())
+                .collect(),
+            inheritance: values
+                .inheritance()
+                .iter()
+                .map(|(n, c)| (*n, c.clone()))
+                .collect(),
+            ..Default::default()
+        }
     }
 
     /// Checks that every level above L0 is sorted with disjoint user-key ranges.
@@ -178,7 +221,7 @@ impl Version {
         tables: &TableCache,
         lookup_key: &[u8],
         ctx: ReadCtx,
-    ) -> Result<Option<TreeLookup>> {
+    ) -> Result<Option<Lookup>> {
         let user_key = key::user_key(lookup_key);
         for f in &self.levels[0] {
             if f.smallest_user_key() <= user_key
@@ -205,21 +248,21 @@ impl Version {
         f: &FileMetaData,
         lookup_key: &[u8],
         ctx: ReadCtx,
-    ) -> Result<Option<TreeLookup>> {
+    ) -> Result<Option<Lookup>> {
         let table = tables.get(f, ctx.class)?;
         let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
             return Ok(None);
         };
-        let parsed = ParsedKey::parse(&ikey).ok_or_else(|| {
-            Error::corruption(
-                crate::filename::table_file_name(f.number),
-                0,
-                "malformed internal key",
-            )
-        })?;
+        let name = || crate::filename::table_file_name(f.number);
+        let parsed = ParsedKey::parse(&ikey)
+            .ok_or_else(|| Error::corruption(name(), 0, "malformed internal key"))?;
         Ok(Some(match parsed.kind {
-            ValueKind::Value => TreeLookup::Value(value),
-            ValueKind::Deletion => TreeLookup::Deleted,
+            ValueKind::Value => Lookup::Value(value),
+            ValueKind::Deletion => Lookup::Deleted,
+            ValueKind::ValueHandle => Lookup::Handle {
+                handle: crate::value::ValueHandle::decode(&value, &name(), 0)?,
+                seq: parsed.seq,
+            },
         }))
     }
 
@@ -265,6 +308,7 @@ mod tests {
                 largest_seq: seq,
                 num_entries: 1,
                 num_deletions: 0,
+                dependence: Vec::new(),
             },
         }
     }

@@ -169,6 +169,7 @@ struct Listing {
     manifests: BTreeSet<u64>,
     temps: Vec<String>,
     options: bool,
+    value_tables: BTreeSet<u64>,
 }
 
 impl Listing {
@@ -178,6 +179,9 @@ impl Listing {
             match parse_file_name(name) {
                 Some(FileType::KeyTable(n)) => {
                     l.tables.insert(n);
+                }
+                Some(FileType::ValueTable(n)) => {
+                    l.value_tables.insert(n);
                 }
                 Some(FileType::Wal(n)) => {
                     l.wals.insert(n);

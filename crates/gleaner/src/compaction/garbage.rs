@@ -1,0 +1,208 @@
+//! Garbage accounting from drop events, and rewriting of stale handles.
+//!
+//! Every handle a compaction drops makes its record garbage. The record's table is found at drop
+//! time (following inheritance); the garbage is recorded in the compaction's version edit, so it
+//! is persisted with the change that created it.
+//!
+//! Tables a GC job is collecting ("claimed") need care: the job checks records against the index
+//! tree while compactions keep dropping handles. A compaction that started before a table was
+//! claimed is waited for by the GC job before it checks anything, so its drops are simply counted.
+//! A compaction that started after the claim keeps each drop into a claimed table in detail
+//! (key, sequence, length): at its commit the drop is counted against the table if it is still
+//! live (and handed to the GC job, which moves it onto the table the record was copied to), or
+//! against the job's output otherwise.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::iterator::{DropEvent, DropListener};
+use crate::cache::ValueTableCache;
+use crate::error::Result;
+use crate::io::IoClass;
+use crate::key::{ParsedKey, SeqNo, ValueKind};
+use crate::value::ValueHandle;
+use crate::version::{Garbage, Resolved, Version, VersionEdit};
+
+/// A dropped handle into a table a GC job had claimed, kept in detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedDrop {
+    /// The table the record was in when the handle was dropped.
+    pub table: u64,
+    /// The record's user key.
+    pub key: Vec<u8>,
+    /// The record's sequence number.
+    pub seq: SeqNo,
+    /// The record's length.
+    pub len: u64,
+}
+
+/// A drop a GC job must account for: the record `seq` of length `len` in a claimed victim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LateDrop {
+    /// The record's sequence number (unique per write).
+    pub seq: SeqNo,
+    /// The record's length.
+    pub len: u64,
+}
+
+/// Collects the garbage a compaction creates.
+pub struct GarbageListener {
+    version: Arc<Version>,
+    claimed: BTreeSet<u64>,
+    aggregated: BTreeMap<u64, Garbage>,
+    detailed: Vec<ClaimedDrop>,
+    unresolved: u64,
+}
+
+impl GarbageListener {
+    /// A listener resolving handles in `version`; `claimed` are the tables GC jobs held when the
+    /// compaction started.
+    pub fn new(version: Arc<Version>, claimed: BTreeSet<u64>) -> Self {
+        GarbageListener {
+            version,
+            claimed,
+            aggregated: BTreeMap::new(),
+            detailed: Vec::new(),
+            unresolved: 0,
+        }
+    }
+
+    /// Dropped handles whose record could not be placed (should stay 0).
+    pub fn unresolved(&self) -> u64 {
+        self.unresolved
+    }
+
+    /// Adds the garbage to `edit`, resolved against `current` (the version the edit applies to).
+    /// Drops into tables still claimed are returned for the GC jobs holding them; tables that
+    /// become entirely garbage (and are not claimed) are deleted by the edit.
+    pub fn settle(
+        self,
+        current: &Version,
+        claimed_now: &BTreeSet<u64>,
+        edit: &mut VersionEdit,
+    ) -> (Vec<(u64, LateDrop)>, u64) {
+        let values = current.values();
+        let mut delta = self.aggregated;
+        let mut unresolved = self.unresolved;
+        let mut late = Vec::new();
+        delta.retain(|t, _| {
+            let live = values.live(*t).is_some();
+            if !live {
+                unresolved += 1;
+            }
+            live
+        });
+        for d in self.detailed {
+            let target = if values.live(d.table).is_some() {
+                Some(d.table)
+            } else {
+                match values.resolve(d.table, &d.key) {
+                    Resolved::Live(t) => Some(t.number),
+                    Resolved::Gone => None,
+                }
+            };
+            let Some(t) = target else {
+                unresolved += 1;
+                continue;
+            };
+            let g = delta.entry(t).or_default();
+            g.records += 1;
+            g.bytes += d.len;
+            if claimed_now.contains(&t) {
+                late.push((
+                    t,
+                    LateDrop {
+                        seq: d.seq,
+                        len: d.len,
+                    },
+                ));
+            }
+        }
+        for (&t, g) in &delta {
+            edit.value_garbage.push((t, *g));
+            if let Some(v) = values.live(t) {
+                let total = values.garbage(t).records + g.records;
+                if total >= v.records && !claimed_now.contains(&t) {
+                    edit.deleted_value_tables.push(t);
+                }
+            }
+        }
+        (late, unresolved)
+    }
+}
+
+impl DropListener for GarbageListener {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        if event.key.kind != ValueKind::ValueHandle {
+            return;
+        }
+        let Ok(handle) = ValueHandle::decode(event.value, "compaction input", 0) else {
+            self.unresolved += 1;
+            return;
+        };
+        let table = match self
+            .version
+            .values()
+            .resolve(handle.file_number, event.key.user_key)
+        {
+            Resolved::Live(t) => t.number,
+            Resolved::Gone => {
+                self.unresolved += 1;
+                return;
+            }
+        };
+        if self.claimed.contains(&table) {
+            self.detailed.push(ClaimedDrop {
+                table,
+                key: event.key.user_key.to_vec(),
+                seq: event.key.seq,
+                len: handle.len,
+            });
+        } else {
+            let g = self.aggregated.entry(table).or_default();
+            g.records += 1;
+            g.bytes += handle.len;
+        }
+    }
+}
+
+/// Points handles that name collected tables at the table now holding their record, so reads
+/// stop paying for inheritance and old inheritance records can be pruned.
+pub struct HandleRewriter<'a> {
+    version: &'a Version,
+    cache: &'a ValueTableCache,
+    /// Handles rewritten so far.
+    pub rewritten: u64,
+}
+
+impl<'a> HandleRewriter<'a> {
+    /// A rewriter resolving in `version`.
+    pub fn new(version: &'a Version, cache: &'a ValueTableCache) -> Self {
+        HandleRewriter {
+            version,
+            cache,
+            rewritten: 0,
+        }
+    }
+
+    /// The replacement value of entry `ikey` / `value`, if it is a stale handle.
+    pub fn rewrite(&mut self, key: &ParsedKey<'_>, value: &[u8]) -> Result<Option<ValueHandle>> {
+        if key.kind != ValueKind::ValueHandle {
+            return Ok(None);
+        }
+        let handle = ValueHandle::decode(value, "compaction input", 0)?;
+        if self.version.values().live(handle.file_number).is_some() {
+            return Ok(None);
+        }
+        let at = self.version.values().locate(
+            self.cache,
+            key.user_key,
+            key.seq,
+            handle,
+            IoClass::CompactionRead,
+            false,
+        )?;
+        self.rewritten += 1;
+        Ok(Some(at.handle))
+    }
+}

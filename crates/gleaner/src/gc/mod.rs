@@ -1,0 +1,13 @@
+//! Garbage collection of value tables: the policy interface, the policies, and the GC job.
+
+pub mod job;
+pub mod policy;
+pub mod reader;
+pub mod terarkdb;
+
+pub use job::{GcJobOutput, GcJobStats, run_gc_job};
+pub use policy::{
+    GcOutputRouting, GcPolicy, GcReadMode, GcValidity, IndexUpdate, VictimCandidate, policy_for,
+};
+pub use reader::VictimReader;
+pub use terarkdb::TerarkDbPolicy;

@@ -1,0 +1,104 @@
+//! Reading victims for a full-read GC job: every record of a value table in key order, in
+//! chunks of consecutive records (the dense index says where records start and end, so each
+//! chunk is one read of whole records).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::io::IoClass;
+use crate::value::{IndexEntry, OwnedRecord, RecordIter, ValueIndexIter, ValueTable};
+
+/// Bytes of records one read fetches (a single larger record is read alone).
+pub const GC_READ_CHUNK: u64 = 1 << 20;
+
+/// Streams the records of one victim in internal-key order.
+pub struct VictimReader {
+    table: Arc<ValueTable>,
+    index: ValueIndexIter,
+    peeked: Option<IndexEntry>,
+    ready: VecDeque<OwnedRecord>,
+    /// Bytes of records read so far.
+    pub bytes_read: u64,
+}
+
+impl VictimReader {
+    /// A reader over `table` (reads counted as GC reads).
+    pub fn new(table: Arc<ValueTable>) -> Self {
+        let index = table.index_iter(IoClass::GcRead);
+        VictimReader {
+            table,
+            index,
+            peeked: None,
+            ready: VecDeque::new(),
+            bytes_read: 0,
+        }
+    }
+
+    /// The table being read.
+    pub fn table(&self) -> &Arc<ValueTable> {
+        &self.table
+    }
+
+    fn next_entry(&mut self) -> Result<Option<IndexEntry>> {
+        if let Some(e) = self.peeked.take() {
+            return Ok(Some(e));
+        }
+        self.index.next().transpose()
+    }
+
+    /// Reads the next chunk of consecutive records into `ready`.
+    fn fill(&mut self) -> Result<()> {
+        let Some(first) = self.next_entry()? else {
+            return Ok(());
+        };
+        let start = first.offset;
+        let mut end = first.offset + first.len;
+        let mut entries = vec![first];
+        while end - start < GC_READ_CHUNK {
+            match self.next_entry()? {
+                Some(e) if e.offset == end => {
+                    end += e.len;
+                    entries.push(e);
+                }
+                Some(e) => {
+                    return Err(Error::corruption(
+                        self.table.file_name(),
+                        e.offset,
+                        format!("records are not contiguous: expected one at offset {end}"),
+                    ));
+                }
+                None => break,
+            }
+        }
+        let buf = self.table.read_range(start, end - start, IoClass::GcRead)?;
+        self.bytes_read += end - start;
+        let mut records = RecordIter::new(&buf, start, self.table.file_name());
+        for e in entries {
+            let (offset, r) = records.next().ok_or_else(|| {
+                Error::corruption(
+                    self.table.file_name(),
+                    e.offset,
+                    "record missing from its chunk",
+                )
+            })??;
+            if offset != e.offset || r.key != e.user_key.as_slice() || r.seq != e.seq {
+                return Err(Error::corruption(
+                    self.table.file_name(),
+                    offset,
+                    "record does not match its dense-index entry",
+                ));
+            }
+            self.ready.push_back(r.into());
+        }
+        Ok(())
+    }
+
+    /// The next record, or `None` after the last.
+    pub fn next_record(&mut self) -> Result<Option<OwnedRecord>> {
+        if self.ready.is_empty() {
+            self.fill()?;
+        }
+        Ok(self.ready.pop_front())
+    }
+}

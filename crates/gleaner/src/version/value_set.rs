@@ -1,0 +1,448 @@
+//! The value tables of a version: which are live, how much of each is garbage, and the
+//! inheritance records that let handles naming a garbage-collected table find their records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, OnceLock};
+
+use super::file_meta::{FileKind, ObsoleteFileSink};
+use crate::key::SeqNo;
+
+/// What the manifest records about one value table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueTableMeta {
+    /// File number (`NNNNNN.vst`).
+    pub number: u64,
+    /// Size in bytes.
+    pub file_size: u64,
+    /// Number of records.
+    pub records: u64,
+    /// Bytes of all records (headers, keys and values).
+    pub record_bytes: u64,
+    /// Smallest user key.
+    pub smallest_key: Vec<u8>,
+    /// Largest user key.
+    pub largest_key: Vec<u8>,
+    /// Smallest sequence number.
+    pub smallest_seq: SeqNo,
+    /// Largest sequence number.
+    pub largest_seq: SeqNo,
+    /// Class tag (0 = default; hotness and lifetime policies use others).
+    pub class: u32,
+}
+
+impl ValueTableMeta {
+    /// True when `user_key` lies within the table's key range.
+    pub fn covers(&self, user_key: &[u8]) -> bool {
+        self.smallest_key.as_slice() <= user_key && user_key <= self.largest_key.as_slice()
+    }
+}
+
+/// A value table in a version, shared by every version that lists it; it derefs to its
+/// metadata. When the table is removed from the current version (by GC, or because every
+/// record became garbage), the file is deleted once the last version, iterator or job holding
+/// this object lets go.
+pub struct ValueFile {
+    meta: ValueTableMeta,
+    obsolete: OnceLock<Arc<dyn ObsoleteFileSink>>,
+}
+
+impl std::ops::Deref for ValueFile {
+    type Target = ValueTableMeta;
+
+    fn deref(&self) -> &ValueTableMeta {
+        &self.meta
+    }
+}
+
+impl std::fmt::Debug for ValueFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueFile")
+            .field("number", &self.number)
+            .field("records", &self.records)
+            .field("record_bytes", &self.record_bytes)
+            .finish()
+    }
+}
+
+impl ValueFile {
+    /// A live value table.
+    pub fn new(meta: ValueTableMeta) -> Self {
+        ValueFile {
+            meta,
+            obsolete: OnceLock::new(),
+        }
+    }
+
+    /// The recorded metadata.
+    pub fn meta(&self) -> &ValueTableMeta {
+        &self.meta
+    }
+
+    /// Marks the table as removed by a durable manifest edit (see
+    /// [`FileMetaData::mark_obsolete`](super::FileMetaData::mark_obsolete)).
+    pub fn mark_obsolete(&self, sink: Arc<dyn ObsoleteFileSink>) {
+        let _ = self.obsolete.set(sink);
+    }
+}
+
+impl Drop for ValueFile {
+    fn drop(&mut self) {
+        if let Some(sink) = self.obsolete.get() {
+            sink.file_unreferenced(FileKind::ValueTable, self.meta.number);
+        }
+    }
+}
+
+/// Garbage of one value table: records no key-table entry references any more.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Garbage {
+    /// Garbage records.
+    pub records: u64,
+    /// Bytes of those records.
+    pub bytes: u64,
+}
+
+/// One table a garbage-collected value table's records were rewritten into, with the user-key
+/// range it holds (GC output is one sorted run cut between user keys, so the ranges of one
+/// victim's children are disjoint and a key picks exactly one child).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inheritor {
+    /// The child table.
+    pub number: u64,
+    /// Smallest user key in it.
+    pub smallest_key: Vec<u8>,
+    /// Largest user key in it.
+    pub largest_key: Vec<u8>,
+}
+
+/// How many handles, and to how many record bytes, one key table holds into one value table
+/// ("dependence"). Live key tables' dependences decide which inheritance records are still
+/// needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dependence {
+    /// The value table the handles name.
+    pub value_table: u64,
+    /// Number of handles.
+    pub count: u64,
+    /// Sum of the handles' record lengths.
+    pub bytes: u64,
+}
+
+/// Most inheritance steps followed to resolve one handle; a longer chain means the records are
+/// corrupt (each step is a GC generation, and entries are pruned when unreferenced).
+pub const MAX_INHERITANCE_DEPTH: usize = 1000;
+
+/// Where a handle's record is now.
+#[derive(Debug, Clone)]
+pub enum Resolved {
+    /// In this live table.
+    Live(Arc<ValueFile>),
+    /// Nowhere: no live table can hold it (garbage collected away, or a dangling handle).
+    Gone,
+}
+
+/// The value-table part of a version.
+#[derive(Debug, Clone, Default)]
+pub struct ValueSet {
+    tables: BTreeMap<u64, Arc<ValueFile>>,
+    garbage: BTreeMap<u64, Garbage>,
+    inheritance: BTreeMap<u64, Vec<Inheritor>>,
+    /// Handles from live key tables, per value-table number they name.
+    refs: BTreeMap<u64, u64>,
+}
+
+impl ValueSet {
+    /// The live table `number`.
+    pub fn live(&self, number: u64) -> Option<&Arc<ValueFile>> {
+        self.tables.get(&number)
+    }
+
+    /// Every live value table, by number.
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<ValueFile>> {
+        self.tables.values()
+    }
+
+    /// Number of live value tables.
+    pub fn len(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// True when there is no live value table.
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+
+    /// Garbage of live table `number` (zero for unknown tables).
+    pub fn garbage(&self, number: u64) -> Garbage {
+        self.garbage.get(&number).copied().unwrap_or_default()
+    }
+
+    /// The inheritance records: garbage-collected table → the tables its records went to.
+    pub fn inheritance(&self) -> &BTreeMap<u64, Vec<Inheritor>> {
+        &self.inheritance
+    }
+
+    /// Handles held by live key tables, per value-table number they name.
+    pub fn refs(&self) -> &BTreeMap<u64, u64> {
+        &self.refs
+    }
+
+    /// The live table that holds the record of `user_key` that a handle naming table `number`
+    /// points at, following inheritance records. It does not check that the record is really
+    /// there; readers look it up by key and sequence.
+    pub fn resolve(&self, number: u64, user_key: &[u8]) -> Resolved {
+        let mut n = number;
+        for _ in 0..MAX_INHERITANCE_DEPTH {
+            if let Some(t) = self.tables.get(&n) {
+                return Resolved::Live(Arc::clone(t));
+            }
+            let Some(children) = self.inheritance.get(&n) else {
+                return Resolved::Gone;
+            };
+            let Some(child) = children.iter().find(|c| {
+                c.smallest_key.as_slice() <= user_key && user_key <= c.largest_key.as_slice()
+            }) else {
+                return Resolved::Gone;
+            };
+            n = child.number;
+        }
+        Resolved::Gone
+    }
+
+    pub(super) fn add_refs(&mut self, deps: &[Dependence]) {
+        for d in deps {
+            *self.refs.entry(d.value_table).or_insert(0) += d.count;
+        }
+    }
+
+    pub(super) fn remove_refs(&mut self, deps: &[Dependence]) -> Result<(), String> {
+        for d in deps {
+            let r = self
+                .refs
+                .get_mut(&d.value_table)
+                .filter(|r| **r >= d.count)
+                .ok_or_else(|| {
+                    format!(
+                        "reference count of value table {} would go negative",
+                        d.value_table
+                    )
+                })?;
+            *r -= d.count;
+            if *r == 0 {
+                self.refs.remove(&d.value_table);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn add_table(&mut self, meta: ValueTableMeta) -> Result<(), String> {
+        let n = meta.number;
+        if self.tables.contains_key(&n) || self.inheritance.contains_key(&n) {
+            return Err(format!("value table {n} added twice"));
+        }
+        self.tables.insert(n, Arc::new(ValueFile::new(meta)));
+        Ok(())
+    }
+
+    pub(super) fn remove_table(&mut self, number: u64) -> Result<Arc<ValueFile>, String> {
+        self.garbage.remove(&number);
+        self.tables
+            .remove(&number)
+            .ok_or_else(|| format!("edit deletes value table {number}, which is not live"))
+    }
+
+    pub(super) fn add_garbage(&mut self, number: u64, delta: Garbage) -> Result<(), String> {
+        let t = self.tables.get(&number).ok_or_else(|| {
+            format!("garbage recorded for value table {number}, which is not live")
+        })?;
+        let g = self.garbage.entry(number).or_default();
+        g.records += delta.records;
+        g.bytes += delta.bytes;
+        if g.records > t.records || g.bytes > t.record_bytes {
+            return Err(format!(
+                "value table {number} would hold more garbage ({} records, {} bytes) than data ({} records, {} bytes)",
+                g.records, g.bytes, t.records, t.record_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn add_inheritance(
+        &mut self,
+        victim: u64,
+        children: Vec<Inheritor>,
+    ) -> Result<(), String> {
+        if self.tables.contains_key(&victim) {
+            return Err(format!(
+                "inheritance recorded for value table {victim}, which is still live"
+            ));
+        }
+        if self.inheritance.insert(victim, children).is_some() {
+            return Err(format!(
+                "inheritance of value table {victim} recorded twice"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Drops inheritance records no live key table can reach any more: a record is kept while
+    /// some key table holds a handle naming its table or one of that table's ancestors.
+    pub(super) fn prune_inheritance(&mut self) {
+        if self.inheritance.is_empty() {
+            return;
+        }
+        let mut needed: BTreeSet<u64> = BTreeSet::new();
+        let mut stack: Vec<u64> = self
+            .refs
+            .keys()
+            .copied()
+            .filter(|n| self.inheritance.contains_key(n))
+            .collect();
+        while let Some(n) = stack.pop() {
+            if !needed.insert(n) {
+                continue;
+            }
+            if let Some(children) = self.inheritance.get(&n) {
+                stack.extend(
+                    children
+                        .iter()
+                        .map(|c| c.number)
+                        .filter(|c| self.inheritance.contains_key(c)),
+                );
+            }
+        }
+        self.inheritance.retain(|n, _| needed.contains(n));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(number: u64, lo: &str, hi: &str) -> ValueTableMeta {
+        ValueTableMeta {
+            number,
+            file_size: 100,
+            records: 10,
+            record_bytes: 1000,
+            smallest_key: lo.as_bytes().to_vec(),
+            largest_key: hi.as_bytes().to_vec(),
+            smallest_seq: 1,
+            largest_seq: 10,
+            class: 0,
+        }
+    }
+
+    fn child(number: u64, lo: &str, hi: &str) -> Inheritor {
+        Inheritor {
+            number,
+            smallest_key: lo.as_bytes().to_vec(),
+            largest_key: hi.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn resolution_follows_inheritance_by_key_range() {
+        let mut s = ValueSet::default();
+        s.add_table(meta(1, "a", "z")).expect("add");
+        s.add_table(meta(4, "a", "f")).expect("add");
+        s.add_table(meta(5, "m", "z")).expect("add");
+        // 1 was collected into 2 (a..k) and 3 (m..z); 2 was later collected into 4.
+        s.remove_table(1).expect("remove");
+        s.add_inheritance(1, vec![child(2, "a", "k"), child(3, "m", "z")])
+            .expect("inherit");
+        s.add_inheritance(2, vec![child(4, "a", "f")])
+            .expect("inherit");
+        assert!(matches!(s.resolve(1, b"c"), Resolved::Live(t) if t.number == 4));
+        assert!(
+            matches!(s.resolve(1, b"h"), Resolved::Gone),
+            "2 kept nothing beyond f"
+        );
+        assert!(
+            matches!(s.resolve(1, b"l"), Resolved::Gone),
+            "between the children"
+        );
+        assert!(
+            matches!(s.resolve(3, b"x"), Resolved::Gone),
+            "3 is neither live nor inherited"
+        );
+        assert!(matches!(s.resolve(5, b"x"), Resolved::Live(t) if t.number == 5));
+    }
+
+    #[test]
+    fn inheritance_is_pruned_when_no_key_table_reaches_it() {
+        let mut s = ValueSet::default();
+        s.add_table(meta(4, "a", "z")).expect("add");
+        s.add_inheritance(1, vec![child(2, "a", "z")])
+            .expect("inherit");
+        s.add_inheritance(2, vec![child(4, "a", "z")])
+            .expect("inherit");
+        s.add_inheritance(9, vec![child(4, "a", "z")])
+            .expect("inherit");
+        let dep = |n| Dependence {
+            value_table: n,
+            count: 3,
+            bytes: 30,
+        };
+        s.add_refs(&[dep(1)]);
+        s.prune_inheritance();
+        assert_eq!(
+            s.inheritance().keys().copied().collect::<Vec<_>>(),
+            vec![1, 2],
+            "9 is unreferenced"
+        );
+        s.remove_refs(&[dep(1)]).expect("remove");
+        s.prune_inheritance();
+        assert!(s.inheritance().is_empty());
+        assert!(
+            s.remove_refs(&[dep(1)]).is_err(),
+            "references never go negative"
+        );
+    }
+
+    #[test]
+    fn garbage_is_bounded_by_the_table() {
+        let mut s = ValueSet::default();
+        s.add_table(meta(1, "a", "b")).expect("add");
+        s.add_garbage(
+            1,
+            Garbage {
+                records: 4,
+                bytes: 400,
+            },
+        )
+        .expect("garbage");
+        s.add_garbage(
+            1,
+            Garbage {
+                records: 6,
+                bytes: 600,
+            },
+        )
+        .expect("garbage");
+        assert_eq!(
+            s.garbage(1),
+            Garbage {
+                records: 10,
+                bytes: 1000
+            }
+        );
+        assert!(
+            s.add_garbage(
+                1,
+                Garbage {
+                    records: 1,
+                    bytes: 1
+                }
+            )
+            .is_err()
+        );
+        assert!(
+            s.add_garbage(2, Garbage::default()).is_err(),
+            "unknown table"
+        );
+        assert!(s.add_table(meta(1, "a", "b")).is_err(), "twice");
+        s.remove_table(1).expect("remove");
+        assert_eq!(s.garbage(1), Garbage::default());
+    }
+}
