@@ -47,6 +47,31 @@ fn option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
                 .with_block_cache_size(0),
         ),
         (
+            "separated-gc",
+            base()
+                .with_memtable_size(4 << 10)
+                .with_key_table_size(4 << 10)
+                .with_level_base_size(16 << 10)
+                .with_min_separated_value_size(40)
+                .with_value_table_size(3 << 10)
+                .with_gc_garbage_ratio(0.01)
+                .with_gc_max_input_size(8 << 10)
+                .with_value_readahead_size(2 << 10),
+        ),
+        (
+            "separate-everything-manual-gc",
+            base()
+                .with_memtable_size(3 << 10)
+                .with_key_table_size(2 << 10)
+                .with_level_base_size(8 << 10)
+                .with_min_separated_value_size(0)
+                .with_value_table_size(1 << 10)
+                .with_gc_garbage_ratio(0.0)
+                .with_gc_threads(0)
+                .with_compaction_threads(2)
+                .with_value_readahead_size(0),
+        ),
+        (
             "parallel-background",
             base()
                 .with_memtable_size(3 << 10)
@@ -137,6 +162,7 @@ fn check_iterator(db: &Db, model: &Map, snap: Option<&Snapshot>, rng: &mut StdRn
     let mut opts = ReadOptions::default().bounds(lower.clone(), upper.clone());
     opts.snapshot = snap;
     opts.fill_cache = rng.random_bool(0.5);
+    opts.lazy_values = rng.random_bool(0.3);
     let mut it = db
         .iter(&opts)
         .unwrap_or_else(|e| panic!("{}: iter: {e}", run.ctx()));
@@ -190,8 +216,11 @@ fn check_iterator(db: &Db, model: &Map, snap: Option<&Snapshot>, rng: &mut StdRn
                     String::from_utf8_lossy(k)
                 );
                 assert_eq!(it.key(), k.as_slice(), "{}: key", run.ctx());
+                let got = it
+                    .fetch_value()
+                    .unwrap_or_else(|e| panic!("{}: fetch_value: {e}", run.ctx()));
                 assert_eq!(
-                    it.value(),
+                    got,
                     v.as_slice(),
                     "{}: value of {:?}",
                     run.ctx(),
@@ -359,9 +388,24 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     None => check_range(&db, &model, None, &mut rng, &run),
                 }
             }
-            89..=92 => db
+            89..=90 => db
                 .flush()
                 .unwrap_or_else(|e| panic!("{}: flush: {e}", run.ctx())),
+            91 => {
+                db.run_gc()
+                    .unwrap_or_else(|e| panic!("{}: run_gc: {e}", run.ctx()));
+            }
+            92 => {
+                let r = db
+                    .recount_garbage()
+                    .unwrap_or_else(|e| panic!("{}: recount: {e}", run.ctx()));
+                assert!(
+                    r.mismatches.is_empty(),
+                    "{}: garbage accounting drifted: {:#?}",
+                    run.ctx(),
+                    r.mismatches
+                );
+            }
             93..=95 => {
                 let a = key(&mut rng);
                 let b = key(&mut rng);
@@ -384,8 +428,9 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     model.insert(k, b"later".to_vec());
                 }
                 db.flush().expect("flush");
-                // Compaction replaces the tables the iterator reads; they must stay readable.
+                // Compaction and GC replace the tables the iterator reads; they must stay readable.
                 db.compact_range(None, None).expect("compact");
+                db.run_gc().expect("gc");
                 it.seek_to_first().expect("seek");
                 let mut seen = Map::new();
                 while it.valid() {
@@ -403,12 +448,17 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 if std::env::var("GLEANER_MODEL_VERBOSE").is_ok() {
                     let s = db.stats();
                     eprintln!(
-                        "{}: reopen; flushes {} compactions {} trivial moves {} levels {:?}",
+                        "{}: reopen; flushes {} compactions {} trivial moves {} levels {:?} value tables {} garbage {} gc jobs {} inheritance {} rewritten {}",
                         run.ctx(),
                         s.compaction.flushes,
                         s.compaction.compactions,
                         s.compaction.trivial_moves,
-                        s.levels.iter().map(|l| l.files).collect::<Vec<_>>()
+                        s.levels.iter().map(|l| l.files).collect::<Vec<_>>(),
+                        s.values.tables,
+                        s.values.garbage_records,
+                        s.gc.jobs,
+                        s.values.inheritance_records,
+                        s.values.handles_rewritten,
                     );
                 }
                 snaps.clear();
@@ -433,10 +483,23 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         drop(db);
         db = Db::open(&path, opts.clone()).expect("reopen");
     }
+    let r = db.recount_garbage().expect("recount");
+    assert!(
+        r.mismatches.is_empty(),
+        "{}: garbage accounting drifted: {:#?}",
+        run.ctx(),
+        r.mismatches
+    );
     let stats = db.stats();
     assert!(
         stats.total_table_bytes > 0 || ops < 100,
         "{}: the run must have built key tables: {stats:?}",
+        run.ctx()
+    );
+    assert_eq!(
+        stats.values.unresolved_drops,
+        0,
+        "{}: every dropped handle was placed",
         run.ctx()
     );
 }

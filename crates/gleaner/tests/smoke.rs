@@ -60,3 +60,35 @@ fn put_get_delete_reopen() {
         .collect();
     assert_eq!(back, keys.iter().rev().cloned().collect::<Vec<_>>());
 }
+
+#[test]
+fn compact_range_keeps_data_near_the_top_when_the_tree_is_small() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small_options()).expect("open");
+    for i in 0..300u32 {
+        db.put(format!("key{i:04}"), [7u8; 30]).expect("put");
+    }
+    // Only L0 holds data: it is compacted in place, not pushed down.
+    db.compact_range(None, None).expect("compact");
+    let files: Vec<usize> = db.stats().levels.iter().map(|l| l.files).collect();
+    assert_eq!(files, vec![1, 0, 0, 0, 0, 0, 0]);
+    for i in 0..300u32 {
+        db.put(format!("key{i:04}"), [8u8; 30]).expect("put");
+    }
+    // New L0 data joins the deepest level, which is then rewritten in place.
+    db.compact_range(None, None).expect("compact");
+    let files: Vec<usize> = db.stats().levels.iter().map(|l| l.files).collect();
+    assert_eq!(
+        files,
+        vec![1, 0, 0, 0, 0, 0, 0],
+        "L0 is the deepest populated level again"
+    );
+    db.put("extra", "x").expect("put");
+    db.flush().expect("flush");
+    let before: Vec<usize> = db.stats().levels.iter().map(|l| l.files).collect();
+    assert_eq!(before[0], 2);
+    db.compact_range(None, None).expect("compact");
+    let files: Vec<usize> = db.stats().levels.iter().map(|l| l.files).collect();
+    assert_eq!(files, vec![1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(db.get("key0001").expect("get"), Some(vec![8u8; 30]));
+}

@@ -320,7 +320,6 @@ pub fn plan_manual(
         // All of L0, oldest first: a subset could leave older overlapping data above newer.
         inputs = version.files(0).iter().rev().cloned().collect();
     }
-    let output_level = (level + 1).min(cfg.num_levels - 1);
     complete(
         version,
         cfg,
