@@ -61,6 +61,42 @@ fn options(fs: &FaultFs) -> Options {
         .with_l0_slowdown_trigger(6)
         .with_l0_stop_trigger(12)
         .with_max_manifest_size(4 << 10)
+        // Most values are separated into small value tables, and GC runs all the time.
+        .with_min_separated_value_size(100)
+        .with_value_table_size(4 << 10)
+        .with_gc_garbage_ratio(0.05)
+}
+
+/// After a recovery: garbage accounting is exact; and once closed, the directory checks clean
+/// with no file the version does not list (orphans of interrupted jobs are removed at open, and
+/// what later jobs made obsolete is deleted by the time close returns).
+fn check_recovered_state(db: Db, path: &Path, opts: &Options, ctx: &str) {
+    let r = db
+        .recount_garbage()
+        .unwrap_or_else(|e| panic!("{ctx}: recount: {e}"));
+    assert!(
+        r.mismatches.is_empty(),
+        "{ctx}: garbage accounting drifted: {:#?}",
+        r.mismatches
+    );
+    db.close().unwrap_or_else(|e| panic!("{ctx}: close: {e}"));
+    drop(db);
+    let report =
+        gleaner::tools::check::check_db(path, opts).unwrap_or_else(|e| panic!("{ctx}: check: {e}"));
+    assert!(
+        report.problems.is_empty(),
+        "{ctx}: check found problems: {:#?}",
+        report.problems
+    );
+    let orphans: Vec<_> = report
+        .warnings
+        .iter()
+        .filter(|w| w.detail.contains("orphan"))
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "{ctx}: orphans after close: {orphans:#?}"
+    );
 }
 
 fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
@@ -132,6 +168,9 @@ fn run(db: &Db, ops: &[(Op, bool)]) -> usize {
                 return i + 1;
             }
         }
+        if i % 131 == 70 && db.run_gc().is_err() {
+            return i + 1;
+        }
     }
     ops.len()
 }
@@ -188,6 +227,13 @@ fn recovery_after_a_crash_at_any_point_yields_a_prefix_of_the_writes() {
         let fs = FaultFs::new(seed);
         let db = Db::open(path, options(&fs)).expect("open");
         assert_eq!(run(&db, &ops), ops.len());
+        // The crash points must fall inside GC jobs and value-table writes too.
+        let s = db.stats();
+        assert!(
+            s.gc.jobs > 0 && s.values.tables > 0,
+            "the workload exercises GC: {:?}",
+            s.gc
+        );
         db.close().expect("close");
         fs.mutating_ops()
     };
@@ -218,6 +264,9 @@ fn recovery_after_a_crash_at_any_point_yields_a_prefix_of_the_writes() {
             .unwrap_or_else(|e| panic!("{ctx}: reopen after crash: {e}"));
         let recovered = contents(&db);
         check_prefix(&recovered, &ops, acked, &ctx);
+        check_recovered_state(db, path, &options(&fs), &ctx);
+        let db = Db::open(path, options(&fs))
+            .unwrap_or_else(|e| panic!("{ctx}: reopen after check: {e}"));
         // The recovered database accepts writes and survives a clean reopen.
         db.put("after-crash", "ok").expect("write after recovery");
         db.close().expect("close after recovery");
@@ -254,6 +303,10 @@ fn crashes_inside_flush_compaction_manifest_and_recovery_keep_the_prefix_propert
         (FaultOp::Create, ".log"),
         (FaultOp::Remove, ".log"),
         (FaultOp::Remove, ".sst"),
+        (FaultOp::Append, ".vst"),
+        (FaultOp::Sync, ".vst"),
+        (FaultOp::Create, ".vst"),
+        (FaultOp::Remove, ".vst"),
         (FaultOp::SyncDir, "/targeted"),
     ];
     let torn_modes = [
@@ -296,6 +349,7 @@ fn crashes_inside_flush_compaction_manifest_and_recovery_keep_the_prefix_propert
             let db = Db::open(path, options(&fs))
                 .unwrap_or_else(|e| panic!("{ctx}: reopen after crash: {e}"));
             check_prefix(&contents(&db), &ops, acked, &ctx);
+            check_recovered_state(db, path, &options(&fs), &ctx);
         }
     }
     eprintln!("power loss struck in {fired} of {case} cases");
