@@ -138,12 +138,21 @@ impl DbInner {
             st.check_usable()?;
         }
         let version = Arc::clone(&self.super_version.load().version);
-        let mut victims = Vec::with_capacity(claim.victims.len());
-        for n in &claim.victims {
-            let meta = version
-                .values()
-                .live(*n)
-                .ok_or_else(|| Error::invalid(format!("GC victim {n} is no longer live")))?;
+        // A victim may have been deleted meanwhile: a compaction that was committing while the
+        // claim was made can still have found it entirely garbage. There is nothing left to do
+        // for such a table.
+        let live: Vec<u64> = claim
+            .victims
+            .iter()
+            .copied()
+            .filter(|n| version.values().live(*n).is_some())
+            .collect();
+        if live.is_empty() {
+            return Ok(GcJobStats::default());
+        }
+        let mut victims = Vec::with_capacity(live.len());
+        for n in &live {
+            let meta = version.values().live(*n).expect("filtered to live tables");
             victims.push(self.values.get(meta, IoClass::GcRead)?);
         }
         let ctx = ReadCtx {
@@ -167,13 +176,13 @@ impl DbInner {
             Some(&self.shutting_down),
         )?;
         drop(victims);
-        self.commit_gc(claim, out)
+        self.commit_gc(&live, out)
     }
 
     /// Installs a job's outputs in one edit: outputs added, victims removed, inheritance
     /// recorded, and garbage that compactions found in copied records while the job ran moved
     /// onto the outputs.
-    fn commit_gc(&self, claim: &GcClaim, out: crate::gc::GcJobOutput) -> Result<GcJobStats> {
+    fn commit_gc(&self, victims: &[u64], out: crate::gc::GcJobOutput) -> Result<GcJobStats> {
         let children: Vec<Inheritor> = out
             .tables
             .iter()
@@ -186,22 +195,18 @@ impl DbInner {
         let output_numbers: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
         let mut edit = VersionEdit {
             new_value_tables: out.tables,
-            deleted_value_tables: claim.victims.clone(),
+            deleted_value_tables: victims.to_vec(),
             ..Default::default()
         };
         if !children.is_empty() {
-            edit.inheritance = claim
-                .victims
-                .iter()
-                .map(|v| (*v, children.clone()))
-                .collect();
+            edit.inheritance = victims.iter().map(|v| (*v, children.clone())).collect();
         }
         let mut versions = self.versions.lock();
         {
             // Holding the manifest lock: no compaction can commit more drops until this edit is in.
             let st = self.state.lock();
             let mut garbage: BTreeMap<u64, Garbage> = BTreeMap::new();
-            for v in &claim.victims {
+            for v in victims {
                 for d in st.late_drops.get(v).into_iter().flatten() {
                     if let Some(t) = out.copied.get(&d.seq) {
                         let g = garbage.entry(*t).or_default();
