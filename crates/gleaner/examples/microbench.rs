@@ -21,6 +21,10 @@ fn main() -> gleaner::Result<()> {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    let value_size: usize = std::env::args()
+        .nth(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
     let db = Db::open(&dir, Options::default())?;
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
@@ -29,7 +33,14 @@ fn main() -> gleaner::Result<()> {
         x ^= x << 17;
         x
     };
-    let value = vec![b'v'; 100];
+    // Incompressible values, like the papers' workloads.
+    let value: Vec<u8> = (0..value_size)
+        .map(|i| {
+            (i as u64)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(17) as u8
+        })
+        .collect();
     let start = Instant::now();
     for _ in 0..n {
         let k = next() % (n * 4);
@@ -37,8 +48,9 @@ fn main() -> gleaner::Result<()> {
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "put: {:.0} ops/s ({n} puts, 16 B keys, 100 B values)",
-        n as f64 / secs
+        "put: {:.0} ops/s, {:.1} MB/s ({n} puts, 16 B keys, {value_size} B values)",
+        n as f64 / secs,
+        n as f64 * (16 + value_size) as f64 / secs / 1e6
     );
     db.flush()?;
     let start = Instant::now();
@@ -56,17 +68,25 @@ fn main() -> gleaner::Result<()> {
         n / 4
     );
     let start = Instant::now();
-    let count = db.range(.., &ReadOptions::default())?.count();
+    let mut count = 0u64;
+    for item in db.range(.., &ReadOptions::default())? {
+        item?;
+        count += 1;
+    }
     println!(
         "scan: {:.0} entries/s ({count} entries)",
         count as f64 / start.elapsed().as_secs_f64()
     );
     let s = db.stats();
     println!(
-        "levels {:?}, stalls {:?}, compactions {}",
+        "levels {:?}, stalls {:?}, compactions {}, value tables {} ({} garbage records), gc jobs {}, space amplification {:.2}",
         s.levels.iter().map(|l| l.files).collect::<Vec<_>>(),
         s.stalls,
-        s.compaction.compactions
+        s.compaction.compactions,
+        s.values.tables,
+        s.values.garbage_records,
+        s.gc.jobs,
+        s.space.space_amplification
     );
     db.close()?;
     drop(db);
