@@ -57,14 +57,20 @@ pub enum Command {
     Stats(StatsArgs),
     /// Compact the whole key space down the tree (flushing the memtable first).
     Compact(DirArgs),
+    /// Run garbage collection until the GC policy finds no value table worth collecting, then
+    /// print a one-line summary (or the figures as JSON).
+    ///
+    /// Garbage becomes visible to GC only when compaction drops the handles that referenced
+    /// it: run `gleaner compact` first to collect what overwrites and deletes left behind.
+    Gc(GcArgs),
     /// Verify every file of the database without modifying it.
     ///
     /// Prints one `FILE[@OFFSET]: DETAIL` line per problem on stdout and warnings on stderr.
     /// Exit status 0 when clean (warnings allowed), 1 when damage was found, 2 when the check
     /// could not run (e.g. the database is open elsewhere).
     Check(DirArgs),
-    /// Print one file of the database (a `.sst` key table, a `.log` WAL, a MANIFEST, CURRENT
-    /// or OPTIONS) in readable form.
+    /// Print one file of the database (a `.sst` key table, a `.vst` value table, a `.log` WAL,
+    /// a MANIFEST, CURRENT or OPTIONS) in readable form.
     Dump(DumpArgs),
 }
 
@@ -140,6 +146,16 @@ pub struct StatsArgs {
     /// The database directory.
     pub dir: PathBuf,
     /// Print every figure as pretty-printed JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The database directory.
+    pub dir: PathBuf,
+    /// Print what GC did as JSON.
     #[arg(long)]
     pub json: bool,
 }

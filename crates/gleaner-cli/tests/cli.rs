@@ -429,3 +429,197 @@ fn compact_keeps_every_value_readable() {
     assert_eq!(run(&["scan", &dir, "--keys-only"]).lines().len(), 499);
     assert_eq!(run(&["check", &dir]).code, 0);
 }
+
+/// Options under which every value of [`big_value`] is separated into small value tables, GC
+/// runs only when asked (so `gleaner gc` sees all the garbage), and a table is worth collecting
+/// at 10% garbage. They are saved in OPTIONS, so later commands use them too.
+const SEPARATE: [&str; 10] = [
+    "--option",
+    "min_separated_value_size=100",
+    "--option",
+    "memtable_size=65536",
+    "--option",
+    "value_table_size=32768",
+    "--option",
+    "gc_threads=0",
+    "--option",
+    "gc_garbage_ratio=0.1",
+];
+
+const VALUE_KEYS: usize = 400;
+
+/// A value of 500 bytes, different per key and round.
+fn big_value(i: usize, round: usize) -> String {
+    let mut v = format!("value-{i}-round-{round}-");
+    let fill = char::from(b'a' + (i % 26) as u8);
+    while v.len() < 500 {
+        v.push(fill);
+    }
+    v
+}
+
+/// The round of the newest value of key `i` in [`value_db`].
+fn round_of(i: usize) -> usize {
+    usize::from(i.is_multiple_of(2))
+}
+
+/// A database whose values live in value tables, with garbage: 400 keys loaded, every other
+/// one overwritten, and compacted so that the overwritten records count as garbage.
+fn value_db() -> (tempfile::TempDir, String) {
+    let (tmp, dir) = db_dir();
+    let first: String = (0..VALUE_KEYS)
+        .map(|i| format!("put\tkey{i:05}\t{}\n", big_value(i, 0)))
+        .collect();
+    let mut args = SEPARATE.to_vec();
+    args.extend(["load", &dir]);
+    run_with_input(&args, first.as_bytes()).ok();
+    let second: String = (0..VALUE_KEYS)
+        .step_by(2)
+        .map(|i| format!("put\tkey{i:05}\t{}\n", big_value(i, 1)))
+        .collect();
+    load(&dir, &[], &second).ok();
+    run(&["compact", &dir]).ok();
+    (tmp, dir)
+}
+
+/// What `scan` prints for [`value_db`].
+fn expected_scan() -> String {
+    (0..VALUE_KEYS)
+        .map(|i| format!("key{i:05}\t{}\n", big_value(i, round_of(i))))
+        .collect()
+}
+
+/// The numbers in a line, in order.
+fn numbers(line: &str) -> Vec<u64> {
+    line.split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().expect("number"))
+        .collect()
+}
+
+#[test]
+fn gc_collects_garbage_and_keeps_every_value() {
+    let (_tmp, dir) = value_db();
+    assert!(files_ending(&dir, ".vst").len() > 1, "values are separated");
+    let out = run(&["gc", &dir]).ok();
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let line = out.trim_end();
+    assert!(
+        line.starts_with("gc: ")
+            && line.contains(" jobs, ")
+            && line.contains(" victims, ")
+            && line.contains(" records read, ")
+            && line.contains(" dropped, ")
+            && line.contains(" written, ")
+            && line.ends_with(" bytes written"),
+        "{line}"
+    );
+    let n = numbers(line);
+    let (jobs, victims, read, dropped, written) = (n[0], n[1], n[2], n[3], n[4]);
+    assert!(jobs > 0 && victims > 0, "{line}");
+    assert!(dropped > 0, "the overwritten records were garbage: {line}");
+    assert_eq!(read, dropped + written, "{line}");
+
+    assert_eq!(run(&["scan", &dir]).ok(), expected_scan());
+    for i in [0, 1, 199, 399] {
+        assert_eq!(
+            run(&["get", &dir, &format!("key{i:05}")]).ok(),
+            format!("{}\n", big_value(i, round_of(i)))
+        );
+    }
+    let r = run(&["check", &dir]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.stderr.contains("value tables"), "{r:#?}");
+
+    // Nothing is left to collect; the JSON form carries the same figures.
+    let json = run(&["gc", &dir, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&json).expect("gc --json is JSON");
+    for key in [
+        "jobs",
+        "victims",
+        "records_read",
+        "records_dropped",
+        "records_written",
+        "bytes_read",
+        "bytes_written",
+        "read_micros",
+        "lookup_micros",
+        "write_micros",
+    ] {
+        assert!(v[key].is_u64(), "{key} missing: {json}");
+    }
+    assert_eq!(v["jobs"], 0, "{json}");
+}
+
+#[test]
+fn gc_on_a_missing_database_fails_without_creating_it() {
+    let (tmp, dir) = db_dir();
+    run(&["gc", &dir]).failed();
+    assert!(!tmp.path().join("db").exists());
+}
+
+#[test]
+fn stats_show_value_tables_gc_and_space() {
+    let (_tmp, dir) = value_db();
+    let text = run(&["stats", &dir]).ok();
+    for topic in [
+        "value tables: ",
+        ".vst: ",
+        "% garbage",
+        "gc: policy ",
+        "space: ",
+    ] {
+        assert!(text.contains(topic), "{topic} missing: {text}");
+    }
+    let json = run(&["stats", &dir, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats --json is JSON");
+    for key in ["values", "gc", "space"] {
+        assert!(v[key].is_object(), "{key} missing: {json}");
+    }
+    assert!(
+        v["values"]["tables"].as_u64().expect("tables") > 0,
+        "{json}"
+    );
+    assert!(
+        v["values"]["garbage_bytes"].as_u64().expect("garbage") > 0,
+        "overwrites left garbage: {json}"
+    );
+    assert!(v["space"]["space_amplification"].is_f64(), "{json}");
+}
+
+#[test]
+fn check_names_a_damaged_value_table_and_dump_lists_its_records() {
+    let (_tmp, dir) = value_db();
+    let r = run(&["check", &dir]);
+    assert_eq!(r.code, 0, "{r:#?}");
+
+    let tables = files_ending(&dir, ".vst");
+    let mut all = String::new();
+    for t in &tables {
+        let text = run(&["dump", &dir, &file_name(t)]).ok();
+        assert!(text.starts_with("num_records: "), "{text}");
+        all.push_str(&text);
+    }
+    for i in [0, 1, 200, 399] {
+        let line = format!("key{i:05}\tseq=");
+        assert!(all.contains(&line), "{line} missing");
+    }
+    assert!(all.contains(&format!("\t{}\n", big_value(3, 0))));
+    let hex = run(&["--hex", "dump", &dir, &file_name(&tables[0])]).ok();
+    assert!(hex.contains("6b6579303030"), "keys in hex: {hex}");
+
+    let victim = &tables[0];
+    let mut bytes = std::fs::read(victim).expect("read");
+    // Inside the first record (records start at offset 0).
+    bytes[20] ^= 0x55;
+    std::fs::write(victim, bytes).expect("write");
+    let r = run(&["check", &dir]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    let name = file_name(victim);
+    assert!(
+        r.out().lines().any(|l| l.starts_with(&format!("{name}@"))),
+        "a FILE@OFFSET line names {name}: {r:#?}"
+    );
+    let e = run(&["dump", &dir, &name]).failed().to_string();
+    assert!(e.contains(&name), "{e}");
+}

@@ -20,8 +20,14 @@ pub fn run(ctx: &Context, args: &DirArgs, out: &mut dyn Write) -> CliResult<Stat
     }
     output(out.flush())?;
     let counts = format!(
-        "{} key tables ({} entries) and {} WAL records checked",
-        report.tables_checked, report.entries_checked, report.wal_records_checked
+        "{} key tables ({} entries, {} value handles), {} value tables ({} records) and {} WAL \
+         records checked",
+        report.tables_checked,
+        report.entries_checked,
+        report.handles_checked,
+        report.value_tables_checked,
+        report.records_checked,
+        report.wal_records_checked
     );
     if report.is_clean() {
         eprintln!("ok: {counts}");

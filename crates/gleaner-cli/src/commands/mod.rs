@@ -4,6 +4,7 @@
 mod check;
 mod compact;
 mod dump;
+mod gc;
 mod get;
 mod load;
 mod scan;
@@ -127,6 +128,7 @@ pub fn run(cli: &Cli, input: &mut dyn BufRead, out: &mut dyn Write) -> CliResult
         Command::Load(a) => load::run(&ctx, a, input, out),
         Command::Stats(a) => stats::run(&ctx, a, out),
         Command::Compact(a) => compact::run(&ctx, a),
+        Command::Gc(a) => gc::run(&ctx, a, out),
         Command::Check(a) => check::run(&ctx, a, out),
         Command::Dump(a) => dump::run(&ctx, a, out),
     }

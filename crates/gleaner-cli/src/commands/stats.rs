@@ -135,6 +135,15 @@ fn summary(s: &DbStats) -> String {
         s.recovery.wal_records,
         bytes(s.recovery.wal_dropped_bytes)
     ));
+    values(s, &mut lines);
+    gc(s, &mut lines);
+    let sp = &s.space;
+    lines.push(format!(
+        "space: {} on disk, {} live data (estimate), space amplification {:.2}",
+        bytes(sp.disk_bytes),
+        bytes(sp.live_data_estimate),
+        sp.space_amplification
+    ));
     lines.push(format!(
         "background error: {}",
         s.background_error.as_deref().unwrap_or("none")
@@ -142,6 +151,81 @@ fn summary(s: &DbStats) -> String {
     let mut text = lines.join("\n");
     text.push('\n');
     text
+}
+
+/// `part ÷ whole` as a percentage with one decimal (0 when `whole` is 0).
+fn percent(part: u64, whole: u64) -> String {
+    let p = if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    };
+    format!("{p:.1}%")
+}
+
+/// The value-table section: totals, then one line per live table.
+fn values(s: &DbStats, lines: &mut Vec<String>) {
+    let v = &s.values;
+    lines.push(format!(
+        "value tables: {} ({} on disk), {} records in {}",
+        v.tables,
+        bytes(v.file_bytes),
+        v.records,
+        bytes(v.record_bytes)
+    ));
+    lines.push(format!(
+        "  garbage: {} in {} records ({} of record bytes)",
+        bytes(v.garbage_bytes),
+        v.garbage_records,
+        percent(v.garbage_bytes, v.record_bytes)
+    ));
+    lines.push(format!(
+        "  inheritance records: {}; handles rewritten: {}; tables freed without GC: {}; \
+         unresolved drops: {}",
+        v.inheritance_records, v.handles_rewritten, v.tables_freed_without_gc, v.unresolved_drops
+    ));
+    for t in &v.per_table {
+        lines.push(format!(
+            "  {:06}.vst: {}, {} records, {} garbage, class {}",
+            t.number,
+            bytes(t.file_bytes),
+            t.records,
+            percent(t.garbage_bytes, t.record_bytes),
+            t.class
+        ));
+    }
+}
+
+/// The GC section: what the jobs since the open did, and the time per phase.
+fn gc(s: &DbStats, lines: &mut Vec<String>) {
+    let g = &s.gc;
+    lines.push(format!(
+        "gc: policy {}; {} jobs ({} failed), {} victims, {} being collected now",
+        if g.policy.is_empty() { "-" } else { &g.policy },
+        g.jobs,
+        g.errors,
+        g.victims,
+        g.claimed
+    ));
+    lines.push(format!(
+        "  records: {} read, {} dropped, {} written",
+        g.records_read, g.records_dropped, g.records_written
+    ));
+    lines.push(format!(
+        "  bytes: {} value reads, {} lookup reads, {} written",
+        bytes(g.value_bytes_read),
+        bytes(g.lookup_bytes_read),
+        bytes(g.bytes_written)
+    ));
+    lines.push(format!(
+        "  time: read {}, lookup {}, write {}",
+        ms(g.read_micros),
+        ms(g.lookup_micros),
+        ms(g.write_micros)
+    ));
+    if let Some(e) = &g.last_error {
+        lines.push(format!("  last error: {e}"));
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +242,35 @@ mod tests {
     }
 
     #[test]
+    fn value_tables_get_a_line_each() {
+        let mut s = DbStats::default();
+        s.values.tables = 1;
+        s.values.record_bytes = 1000;
+        s.values.garbage_bytes = 250;
+        s.values.per_table.push(gleaner::stats::ValueTableStats {
+            number: 12,
+            file_bytes: 2048,
+            records: 10,
+            record_bytes: 1000,
+            garbage_records: 2,
+            garbage_bytes: 250,
+            class: 0,
+        });
+        s.gc.last_error = Some("disk on fire".into());
+        let text = summary(&s);
+        assert!(
+            text.contains("  garbage: 250 B in 0 records (25.0% of record bytes)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  000012.vst: 2.0 KiB, 10 records, 25.0% garbage, class 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("  last error: disk on fire\n"), "{text}");
+        assert_eq!(percent(1, 0), "0.0%");
+    }
+
+    #[test]
     fn summary_covers_every_topic() {
         let text = summary(&DbStats::default());
         for topic in [
@@ -170,6 +283,9 @@ mod tests {
             "stalls:",
             "block cache:",
             "recovery:",
+            "value tables:",
+            "gc: policy",
+            "space:",
         ] {
             assert!(text.contains(topic), "{topic} missing from {text}");
         }

@@ -7,8 +7,12 @@
 //! - WAL (`NNNNNN.log`): per record a `# record at offset O: sequence S, N ops` line, then every
 //!   op as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE`, like table entries; a torn tail is shown
 //!   as a `# torn tail ...` line;
+//! - value table (`NNNNNN.vst`): its properties, a blank line, then every record as
+//!   `KEY<TAB>seq=N<TAB>offset=O<TAB>len=L<TAB>VALUE`, read through the dense index and
+//!   checked (CRC, and that it is the record the index names);
 //! - manifest (`MANIFEST-NNNNNN`): per edit a `# edit at offset O` line, then one `field: value`
-//!   line per field it sets; internal keys are shown as `KEY@SEQ:KIND`;
+//!   line per field it sets (a key table's dependences and an inheritance record's children on
+//!   indented lines below it); internal keys are shown as `KEY@SEQ:KIND`;
 //! - `CURRENT`: the manifest it names; `OPTIONS`: the saved options, one `name=value` per line.
 //!
 //! Keys and values are text with non-printable bytes escaped, or lower-case hex with `hex`.
@@ -47,8 +51,8 @@ pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
         .ok_or_else(|| Error::invalid(format!("{} does not name a file", path.display())))?;
     let kind = parse_file_name(name).ok_or_else(|| {
         Error::invalid(format!(
-            "{name}: not a Gleaner file that can be dumped (expected NNNNNN.sst, NNNNNN.log, \
-             MANIFEST-NNNNNN, CURRENT or OPTIONS)"
+            "{name}: not a Gleaner file that can be dumped (expected NNNNNN.sst, NNNNNN.vst, \
+             NNNNNN.log, MANIFEST-NNNNNN, CURRENT or OPTIONS)"
         ))
     })?;
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFs::new());
@@ -175,6 +179,15 @@ impl Dumper<'_> {
         for entry in table.index_iter(IoClass::Other) {
             let e = entry?;
             let record = table.read_record(e.offset, e.len, IoClass::Other)?;
+            // A record that is intact but not the one its index entry names is still damage:
+            // a handle found through the index would read the wrong value.
+            if record.key != e.user_key || record.seq != e.seq {
+                return Err(Error::corruption(
+                    self.name,
+                    e.offset,
+                    "record does not match its dense-index entry",
+                ));
+            }
             let line = format!(
                 "{}\tseq={}\toffset={}\tlen={}\t{}",
                 render(&record.key, hex),
@@ -313,6 +326,47 @@ impl Dumper<'_> {
                 render_internal_key(&t.meta.smallest, hex),
                 render_internal_key(&t.meta.largest, hex)
             ));
+            for d in &t.meta.dependence {
+                lines.push(format!(
+                    "  dependence: value_table={} handles={} bytes={}",
+                    d.value_table, d.count, d.bytes
+                ));
+            }
+        }
+        for v in &e.new_value_tables {
+            lines.push(format!(
+                "new_value_table: number={} file_size={} records={} record_bytes={} seqs={}..={} \
+                 class={} smallest={} largest={}",
+                v.number,
+                v.file_size,
+                v.records,
+                v.record_bytes,
+                v.smallest_seq,
+                v.largest_seq,
+                v.class,
+                render(&v.smallest_key, hex),
+                render(&v.largest_key, hex)
+            ));
+        }
+        for (number, g) in &e.value_garbage {
+            lines.push(format!(
+                "value_garbage: number={number} records={} bytes={}",
+                g.records, g.bytes
+            ));
+        }
+        for number in &e.deleted_value_tables {
+            lines.push(format!("deleted_value_table: number={number}"));
+        }
+        for (victim, children) in &e.inheritance {
+            lines.push(format!("inheritance: number={victim}"));
+            for c in children {
+                lines.push(format!(
+                    "  child: number={} smallest={} largest={}",
+                    c.number,
+                    render(&c.smallest_key, hex),
+                    render(&c.largest_key, hex)
+                ));
+            }
         }
         for l in lines {
             self.line(&l)?;

@@ -13,14 +13,28 @@
 //! - every live key table: it exists with exactly the recorded size, opens (footer, index,
 //!   filter, properties), every entry is read (so every data block's checksum is verified),
 //!   entries strictly increase in internal-key order, the first and last keys equal the
-//!   manifest's bounds, and the entry and deletion counts match the properties and the manifest;
+//!   manifest's bounds, the entry and deletion counts match the properties and the manifest,
+//!   and the value handles it holds, per value table they name, match its recorded dependence;
+//! - every live value table: it exists with exactly the recorded size, opens (footer, top
+//!   index, properties), its properties agree with the manifest (records, record bytes, key and
+//!   sequence ranges, class), its whole dense index walks cleanly (order, contiguity, counts),
+//!   and every record is read, in chunks of consecutive records, and its CRC verified;
+//! - every value handle in every live key table resolves, through inheritance records where its
+//!   table was collected, to a record that is exactly that `(user key, sequence)`;
+//! - garbage accounting: per live value table, the records and bytes the handles reference
+//!   equal its records minus the garbage the manifest records;
+//! - inheritance records: children's key ranges are disjoint, no cycles, every child is live
+//!   or itself inherited (a warning otherwise: the engine leaves such a child behind when all
+//!   its records became garbage, and the handle check proves no handle needs it), and every
+//!   record is reachable from some handle (a warning otherwise: pruning would drop it);
 //! - every WAL numbered at or above the manifest's log number: every record reads and decodes;
 //!   a torn tail (what a crash mid-write leaves) is a warning, damage followed by intact records
 //!   is a problem;
 //! - `OPTIONS`: its checksum, and that every saved option is one this version understands.
 //!
 //! Files whose names Gleaner does not use are ignored. Files Gleaner would delete at the next
-//! open (unreferenced key tables, obsolete WALs and manifests, temporary files) are warnings.
+//! open (unreferenced key and value tables, obsolete WALs and manifests, temporary files) are
+//! warnings.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -32,14 +46,19 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::filename::{
     CURRENT, FileType, LOCK, OPTIONS, manifest_file_name, parse_file_name, table_file_name,
-    wal_file_name,
+    value_table_file_name, wal_file_name,
 };
 use crate::io::{CountedReader, FileSystem, IoStats, PathKind, ReadFileOptions};
 use crate::options::{Options, parse_options_file};
 use crate::version::{FileMetaData, Version};
 
+use handles::HandleCheck;
+
+mod handles;
+mod inheritance;
 mod manifest;
 mod table;
+mod values;
 mod wal;
 
 /// One finding of the checker: a file, where in it (when known), and what is wrong.
@@ -101,6 +120,13 @@ pub struct CheckReport {
     pub entries_checked: u64,
     /// WAL records read and decoded.
     pub wal_records_checked: u64,
+    /// Value tables verified record by record.
+    pub value_tables_checked: usize,
+    /// Records read (and their CRCs verified) from those tables.
+    pub records_checked: u64,
+    /// Value handles found in key tables (each resolved and its record read when the manifest
+    /// is usable).
+    pub handles_checked: u64,
 }
 
 impl CheckReport {
@@ -229,21 +255,7 @@ impl Checker {
         let recovered = self.check_current_and_manifest(&listing);
         match &recovered {
             Some(r) => {
-                let live: BTreeMap<u64, (usize, Arc<FileMetaData>)> = r
-                    .version
-                    .all_files()
-                    .map(|(level, f)| (f.number, (level, Arc::clone(f))))
-                    .collect();
-                for (level, meta) in live.values() {
-                    self.check_live_table(r.manifest_number, *level, meta);
-                }
-                for &n in listing.tables.iter().filter(|n| !live.contains_key(n)) {
-                    self.warning(
-                        table_file_name(n),
-                        None,
-                        "key table not referenced by the manifest (orphan, removed at next open)",
-                    );
-                }
+                self.check_live_files(r, &listing);
                 for &n in &listing.wals {
                     if n >= r.log_number {
                         self.check_wal(n);
@@ -275,7 +287,10 @@ impl Checker {
                 // Without a usable manifest the live set is unknown: still verify every key
                 // table on its own and every WAL, so the report shows all the damage there is.
                 for &n in &listing.tables {
-                    self.check_table_file(n, None);
+                    self.check_table_file(n);
+                }
+                for &n in &listing.value_tables {
+                    self.check_value_table_file(n, None);
                 }
                 for &n in &listing.wals {
                     self.check_wal(n);
@@ -299,6 +314,84 @@ impl Checker {
             );
         }
     }
+    /// Verifies the files the recovered version lists, value tables first (so that handles
+    /// into a damaged one are known not to count), then key tables with the handles they hold,
+    /// then what needs them all: garbage accounting and inheritance. Orphans are warnings.
+    fn check_live_files(&mut self, r: &Recovered, listing: &Listing) {
+        let values = r.version.values();
+        let mut damaged: BTreeSet<u64> = BTreeSet::new();
+        for v in values.tables() {
+            if !self.check_live_value_table(r.manifest_number, v) {
+                damaged.insert(v.number);
+            }
+        }
+        for &n in listing
+            .value_tables
+            .iter()
+            .filter(|&&n| values.live(n).is_none())
+        {
+            self.warning(
+                value_table_file_name(n),
+                None,
+                "value table not referenced by the manifest (orphan, removed at next open)",
+            );
+        }
+        let live: BTreeMap<u64, (usize, Arc<FileMetaData>)> = r
+            .version
+            .all_files()
+            .map(|(level, f)| (f.number, (level, Arc::clone(f))))
+            .collect();
+        let mut handles = HandleCheck::new(self, values);
+        for (level, meta) in live.values() {
+            self.check_live_table(r.manifest_number, *level, meta, &mut handles);
+        }
+        for &n in listing.tables.iter().filter(|n| !live.contains_key(n)) {
+            self.warning(
+                table_file_name(n),
+                None,
+                "key table not referenced by the manifest (orphan, removed at next open)",
+            );
+        }
+        self.check_garbage(r.manifest_number, values, &handles, &damaged);
+        let named = handles.complete.then_some(&handles.named);
+        self.check_inheritance(r.manifest_number, values, named);
+    }
+
+    /// True when file `name` exists with exactly `size` bytes, as the manifest (`listed` says
+    /// how) records it; otherwise reports the problem.
+    fn present_with_size(&mut self, name: &str, size: u64, manifest: u64, listed: &str) -> bool {
+        let path = self.dir.join(name);
+        match self.fs.path_kind(&path) {
+            Ok(Some(PathKind::File)) => {}
+            Ok(_) => {
+                self.problem(Problem::new(name, None, format!("missing, but {listed}")));
+                return false;
+            }
+            Err(e) => {
+                self.problem(Problem::from_error(name, e));
+                return false;
+            }
+        }
+        match self.fs.file_size(&path) {
+            Ok(actual) if actual == size => true,
+            Ok(actual) => {
+                self.problem(Problem::new(
+                    name,
+                    None,
+                    format!(
+                        "file is {actual} bytes, but {} records {size} (truncated or replaced)",
+                        manifest_file_name(manifest)
+                    ),
+                ));
+                false
+            }
+            Err(e) => {
+                self.problem(Problem::from_error(name, e));
+                false
+            }
+        }
+    }
+
     fn check_options(&mut self) {
         let bytes = match self.fs.read_all(&self.dir.join(OPTIONS)) {
             Ok(b) => b,

@@ -1,62 +1,69 @@
-//! Key tables: presence and size against the manifest, then every entry.
+//! Key tables: presence and size against the manifest, then every entry, with the value handles
+//! handed to the handle check.
 
 use std::sync::Arc;
 
+use super::handles::{HandleCheck, TableHandles};
 use super::{Checker, Problem};
 use crate::error::Result;
 use crate::filename::{manifest_file_name, table_file_name};
-use crate::io::{IoClass, PathKind};
+use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, ValueKind, compare_internal};
 use crate::table::{ReadCtx, Table};
 use crate::version::FileMetaData;
 
 impl Checker {
-    /// Verifies a table the manifest lists: presence and size first, then its contents.
-    pub(super) fn check_live_table(&mut self, manifest: u64, level: usize, meta: &FileMetaData) {
+    /// Verifies a table the manifest lists: presence and size first, then its contents, with
+    /// every value handle it holds resolved by `handles`.
+    pub(super) fn check_live_table(
+        &mut self,
+        manifest: u64,
+        level: usize,
+        meta: &FileMetaData,
+        handles: &mut HandleCheck,
+    ) {
         let name = table_file_name(meta.number);
-        match self.fs.path_kind(&self.dir.join(&name)) {
-            Ok(Some(PathKind::File)) => {}
-            Ok(_) => {
-                self.problem(Problem::new(
-                    name,
-                    None,
-                    format!(
-                        "missing, but {} lists it in level {level}",
-                        manifest_file_name(manifest)
-                    ),
-                ));
-                return;
-            }
-            Err(e) => {
-                self.problem(Problem::from_error(&name, e));
-                return;
-            }
+        let listed = format!("{} lists it in level {level}", manifest_file_name(manifest));
+        if !self.present_with_size(&name, meta.file_size, manifest, &listed) {
+            handles.complete = false;
+            return;
         }
-        match self.fs.file_size(&self.dir.join(&name)) {
-            Ok(size) if size == meta.file_size => self.check_table_file(meta.number, Some(meta)),
-            Ok(size) => self.problem(Problem::new(
-                name,
-                None,
-                format!(
-                    "file is {size} bytes, but {} records {} (truncated or replaced)",
-                    manifest_file_name(manifest),
-                    meta.file_size
-                ),
-            )),
-            Err(e) => self.problem(Problem::from_error(&name, e)),
-        }
+        let mut found = TableHandles::default();
+        let complete =
+            match self.verify_table(&name, meta.number, Some(meta), &mut found, Some(handles)) {
+                Ok(complete) => complete,
+                Err(e) => {
+                    self.problem(Problem::from_error(&name, e));
+                    false
+                }
+            };
+        handles.complete &= complete;
+        self.report_table_handles(&name, Some(meta), found, complete);
     }
 
-    /// Reads key table `number` completely; with `meta`, also compares it with the manifest.
-    pub(super) fn check_table_file(&mut self, number: u64, meta: Option<&FileMetaData>) {
+    /// Reads key table `number` completely, without a manifest to compare it with: its handles
+    /// are decoded but cannot be resolved.
+    pub(super) fn check_table_file(&mut self, number: u64) {
         let name = table_file_name(number);
-        if let Err(e) = self.verify_table(&name, number, meta) {
+        let mut found = TableHandles::default();
+        if let Err(e) = self.verify_table(&name, number, None, &mut found, None) {
             self.problem(Problem::from_error(&name, e));
         }
+        self.report_table_handles(&name, None, found, false);
     }
 
-    fn verify_table(&mut self, name: &str, number: u64, meta: Option<&FileMetaData>) -> Result<()> {
+    /// Reads every entry of a key table, checking order and counts; with `meta`, also compares
+    /// it with the manifest. Handles are noted in `found` and, with `handles`, resolved. False
+    /// (after reporting the problem) or an error when the walk stopped before the end.
+    fn verify_table(
+        &mut self,
+        name: &str,
+        number: u64,
+        meta: Option<&FileMetaData>,
+        found: &mut TableHandles,
+        mut handles: Option<&mut HandleCheck>,
+    ) -> Result<bool> {
         let reader = self.reader(name)?;
         let size = match meta {
             Some(m) => m.file_size,
@@ -87,7 +94,7 @@ impl Checker {
                     None,
                     format!("entry {entries} has a malformed internal key"),
                 ));
-                return Ok(());
+                return Ok(false);
             };
             if entries > 0 && compare_internal(&prev, key).is_ge() {
                 self.problem(Problem::new(
@@ -95,10 +102,17 @@ impl Checker {
                     None,
                     format!("entry {entries} is not after the entry before it"),
                 ));
-                return Ok(());
+                return Ok(false);
             }
-            if parsed.kind == ValueKind::Deletion {
-                deletions += 1;
+            match parsed.kind {
+                ValueKind::Deletion => deletions += 1,
+                ValueKind::ValueHandle => {
+                    let handle = found.note(name, entries, parsed.user_key, parsed.seq, it.value());
+                    if let (Some(h), Some(hc)) = (handle, handles.as_deref_mut()) {
+                        hc.resolve(entries, parsed.user_key, parsed.seq, h, found);
+                    }
+                }
+                ValueKind::Value => {}
             }
             if first.is_none() {
                 first = Some(key.to_vec());
@@ -145,6 +159,6 @@ impl Checker {
                 ));
             }
         }
-        Ok(())
+        Ok(true)
     }
 }

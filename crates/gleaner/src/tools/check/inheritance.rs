@@ -1,0 +1,205 @@
+//! The inheritance records of the recovered version: well formed, free of cycles, and needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Checker, Problem};
+use crate::filename::manifest_file_name;
+use crate::version::{Inheritor, ValueSet};
+
+/// Where a depth-first walk of the inheritance graph stands with a record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// On the current path: reaching it again closes a cycle.
+    Open,
+    /// Fully explored.
+    Done,
+}
+
+impl Checker {
+    /// Checks every inheritance record of `values`:
+    /// - each child's key range is a range, and the children's ranges are disjoint (a key must
+    ///   pick exactly one child);
+    /// - each child is a live value table or was itself collected with an inheritance record;
+    ///   otherwise a handle resolving to it would fail. The engine leaves such children behind
+    ///   legitimately when every record of the child became garbage (the child is then deleted
+    ///   without GC, or collected with no output), so this is a warning: the handle check has
+    ///   already verified that no handle needs one;
+    /// - following children never returns to a record (a cycle would make resolution loop);
+    /// - with `named` (the table numbers the handles of all key tables name, when every key
+    ///   table was read), each record is reachable from a named table: an unreachable one is a
+    ///   warning, since pruning would have dropped it.
+    pub(super) fn check_inheritance(
+        &mut self,
+        manifest: u64,
+        values: &ValueSet,
+        named: Option<&BTreeSet<u64>>,
+    ) {
+        let file = manifest_file_name(manifest);
+        let records = values.inheritance();
+        for (&victim, children) in records {
+            if let Some(why) = children_fault(children) {
+                self.problem(Problem::new(
+                    &file,
+                    None,
+                    format!("inheritance record of value table {victim}: {why}"),
+                ));
+            }
+            for c in children {
+                if values.live(c.number).is_none() && !records.contains_key(&c.number) {
+                    self.warning(
+                        &file,
+                        None,
+                        format!(
+                            "inheritance record of value table {victim} names child {}, which is \
+                             neither live nor collected into other tables (harmless while no \
+                             handle resolves to it: every record it held became garbage)",
+                            c.number
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(start) = find_cycle(records) {
+            self.problem(Problem::new(
+                &file,
+                None,
+                format!("inheritance records starting at value table {start} form a cycle"),
+            ));
+        }
+        if let Some(named) = named {
+            let reached = reachable(records, named);
+            for &victim in records.keys().filter(|n| !reached.contains(n)) {
+                self.warning(
+                    &file,
+                    None,
+                    format!(
+                        "inheritance record of value table {victim} is reachable from no value \
+                         handle of any key table (pruning drops it at the next change)"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// What is wrong with a record's list of children, if anything.
+fn children_fault(children: &[Inheritor]) -> Option<String> {
+    if let Some(c) = children.iter().find(|c| c.smallest_key > c.largest_key) {
+        return Some(format!(
+            "child {} has its smallest key after its largest",
+            c.number
+        ));
+    }
+    let mut sorted: Vec<&Inheritor> = children.iter().collect();
+    sorted.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
+    sorted
+        .windows(2)
+        .find(|w| w[0].largest_key >= w[1].smallest_key)
+        .map(|w| {
+            format!(
+                "children {} and {} have overlapping key ranges",
+                w[0].number, w[1].number
+            )
+        })
+}
+
+/// A record from which following children leads back to a record already on the path, if any.
+fn find_cycle(records: &BTreeMap<u64, Vec<Inheritor>>) -> Option<u64> {
+    let mut marks: BTreeMap<u64, Mark> = BTreeMap::new();
+    for &root in records.keys() {
+        if marks.contains_key(&root) {
+            continue;
+        }
+        // Iterative depth-first walk: (record, index of the next child to visit).
+        let mut stack: Vec<(u64, usize)> = vec![(root, 0)];
+        marks.insert(root, Mark::Open);
+        while let Some((n, i)) = stack.pop() {
+            let children = records.get(&n).map(Vec::as_slice).unwrap_or_default();
+            let Some(child) = children.get(i) else {
+                marks.insert(n, Mark::Done);
+                continue;
+            };
+            stack.push((n, i + 1));
+            if !records.contains_key(&child.number) {
+                continue;
+            }
+            match marks.get(&child.number) {
+                Some(Mark::Open) => return Some(child.number),
+                Some(Mark::Done) => {}
+                None => {
+                    marks.insert(child.number, Mark::Open);
+                    stack.push((child.number, 0));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The records reachable from `named`: a handle naming a collected table needs its record, and
+/// the records of every table the walk can lead to.
+fn reachable(records: &BTreeMap<u64, Vec<Inheritor>>, named: &BTreeSet<u64>) -> BTreeSet<u64> {
+    let mut reached = BTreeSet::new();
+    let mut stack: Vec<u64> = named
+        .iter()
+        .copied()
+        .filter(|n| records.contains_key(n))
+        .collect();
+    while let Some(n) = stack.pop() {
+        if !reached.insert(n) {
+            continue;
+        }
+        for c in records.get(&n).into_iter().flatten() {
+            if records.contains_key(&c.number) {
+                stack.push(c.number);
+            }
+        }
+    }
+    reached
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn child(number: u64, lo: &str, hi: &str) -> Inheritor {
+        Inheritor {
+            number,
+            smallest_key: lo.as_bytes().to_vec(),
+            largest_key: hi.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn cycles_are_found_and_chains_are_not_cycles() {
+        let mut records = BTreeMap::new();
+        records.insert(1, vec![child(2, "a", "m"), child(3, "n", "z")]);
+        records.insert(2, vec![child(4, "a", "m")]);
+        records.insert(3, vec![child(4, "n", "z")]);
+        assert_eq!(find_cycle(&records), None, "a diamond is not a cycle");
+        records.insert(4, vec![child(1, "a", "z")]);
+        assert!(find_cycle(&records).is_some());
+        records.insert(4, vec![child(4, "a", "z")]);
+        assert_eq!(find_cycle(&records), Some(4), "a self-loop");
+    }
+
+    #[test]
+    fn reachability_follows_children() {
+        let mut records = BTreeMap::new();
+        records.insert(1, vec![child(2, "a", "z")]);
+        records.insert(2, vec![child(5, "a", "z")]);
+        records.insert(9, vec![child(5, "a", "z")]);
+        let reached = reachable(&records, &BTreeSet::from([1, 5]));
+        assert_eq!(reached, BTreeSet::from([1, 2]));
+    }
+
+    #[test]
+    fn children_must_have_disjoint_ranges() {
+        assert_eq!(
+            children_fault(&[child(2, "a", "f"), child(3, "g", "z")]),
+            None
+        );
+        assert!(children_fault(&[child(3, "f", "z"), child(2, "a", "f")]).is_some());
+        assert!(children_fault(&[child(2, "b", "a")]).is_some());
+    }
+}
