@@ -26,7 +26,7 @@ pub(super) struct GcClaim {
 }
 
 /// What `Db::run_gc` did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GcRunStats {
     /// Jobs run.
     pub jobs: u64,

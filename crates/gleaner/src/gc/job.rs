@@ -16,7 +16,7 @@ use crate::value::{OwnedRecord, ValueTable};
 use crate::version::ValueTableMeta;
 
 /// Figures of one GC job.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GcJobStats {
     /// Victim tables.
     pub victims: u64,

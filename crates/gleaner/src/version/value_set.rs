@@ -291,6 +291,29 @@ impl ValueSet {
         if self.inheritance.is_empty() {
             return;
         }
+        // Children that are gone (freed because every record became garbage, with nothing
+        // inherited) can hold no record a handle needs; forget them, and records left with no
+        // child.
+        loop {
+            let known: BTreeSet<u64> = self
+                .tables
+                .keys()
+                .chain(self.inheritance.keys())
+                .copied()
+                .collect();
+            let mut changed = false;
+            for children in self.inheritance.values_mut() {
+                let before = children.len();
+                children.retain(|c| known.contains(&c.number));
+                changed |= children.len() != before;
+            }
+            let before = self.inheritance.len();
+            self.inheritance.retain(|_, children| !children.is_empty());
+            changed |= self.inheritance.len() != before;
+            if !changed {
+                break;
+            }
+        }
         let mut needed: BTreeSet<u64> = BTreeSet::new();
         let mut stack: Vec<u64> = self
             .refs
@@ -398,6 +421,39 @@ mod tests {
             s.remove_refs(&[dep(1)]).is_err(),
             "references never go negative"
         );
+    }
+
+    #[test]
+    fn children_that_are_gone_are_forgotten() {
+        let mut s = ValueSet::default();
+        s.add_table(meta(4, "a", "f")).expect("add");
+        s.add_inheritance(1, vec![child(2, "a", "c"), child(4, "d", "f")])
+            .expect("inherit");
+        s.add_inheritance(3, vec![child(5, "a", "z")])
+            .expect("inherit");
+        s.add_refs(&[
+            Dependence {
+                value_table: 1,
+                count: 1,
+                bytes: 1,
+            },
+            Dependence {
+                value_table: 3,
+                count: 1,
+                bytes: 1,
+            },
+        ]);
+        s.prune_inheritance();
+        assert_eq!(
+            s.inheritance().get(&1).map(|c| c.len()),
+            Some(1),
+            "2 is gone, 4 stays"
+        );
+        assert!(
+            !s.inheritance().contains_key(&3),
+            "every child of 3 is gone"
+        );
+        assert!(matches!(s.resolve(1, b"e"), Resolved::Live(t) if t.number == 4));
     }
 
     #[test]

@@ -19,11 +19,8 @@ impl Checker {
     /// Checks every inheritance record of `values`:
     /// - each child's key range is a range, and the children's ranges are disjoint (a key must
     ///   pick exactly one child);
-    /// - each child is a live value table or was itself collected with an inheritance record;
-    ///   otherwise a handle resolving to it would fail. The engine leaves such children behind
-    ///   legitimately when every record of the child became garbage (the child is then deleted
-    ///   without GC, or collected with no output), so this is a warning: the handle check has
-    ///   already verified that no handle needs one;
+    /// - each child is a live value table or was itself collected with an inheritance record
+    ///   (applying an edit forgets children that are gone, so any other child is damage);
     /// - following children never returns to a record (a cycle would make resolution loop);
     /// - with `named` (the table numbers the handles of all key tables name, when every key
     ///   table was read), each record is reachable from a named table: an unreachable one is a
@@ -46,16 +43,15 @@ impl Checker {
             }
             for c in children {
                 if values.live(c.number).is_none() && !records.contains_key(&c.number) {
-                    self.warning(
+                    self.problem(Problem::new(
                         &file,
                         None,
                         format!(
                             "inheritance record of value table {victim} names child {}, which is \
-                             neither live nor collected into other tables (harmless while no \
-                             handle resolves to it: every record it held became garbage)",
+                             neither live nor collected into other tables",
                             c.number
                         ),
-                    );
+                    ));
                 }
             }
         }
