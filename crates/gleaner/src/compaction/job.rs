@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::garbage::HandleRewriter;
 use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener};
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
+use super::pending::PendingFiles;
 use super::picker::CompactionPlan;
 use super::value_output::{ValueOutputConfig, ValueOutputs};
 use crate::cache::{TableCache, ValueTableCache};
@@ -128,7 +129,8 @@ pub fn flush_memtables(
 }
 
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
-/// that still holds its inputs). Returns the edit that installs the result. When `cancel` is
+/// that still holds its inputs). Returns the edit that installs the result and its output
+/// files (keep them once the edit is installed). When `cancel` is
 /// set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
 #[expect(
     clippy::too_many_arguments,
@@ -143,7 +145,7 @@ pub fn run_compaction(
     out: OutputConfig,
     listener: &mut dyn DropListener,
     cancel: Option<&AtomicBool>,
-) -> Result<(VersionEdit, JobStats)> {
+) -> Result<(VersionEdit, JobStats, PendingFiles)> {
     let start = Instant::now();
     let mut edit = VersionEdit::default();
     let mut stats = JobStats {
@@ -172,7 +174,11 @@ pub fn run_compaction(
         edit.new_tables
             .push(crate::version::set::new_table(plan.output_level, f));
         stats.micros = start.elapsed().as_micros() as u64;
-        return Ok((edit, stats));
+        return Ok((
+            edit,
+            stats,
+            PendingFiles::new(Arc::clone(&out.fs), out.dir.clone()),
+        ));
     }
     let ctx = ReadCtx {
         class: IoClass::CompactionRead,
@@ -180,7 +186,7 @@ pub fn run_compaction(
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for f in plan.all_inputs() {
-        let table = tables.get(f, ctx.class)?;
+        let table = tables.get(f.number, f.file_size, ctx.class)?;
         children.push(Box::new(table.iter(ctx)));
     }
     let merged = MergingIterator::new(children, compare_internal);
@@ -208,5 +214,5 @@ pub fn run_compaction(
     stats.output_bytes = done.key_bytes;
     edit.new_tables = done.key_tables;
     stats.micros = start.elapsed().as_micros() as u64;
-    Ok((edit, stats))
+    Ok((edit, stats, done.pending))
 }

@@ -5,6 +5,7 @@ pub mod garbage;
 pub mod iterator;
 pub mod job;
 pub mod output;
+pub mod pending;
 pub mod picker;
 pub mod value_output;
 
@@ -12,6 +13,7 @@ pub use garbage::{ClaimedDrop, GarbageListener, HandleRewriter, LateDrop};
 pub use iterator::{CompactionIterator, DropCounter, DropEvent, DropListener, DropReason};
 pub use job::{JobStats, flush_memtables, run_compaction};
 pub use output::{FinishedOutputs, OutputConfig, TableOutputs};
+pub use pending::PendingFiles;
 pub use picker::{
     CompactionPlan, CompactionReason, PickerConfig, RunningCompaction, pick_compaction, plan_manual,
 };

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::BTreeMap;
 
+use super::pending::PendingFiles;
 use super::value_output::ValueOutputs;
 use crate::error::{Error, Result};
-use crate::filename::{table_file_name, value_table_file_name};
+use crate::filename::table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};
@@ -41,7 +42,7 @@ pub struct OutputConfig {
 }
 
 /// What a finished run of outputs produced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FinishedOutputs {
     /// Key tables for the edit.
     pub key_tables: Vec<NewTable>,
@@ -51,6 +52,8 @@ pub struct FinishedOutputs {
     pub value_tables: Vec<ValueTableMeta>,
     /// Bytes of the value tables.
     pub value_bytes: u64,
+    /// The files written: keep them once the edit naming them is installed.
+    pub pending: PendingFiles,
 }
 
 /// Builds a run of output tables for one level.
@@ -65,7 +68,7 @@ pub struct TableOutputs {
     last_user_key: Vec<u8>,
     has_last: bool,
     finished: Vec<NewTable>,
-    created: Vec<u64>,
+    pending: PendingFiles,
     bytes_written: u64,
     /// Flushes only: values at least this long go to `values`.
     separation: Option<(ValueOutputs, u64)>,
@@ -79,6 +82,7 @@ impl TableOutputs {
     /// Outputs for `level`; `grandparents` are the overlapping tables of the level below it.
     pub fn new(cfg: OutputConfig, level: u32, grandparents: Vec<Arc<FileMetaData>>) -> Self {
         TableOutputs {
+            pending: PendingFiles::new(Arc::clone(&cfg.fs), cfg.dir.clone()),
             cfg,
             level,
             grandparents,
@@ -89,7 +93,6 @@ impl TableOutputs {
             last_user_key: Vec::new(),
             has_last: false,
             finished: Vec::new(),
-            created: Vec::new(),
             bytes_written: 0,
             separation: None,
             dependence: BTreeMap::new(),
@@ -194,7 +197,7 @@ impl TableOutputs {
     fn open_table(&mut self) -> Result<()> {
         let number = self.cfg.next_file_number.fetch_add(1, Ordering::SeqCst);
         let path = self.cfg.dir.join(table_file_name(number));
-        self.created.push(number);
+        self.pending.add(table_file_name(number));
         let file = self.cfg.fs.new_writable(
             &path,
             WriteFileOptions {
@@ -233,71 +236,29 @@ impl TableOutputs {
     }
 
     /// Finishes the last table and makes every output's directory entry durable. Returns the
-    /// key tables and value tables for the version edit, and the bytes written.
+    /// key tables and value tables for the version edit, the bytes written, and the files, which
+    /// are deleted unless the caller keeps them once the edit is installed.
     pub fn finish(mut self) -> Result<FinishedOutputs> {
-        // Value tables first: the key tables reference them, and their directory entries must
-        // be durable before the manifest names either.
         let mut value_tables = Vec::new();
         let mut value_bytes = 0;
         if let Some((values, _)) = self.separation.take() {
-            match values.finish() {
-                Ok((tables, bytes)) => {
-                    value_tables = tables;
-                    value_bytes = bytes;
-                }
-                Err(e) => {
-                    self.abandon();
-                    return Err(e);
-                }
-            }
+            let (tables, bytes, files) = values.finish()?;
+            value_tables = tables;
+            value_bytes = bytes;
+            self.pending.absorb(files);
         }
-        let r = self.finish_current().and_then(|_| {
-            if self.created.is_empty() {
-                Ok(())
-            } else {
-                self.cfg.fs.sync_dir(&self.cfg.dir)
-            }
-        });
-        if let Err(e) = r {
-            self.abandon();
-            for v in &value_tables {
-                let _ = self
-                    .cfg
-                    .fs
-                    .remove_file(&self.cfg.dir.join(value_table_file_name(v.number)));
-            }
-            return Err(e);
-        }
-        self.created.clear();
+        self.finish_current()?;
+        self.pending.make_durable()?;
+        let pending = std::mem::replace(
+            &mut self.pending,
+            PendingFiles::new(Arc::clone(&self.cfg.fs), self.cfg.dir.clone()),
+        );
         Ok(FinishedOutputs {
             key_tables: std::mem::take(&mut self.finished),
             key_bytes: self.bytes_written,
             value_tables,
             value_bytes,
+            pending,
         })
-    }
-
-    /// Deletes every table created so far (after a failure).
-    pub fn abandon(&mut self) {
-        if let Some((values, _)) = self.separation.as_mut() {
-            values.abandon();
-        }
-        self.current = None;
-        for number in self.created.drain(..) {
-            // Best effort: a table that cannot be deleted now is an orphan the next open removes.
-            let _ = self
-                .cfg
-                .fs
-                .remove_file(&self.cfg.dir.join(table_file_name(number)));
-        }
-    }
-}
-
-impl Drop for TableOutputs {
-    fn drop(&mut self) {
-        // Not finished: the job failed part-way; its tables must not linger.
-        if !self.created.is_empty() {
-            self.abandon();
-        }
     }
 }

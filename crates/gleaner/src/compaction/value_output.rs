@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::pending::PendingFiles;
 use crate::error::Result;
 use crate::filename::value_table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
@@ -42,7 +43,7 @@ pub struct ValueOutputs {
     last_user_key: Vec<u8>,
     has_last: bool,
     finished: Vec<ValueTableMeta>,
-    created: Vec<u64>,
+    pending: PendingFiles,
     bytes_written: u64,
 }
 
@@ -50,13 +51,13 @@ impl ValueOutputs {
     /// A run of tables tagged with `class`.
     pub fn new(cfg: ValueOutputConfig, class: u32) -> Self {
         ValueOutputs {
+            pending: PendingFiles::new(Arc::clone(&cfg.fs), cfg.dir.clone()),
             cfg,
             class,
             current: None,
             last_user_key: Vec::new(),
             has_last: false,
             finished: Vec::new(),
-            created: Vec::new(),
             bytes_written: 0,
         }
     }
@@ -90,7 +91,7 @@ impl ValueOutputs {
 
     fn open_table(&mut self) -> Result<()> {
         let number = self.cfg.next_file_number.fetch_add(1, Ordering::SeqCst);
-        self.created.push(number);
+        self.pending.add(value_table_file_name(number));
         let file = self.cfg.fs.new_writable(
             &self.cfg.dir.join(value_table_file_name(number)),
             WriteFileOptions {
@@ -131,44 +132,29 @@ impl ValueOutputs {
 
     /// True when no record was added.
     pub fn is_empty(&self) -> bool {
-        self.created.is_empty()
+        self.pending.is_empty()
     }
 
     /// Finishes the last table and makes the tables' directory entries durable. Returns the
-    /// tables for the version edit and the bytes written.
-    pub fn finish(mut self) -> Result<(Vec<ValueTableMeta>, u64)> {
-        let r = self.finish_current().and_then(|_| {
-            if self.created.is_empty() {
-                Ok(())
-            } else {
-                self.cfg.fs.sync_dir(&self.cfg.dir)
-            }
-        });
-        if let Err(e) = r {
-            self.abandon();
-            return Err(e);
-        }
-        self.created.clear();
-        Ok((std::mem::take(&mut self.finished), self.bytes_written))
+    /// tables for the version edit, the bytes written, and the files, which are deleted unless
+    /// the caller keeps them once the edit is installed.
+    pub fn finish(mut self) -> Result<(Vec<ValueTableMeta>, u64, PendingFiles)> {
+        self.finish_current()?;
+        self.pending.make_durable()?;
+        let pending = std::mem::replace(
+            &mut self.pending,
+            PendingFiles::new(Arc::clone(&self.cfg.fs), self.cfg.dir.clone()),
+        );
+        Ok((
+            std::mem::take(&mut self.finished),
+            self.bytes_written,
+            pending,
+        ))
     }
 
     /// Deletes every table created so far (after a failure).
     pub fn abandon(&mut self) {
         self.current = None;
-        for number in self.created.drain(..) {
-            // Best effort: an undeleted table is an orphan the next open removes.
-            let _ = self
-                .cfg
-                .fs
-                .remove_file(&self.cfg.dir.join(value_table_file_name(number)));
-        }
-    }
-}
-
-impl Drop for ValueOutputs {
-    fn drop(&mut self) {
-        if !self.created.is_empty() {
-            self.abandon();
-        }
+        self.pending.abandon();
     }
 }

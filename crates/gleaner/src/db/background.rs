@@ -228,7 +228,9 @@ impl DbInner {
             new_value_tables: done.value_tables,
             ..Default::default()
         };
+        // On failure the flushed tables are deleted as `done.pending` drops.
         let version = versions.log_and_apply(edit)?;
+        done.pending.keep();
         {
             let mut st = self.state.lock();
             for m in mems {
@@ -263,7 +265,7 @@ impl DbInner {
         let snapshots = self.snapshots.sequences();
         let mut garbage = GarbageListener::new(Arc::clone(&job.version), job.claimed.clone());
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
-        let (mut edit, stats) = run_compaction(
+        let (mut edit, stats, outputs) = run_compaction(
             plan,
             &job.version,
             &self.tables,
@@ -273,25 +275,14 @@ impl DbInner {
             &mut garbage,
             Some(&self.shutting_down),
         )?;
-        let outputs: Vec<u64> = edit.new_tables.iter().map(|t| t.meta.number).collect();
         let mut versions = self.versions.lock();
         // Garbage is placed against the version the edit applies to, under the manifest lock, so
         // no GC job can commit in between (see compaction::garbage).
         let claimed_now = self.state.lock().gc_claimed.clone();
         let (late, unresolved) = garbage.settle(versions.current(), &claimed_now, &mut edit);
-        let installed = versions.log_and_apply(edit.clone());
-        let version = match installed {
-            Ok(v) => v,
-            Err(e) => {
-                drop(versions);
-                if !plan.trivial_move {
-                    for n in outputs {
-                        let _ = self.fs.remove_file(&self.dir.join(table_file_name(n)));
-                    }
-                }
-                return Err(e);
-            }
-        };
+        // On failure the outputs are deleted as `outputs` drops.
+        let version = versions.log_and_apply(edit.clone())?;
+        outputs.keep();
         {
             let mut st = self.state.lock();
             for (level, key) in &edit.compact_pointers {

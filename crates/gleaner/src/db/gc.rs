@@ -153,7 +153,10 @@ impl DbInner {
         let mut victims = Vec::with_capacity(live.len());
         for n in &live {
             let meta = version.values().live(*n).expect("filtered to live tables");
-            victims.push(self.values.get(meta, IoClass::GcRead)?);
+            victims.push(
+                self.values
+                    .get(meta.number, meta.file_size, IoClass::GcRead)?,
+            );
         }
         let ctx = ReadCtx {
             class: IoClass::GcLookup,
@@ -192,7 +195,6 @@ impl DbInner {
                 largest_key: t.largest_key.clone(),
             })
             .collect();
-        let output_numbers: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
         let mut edit = VersionEdit {
             new_value_tables: out.tables,
             deleted_value_tables: victims.to_vec(),
@@ -220,16 +222,13 @@ impl DbInner {
         let version = match versions.log_and_apply(edit) {
             Ok(v) => v,
             Err(e) => {
+                // The outputs are deleted as `out.pending` drops.
                 drop(versions);
-                for n in output_numbers {
-                    let _ = self
-                        .fs
-                        .remove_file(&self.dir.join(crate::filename::value_table_file_name(n)));
-                }
                 self.set_bg_error(e.clone());
                 return Err(e);
             }
         };
+        out.pending.keep();
         {
             let mut st = self.state.lock();
             st.version = version;

@@ -140,7 +140,9 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     let mut mem = Arc::new(MemTable::new(0));
     // Replayed memtables go straight to L0 tables (no snapshot exists yet, so shadowed versions
     // are dropped).
-    let flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
+    // Tables written from the logs are deleted again unless the edit installing them lands.
+    let mut recovered_files = crate::compaction::PendingFiles::new(Arc::clone(&fs), dir.clone());
+    let mut flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
         let out = crate::compaction::OutputConfig {
             fs: Arc::clone(&fs),
             dir: dir.clone(),
@@ -172,6 +174,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         )?;
         edit.new_tables.extend(done.key_tables);
         edit.new_value_tables.extend(done.value_tables);
+        recovered_files.absorb(done.pending);
         Ok(())
     };
     for &number in &wals {
@@ -230,6 +233,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     edit.log_number = Some(wal_number);
     edit.last_sequence = Some(last_seq);
     let version = versions.log_and_apply(edit)?;
+    recovered_files.keep();
     write_file_atomically(
         fs.as_ref(),
         &dir,

@@ -35,7 +35,7 @@ impl DbInner {
         let mut referenced: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
         let mut report = GarbageRecount::default();
         for (_, f) in version.all_files() {
-            let table = self.tables.get(f, IoClass::Other)?;
+            let table = self.tables.get(f.number, f.file_size, IoClass::Other)?;
             let mut it = table.iter(ctx);
             it.seek_to_first()?;
             while it.valid() {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::policy::{GcOutputRouting, GcPolicy, GcReadMode, GcValidity};
 use super::reader::VictimReader;
-use crate::compaction::{ValueOutputConfig, ValueOutputs};
+use crate::compaction::{PendingFiles, ValueOutputConfig, ValueOutputs};
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::value::{OwnedRecord, ValueTable};
@@ -39,7 +39,7 @@ pub struct GcJobStats {
 }
 
 /// What a finished job produced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GcJobOutput {
     /// The new value tables.
     pub tables: Vec<ValueTableMeta>,
@@ -47,6 +47,8 @@ pub struct GcJobOutput {
     pub copied: HashMap<SeqNo, u64>,
     /// Figures.
     pub stats: GcJobStats,
+    /// The output files: keep them once the edit naming them is installed.
+    pub pending: PendingFiles,
 }
 
 /// How often (in records) the job checks whether it was cancelled.
@@ -118,12 +120,13 @@ pub fn run_gc_job(
     }
     stats.bytes_read = readers.iter().map(|r| r.bytes_read).sum();
     let start = Instant::now();
-    let (tables, bytes) = out.finish()?;
+    let (tables, bytes, pending) = out.finish()?;
     timed(&mut stats.write_micros, start);
     stats.bytes_written = bytes;
     Ok(GcJobOutput {
         tables,
         copied,
         stats,
+        pending,
     })
 }

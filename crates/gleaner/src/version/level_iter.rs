@@ -35,7 +35,7 @@ impl LevelIter {
         self.current = None;
         self.index = index;
         if let Some(f) = self.files.get(index) {
-            let table = self.tables.get(f, self.ctx.class)?;
+            let table = self.tables.get(f.number, f.file_size, self.ctx.class)?;
             self.current = Some(table.iter(self.ctx));
         }
         Ok(())

@@ -36,7 +36,7 @@ impl ValueSet {
     ) -> Result<Located> {
         if let Some(v) = self.live(handle.file_number) {
             return Ok(Located {
-                table: cache.get(v, class)?,
+                table: cache.get(v.number, v.file_size, class)?,
                 handle,
             });
         }
@@ -49,7 +49,7 @@ impl ValueSet {
         };
         match self.resolve(handle.file_number, user_key) {
             Resolved::Live(v) => {
-                let table = cache.get(&v, class)?;
+                let table = cache.get(v.number, v.file_size, class)?;
                 let (offset, len) =
                     table
                         .find(user_key, seq, class, fill_cache)?

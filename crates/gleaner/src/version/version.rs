@@ -249,7 +249,7 @@ impl Version {
         lookup_key: &[u8],
         ctx: ReadCtx,
     ) -> Result<Option<Lookup>> {
-        let table = tables.get(f, ctx.class)?;
+        let table = tables.get(f.number, f.file_size, ctx.class)?;
         let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
             return Ok(None);
         };
@@ -274,7 +274,7 @@ impl Version {
         out: &mut Vec<Box<dyn InternalIterator>>,
     ) -> Result<()> {
         for f in &self.levels[0] {
-            let table = tables.get(f, ctx.class)?;
+            let table = tables.get(f.number, f.file_size, ctx.class)?;
             out.push(Box::new(table.iter(ctx)));
         }
         for files in self.levels.iter().skip(1) {
