@@ -13,6 +13,7 @@ pub mod builder;
 pub mod format;
 pub mod iter;
 pub mod properties;
+pub(crate) mod property_block;
 pub mod reader;
 
 #[cfg(test)]

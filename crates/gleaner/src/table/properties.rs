@@ -9,13 +9,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::coding::{decode_varint64, put_varint64};
 use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
 use crate::key::TRAILER_LEN;
 
-use super::block::{Block, BlockIter};
+use super::block::Block;
 use super::block_builder::BlockBuilder;
+use super::property_block::{PropertyWriter, read_properties};
 
 /// What a key table holds, recorded by the builder.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,26 +71,21 @@ const NAMES: [&str; 14] = [
 impl TableProperties {
     /// Adds every property to `block` (an empty builder with any restart interval), in order.
     pub(crate) fn encode_to(&self, block: &mut BlockBuilder) {
-        let mut value = Vec::with_capacity(16);
-        let mut int = |block: &mut BlockBuilder, name: &str, v: u64| {
-            value.clear();
-            put_varint64(&mut value, v);
-            block.add(name.as_bytes(), &value);
-        };
-        block.add(NAMES[0].as_bytes(), self.compression.as_bytes());
-        int(block, NAMES[1], self.data_bytes);
-        int(block, NAMES[2], self.filter_bytes);
-        int(block, NAMES[3], u64::from(self.format_version));
-        int(block, NAMES[4], self.index_bytes);
-        block.add(NAMES[5].as_bytes(), &self.largest_key);
-        int(block, NAMES[6], self.largest_seq);
-        int(block, NAMES[7], self.num_data_blocks);
-        int(block, NAMES[8], self.num_deletions);
-        int(block, NAMES[9], self.num_entries);
-        int(block, NAMES[10], self.raw_key_bytes);
-        int(block, NAMES[11], self.raw_value_bytes);
-        block.add(NAMES[12].as_bytes(), &self.smallest_key);
-        int(block, NAMES[13], self.smallest_seq);
+        let mut w = PropertyWriter::new(block);
+        w.bytes(NAMES[0], self.compression.as_bytes());
+        w.int(NAMES[1], self.data_bytes);
+        w.int(NAMES[2], self.filter_bytes);
+        w.int(NAMES[3], u64::from(self.format_version));
+        w.int(NAMES[4], self.index_bytes);
+        w.bytes(NAMES[5], &self.largest_key);
+        w.int(NAMES[6], self.largest_seq);
+        w.int(NAMES[7], self.num_data_blocks);
+        w.int(NAMES[8], self.num_deletions);
+        w.int(NAMES[9], self.num_entries);
+        w.int(NAMES[10], self.raw_key_bytes);
+        w.int(NAMES[11], self.raw_value_bytes);
+        w.bytes(NAMES[12], &self.smallest_key);
+        w.int(NAMES[13], self.smallest_seq);
     }
 
     /// Decodes a properties block. Every known property must appear exactly once and parse;
@@ -99,69 +93,45 @@ impl TableProperties {
     /// internal keys (at least 8 bytes).
     pub(crate) fn decode(block: Arc<Block>) -> Result<TableProperties> {
         let (file, offset) = (block.file_name().to_owned(), block.offset());
-        let corrupt = |detail: String| Error::corruption(&file, offset, detail);
-        let mut props = TableProperties::default();
-        let mut seen = [false; NAMES.len()];
-        let mut it = BlockIter::bytewise(block.clone());
-        it.seek_to_first()?;
-        while it.valid() {
-            let (name, value) = (it.key(), it.value());
-            if let Some(i) = NAMES.iter().position(|n| n.as_bytes() == name) {
-                if std::mem::replace(&mut seen[i], true) {
-                    return Err(corrupt(format!("property {} appears twice", NAMES[i])));
-                }
-                let int = || match decode_varint64(value) {
-                    Some((v, n)) if n == value.len() => Ok(v),
-                    _ => Err(corrupt(format!("property {} is not a varint", NAMES[i]))),
-                };
-                match i {
-                    0 => {
-                        props.compression = std::str::from_utf8(value)
-                            .map_err(|_| corrupt("property compression is not UTF-8".into()))?
-                            .to_owned();
-                    }
-                    1 => props.data_bytes = int()?,
-                    2 => props.filter_bytes = int()?,
-                    3 => {
-                        props.format_version = u32::try_from(int()?).map_err(|_| {
-                            corrupt("property format_version does not fit 32 bits".into())
-                        })?;
-                    }
-                    4 => props.index_bytes = int()?,
-                    5 => props.largest_key = value.to_vec(),
-                    6 => props.largest_seq = int()?,
-                    7 => props.num_data_blocks = int()?,
-                    8 => props.num_deletions = int()?,
-                    9 => props.num_entries = int()?,
-                    10 => props.raw_key_bytes = int()?,
-                    11 => props.raw_value_bytes = int()?,
-                    12 => props.smallest_key = value.to_vec(),
-                    _ => props.smallest_seq = int()?,
-                }
+        let mut p = TableProperties::default();
+        read_properties(block, &NAMES, |i, v| {
+            match i {
+                0 => p.compression = v.text()?,
+                1 => p.data_bytes = v.int()?,
+                2 => p.filter_bytes = v.int()?,
+                3 => p.format_version = v.int32()?,
+                4 => p.index_bytes = v.int()?,
+                5 => p.largest_key = v.bytes(),
+                6 => p.largest_seq = v.int()?,
+                7 => p.num_data_blocks = v.int()?,
+                8 => p.num_deletions = v.int()?,
+                9 => p.num_entries = v.int()?,
+                10 => p.raw_key_bytes = v.int()?,
+                11 => p.raw_value_bytes = v.int()?,
+                12 => p.smallest_key = v.bytes(),
+                _ => p.smallest_seq = v.int()?,
             }
-            it.next()?;
-        }
-        if let Some(i) = seen.iter().position(|s| !s) {
-            return Err(corrupt(format!(
-                "required property {} is missing",
-                NAMES[i]
-            )));
-        }
-        if props.num_entries > 0
-            && (props.smallest_key.len() < TRAILER_LEN || props.largest_key.len() < TRAILER_LEN)
+            Ok(())
+        })?;
+        if p.num_entries > 0
+            && (p.smallest_key.len() < TRAILER_LEN || p.largest_key.len() < TRAILER_LEN)
         {
-            return Err(corrupt(
-                "smallest_key or largest_key is not an internal key".into(),
+            return Err(Error::corruption(
+                &file,
+                offset,
+                "smallest_key or largest_key is not an internal key",
             ));
         }
-        Ok(props)
+        Ok(p)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iter::InternalIterator;
     use crate::key::{ValueKind, make_internal_key};
+    use crate::table::BlockIter;
 
     fn sample() -> TableProperties {
         TableProperties {

@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::coding::{decode_varint64, put_varint64};
-use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
-use crate::table::{Block, BlockBuilder, BlockIter};
+use crate::error::Result;
+use crate::table::property_block::{PropertyWriter, read_properties};
+use crate::table::{Block, BlockBuilder};
 
 /// What a value table holds, recorded by the builder.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,24 +64,19 @@ const NAMES: [&str; 12] = [
 impl ValueTableProperties {
     /// Adds every property to `block` (an empty builder with any restart interval), in order.
     pub(crate) fn encode_to(&self, block: &mut BlockBuilder) {
-        let mut value = Vec::with_capacity(16);
-        let mut int = |block: &mut BlockBuilder, name: &str, v: u64| {
-            value.clear();
-            put_varint64(&mut value, v);
-            block.add(name.as_bytes(), &value);
-        };
-        int(block, NAMES[0], u64::from(self.class));
-        int(block, NAMES[1], self.data_end);
-        int(block, NAMES[2], u64::from(self.format_version));
-        int(block, NAMES[3], self.index_bytes);
-        int(block, NAMES[4], self.key_bytes);
-        block.add(NAMES[5].as_bytes(), &self.largest_key);
-        int(block, NAMES[6], self.largest_seq);
-        int(block, NAMES[7], self.num_records);
-        int(block, NAMES[8], self.record_bytes);
-        block.add(NAMES[9].as_bytes(), &self.smallest_key);
-        int(block, NAMES[10], self.smallest_seq);
-        int(block, NAMES[11], self.value_bytes);
+        let mut w = PropertyWriter::new(block);
+        w.int(NAMES[0], u64::from(self.class));
+        w.int(NAMES[1], self.data_end);
+        w.int(NAMES[2], u64::from(self.format_version));
+        w.int(NAMES[3], self.index_bytes);
+        w.int(NAMES[4], self.key_bytes);
+        w.bytes(NAMES[5], &self.largest_key);
+        w.int(NAMES[6], self.largest_seq);
+        w.int(NAMES[7], self.num_records);
+        w.int(NAMES[8], self.record_bytes);
+        w.bytes(NAMES[9], &self.smallest_key);
+        w.int(NAMES[10], self.smallest_seq);
+        w.int(NAMES[11], self.value_bytes);
     }
 
     /// Decodes a properties block. Every known property must appear exactly once and parse
@@ -90,56 +84,33 @@ impl ValueTableProperties {
     /// bits); unknown names are skipped. Otherwise `Error::Corruption` at the block's offset.
     /// Consistency between properties is checked by the reader, which knows the file.
     pub(crate) fn decode(block: Arc<Block>) -> Result<ValueTableProperties> {
-        let (file, offset) = (block.file_name().to_owned(), block.offset());
-        let corrupt = |detail: String| Error::corruption(&file, offset, detail);
-        let mut props = ValueTableProperties::default();
-        let mut seen = [false; NAMES.len()];
-        let mut it = BlockIter::bytewise(block.clone());
-        it.seek_to_first()?;
-        while it.valid() {
-            let (name, value) = (it.key(), it.value());
-            if let Some(i) = NAMES.iter().position(|n| n.as_bytes() == name) {
-                if std::mem::replace(&mut seen[i], true) {
-                    return Err(corrupt(format!("property {} appears twice", NAMES[i])));
-                }
-                let int = || match decode_varint64(value) {
-                    Some((v, n)) if n == value.len() => Ok(v),
-                    _ => Err(corrupt(format!("property {} is not a varint", NAMES[i]))),
-                };
-                let int32 = || {
-                    u32::try_from(int()?)
-                        .map_err(|_| corrupt(format!("property {} does not fit 32 bits", NAMES[i])))
-                };
-                match i {
-                    0 => props.class = int32()?,
-                    1 => props.data_end = int()?,
-                    2 => props.format_version = int32()?,
-                    3 => props.index_bytes = int()?,
-                    4 => props.key_bytes = int()?,
-                    5 => props.largest_key = value.to_vec(),
-                    6 => props.largest_seq = int()?,
-                    7 => props.num_records = int()?,
-                    8 => props.record_bytes = int()?,
-                    9 => props.smallest_key = value.to_vec(),
-                    10 => props.smallest_seq = int()?,
-                    _ => props.value_bytes = int()?,
-                }
+        let mut p = ValueTableProperties::default();
+        read_properties(block, &NAMES, |i, v| {
+            match i {
+                0 => p.class = v.int32()?,
+                1 => p.data_end = v.int()?,
+                2 => p.format_version = v.int32()?,
+                3 => p.index_bytes = v.int()?,
+                4 => p.key_bytes = v.int()?,
+                5 => p.largest_key = v.bytes(),
+                6 => p.largest_seq = v.int()?,
+                7 => p.num_records = v.int()?,
+                8 => p.record_bytes = v.int()?,
+                9 => p.smallest_key = v.bytes(),
+                10 => p.smallest_seq = v.int()?,
+                _ => p.value_bytes = v.int()?,
             }
-            it.next()?;
-        }
-        if let Some(i) = seen.iter().position(|s| !s) {
-            return Err(corrupt(format!(
-                "required property {} is missing",
-                NAMES[i]
-            )));
-        }
-        Ok(props)
+            Ok(())
+        })?;
+        Ok(p)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iter::InternalIterator;
+    use crate::table::BlockIter;
 
     fn sample() -> ValueTableProperties {
         ValueTableProperties {
