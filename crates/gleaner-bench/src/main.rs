@@ -1,0 +1,3 @@
+//! `gleaner-bench`: the benchmark harness.
+
+fn main() {}

@@ -1,0 +1,183 @@
+//! The results of a run: what `results.json` holds (schema documented in docs/benchmarks.md).
+//! The runner fills it; the report builder reads it back.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything one `gleaner-bench` invocation measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// Schema version of this file (1).
+    pub schema_version: u32,
+    /// The command line that produced the results.
+    pub command: String,
+    /// The machine the run happened on.
+    pub machine: Machine,
+    /// The workload.
+    pub workload: WorkloadInfo,
+    /// One entry per engine, in the order given on the command line.
+    pub engines: Vec<EngineResult>,
+}
+
+/// The machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Host name.
+    pub hostname: String,
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// Total memory in bytes.
+    pub memory_bytes: u64,
+    /// Kernel (`uname -r`).
+    pub kernel: String,
+    /// Start time of the run, seconds since the Unix epoch.
+    pub started_unix: u64,
+}
+
+/// The workload, as run (identical for every engine).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// Key length in bytes.
+    pub key_size: usize,
+    /// Value-size spec (e.g. `mixed8k`).
+    pub value_size: String,
+    /// Key-choice spec (e.g. `zipf:0.99`).
+    pub dist: String,
+    /// Number of keys loaded.
+    pub keys: u64,
+    /// Bytes of keys and values loaded (the dataset size).
+    pub load_bytes: u64,
+    /// Bytes the update phase writes.
+    pub update_bytes: u64,
+    /// Phases, in order.
+    pub phases: Vec<String>,
+    /// Client threads.
+    pub threads: usize,
+    /// Block-cache bytes given to every engine.
+    pub cache_bytes: u64,
+    /// Direct I/O requested for every engine that supports it.
+    pub direct_io: bool,
+    /// Space budget as a multiple of the dataset (`None`: no budget).
+    pub space_budget: Option<f64>,
+    /// Ratio of compressible bytes in values (0 = incompressible).
+    pub compressible: f64,
+    /// Random seed.
+    pub seed: u64,
+}
+
+/// One engine's results.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineResult {
+    /// Display name (the engine spec, e.g. `gleaner:terarkdb,gc_garbage_ratio=0.3`).
+    pub name: String,
+    /// Engine kind (`gleaner`, `rocksdb`, `rocksdb-blob`, `fjall`, `fjall-blob`, `null`).
+    pub kind: String,
+    /// Per phase, in order.
+    pub phases: Vec<PhaseResult>,
+    /// One sample per second over the whole run.
+    pub timeseries: Vec<Sample>,
+    /// Set when the engine failed; the phases before the failure are still reported.
+    pub error: Option<String>,
+}
+
+/// One phase of one engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// Phase name (`load`, `update`, `read`, `scan`, `readwhilewriting`, `ycsb-a`..`ycsb-f`).
+    pub name: String,
+    /// Operations completed.
+    pub ops: u64,
+    /// Wall-clock seconds, budget pauses included.
+    pub seconds: f64,
+    /// `ops / seconds`.
+    pub ops_per_sec: f64,
+    /// Megabytes (10^6) of user keys and values written or read per second.
+    pub mb_per_sec: f64,
+    /// Latency of one operation in microseconds.
+    pub latency_us: Latency,
+    /// Bytes the process read from the device during the phase (`/proc/self/io` read_bytes).
+    pub device_bytes_read: u64,
+    /// Bytes the process wrote to the device during the phase (`/proc/self/io` write_bytes).
+    pub device_bytes_written: u64,
+    /// Bytes of user keys and values the phase wrote.
+    pub user_bytes_written: u64,
+    /// `device_bytes_written ÷ user_bytes_written` (0 for read-only phases).
+    pub write_amp: f64,
+    /// Space at the end of the phase and at its peak.
+    pub space: Space,
+    /// Seconds the harness paused the workload because the engine was over its space budget.
+    pub stall_seconds: f64,
+    /// Times the engine's disk usage exceeded the budget for 10 s without progress.
+    pub budget_violations: u64,
+    /// Seconds the engine itself throttled writes (Gleaner's stall counters), when known.
+    pub engine_stall_seconds: Option<f64>,
+    /// Garbage collection during the phase (Gleaner only).
+    pub gc: Option<GcFigures>,
+    /// The engine's own I/O counters for the phase, when it has them (free-form per engine).
+    pub engine_io: Option<serde_json::Value>,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// Space of one engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Space {
+    /// Bytes of live user data at the end (keys and values of the newest versions).
+    pub live_bytes: u64,
+    /// Bytes of the engine's directory at the end of the phase.
+    pub disk_bytes_end: u64,
+    /// Largest directory size sampled during the phase.
+    pub disk_bytes_peak: u64,
+    /// `disk_bytes_end ÷ live_bytes`.
+    pub space_amp_end: f64,
+    /// `disk_bytes_peak ÷ live_bytes`.
+    pub space_amp_peak: f64,
+}
+
+/// Garbage collection during one phase (differences of Gleaner's counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct GcFigures {
+    /// GC jobs committed.
+    pub jobs: u64,
+    /// Bytes GC read from value tables.
+    pub value_bytes_read: u64,
+    /// Bytes GC's validity checks read from the index tree.
+    pub lookup_bytes_read: u64,
+    /// Bytes of value tables GC wrote.
+    pub bytes_written: u64,
+    /// Seconds reading victims.
+    pub read_seconds: f64,
+    /// Seconds checking validity.
+    pub lookup_seconds: f64,
+    /// Seconds writing outputs.
+    pub write_seconds: f64,
+}
+
+/// One per-second sample of one engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds since the engine's first phase started.
+    pub t: f64,
+    /// The phase running.
+    pub phase: String,
+    /// Operations completed in the last second.
+    pub ops_per_sec: f64,
+    /// Bytes of the engine's directory.
+    pub disk_bytes: u64,
+    /// Device megabytes (10^6) read per second.
+    pub device_read_mb_s: f64,
+    /// Device megabytes (10^6) written per second.
+    pub device_write_mb_s: f64,
+}

@@ -1,0 +1,1 @@
+//! Workload generators: keys, key choice, value sizes and contents, phases and YCSB mixes.
