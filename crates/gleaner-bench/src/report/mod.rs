@@ -1,1 +1,10 @@
 //! Reports: `results.json`, `report.md` and PNG plots, and rebuilding them from the JSON.
+
+mod error;
+mod json;
+
+#[cfg(test)]
+mod fixture;
+
+pub use error::ReportError;
+pub use json::{RESULTS_FILE, SCHEMA_VERSION, read_json, results_path, write_json};
