@@ -61,6 +61,21 @@ impl ReportError {
             source,
         }
     }
+
+    pub(crate) fn write(path: &Path, source: io::Error) -> Self {
+        ReportError::Io {
+            path: path.to_path_buf(),
+            action: "write",
+            source,
+        }
+    }
+
+    pub(crate) fn plot(path: &Path, message: impl fmt::Display) -> Self {
+        ReportError::Plot {
+            path: path.to_path_buf(),
+            message: message.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for ReportError {

@@ -82,6 +82,28 @@ pub fn ratio_of(value: Option<f64>, reference: Option<f64>) -> String {
     }
 }
 
+/// A short axis label: `950`, `12.5k`, `800k`, `1.2M`, `3G`; plot axes have no room for
+/// full digits.
+pub fn compact(x: f64) -> String {
+    if !x.is_finite() {
+        return NONE.to_string();
+    }
+    let a = x.abs();
+    let (scaled, suffix) = if a >= 1e9 {
+        (x / 1e9, "G")
+    } else if a >= 1e6 {
+        (x / 1e6, "M")
+    } else if a >= 1e3 {
+        (x / 1e3, "k")
+    } else {
+        // Below 1000 the axis steps can be fractions (amplification 0.2, 0.4, ...).
+        let text = format!("{x:.2}");
+        return text.trim_end_matches('0').trim_end_matches('.').to_string();
+    };
+    let text = format!("{scaled:.1}");
+    format!("{}{suffix}", text.strip_suffix(".0").unwrap_or(&text))
+}
+
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
 pub fn utc(unix_seconds: u64) -> String {
     let days = unix_seconds / 86_400;
@@ -158,6 +180,19 @@ mod tests {
         assert_eq!(ratio_of(Some(3.0), Some(0.0)), NONE);
         assert_eq!(ratio_of(None, Some(2.0)), NONE);
         assert_eq!(ratio_of(Some(f64::NAN), Some(2.0)), NONE);
+    }
+
+    #[test]
+    fn compact_axis_labels() {
+        assert_eq!(compact(950.0), "950");
+        assert_eq!(compact(0.0), "0");
+        assert_eq!(compact(1.25), "1.25");
+        assert_eq!(compact(0.4), "0.4");
+        assert_eq!(compact(12_500.0), "12.5k");
+        assert_eq!(compact(800_000.0), "800k");
+        assert_eq!(compact(1_234_567.0), "1.2M");
+        assert_eq!(compact(3e9), "3G");
+        assert_eq!(compact(f64::NAN), NONE);
     }
 
     #[test]

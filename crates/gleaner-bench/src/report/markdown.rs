@@ -2,6 +2,7 @@
 //! way the Scavenger paper compares engines per phase (throughput, I/O, amplification, GC).
 
 use super::format::{self, NONE};
+use super::plots::PLOTS;
 use super::select::{PhaseKey, Reference};
 use crate::results::{EngineResult, GcFigures, PhaseResult, Results};
 
@@ -19,6 +20,7 @@ pub fn markdown(results: &Results) -> String {
     for key in results.phase_keys() {
         phase_table(&mut out, results, key);
     }
+    plots(&mut out);
     errors(&mut out, results);
     out.0
 }
@@ -281,6 +283,15 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
     out.blank();
 }
 
+fn plots(out: &mut Out) {
+    out.line("## Plots");
+    out.blank();
+    for plot in &PLOTS {
+        out.line(&format!("![{}]({})", plot.title, plot.file));
+        out.blank();
+    }
+}
+
 fn errors(out: &mut Out, r: &Results) {
     let failed: Vec<&EngineResult> = r.engines.iter().filter(|e| e.error.is_some()).collect();
     if failed.is_empty() {
@@ -401,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn report_markdown_errors() {
+    fn report_markdown_errors_and_plots() {
         let md = markdown(&fixture::results());
         assert!(
             md.contains("| 3 | `null` | null | failed (see Errors) |\n"),
@@ -411,6 +422,10 @@ mod tests {
             md.contains(
                 "## Errors\n\n- `null` (null), phases before the failure are reported above:\n\n  ```text\n  read: injected failure\n  while opening the null engine\n  ```\n"
             ),
+            "{md}"
+        );
+        assert!(
+            md.contains("![Throughput over time](throughput.png)\n"),
             "{md}"
         );
         assert!(md.find("## Errors").unwrap() > md.find("## Phase `read`").unwrap());
