@@ -1,0 +1,156 @@
+//! A fixed `Results` for the report's tests: Gleaner (with GC figures), RocksDB (the reference
+//! peer) and the null engine (which fails in `read`), through load, update and read.
+
+use crate::results::{
+    EngineResult, GcFigures, Latency, Machine, PhaseResult, Results, Sample, Space, WorkloadInfo,
+};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+/// The fixture. Numbers are chosen so the expected strings in the tests are easy to derive:
+/// Gleaner's update phase runs at 15,000 ops/s against RocksDB's 8,196.7, i.e. `1.83×`.
+pub fn results() -> Results {
+    Results {
+        schema_version: 1,
+        command:
+            "gleaner-bench run --engines gleaner:terarkdb,rocksdb,null --phases load,update,read"
+                .to_string(),
+        machine: Machine {
+            hostname: "bench-host".to_string(),
+            cpus: 2,
+            memory_bytes: 8 * GIB,
+            kernel: "6.1.0-test".to_string(),
+            started_unix: 1_700_000_000,
+        },
+        workload: WorkloadInfo {
+            key_size: 24,
+            value_size: "mixed8k".to_string(),
+            dist: "zipf:0.99".to_string(),
+            keys: 1_000_000,
+            load_bytes: 8 * GIB,
+            update_bytes: 24 * GIB,
+            phases: vec!["load".into(), "update".into(), "read".into()],
+            threads: 2,
+            cache_bytes: 64 * MIB,
+            direct_io: true,
+            space_budget: Some(1.5),
+            compressible: 0.0,
+            seed: 42,
+        },
+        engines: vec![gleaner(), rocksdb(), null()],
+    }
+}
+
+fn gleaner() -> EngineResult {
+    let mut load = phase("load", 1_000_000, 80.0, 12_500.0, 1.5, 1.125);
+    load.engine_stall_seconds = Some(1.5);
+    load.engine_io = Some(serde_json::json!({ "wal": { "write_bytes": 123 } }));
+    let mut update = phase("update", 3_000_000, 200.0, 15_000.0, 2.2, 1.4);
+    update.stall_seconds = 3.5;
+    update.budget_violations = 1;
+    update.gc = Some(GcFigures {
+        jobs: 42,
+        value_bytes_read: 5 * GIB,
+        lookup_bytes_read: 100 * MIB,
+        bytes_written: 3 * GIB,
+        read_seconds: 12.5,
+        lookup_seconds: 3.25,
+        write_seconds: 8.0,
+    });
+    let read = phase("read", 2_000_000, 50.0, 40_000.0, 0.0, 1.4);
+    EngineResult {
+        name: "gleaner:terarkdb".to_string(),
+        kind: "gleaner".to_string(),
+        phases: vec![load, update, read],
+        timeseries: samples(&[("load", 12_000.0), ("update", 15_500.0), ("read", 40_100.0)]),
+        error: None,
+    }
+}
+
+fn rocksdb() -> EngineResult {
+    EngineResult {
+        name: "rocksdb".to_string(),
+        kind: "rocksdb".to_string(),
+        phases: vec![
+            phase("load", 1_000_000, 200.0, 5_000.0, 3.0, 1.05),
+            phase("update", 3_000_000, 366.0, 8_196.7, 11.0, 1.1),
+            phase("read", 2_000_000, 40.0, 50_000.0, 0.0, 1.1),
+        ],
+        timeseries: samples(&[("load", 5_000.0), ("update", 8_000.0), ("read", 50_000.0)]),
+        error: None,
+    }
+}
+
+fn null() -> EngineResult {
+    EngineResult {
+        name: "null".to_string(),
+        kind: "null".to_string(),
+        phases: vec![
+            phase("load", 1_000_000, 0.81, 1_234_567.8, 0.0, 0.0),
+            phase("update", 3_000_000, 2.4, 1_250_000.0, 0.0, 0.0),
+        ],
+        timeseries: samples(&[("load", 1_234_567.8), ("update", 1_250_000.0)]),
+        error: Some("read: injected failure\nwhile opening the null engine".to_string()),
+    }
+}
+
+fn phase(
+    name: &str,
+    ops: u64,
+    seconds: f64,
+    ops_per_sec: f64,
+    write_amp: f64,
+    amp: f64,
+) -> PhaseResult {
+    let user = if name == "read" { 0 } else { 8 * GIB };
+    PhaseResult {
+        name: name.to_string(),
+        ops,
+        seconds,
+        ops_per_sec,
+        mb_per_sec: ops_per_sec * 8_216.0 / 1e6,
+        latency_us: Latency {
+            p50: 45.25,
+            p99: 310.0,
+            p999: 1_250.5,
+            max: 20_000.0,
+            mean: 60.0,
+        },
+        device_bytes_read: MIB,
+        device_bytes_written: (user as f64 * write_amp) as u64,
+        user_bytes_written: user,
+        write_amp,
+        space: Space {
+            live_bytes: 8 * GIB,
+            disk_bytes_end: (8.0 * GIB as f64 * amp) as u64,
+            disk_bytes_peak: (8.0 * GIB as f64 * amp * 1.1) as u64,
+            space_amp_end: amp,
+            space_amp_peak: amp * 1.1,
+        },
+        stall_seconds: 0.0,
+        budget_violations: 0,
+        engine_stall_seconds: None,
+        gc: None,
+        engine_io: None,
+    }
+}
+
+/// Two samples per phase, one second apart, continuing the clock across phases.
+fn samples(phases: &[(&str, f64)]) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for (i, (phase, ops)) in phases.iter().enumerate() {
+        for j in 0..2 {
+            let t = (2 * i + j) as f64 + 1.0;
+            out.push(Sample {
+                t,
+                phase: phase.to_string(),
+                ops_per_sec: *ops,
+                disk_bytes: GIB * (i as u64 + 8) + j as u64 * 100 * MIB,
+                device_read_mb_s: 10.0 * i as f64,
+                device_write_mb_s: 100.0 + 10.0 * j as f64,
+            });
+        }
+    }
+    out
+}

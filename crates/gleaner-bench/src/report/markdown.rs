@@ -1,0 +1,473 @@
+//! `report.md`: the run's context, then one table per phase with the engines side by side, the
+//! way the Scavenger paper compares engines per phase (throughput, I/O, amplification, GC).
+
+use super::format::{self, NONE};
+use super::plots::PLOTS;
+use super::select::{PhaseKey, Reference};
+use crate::results::{EngineResult, GcFigures, PhaseResult, Results};
+
+/// Renders the report. Pure and deterministic: the same `Results` always gives the same text,
+/// so a rebuilt `report.md` only changes in git when the results do.
+pub fn markdown(results: &Results) -> String {
+    let mut out = Out::default();
+    header(&mut out, results);
+    if results.engines.is_empty() {
+        out.line("No engines were run.");
+        return out.0;
+    }
+    engines(&mut out, results);
+    summary(&mut out, results);
+    for key in results.phase_keys() {
+        phase_table(&mut out, results, key);
+    }
+    plots(&mut out);
+    errors(&mut out, results);
+    out.0
+}
+
+#[derive(Default)]
+struct Out(String);
+
+impl Out {
+    fn line(&mut self, text: &str) {
+        self.0.push_str(text);
+        self.0.push('\n');
+    }
+
+    fn blank(&mut self) {
+        self.0.push('\n');
+    }
+
+    fn item(&mut self, label: &str, value: &str) {
+        self.line(&format!("- {label}: {value}"));
+    }
+
+    fn row(&mut self, cells: &[String]) {
+        self.line(&format!("| {} |", cells.join(" | ")));
+    }
+}
+
+fn header(out: &mut Out, r: &Results) {
+    let m = &r.machine;
+    let w = &r.workload;
+    out.line("# Benchmark report");
+    out.blank();
+    out.line(&format!("Command: {}", code(&r.command)));
+    out.blank();
+    out.line("## Machine");
+    out.blank();
+    out.item("Host", &format::cell(&m.hostname));
+    out.item("CPUs", &m.cpus.to_string());
+    out.item("Memory", &format::bytes(m.memory_bytes));
+    out.item("Kernel", &format::cell(&m.kernel));
+    out.item("Started", &format::utc(m.started_unix));
+    out.blank();
+    out.line("## Workload");
+    out.blank();
+    out.item("Key size", &format!("{} B", w.key_size));
+    out.item("Value size", &code(&w.value_size));
+    out.item("Key distribution", &code(&w.dist));
+    out.item("Keys", &format::thousands(w.keys));
+    out.item("Dataset (bytes loaded)", &format::bytes(w.load_bytes));
+    out.item("Update bytes", &format::bytes(w.update_bytes));
+    out.item("Phases", &w.phases.join(", "));
+    out.item("Threads", &w.threads.to_string());
+    out.item("Cache", &format::bytes(w.cache_bytes));
+    out.item("Direct I/O", if w.direct_io { "yes" } else { "no" });
+    let budget = match (w.space_budget, w.budget_bytes()) {
+        (Some(multiple), Some(bytes)) => format!(
+            "{} dataset ({})",
+            format::ratio(multiple),
+            format::bytes(bytes)
+        ),
+        _ => "none".to_string(),
+    };
+    out.item("Space budget", &budget);
+    out.item("Compressible fraction", &format::fixed(w.compressible, 2));
+    out.item("Seed", &w.seed.to_string());
+    out.blank();
+}
+
+fn engines(out: &mut Out, r: &Results) {
+    out.line("## Engines");
+    out.blank();
+    out.line("| # | engine | kind | status |");
+    out.line("|---:|---|---|---|");
+    for (i, e) in r.engines.iter().enumerate() {
+        let status = if e.error.is_some() {
+            "failed (see Errors)"
+        } else {
+            "ok"
+        };
+        out.row(&[
+            (i + 1).to_string(),
+            code(&e.name),
+            format::cell(&e.kind),
+            status.to_string(),
+        ]);
+    }
+    out.blank();
+    if let Some(reference) = r.reference() {
+        let name = code(&r.engines[reference.index].name);
+        if r.engines.len() < 2 {
+            out.line("One engine only: no ratios.");
+        } else if reference.is_peer {
+            out.line(&format!(
+                "Ratios (`× ref`) are against {name}, the first peer engine."
+            ));
+        } else {
+            out.line(&format!(
+                "No peer engine in this run: ratios (`× ref`) are against the first engine, {name}."
+            ));
+        }
+        out.blank();
+    }
+}
+
+/// Throughput per phase at a glance (the paper's Figure 12a), before the detailed tables.
+fn summary(out: &mut Out, r: &Results) {
+    out.line("## Throughput (ops/s)");
+    out.blank();
+    table_header(out, "phase", &r.engines);
+    for key in r.phase_keys() {
+        let mut cells = vec![phase_title(key)];
+        cells.extend(r.engines.iter().map(|e| {
+            e.phase(key)
+                .map_or(NONE.to_string(), |p| format::fixed(p.ops_per_sec, 0))
+        }));
+        out.row(&cells);
+    }
+    out.blank();
+}
+
+fn phase_title(key: PhaseKey<'_>) -> String {
+    if key.occurrence == 0 {
+        code(key.name)
+    } else {
+        format!("{} (run {})", code(key.name), key.occurrence + 1)
+    }
+}
+
+fn table_header(out: &mut Out, first: &str, engines: &[EngineResult]) {
+    let mut cells = vec![first.to_string()];
+    cells.extend(engines.iter().map(|e| code(&e.name)));
+    out.row(&cells);
+    // Figures are right-aligned so digits line up across engines.
+    out.line(&format!("|---|{}", "---:|".repeat(engines.len())));
+}
+
+/// The rows of one phase table: one cell per engine, `—` where the engine has no such phase.
+struct Table<'a> {
+    phases: Vec<Option<&'a PhaseResult>>,
+    reference: Option<Reference>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table<'_> {
+    /// A row showing one figure of every engine's phase.
+    fn figure(&mut self, label: &str, show: impl Fn(&PhaseResult) -> String) {
+        let mut cells = vec![label.to_string()];
+        cells.extend(
+            self.phases
+                .iter()
+                .map(|p| p.map_or(NONE.to_string(), &show)),
+        );
+        self.rows.push(cells);
+    }
+
+    /// A `× ref` row: each engine's figure divided by the reference engine's; the reference's
+    /// own cell says `ref`. Omitted when there is nothing to compare (one engine).
+    fn ratio(&mut self, label: &str, figure: impl Fn(&PhaseResult) -> f64) {
+        let Some(reference) = self.reference else {
+            return;
+        };
+        let ref_value = self
+            .phases
+            .get(reference.index)
+            .copied()
+            .flatten()
+            .map(&figure);
+        let mut cells = vec![label.to_string()];
+        for (i, p) in self.phases.iter().enumerate() {
+            cells.push(if i == reference.index {
+                "ref".to_string()
+            } else {
+                format::ratio_of(p.map(&figure), ref_value)
+            });
+        }
+        self.rows.push(cells);
+    }
+
+    /// Whether any engine's phase has `test` true: optional rows appear only then.
+    fn any(&self, test: impl Fn(&PhaseResult) -> bool) -> bool {
+        self.phases.iter().flatten().any(|p| test(p))
+    }
+}
+
+fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
+    let mut t = Table {
+        phases: r.engines.iter().map(|e| e.phase(key)).collect(),
+        reference: r.reference().filter(|_| r.engines.len() > 1),
+        rows: Vec::new(),
+    };
+    t.figure("operations", |p| format::thousands(p.ops));
+    t.figure("seconds", |p| format::fixed(p.seconds, 1));
+    t.figure("ops/s", |p| format::fixed(p.ops_per_sec, 0));
+    t.ratio("ops/s × ref", |p| p.ops_per_sec);
+    t.figure("MB/s", |p| format::fixed(p.mb_per_sec, 1));
+    t.figure("latency p50 (µs)", |p| format::fixed(p.latency_us.p50, 1));
+    t.figure("latency p99 (µs)", |p| format::fixed(p.latency_us.p99, 1));
+    t.figure("latency p99.9 (µs)", |p| {
+        format::fixed(p.latency_us.p999, 1)
+    });
+    t.figure("latency max (µs)", |p| format::fixed(p.latency_us.max, 1));
+    t.figure("device bytes read", |p| format::bytes(p.device_bytes_read));
+    t.figure("device bytes written", |p| {
+        format::bytes(p.device_bytes_written)
+    });
+    t.figure("user bytes written", |p| {
+        format::bytes(p.user_bytes_written)
+    });
+    t.figure("write amp", |p| format::fixed(p.write_amp, 2));
+    t.ratio("write amp × ref", |p| p.write_amp);
+    t.figure("disk at end", |p| format::bytes(p.space.disk_bytes_end));
+    t.figure("disk peak", |p| format::bytes(p.space.disk_bytes_peak));
+    t.figure("space amp end", |p| format::fixed(p.space.space_amp_end, 2));
+    t.ratio("space amp end × ref", |p| p.space.space_amp_end);
+    t.figure("space amp peak", |p| {
+        format::fixed(p.space.space_amp_peak, 2)
+    });
+    t.figure("stall seconds", |p| format::fixed(p.stall_seconds, 1));
+    if t.any(|p| p.engine_stall_seconds.is_some()) {
+        t.figure("engine stall seconds", |p| {
+            p.engine_stall_seconds
+                .map_or(NONE.to_string(), |s| format::fixed(s, 1))
+        });
+    }
+    t.figure("budget violations", |p| {
+        format::thousands(p.budget_violations)
+    });
+    // GC rows only where some engine collected in this phase: Gleaner's load phase, and every
+    // peer, would otherwise add seven rows of dashes.
+    if t.any(|p| p.gc.is_some()) {
+        let gc = |show: fn(&GcFigures) -> String| {
+            move |p: &PhaseResult| p.gc.as_ref().map_or(NONE.to_string(), show)
+        };
+        t.figure("GC jobs", gc(|g| format::thousands(g.jobs)));
+        t.figure(
+            "GC value bytes read",
+            gc(|g| format::bytes(g.value_bytes_read)),
+        );
+        t.figure(
+            "GC lookup bytes read",
+            gc(|g| format::bytes(g.lookup_bytes_read)),
+        );
+        t.figure("GC bytes written", gc(|g| format::bytes(g.bytes_written)));
+        t.figure("GC read seconds", gc(|g| format::fixed(g.read_seconds, 1)));
+        t.figure(
+            "GC lookup seconds",
+            gc(|g| format::fixed(g.lookup_seconds, 1)),
+        );
+        t.figure(
+            "GC write seconds",
+            gc(|g| format::fixed(g.write_seconds, 1)),
+        );
+    }
+
+    out.line(&format!("## Phase {}", phase_title(key)));
+    out.blank();
+    table_header(out, "figure", &r.engines);
+    for row in &t.rows {
+        out.row(row);
+    }
+    out.blank();
+}
+
+fn plots(out: &mut Out) {
+    out.line("## Plots");
+    out.blank();
+    for plot in &PLOTS {
+        out.line(&format!("![{}]({})", plot.title, plot.file));
+        out.blank();
+    }
+}
+
+fn errors(out: &mut Out, r: &Results) {
+    let failed: Vec<&EngineResult> = r.engines.iter().filter(|e| e.error.is_some()).collect();
+    if failed.is_empty() {
+        return;
+    }
+    out.line("## Errors");
+    out.blank();
+    for e in failed {
+        let message = e.error.as_deref().unwrap_or_default();
+        out.line(&format!(
+            "- {} ({}), phases before the failure are reported above:",
+            code(&e.name),
+            format::cell(&e.kind)
+        ));
+        out.blank();
+        // A fence longer than any backtick run in the message, so the message cannot close it.
+        let fence = "`".repeat(longest_backtick_run(message).max(2) + 1);
+        out.line(&format!("  {fence}text"));
+        for line in message.lines() {
+            out.line(format!("  {line}").trim_end_matches(' '));
+        }
+        out.line(&format!("  {fence}"));
+        out.blank();
+    }
+}
+
+/// Inline code for a name or spec, with pipes escaped for tables and a delimiter longer than any
+/// backtick run inside (CommonMark's rule), so odd characters in names cannot break the layout.
+fn code(text: &str) -> String {
+    let text = format::cell(text);
+    if text.is_empty() {
+        return NONE.to_string();
+    }
+    let ticks = "`".repeat(longest_backtick_run(&text) + 1);
+    if text.starts_with('`') || text.ends_with('`') {
+        format!("{ticks} {text} {ticks}")
+    } else {
+        format!("{ticks}{text}{ticks}")
+    }
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn report_markdown_header_and_workload() {
+        let md = markdown(&fixture::results());
+        for expected in [
+            "# Benchmark report\n",
+            "Command: `gleaner-bench run --engines gleaner:terarkdb,rocksdb,null --phases load,update,read`\n",
+            "- Host: bench-host\n",
+            "- CPUs: 2\n",
+            "- Memory: 8.0 GiB\n",
+            "- Kernel: 6.1.0-test\n",
+            "- Started: 2023-11-14 22:13:20 UTC\n",
+            "- Key size: 24 B\n",
+            "- Value size: `mixed8k`\n",
+            "- Key distribution: `zipf:0.99`\n",
+            "- Keys: 1,000,000\n",
+            "- Dataset (bytes loaded): 8.0 GiB\n",
+            "- Update bytes: 24.0 GiB\n",
+            "- Threads: 2\n",
+            "- Cache: 64.0 MiB\n",
+            "- Direct I/O: yes\n",
+            "- Space budget: 1.50× dataset (12.0 GiB)\n",
+            "- Seed: 42\n",
+        ] {
+            assert!(md.contains(expected), "missing {expected:?} in\n{md}");
+        }
+    }
+
+    #[test]
+    fn report_markdown_phase_tables() {
+        let md = markdown(&fixture::results());
+        for expected in [
+            "Ratios (`× ref`) are against `rocksdb`, the first peer engine.\n",
+            "## Throughput (ops/s)\n\n| phase | `gleaner:terarkdb` | `rocksdb` | `null` |\n|---|---:|---:|---:|\n| `load` | 12,500 | 5,000 | 1,234,568 |\n",
+            "## Phase `update`\n\n| figure | `gleaner:terarkdb` | `rocksdb` | `null` |\n|---|---:|---:|---:|\n",
+            "| ops/s | 15,000 | 8,197 | 1,250,000 |\n",
+            "| ops/s × ref | 1.83× | ref | 152.50× |\n",
+            "| write amp | 2.20 | 11.00 | 0.00 |\n",
+            "| write amp × ref | 0.20× | ref | 0.00× |\n",
+            "| space amp end | 1.40 | 1.10 | 0.00 |\n",
+            "| space amp end × ref | 1.27× | ref | 0.00× |\n",
+            "| latency p99.9 (µs) | 1,250.5 | 1,250.5 | 1,250.5 |\n",
+            "| device bytes read | 1.0 MiB | 1.0 MiB | 1.0 MiB |\n",
+            "| stall seconds | 3.5 | 0.0 | 0.0 |\n",
+            "| budget violations | 1 | 0 | 0 |\n",
+            "| GC jobs | 42 | — | — |\n",
+            "| GC value bytes read | 5.0 GiB | — | — |\n",
+            "| GC lookup bytes read | 100.0 MiB | — | — |\n",
+            "| GC bytes written | 3.0 GiB | — | — |\n",
+            "| GC read seconds | 12.5 | — | — |\n",
+            "| GC lookup seconds | 3.2 | — | — |\n",
+            "| GC write seconds | 8.0 | — | — |\n",
+            // The null engine failed before `read`: dashes in its column.
+            "| ops/s | 40,000 | 50,000 | — |\n| ops/s × ref | 0.80× | ref | — |\n",
+            // Read-only phase: write amplification 0 on both sides gives no ratio.
+            "| write amp × ref | — | ref | — |\n",
+            "| engine stall seconds | 1.5 | — | — |\n",
+        ] {
+            assert!(md.contains(expected), "missing {expected:?} in\n{md}");
+        }
+        // GC rows only in the phase that had GC.
+        assert_eq!(md.matches("| GC jobs |").count(), 1);
+        let tables = ["## Phase `load`", "## Phase `update`", "## Phase `read`"];
+        let positions: Vec<usize> = tables.iter().map(|t| md.find(t).unwrap()).collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "phases out of order"
+        );
+    }
+
+    #[test]
+    fn report_markdown_errors_and_plots() {
+        let md = markdown(&fixture::results());
+        assert!(
+            md.contains("| 3 | `null` | null | failed (see Errors) |\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "## Errors\n\n- `null` (null), phases before the failure are reported above:\n\n  ```text\n  read: injected failure\n  while opening the null engine\n  ```\n"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("![Throughput over time](throughput.png)\n"),
+            "{md}"
+        );
+        assert!(md.find("## Errors").unwrap() > md.find("## Phase `read`").unwrap());
+    }
+
+    #[test]
+    fn report_markdown_is_deterministic() {
+        let results = fixture::results();
+        assert_eq!(markdown(&results), markdown(&results));
+        assert_eq!(markdown(&results), markdown(&results.clone()));
+    }
+
+    #[test]
+    fn report_markdown_without_a_peer_says_so() {
+        let mut results = fixture::results();
+        results.engines.remove(1);
+        let md = markdown(&results);
+        assert!(
+            md.contains("No peer engine in this run: ratios (`× ref`) are against the first engine, `gleaner:terarkdb`.\n"),
+            "{md}"
+        );
+        assert!(md.contains("| ops/s × ref | ref | 83.33× |\n"), "{md}");
+    }
+
+    #[test]
+    fn report_markdown_edge_cases_do_not_panic() {
+        let mut results = Results::default();
+        let md = markdown(&results);
+        assert!(md.contains("No engines were run.\n"));
+        assert!(!md.contains("## Plots"));
+
+        results.engines.push(EngineResult {
+            name: "odd|name`x`".to_string(),
+            kind: "gleaner".to_string(),
+            error: Some("```".to_string()),
+            ..EngineResult::default()
+        });
+        results.workload.space_budget = Some(f64::NAN);
+        let md = markdown(&results);
+        assert!(md.contains("One engine only: no ratios.\n"), "{md}");
+        assert!(md.contains("`` odd\\|name`x` ``"), "{md}");
+        assert!(md.contains("  ````text\n  ```\n  ````\n"), "{md}");
+        assert!(md.contains("- Space budget: none\n"), "{md}");
+    }
+}
