@@ -1,1 +1,14 @@
 //! Workload generators: keys, key choice, value sizes and contents, phases and YCSB mixes.
+
+mod key_spec;
+mod phase;
+mod size_spec;
+mod spec;
+
+pub use key_spec::{DEFAULT_ZIPF_THETA, KeyDistSpec};
+pub use phase::{PhaseSpec, YcsbWorkload};
+pub use size_spec::{
+    MAX_VALUE_SIZE, MIXED_LARGE, MIXED_SMALL_MAX, MIXED_SMALL_MIN, PARETO_MAX, PARETO_SHAPE,
+    ValueSizeSpec,
+};
+pub use spec::SpecError;
