@@ -1,11 +1,13 @@
 //! Workload generators: keys, key choice, value sizes and contents, phases and YCSB mixes.
 
 mod key_spec;
+mod keys;
 mod phase;
 mod size_spec;
 mod spec;
 
 pub use key_spec::{DEFAULT_ZIPF_THETA, KeyDistSpec};
+pub use keys::{DEFAULT_KEY_LEN, KeyFormat, KeyFormatError, MIN_KEY_LEN};
 pub use phase::{PhaseSpec, YcsbWorkload};
 pub use size_spec::{
     MAX_VALUE_SIZE, MIXED_LARGE, MIXED_SMALL_MAX, MIXED_SMALL_MIN, PARETO_MAX, PARETO_SHAPE,
