@@ -3,12 +3,14 @@
 mod key_spec;
 mod keys;
 mod phase;
+mod seed;
 mod size_spec;
 mod spec;
 
 pub use key_spec::{DEFAULT_ZIPF_THETA, KeyDistSpec};
 pub use keys::{DEFAULT_KEY_LEN, KeyFormat, KeyFormatError, MIN_KEY_LEN};
 pub use phase::{PhaseSpec, YcsbWorkload};
+pub use seed::{WorkloadRng, thread_rng, thread_seed};
 pub use size_spec::{
     MAX_VALUE_SIZE, MIXED_LARGE, MIXED_SMALL_MAX, MIXED_SMALL_MIN, PARETO_MAX, PARETO_SHAPE,
     ValueSizeSpec,
