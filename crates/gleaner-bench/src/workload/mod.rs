@@ -2,6 +2,8 @@
 
 mod key_spec;
 mod keys;
+mod load;
+mod permute;
 mod phase;
 mod seed;
 mod size_spec;
@@ -9,6 +11,7 @@ mod spec;
 
 pub use key_spec::{DEFAULT_ZIPF_THETA, KeyDistSpec};
 pub use keys::{DEFAULT_KEY_LEN, KeyFormat, KeyFormatError, MIN_KEY_LEN};
+pub use load::LoadOrder;
 pub use phase::{PhaseSpec, YcsbWorkload};
 pub use seed::{WorkloadRng, thread_rng, thread_seed};
 pub use size_spec::{
