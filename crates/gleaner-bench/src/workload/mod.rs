@@ -1,5 +1,6 @@
 //! Workload generators: keys, key choice, value sizes and contents, phases and YCSB mixes.
 
+mod dist;
 mod key_spec;
 mod keys;
 mod load;
@@ -8,7 +9,9 @@ mod phase;
 mod seed;
 mod size_spec;
 mod spec;
+mod zipf;
 
+pub use dist::KeyChooser;
 pub use key_spec::{DEFAULT_ZIPF_THETA, KeyDistSpec};
 pub use keys::{DEFAULT_KEY_LEN, KeyFormat, KeyFormatError, MIN_KEY_LEN};
 pub use load::LoadOrder;
