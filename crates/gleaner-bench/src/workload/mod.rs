@@ -9,6 +9,7 @@ mod phase;
 mod seed;
 mod size_spec;
 mod spec;
+mod values;
 mod zipf;
 
 pub use dist::KeyChooser;
@@ -22,3 +23,4 @@ pub use size_spec::{
     ValueSizeSpec,
 };
 pub use spec::SpecError;
+pub use values::{FILLER_BYTE, ValueGen};
