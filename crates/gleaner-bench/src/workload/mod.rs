@@ -10,6 +10,7 @@ mod seed;
 mod size_spec;
 mod spec;
 mod values;
+mod ycsb;
 mod zipf;
 
 pub use dist::KeyChooser;
@@ -24,3 +25,4 @@ pub use size_spec::{
 };
 pub use spec::SpecError;
 pub use values::{FILLER_BYTE, ValueGen};
+pub use ycsb::{DEFAULT_MAX_SCAN, OpKind, OpMix, OpMixError, ScanLength, YCSB_MAX_SCAN};
