@@ -2,6 +2,10 @@
 //! under test behind one trait, the runner (threads, latency, device I/O, space budget, time
 //! series), and the report builder (JSON, Markdown, plots).
 
+pub mod cli;
+pub mod engine;
 pub mod report;
 pub mod results;
+pub mod runner;
+pub mod sys;
 pub mod workload;

@@ -1,3 +1,7 @@
-//! `gleaner-bench`: the benchmark harness.
+//! `gleaner-bench`: see `gleaner-bench --help` and docs/benchmarks.md.
 
-fn main() {}
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    gleaner_bench::cli::main_with_args(std::env::args())
+}

@@ -31,7 +31,7 @@ pub use size_spec::{
     MAX_VALUE_SIZE, MIXED_LARGE, MIXED_SMALL_MAX, MIXED_SMALL_MIN, PARETO_MAX, PARETO_SHAPE,
     ValueSizeSpec,
 };
-pub use spec::SpecError;
+pub use spec::{SpecError, format_size, parse_size};
 pub use values::{FILLER_BYTE, ValueGen};
 pub use ycsb::{DEFAULT_MAX_SCAN, OpKind, OpMix, OpMixError, ScanLength, YCSB_MAX_SCAN};
 

@@ -39,7 +39,7 @@ impl std::error::Error for SpecError {}
 /// none or `b` (bytes), `k`/`kb`/`kib` (1024), `m`/`mb`/`mib` (1024²), `g`/`gb`/`gib` (1024³).
 /// `kb` means 1024 like `kib`: benchmark sizes in the papers (16 KB values, 1 KB Pareto mean)
 /// are powers of two, so a decimal reading would only ever surprise.
-pub(crate) fn parse_size(text: &str) -> Option<u64> {
+pub fn parse_size(text: &str) -> Option<u64> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
         return None;
@@ -57,7 +57,7 @@ pub(crate) fn parse_size(text: &str) -> Option<u64> {
 
 /// Formats a byte count so [`parse_size`] reads it back: with the largest binary suffix that
 /// divides it exactly (`16KiB`, `1MiB`), otherwise plain bytes.
-pub(crate) fn format_size(bytes: u64) -> String {
+pub fn format_size(bytes: u64) -> String {
     const SUFFIXES: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (unit, suffix) in SUFFIXES {
         if bytes != 0 && bytes.is_multiple_of(unit) {

@@ -1,0 +1,377 @@
+//! The engines under test, behind one trait, and their command-line specs
+//! (`name[:option,name=value,...]`).
+
+#[cfg(feature = "peers")]
+mod fjall_engine;
+mod gleaner;
+mod null;
+#[cfg(feature = "peers")]
+mod rocks;
+
+use std::fmt;
+use std::path::Path;
+
+pub use self::gleaner::GleanerEngine;
+pub use null::NullEngine;
+
+/// Errors from an engine.
+pub type EngineError = Box<dyn std::error::Error + Send + Sync>;
+/// Result of an engine call.
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// Knobs the harness sets identically for every engine (fairness).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommonConfig {
+    /// Block-cache bytes.
+    pub cache_bytes: u64,
+    /// Use direct I/O where the engine supports it.
+    pub direct_io: bool,
+    /// Memtable / write-buffer bytes.
+    pub memtable_bytes: u64,
+    /// Background threads the engine may use for flushes and compactions.
+    pub background_threads: usize,
+}
+
+/// What a point read found: enough to check it is the value last written without the harness
+/// keeping the values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Value length in bytes.
+    pub len: usize,
+    /// CRC32C of the value.
+    pub digest: u32,
+}
+
+impl Found {
+    /// The length and digest of `value`.
+    pub fn of(value: &[u8]) -> Found {
+        Found {
+            len: value.len(),
+            digest: crc32c::crc32c(value),
+        }
+    }
+}
+
+/// Garbage-collection counters of an engine (cumulative since open).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GcCounters {
+    /// Jobs committed.
+    pub jobs: u64,
+    /// Bytes read from value tables.
+    pub value_bytes_read: u64,
+    /// Bytes read from the index tree for validity checks.
+    pub lookup_bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Microseconds reading.
+    pub read_micros: u64,
+    /// Microseconds checking validity.
+    pub lookup_micros: u64,
+    /// Microseconds writing.
+    pub write_micros: u64,
+}
+
+/// A key-value engine the harness can drive. Every method may be called from several threads
+/// at once.
+pub trait Engine: Send + Sync {
+    /// The engine kind (`gleaner`, `rocksdb`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// Writes `key` → `value` (not synced: the harness measures throughput, not fsync latency).
+    fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()>;
+
+    /// Reads `key`; returns the value's length and digest if present.
+    fn get(&self, key: &[u8]) -> EngineResult<Option<Found>>;
+
+    /// Reads up to `count` entries starting at `start`; returns how many and their bytes.
+    fn scan(&self, start: &[u8], count: usize) -> EngineResult<(usize, u64)>;
+
+    /// Makes buffered writes durable in the engine's files (end of a load phase).
+    fn flush(&self) -> EngineResult<()>;
+
+    /// The strongest space-reclaiming action the engine has (asked for when it stays over the
+    /// space budget): Gleaner runs GC, RocksDB compacts everything forcing blob GC, fjall runs a
+    /// major compaction and blob GC.
+    fn reclaim(&self) -> EngineResult<()>;
+
+    /// False for engines that store nothing (`null`): the harness then does not check that
+    /// reads return what was written.
+    fn keeps_data(&self) -> bool {
+        true
+    }
+
+    /// Cumulative garbage-collection counters, when the engine reports them.
+    fn gc_counters(&self) -> Option<GcCounters> {
+        None
+    }
+
+    /// Cumulative seconds the engine throttled writers itself, when it reports them.
+    fn stall_seconds(&self) -> Option<f64> {
+        None
+    }
+
+    /// The engine's own I/O counters (free-form JSON), when it has them.
+    fn io_counters(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Closes the engine (waiting for background work).
+    fn close(&self) -> EngineResult<()>;
+}
+
+/// A parsed `--engine` spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineSpec {
+    /// Engine kind.
+    pub kind: EngineKind,
+    /// Gleaner: the GC policy named first (`gleaner:terarkdb`).
+    pub policy: Option<String>,
+    /// `name=value` options, in order.
+    pub options: Vec<(String, String)>,
+    /// The spec as written.
+    pub text: String,
+}
+
+/// The engines the harness knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// Gleaner.
+    Gleaner,
+    /// RocksDB without key-value separation.
+    Rocksdb,
+    /// RocksDB with integrated BlobDB.
+    RocksdbBlob,
+    /// fjall.
+    Fjall,
+    /// fjall with key-value separation.
+    FjallBlob,
+    /// Does nothing: measures the harness itself.
+    Null,
+}
+
+impl EngineKind {
+    const ALL: [(&'static str, EngineKind); 6] = [
+        ("gleaner", EngineKind::Gleaner),
+        ("rocksdb", EngineKind::Rocksdb),
+        ("rocksdb-blob", EngineKind::RocksdbBlob),
+        ("fjall", EngineKind::Fjall),
+        ("fjall-blob", EngineKind::FjallBlob),
+        ("null", EngineKind::Null),
+    ];
+
+    /// The name used in specs and results.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    /// True for engines that come from other projects (built with the `peers` feature).
+    pub fn is_peer(self) -> bool {
+        !matches!(self, EngineKind::Gleaner | EngineKind::Null)
+    }
+}
+
+impl fmt::Display for EngineSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::str::FromStr for EngineSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, rest) = match text.split_once(':') {
+            Some((n, r)) => (n, Some(r)),
+            None => (text, None),
+        };
+        let kind = EngineKind::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| {
+                let names: Vec<&str> = EngineKind::ALL.iter().map(|(n, _)| *n).collect();
+                format!(
+                    "unknown engine `{name}` in `{text}`; engines: {}",
+                    names.join(", ")
+                )
+            })?;
+        let mut policy = None;
+        let mut options = Vec::new();
+        for (i, part) in rest.into_iter().flat_map(|r| r.split(',')).enumerate() {
+            if part.is_empty() {
+                return Err(format!("empty option in engine spec `{text}`"));
+            }
+            match part.split_once('=') {
+                Some((n, v)) if !n.is_empty() => options.push((n.to_string(), v.to_string())),
+                Some(_) => return Err(format!("option without a name in engine spec `{text}`")),
+                None if i == 0 && kind == EngineKind::Gleaner => policy = Some(part.to_string()),
+                None => {
+                    return Err(format!(
+                        "`{part}` in engine spec `{text}` is not name=value"
+                    ));
+                }
+            }
+        }
+        Ok(EngineSpec {
+            kind,
+            policy,
+            options,
+            text: text.to_string(),
+        })
+    }
+}
+
+/// The value of option `name` in `spec` (the last one given wins), or `default`.
+#[cfg_attr(
+    not(feature = "peers"),
+    expect(dead_code, reason = "only the peer engines take free-form options")
+)]
+fn option<T: std::str::FromStr>(spec: &EngineSpec, name: &str, default: T) -> Result<T, String> {
+    match spec.options.iter().rev().find(|(n, _)| n == name) {
+        Some((_, v)) => v
+            .parse()
+            .map_err(|_| format!("engine `{spec}`: option `{name}` has unusable value `{v}`")),
+        None => Ok(default),
+    }
+}
+
+/// Checks that every option of `spec` is one of `known`, and that an engine of the kind
+/// without key-value separation (`plain`) gets only the options in `plain_ok`.
+#[cfg_attr(
+    not(feature = "peers"),
+    expect(dead_code, reason = "only the peer engines take free-form options")
+)]
+fn check_names(
+    spec: &EngineSpec,
+    known: &[&str],
+    plain: EngineKind,
+    plain_ok: &[&str],
+) -> Result<(), String> {
+    for (name, _) in &spec.options {
+        if !known.contains(&name.as_str()) {
+            return Err(format!(
+                "engine `{spec}`: unknown option `{name}` (known: {})",
+                known.join(", ")
+            ));
+        }
+        if spec.kind == plain && !plain_ok.contains(&name.as_str()) {
+            return Err(format!(
+                "engine `{spec}`: `{name}` applies to {}-blob only",
+                plain.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// True when this binary was built with the peer engines.
+pub const PEERS_BUILT: bool = cfg!(feature = "peers");
+
+/// Checks that `spec` can be opened by this binary: peers need the `peers` feature, and options
+/// must be ones the engine knows. Runs before anything is written.
+pub fn validate(spec: &EngineSpec) -> Result<(), String> {
+    if spec.kind.is_peer() && !PEERS_BUILT {
+        return Err(format!(
+            "engine `{}` needs the `peers` feature: cargo build --release -p gleaner-bench --features peers \
+             (needs `apt-get install -y libclang-dev`; the first build compiles RocksDB, about 18 minutes)",
+            spec.kind.name()
+        ));
+    }
+    match spec.kind {
+        EngineKind::Gleaner => self::gleaner::check_options(spec),
+        EngineKind::Null => {
+            if spec.options.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("engine `null` takes no options (`{spec}`)"))
+            }
+        }
+        #[cfg(feature = "peers")]
+        EngineKind::Rocksdb | EngineKind::RocksdbBlob => rocks::check_options(spec),
+        #[cfg(feature = "peers")]
+        EngineKind::Fjall | EngineKind::FjallBlob => fjall_engine::check_options(spec),
+        #[cfg(not(feature = "peers"))]
+        _ => Ok(()),
+    }
+}
+
+/// Opens a fresh engine of `spec` in the empty directory `dir`.
+pub fn open(spec: &EngineSpec, dir: &Path, common: &CommonConfig) -> EngineResult<Box<dyn Engine>> {
+    validate(spec)?;
+    match spec.kind {
+        EngineKind::Gleaner => Ok(Box::new(GleanerEngine::open(spec, dir, common)?)),
+        EngineKind::Null => Ok(Box::new(NullEngine)),
+        #[cfg(feature = "peers")]
+        EngineKind::Rocksdb | EngineKind::RocksdbBlob => {
+            Ok(Box::new(rocks::RocksEngine::open(spec, dir, common)?))
+        }
+        #[cfg(feature = "peers")]
+        EngineKind::Fjall | EngineKind::FjallBlob => Ok(Box::new(fjall_engine::FjallEngine::open(
+            spec, dir, common,
+        )?)),
+        #[cfg(not(feature = "peers"))]
+        _ => Err("peer engines are not built".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_policy_and_options() {
+        let s: EngineSpec = "gleaner:terarkdb,gc_garbage_ratio=0.3"
+            .parse()
+            .expect("spec");
+        assert_eq!(s.kind, EngineKind::Gleaner);
+        assert_eq!(s.policy.as_deref(), Some("terarkdb"));
+        assert_eq!(
+            s.options,
+            vec![("gc_garbage_ratio".to_string(), "0.3".to_string())]
+        );
+        assert_eq!(s.to_string(), "gleaner:terarkdb,gc_garbage_ratio=0.3");
+        let r: EngineSpec = "rocksdb-blob:min_blob_size=1024".parse().expect("spec");
+        assert_eq!(r.kind, EngineKind::RocksdbBlob);
+        assert_eq!(r.policy, None);
+        assert!("null".parse::<EngineSpec>().is_ok());
+        for bad in [
+            "",
+            "mysql",
+            "rocksdb:fast",
+            "gleaner:terarkdb,",
+            "gleaner:=3",
+        ] {
+            assert!(bad.parse::<EngineSpec>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn gleaner_options_are_checked_before_running() {
+        let ok: EngineSpec = "gleaner:terarkdb,gc_garbage_ratio=0.3"
+            .parse()
+            .expect("spec");
+        validate(&ok).expect("valid");
+        let bad_policy: EngineSpec = "gleaner:nope".parse().expect("spec");
+        assert!(
+            validate(&bad_policy)
+                .expect_err("policy")
+                .contains("gc_policy")
+        );
+        let bad_opt: EngineSpec = "gleaner:terarkdb,memtable_sise=1".parse().expect("spec");
+        assert!(
+            validate(&bad_opt)
+                .expect_err("option")
+                .contains("memtable_sise")
+        );
+        let null_opt: EngineSpec = "null:x=1".parse().expect("spec");
+        assert!(validate(&null_opt).is_err());
+        if !PEERS_BUILT {
+            let peer: EngineSpec = "rocksdb".parse().expect("spec");
+            assert!(validate(&peer).expect_err("peers").contains("peers"));
+        }
+    }
+}

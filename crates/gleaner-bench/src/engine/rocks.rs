@@ -1,0 +1,187 @@
+//! RocksDB under test (`rocksdb`, and `rocksdb-blob` with integrated BlobDB). Options:
+//! `min_blob_size=BYTES` (1024), `blob_file_size=BYTES` (256 MiB), `blob_gc_age_cutoff=F` (0.25),
+//! `blob_gc_force_threshold=F` (1.0), `bloom_bits=N` (10).
+
+use std::path::Path;
+
+use rocksdb::{
+    BlockBasedOptions, BottommostLevelCompaction, Cache, CompactOptions, DB, DBCompressionType,
+    Direction, IteratorMode, Options, WriteOptions,
+};
+
+use super::{
+    CommonConfig, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names, option,
+};
+
+const KNOWN: [&str; 5] = [
+    "min_blob_size",
+    "blob_file_size",
+    "blob_gc_age_cutoff",
+    "blob_gc_force_threshold",
+    "bloom_bits",
+];
+
+/// Checks the spec's options without opening anything.
+pub(super) fn check_options(spec: &EngineSpec) -> Result<(), String> {
+    check_names(spec, &KNOWN, EngineKind::Rocksdb, &["bloom_bits"])?;
+    option::<u64>(spec, "min_blob_size", 1024)?;
+    option::<u64>(spec, "blob_file_size", 256 << 20)?;
+    for name in ["blob_gc_age_cutoff", "blob_gc_force_threshold"] {
+        let v = option::<f64>(spec, name, 0.5)?;
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("engine `{spec}`: `{name}` must be between 0 and 1"));
+        }
+    }
+    option::<f64>(spec, "bloom_bits", 10.0)?;
+    Ok(())
+}
+
+/// A RocksDB database.
+pub struct RocksEngine {
+    db: DB,
+    opts: Options,
+    blob: bool,
+    age_cutoff: f64,
+    force_threshold: f64,
+    write: WriteOptions,
+}
+
+impl RocksEngine {
+    /// Opens a new database in `dir`.
+    pub fn open(spec: &EngineSpec, dir: &Path, common: &CommonConfig) -> EngineResult<Self> {
+        let blob = spec.kind == EngineKind::RocksdbBlob;
+        let mut o = Options::default();
+        o.create_if_missing(true);
+        o.increase_parallelism(common.background_threads.max(1) as i32);
+        o.set_max_background_jobs(common.background_threads.max(2) as i32);
+        o.set_write_buffer_size(common.memtable_bytes as usize);
+        o.set_compression_type(DBCompressionType::Lz4);
+        o.set_use_direct_reads(common.direct_io);
+        o.set_use_direct_io_for_flush_and_compaction(common.direct_io);
+        o.enable_statistics();
+        let mut table = BlockBasedOptions::default();
+        let cache = Cache::new_lru_cache(common.cache_bytes as usize);
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(option(spec, "bloom_bits", 10.0)?, false);
+        table.set_cache_index_and_filter_blocks(true);
+        o.set_block_based_table_factory(&table);
+        let age_cutoff = option(spec, "blob_gc_age_cutoff", 0.25)?;
+        let force_threshold = option(spec, "blob_gc_force_threshold", 1.0)?;
+        if blob {
+            o.set_enable_blob_files(true);
+            o.set_min_blob_size(option(spec, "min_blob_size", 1024)?);
+            o.set_blob_file_size(option(spec, "blob_file_size", 256 << 20)?);
+            o.set_blob_compression_type(DBCompressionType::None);
+            o.set_enable_blob_gc(true);
+            o.set_blob_gc_age_cutoff(age_cutoff);
+            o.set_blob_gc_force_threshold(force_threshold);
+        }
+        let db = DB::open(&o, dir)?;
+        let mut write = WriteOptions::default();
+        write.set_sync(false);
+        Ok(RocksEngine {
+            db,
+            opts: o,
+            blob,
+            age_cutoff,
+            force_threshold,
+            write,
+        })
+    }
+
+    /// The value of ticker `name` in RocksDB's statistics text.
+    fn ticker(stats: &str, name: &str) -> Option<u64> {
+        stats.lines().find_map(|l| {
+            let rest = l.strip_prefix(name)?.trim_start();
+            rest.strip_prefix("COUNT :")?.trim().parse().ok()
+        })
+    }
+}
+
+impl Engine for RocksEngine {
+    fn kind(&self) -> &'static str {
+        if self.blob { "rocksdb-blob" } else { "rocksdb" }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
+        Ok(self.db.put_opt(key, value, &self.write)?)
+    }
+
+    fn get(&self, key: &[u8]) -> EngineResult<Option<Found>> {
+        Ok(self.db.get_pinned(key)?.map(|v| Found::of(&v)))
+    }
+
+    fn scan(&self, start: &[u8], count: usize) -> EngineResult<(usize, u64)> {
+        let (mut n, mut bytes) = (0, 0u64);
+        for item in self
+            .db
+            .iterator(IteratorMode::From(start, Direction::Forward))
+            .take(count)
+        {
+            let (k, v) = item?;
+            bytes += (k.len() + v.len()) as u64;
+            n += 1;
+        }
+        Ok((n, bytes))
+    }
+
+    fn flush(&self) -> EngineResult<()> {
+        Ok(self.db.flush()?)
+    }
+
+    fn reclaim(&self) -> EngineResult<()> {
+        // A full compaction that rewrites the bottommost level too; for BlobDB, with blob GC
+        // forced over every blob file for its duration.
+        if self.blob {
+            self.db.set_options(&[
+                ("blob_garbage_collection_age_cutoff", "1.0"),
+                ("blob_garbage_collection_force_threshold", "0.0"),
+            ])?;
+        }
+        let mut c = CompactOptions::default();
+        c.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        self.db.compact_range_opt::<&[u8], &[u8]>(None, None, &c);
+        if self.blob {
+            let age = self.age_cutoff.to_string();
+            let force = self.force_threshold.to_string();
+            self.db.set_options(&[
+                ("blob_garbage_collection_age_cutoff", age.as_str()),
+                ("blob_garbage_collection_force_threshold", force.as_str()),
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn stall_seconds(&self) -> Option<f64> {
+        let stats = self.opts.get_statistics()?;
+        Self::ticker(&stats, "rocksdb.stall.micros").map(|m| m as f64 / 1e6)
+    }
+
+    fn io_counters(&self) -> Option<serde_json::Value> {
+        let stats = self.opts.get_statistics()?;
+        let names = [
+            "rocksdb.bytes.written",
+            "rocksdb.bytes.read",
+            "rocksdb.flush.write.bytes",
+            "rocksdb.compact.read.bytes",
+            "rocksdb.compact.write.bytes",
+            "rocksdb.wal.bytes",
+            "rocksdb.blobdb.blob.file.bytes.written",
+            "rocksdb.blobdb.blob.file.bytes.read",
+            "rocksdb.blobdb.gc.num.files",
+            "rocksdb.blobdb.gc.bytes.relocated",
+            "rocksdb.stall.micros",
+        ];
+        let map: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .filter_map(|n| Self::ticker(&stats, n).map(|v| (n.to_string(), v.into())))
+            .collect();
+        Some(serde_json::Value::Object(map))
+    }
+
+    fn close(&self) -> EngineResult<()> {
+        self.db.flush()?;
+        self.db.cancel_all_background_work(true);
+        Ok(())
+    }
+}

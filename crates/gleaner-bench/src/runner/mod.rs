@@ -1,0 +1,433 @@
+//! The runner: drives every engine of a run through the same phases, one engine at a time,
+//! and collects the figures of [`crate::results`].
+
+pub mod budget;
+pub mod latency;
+pub mod live;
+pub mod monitor;
+pub mod phase;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use self::budget::Budget;
+use self::live::LiveSet;
+use self::monitor::Monitor;
+use self::phase::{PhasePlan, Workload, run_phase};
+use crate::engine::{self, CommonConfig, Engine, EngineResult, EngineSpec};
+use crate::results::{
+    EngineResult as Figures, GcFigures, PhaseResult, Results, Space, WorkloadInfo,
+};
+use crate::sys::{self, DeviceIo, dir_bytes};
+use crate::workload::{KeyDistSpec, KeyFormat, OpKind, OpMix, PhaseSpec, ValueGen, ValueSizeSpec};
+
+/// Everything a run needs, as resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Engines, run one after the other in this order.
+    pub engines: Vec<EngineSpec>,
+    /// Key length in bytes.
+    pub key_size: usize,
+    /// Value sizes.
+    pub value_size: ValueSizeSpec,
+    /// Key choice.
+    pub dist: KeyDistSpec,
+    /// Keys the load phase writes.
+    pub keys: u64,
+    /// Phases, in order.
+    pub phases: Vec<PhaseSpec>,
+    /// Operations of an `update` phase.
+    pub update_ops: u64,
+    /// Operations of a `read` or `readwhilewriting` phase.
+    pub read_ops: u64,
+    /// Operations of a `scan` phase.
+    pub scan_ops: u64,
+    /// Operations of a YCSB phase.
+    pub ycsb_ops: u64,
+    /// Client threads.
+    pub threads: usize,
+    /// Knobs every engine gets.
+    pub common: CommonConfig,
+    /// Space budget as a multiple of the dataset bytes.
+    pub space_budget: Option<f64>,
+    /// Fraction of each value that compresses away (0: incompressible).
+    pub compressible: f64,
+    /// Random seed.
+    pub seed: u64,
+    /// A phase stops after this long (its figures cover what it did).
+    pub phase_time_limit: Option<Duration>,
+    /// Where engines keep their files (one subdirectory each, removed after the engine ran
+    /// unless `keep_data`).
+    pub data_dir: PathBuf,
+    /// Keep the engines' directories.
+    pub keep_data: bool,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// How long an engine may stay over the budget without making room before a violation
+    /// ([`budget::VIOLATION_AFTER`], 10 s, unless a test shortens it).
+    pub budget_patience: Duration,
+    /// The command line, for the results.
+    pub command: String,
+}
+
+impl RunConfig {
+    /// Bytes of keys and values the load phase writes (the dataset size the budget and cache
+    /// percentages refer to).
+    pub fn dataset_bytes(&self) -> u64 {
+        (self.keys as f64 * (self.key_size as f64 + self.value_size.mean())) as u64
+    }
+
+    /// Operations `phase` runs.
+    pub fn phase_ops(&self, phase: PhaseSpec) -> u64 {
+        match phase {
+            PhaseSpec::Load => self.keys,
+            PhaseSpec::Update => self.update_ops,
+            PhaseSpec::Read | PhaseSpec::ReadWhileWriting => self.read_ops,
+            PhaseSpec::Scan => self.scan_ops,
+            PhaseSpec::Ycsb(_) => self.ycsb_ops,
+        }
+    }
+
+    /// Key numbers the live set needs: the loaded keys plus room for every YCSB insert.
+    fn live_capacity(&self) -> u64 {
+        let inserts: u64 = self
+            .phases
+            .iter()
+            .filter_map(|p| match p {
+                PhaseSpec::Ycsb(w)
+                    if OpMix::ycsb(*w)
+                        .probabilities()
+                        .iter()
+                        .any(|&(kind, p)| kind == OpKind::Insert && p > 0.0) =>
+                {
+                    Some(self.ycsb_ops)
+                }
+                _ => None,
+            })
+            .sum();
+        self.keys + inserts
+    }
+
+    fn workload_info(&self) -> WorkloadInfo {
+        WorkloadInfo {
+            key_size: self.key_size,
+            value_size: self.value_size.to_string(),
+            dist: self.dist.to_string(),
+            keys: self.keys,
+            load_bytes: self.dataset_bytes(),
+            update_bytes: (self.update_ops as f64 * (self.key_size as f64 + self.value_size.mean()))
+                as u64,
+            phases: self.phases.iter().map(ToString::to_string).collect(),
+            threads: self.threads,
+            cache_bytes: self.common.cache_bytes,
+            direct_io: self.common.direct_io,
+            space_budget: self.space_budget,
+            compressible: self.compressible,
+            seed: self.seed,
+        }
+    }
+}
+
+/// Runs every engine of `cfg` and returns the results. An engine that fails keeps the phases
+/// it completed and records the error; the run goes on with the next engine.
+///
+/// # Errors
+/// When the key format or value generator cannot be built from `cfg` (checked by the command
+/// line before anything runs).
+pub fn run(cfg: &RunConfig) -> Result<Results, String> {
+    run_with(cfg, engine::open)
+}
+
+/// Opens an engine of a spec in an empty directory.
+pub type Opener<'a> =
+    dyn Fn(&EngineSpec, &Path, &CommonConfig) -> EngineResult<Box<dyn Engine>> + 'a;
+
+/// [`run`] with engines opened by `open` (tests pass engines of their own).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(
+    cfg: &RunConfig,
+    open: impl Fn(&EngineSpec, &Path, &CommonConfig) -> EngineResult<Box<dyn Engine>>,
+) -> Result<Results, String> {
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let keys = KeyFormat::new(cfg.key_size, cfg.live_capacity()).map_err(|e| e.to_string())?;
+    if !(0.0..=1.0).contains(&cfg.compressible) {
+        return Err(format!(
+            "compressible ratio {} is not in [0, 1]",
+            cfg.compressible
+        ));
+    }
+    let workload = Workload {
+        keys,
+        dist: cfg.dist,
+        loaded_keys: cfg.keys,
+        capacity: cfg.live_capacity(),
+        values: ValueGen::new(cfg.value_size, cfg.compressible, cfg.seed),
+        seed: cfg.seed,
+    };
+    let mut results = Results {
+        schema_version: crate::report::SCHEMA_VERSION,
+        command: cfg.command.clone(),
+        machine: sys::machine(started_unix),
+        workload: cfg.workload_info(),
+        engines: Vec::with_capacity(cfg.engines.len()),
+    };
+    for (i, spec) in cfg.engines.iter().enumerate() {
+        let r = run_engine(cfg, &workload, i, spec, &open);
+        if cfg.progress {
+            eprintln!("{}", summary_line(&r));
+        }
+        results.engines.push(r);
+    }
+    Ok(results)
+}
+
+/// One line per engine for the terminal.
+fn summary_line(r: &Figures) -> String {
+    let phases: Vec<String> = r
+        .phases
+        .iter()
+        .map(|p| format!("{} {:.0} ops/s", p.name, p.ops_per_sec))
+        .collect();
+    match &r.error {
+        Some(e) => format!("{}: {} — FAILED: {e}", r.name, phases.join(", ")),
+        None => format!("{}: {}", r.name, phases.join(", ")),
+    }
+}
+
+fn progress_bar(show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {human_pos}/{human_len} {msg}")
+            .expect("static progress template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+fn run_engine(
+    cfg: &RunConfig,
+    workload: &Workload,
+    index: usize,
+    spec: &EngineSpec,
+    open: &Opener<'_>,
+) -> Figures {
+    let mut result = Figures {
+        name: spec.to_string(),
+        kind: spec.kind.name().to_string(),
+        ..Figures::default()
+    };
+    let dir = cfg
+        .data_dir
+        .join(format!("{index:02}-{}", spec.kind.name()));
+    if let Err(e) = fresh_dir(&dir) {
+        result.error = Some(format!("cannot prepare {}: {e}", dir.display()));
+        return result;
+    }
+    let engine: Arc<dyn Engine> = match open(spec, &dir, &cfg.common) {
+        Ok(e) => Arc::from(e),
+        Err(e) => {
+            result.error = Some(format!("open failed: {e}"));
+            return result;
+        }
+    };
+    let live = LiveSet::new(cfg.live_capacity(), cfg.keys, cfg.key_size);
+    let dataset = cfg.dataset_bytes();
+    let budget = Budget::with_patience(
+        cfg.space_budget.map(|r| (r * dataset as f64) as u64),
+        cfg.budget_patience,
+    );
+    let bar = progress_bar(cfg.progress);
+    let monitor = Monitor::start(
+        dir.clone(),
+        Arc::clone(&engine),
+        spec.to_string(),
+        budget,
+        bar.clone(),
+        cfg.phase_time_limit,
+    );
+    for (pi, &phase) in cfg.phases.iter().enumerate() {
+        let plan = PhasePlan {
+            spec: phase,
+            ops: cfg.phase_ops(phase),
+            index: pi as u64,
+        };
+        let (figures, error) = run_one_phase(cfg, workload, &*engine, &live, &monitor, &dir, &plan);
+        result.phases.push(figures);
+        if let Some(e) = error {
+            result.error = Some(format!("phase {phase}: {e}"));
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let (timeseries, reclaim_errors) = monitor.finish();
+    result.timeseries = timeseries;
+    if let Err(e) = engine.close() {
+        result.error.get_or_insert(format!("close failed: {e}"));
+    }
+    if let Some(e) = reclaim_errors.first() {
+        result.error.get_or_insert(format!("reclaim failed: {e}"));
+    }
+    drop(engine);
+    if !cfg.keep_data {
+        // The next engine needs the space; a failure to clean up is not a result.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn fresh_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)
+}
+
+/// Runs one phase and measures it; the error, if any, ends the engine's run.
+fn run_one_phase(
+    cfg: &RunConfig,
+    workload: &Workload,
+    engine: &dyn Engine,
+    live: &LiveSet,
+    monitor: &Monitor,
+    dir: &Path,
+    plan: &PhasePlan,
+) -> (PhaseResult, Option<String>) {
+    let io_before = DeviceIo::now();
+    let gc_before = engine.gc_counters();
+    let stall_before = engine.stall_seconds();
+    let engine_io_before = engine.io_counters();
+    let gauges = monitor.begin_phase(&plan.spec.to_string(), plan.ops);
+    let started = Instant::now();
+    let mut outcome = run_phase(engine, workload, plan, live, &gauges, cfg.threads);
+    let writes = outcome.user_bytes_written > 0;
+    if outcome.error.is_none() && writes {
+        // Flushing belongs to the phase: every engine ends a write phase with its data in
+        // files, so the space figures compare like with like.
+        if let Err(e) = engine.flush() {
+            outcome.error = Some(format!("flush failed: {e}"));
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64().max(1e-9);
+    monitor.end_phase();
+    let io = DeviceIo::now().since(&io_before);
+    let gauge = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let disk_end = dir_bytes(dir);
+    let live_bytes = live.live_bytes();
+    let peak = gauge(&gauges.peak_disk).max(disk_end);
+    let ratio = |disk: u64| {
+        if live_bytes == 0 {
+            0.0
+        } else {
+            disk as f64 / live_bytes as f64
+        }
+    };
+    let figures = PhaseResult {
+        name: plan.spec.to_string(),
+        ops: outcome.ops,
+        seconds,
+        ops_per_sec: outcome.ops as f64 / seconds,
+        mb_per_sec: (outcome.user_bytes_written + outcome.user_bytes_read) as f64 / 1e6 / seconds,
+        latency_us: outcome.latency.summary(),
+        device_bytes_read: io.read_bytes,
+        device_bytes_written: io.write_bytes,
+        user_bytes_written: outcome.user_bytes_written,
+        write_amp: if writes {
+            io.write_bytes as f64 / outcome.user_bytes_written as f64
+        } else {
+            0.0
+        },
+        space: Space {
+            live_bytes,
+            disk_bytes_end: disk_end,
+            disk_bytes_peak: peak,
+            space_amp_end: ratio(disk_end),
+            space_amp_peak: ratio(peak),
+        },
+        stall_seconds: gauge(&gauges.stall_micros) as f64 / 1e6,
+        budget_violations: gauge(&gauges.violations),
+        engine_stall_seconds: match (stall_before, engine.stall_seconds()) {
+            (Some(a), Some(b)) => Some((b - a).max(0.0)),
+            _ => None,
+        },
+        gc: match (gc_before, engine.gc_counters()) {
+            (Some(a), Some(b)) => Some(GcFigures {
+                jobs: b.jobs.saturating_sub(a.jobs),
+                value_bytes_read: b.value_bytes_read.saturating_sub(a.value_bytes_read),
+                lookup_bytes_read: b.lookup_bytes_read.saturating_sub(a.lookup_bytes_read),
+                bytes_written: b.bytes_written.saturating_sub(a.bytes_written),
+                read_seconds: b.read_micros.saturating_sub(a.read_micros) as f64 / 1e6,
+                lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,
+                write_seconds: b.write_micros.saturating_sub(a.write_micros) as f64 / 1e6,
+            }),
+            _ => None,
+        },
+        engine_io: match (engine_io_before, engine.io_counters()) {
+            (Some(a), Some(b)) => Some(json_delta(&b, &a)),
+            (None, b) => b,
+            (Some(_), None) => None,
+        },
+    };
+    let mut error = outcome.error;
+    // A phase cut short by its time limit is not an error: its figures cover what it did.
+    if error.is_none() && outcome.ops < plan.ops && !gauges.timed_out.load(Ordering::Relaxed) {
+        error = Some(format!(
+            "only {} of {} operations ran",
+            outcome.ops, plan.ops
+        ));
+    }
+    (figures, error)
+}
+
+/// `end - start` for every number in two JSON documents of the same shape (cumulative
+/// counters); non-numeric values are taken from `end`.
+pub fn json_delta(end: &serde_json::Value, start: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (end, start) {
+        (Value::Object(e), Value::Object(s)) => Value::Object(
+            e.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        s.get(k).map_or_else(|| v.clone(), |sv| json_delta(v, sv)),
+                    )
+                })
+                .collect(),
+        ),
+        (Value::Number(e), Value::Number(s)) => match (e.as_u64(), s.as_u64()) {
+            (Some(e), Some(s)) => Value::from(e.saturating_sub(s)),
+            _ => match (e.as_f64(), s.as_f64()) {
+                (Some(e), Some(s)) => {
+                    serde_json::Number::from_f64(e - s).map_or(Value::Null, Value::Number)
+                }
+                _ => end.clone(),
+            },
+        },
+        _ => end.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_deltas_subtract_numbers_at_every_depth() {
+        let start = serde_json::json!({"a": 10, "b": {"c": 1.5, "d": "x"}, "e": [1]});
+        let end = serde_json::json!({"a": 25, "b": {"c": 4.0, "d": "y"}, "e": [2], "f": 7});
+        assert_eq!(
+            json_delta(&end, &start),
+            serde_json::json!({"a": 15, "b": {"c": 2.5, "d": "y"}, "e": [2], "f": 7})
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! The monitor: one thread per engine that every 100 ms measures the engine's directory,
+//! enforces the space budget (pausing the workload, asking the engine to reclaim), stops a phase
+//! at its time limit, updates the progress bar, and once a second appends a time-series sample.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use parking_lot::Mutex;
+
+use super::budget::Budget;
+use crate::engine::Engine;
+use crate::results::Sample;
+use crate::sys::{DeviceIo, dir_bytes};
+
+/// How often the directory is measured and the budget checked.
+pub const TICK: Duration = Duration::from_millis(100);
+/// How often a time-series sample is taken.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// Reclaim errors kept per engine (later ones are dropped; the first ones say what is wrong).
+const MAX_RECLAIM_ERRORS: usize = 8;
+
+/// What the workers of one phase and the monitor share.
+#[derive(Debug, Default)]
+pub struct PhaseGauges {
+    /// Operations completed (workers add in small batches).
+    pub done: AtomicU64,
+    /// Set by the monitor while the engine is over budget: workers wait.
+    pub paused: AtomicBool,
+    /// Set when the phase must end early (time limit, or a worker failed).
+    pub stop: AtomicBool,
+    /// Microseconds the workload was paused.
+    pub stall_micros: AtomicU64,
+    /// Budget violations during the phase.
+    pub violations: AtomicU64,
+    /// Largest directory size sampled during the phase.
+    pub peak_disk: AtomicU64,
+    /// Set by the monitor when the phase hit its time limit.
+    pub timed_out: AtomicBool,
+}
+
+impl PhaseGauges {
+    /// Blocks while the workload is paused; returns false when the phase must stop.
+    pub fn wait_while_paused(&self) -> bool {
+        while self.paused.load(Ordering::Relaxed) {
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        !self.stop.load(Ordering::Relaxed)
+    }
+}
+
+struct ActivePhase {
+    name: String,
+    gauges: Arc<PhaseGauges>,
+    started: Instant,
+    /// Operations the phase aims for (progress-bar length).
+    target: u64,
+}
+
+struct Shared {
+    dir: PathBuf,
+    engine: Arc<dyn Engine>,
+    label: String,
+    budget: Mutex<Budget>,
+    phase: Mutex<Option<ActivePhase>>,
+    quit: AtomicBool,
+    reclaim_running: Arc<AtomicBool>,
+    reclaims: Mutex<Vec<JoinHandle<()>>>,
+    reclaim_errors: Arc<Mutex<Vec<String>>>,
+    samples: Mutex<Vec<Sample>>,
+    progress: ProgressBar,
+    time_limit: Option<Duration>,
+    started: Instant,
+}
+
+/// A running monitor; [`Monitor::finish`] stops it and returns the time series.
+pub struct Monitor {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Monitor {
+    /// Starts monitoring `engine`, whose files live in `dir`.
+    pub fn start(
+        dir: PathBuf,
+        engine: Arc<dyn Engine>,
+        label: String,
+        budget: Budget,
+        progress: ProgressBar,
+        time_limit: Option<Duration>,
+    ) -> Monitor {
+        let shared = Arc::new(Shared {
+            dir,
+            engine,
+            label,
+            budget: Mutex::new(budget),
+            phase: Mutex::new(None),
+            quit: AtomicBool::new(false),
+            reclaim_running: Arc::new(AtomicBool::new(false)),
+            reclaims: Mutex::new(Vec::new()),
+            reclaim_errors: Arc::new(Mutex::new(Vec::new())),
+            samples: Mutex::new(Vec::new()),
+            progress,
+            time_limit,
+            started: Instant::now(),
+        });
+        let s = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("bench-monitor".into())
+            .spawn(move || monitor_loop(&s))
+            .expect("spawn the monitor thread");
+        Monitor {
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts phase `name` aiming for `target` operations; returns its gauges. The phase's
+    /// starting directory size counts towards its peak.
+    pub fn begin_phase(&self, name: &str, target: u64) -> Arc<PhaseGauges> {
+        let gauges = Arc::new(PhaseGauges::default());
+        gauges
+            .peak_disk
+            .store(dir_bytes(&self.shared.dir), Ordering::Relaxed);
+        let p = &self.shared.progress;
+        p.set_length(target);
+        p.set_position(0);
+        p.set_prefix(format!("{} {name}", self.shared.label));
+        *self.shared.phase.lock() = Some(ActivePhase {
+            name: name.to_string(),
+            gauges: Arc::clone(&gauges),
+            started: Instant::now(),
+            target,
+        });
+        gauges
+    }
+
+    /// Ends the current phase: the workload is no longer paused or timed.
+    pub fn end_phase(&self) {
+        if let Some(p) = self.shared.phase.lock().take() {
+            p.gauges.paused.store(false, Ordering::Relaxed);
+            let disk = dir_bytes(&self.shared.dir);
+            p.gauges.peak_disk.fetch_max(disk, Ordering::Relaxed);
+        }
+    }
+
+    /// Seconds since the monitor started (the time axis of the samples).
+    pub fn elapsed(&self) -> f64 {
+        self.shared.started.elapsed().as_secs_f64()
+    }
+
+    /// Stops the monitor, waits for reclaim requests in flight, and returns the time series
+    /// and the errors reclaim requests returned.
+    pub fn finish(mut self) -> (Vec<Sample>, Vec<String>) {
+        self.shared.quit.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        for r in std::mem::take(&mut *self.shared.reclaims.lock()) {
+            let _ = r.join();
+        }
+        let samples = std::mem::take(&mut *self.shared.samples.lock());
+        let errors = std::mem::take(&mut *self.shared.reclaim_errors.lock());
+        (samples, errors)
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.shared.quit.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn monitor_loop(s: &Shared) {
+    let mut last_tick = Instant::now();
+    let mut last_sample = Instant::now();
+    let mut io_at_sample = DeviceIo::now();
+    let mut done_at_sample = 0u64;
+    let mut sampled_phase = String::new();
+    while !s.quit.load(Ordering::Relaxed) {
+        std::thread::sleep(TICK);
+        let now = Instant::now();
+        let interval = now.duration_since(last_tick);
+        last_tick = now;
+        let disk = dir_bytes(&s.dir);
+        let phase = s.phase.lock();
+        let Some(active) = phase.as_ref() else {
+            continue;
+        };
+        let g = &active.gauges;
+        g.peak_disk.fetch_max(disk, Ordering::Relaxed);
+        if g.paused.load(Ordering::Relaxed) {
+            g.stall_micros
+                .fetch_add(interval.as_micros() as u64, Ordering::Relaxed);
+        }
+        let decision = s.budget.lock().sample(now.duration_since(s.started), disk);
+        g.paused.store(decision.pause, Ordering::Relaxed);
+        if decision.violation {
+            g.violations.fetch_add(1, Ordering::Relaxed);
+            request_reclaim(s);
+        }
+        if let Some(limit) = s.time_limit
+            && active.started.elapsed() >= limit
+            && !g.stop.swap(true, Ordering::Relaxed)
+        {
+            g.timed_out.store(true, Ordering::Relaxed);
+        }
+        let done = g.done.load(Ordering::Relaxed);
+        s.progress.set_position(done.min(active.target));
+        s.progress.set_message(format!(
+            "{:.0} ops/s  disk {:.1} MiB{}",
+            done as f64 / active.started.elapsed().as_secs_f64().max(1e-3),
+            disk as f64 / f64::from(1 << 20),
+            if decision.pause {
+                "  paused: over budget"
+            } else {
+                ""
+            }
+        ));
+        if active.name != sampled_phase {
+            // A new phase: its first sample counts its own operations only.
+            sampled_phase.clone_from(&active.name);
+            done_at_sample = 0;
+        }
+        if now.duration_since(last_sample) >= SAMPLE_EVERY {
+            let secs = now.duration_since(last_sample).as_secs_f64();
+            let io = DeviceIo::now();
+            let delta = io.since(&io_at_sample);
+            s.samples.lock().push(Sample {
+                t: now.duration_since(s.started).as_secs_f64(),
+                phase: active.name.clone(),
+                ops_per_sec: done.saturating_sub(done_at_sample) as f64 / secs,
+                disk_bytes: disk,
+                device_read_mb_s: delta.read_bytes as f64 / 1e6 / secs,
+                device_write_mb_s: delta.write_bytes as f64 / 1e6 / secs,
+            });
+            last_sample = now;
+            io_at_sample = io;
+            done_at_sample = done;
+        }
+    }
+}
+
+/// Starts the engine's reclaim action on its own thread unless one is already running.
+fn request_reclaim(s: &Shared) {
+    if s.reclaim_running.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let engine = Arc::clone(&s.engine);
+    let running = Arc::clone(&s.reclaim_running);
+    let sink = Arc::clone(&s.reclaim_errors);
+    let handle = std::thread::Builder::new()
+        .name("bench-reclaim".into())
+        .spawn(move || {
+            if let Err(e) = engine.reclaim() {
+                let mut errors = sink.lock();
+                if errors.len() < MAX_RECLAIM_ERRORS {
+                    errors.push(e.to_string());
+                }
+            }
+            running.store(false, Ordering::Release);
+        });
+    match handle {
+        Ok(h) => {
+            let mut reclaims = s.reclaims.lock();
+            // Keep the list bounded: joined handles of finished requests are dropped.
+            reclaims.retain(|h| !h.is_finished());
+            reclaims.push(h);
+        }
+        Err(e) => {
+            s.reclaim_running.store(false, Ordering::Release);
+            s.reclaim_errors
+                .lock()
+                .push(format!("could not start a reclaim thread: {e}"));
+        }
+    }
+}

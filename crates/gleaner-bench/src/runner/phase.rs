@@ -1,0 +1,380 @@
+//! Running one phase against one engine: client threads claim operations in small batches,
+//! time each one, and wait while the monitor has paused the workload.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use super::latency::LatencyRecorder;
+use super::live::LiveSet;
+use super::monitor::PhaseGauges;
+use crate::engine::{Engine, Found};
+use crate::workload::{
+    KeyChooser, KeyDistSpec, KeyFormat, LoadOrder, OpKind, OpMix, PhaseSpec, ScanLength, ValueGen,
+    WorkloadRng, thread_rng,
+};
+
+/// Operations a client claims at a time: few enough that threads finish together, many enough
+/// that the shared counter is not contended.
+const CLAIM: u64 = 64;
+
+/// The workload that every phase of a run shares.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// How keys are formatted.
+    pub keys: KeyFormat,
+    /// Key choice for updates, reads and scans (YCSB D overrides it with `latest`).
+    pub dist: KeyDistSpec,
+    /// Keys the load phase writes.
+    pub loaded_keys: u64,
+    /// Key numbers there is room for (loaded keys and YCSB inserts).
+    pub capacity: u64,
+    /// Value sizes and contents (each client clones it; the pool is shared).
+    pub values: ValueGen,
+    /// Random seed of the run.
+    pub seed: u64,
+}
+
+/// One phase as the runner executes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhasePlan {
+    /// The phase.
+    pub spec: PhaseSpec,
+    /// Operations to run (for `readwhilewriting`: the reads; the writer runs until they end).
+    pub ops: u64,
+    /// A number mixed into the seed so phases of one run draw different keys.
+    pub index: u64,
+}
+
+/// What the client threads of a phase did.
+#[derive(Debug, Default)]
+pub struct PhaseOutcome {
+    /// Operations completed (the measured ones).
+    pub ops: u64,
+    /// Latencies of the measured operations.
+    pub latency: LatencyRecorder,
+    /// Bytes of keys and values written.
+    pub user_bytes_written: u64,
+    /// Bytes of keys and values read.
+    pub user_bytes_read: u64,
+    /// Seconds from the first operation to the last client finishing.
+    pub seconds: f64,
+    /// The first error a client met (the phase stopped there).
+    pub error: Option<String>,
+}
+
+/// What one client thread did.
+#[derive(Default)]
+struct ClientOutcome {
+    ops: u64,
+    latency: LatencyRecorder,
+    written: u64,
+    read: u64,
+}
+
+struct Ctx<'a> {
+    engine: &'a dyn Engine,
+    workload: &'a Workload,
+    plan: &'a PhasePlan,
+    live: &'a LiveSet,
+    gauges: &'a PhaseGauges,
+    /// Operations claimed so far.
+    next: AtomicU64,
+    /// Set when the measured clients are done (ends the `readwhilewriting` writer).
+    readers_done: AtomicBool,
+    /// True when no operation of the phase writes, so reads must see exactly the live sizes.
+    verify_reads: bool,
+    error: Mutex<Option<String>>,
+}
+
+impl Ctx<'_> {
+    fn fail(&self, message: String) {
+        let mut e = self.error.lock();
+        if e.is_none() {
+            *e = Some(message);
+        }
+        self.gauges.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Claims the next batch of operations: positions `start..end`, or `None` when the phase
+    /// is complete or must stop.
+    fn claim(&self) -> Option<(u64, u64)> {
+        if !self.gauges.wait_while_paused() {
+            return None;
+        }
+        let start = self.next.fetch_add(CLAIM, Ordering::Relaxed);
+        (start < self.plan.ops).then(|| (start, (start + CLAIM).min(self.plan.ops)))
+    }
+}
+
+/// Runs `plan` with `threads` client threads and returns what they did.
+pub fn run_phase(
+    engine: &dyn Engine,
+    workload: &Workload,
+    plan: &PhasePlan,
+    live: &LiveSet,
+    gauges: &PhaseGauges,
+    threads: usize,
+) -> PhaseOutcome {
+    let threads = threads.max(1);
+    let read_only = match plan.spec {
+        PhaseSpec::Read | PhaseSpec::Scan => true,
+        PhaseSpec::Ycsb(w) => OpMix::ycsb(w)
+            .probabilities()
+            .iter()
+            .all(|&(kind, p)| p == 0.0 || matches!(kind, OpKind::Read | OpKind::Scan)),
+        PhaseSpec::Load | PhaseSpec::Update | PhaseSpec::ReadWhileWriting => false,
+    };
+    let verify_reads = read_only && engine.keeps_data();
+    let ctx = Ctx {
+        engine,
+        workload,
+        plan,
+        live,
+        gauges,
+        next: AtomicU64::new(0),
+        readers_done: AtomicBool::new(false),
+        verify_reads,
+        error: Mutex::new(None),
+    };
+    let writer = plan.spec == PhaseSpec::ReadWhileWriting;
+    let started = Instant::now();
+    let outcomes: Vec<ClientOutcome> = std::thread::scope(|scope| {
+        let ctx = &ctx;
+        let writer_handle = writer.then(|| scope.spawn(move || background_writer(ctx)));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| scope.spawn(move || client(ctx)))
+            .collect();
+        let mut outs: Vec<ClientOutcome> = handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread panicked"))
+            .collect();
+        ctx.readers_done.store(true, Ordering::Relaxed);
+        if let Some(h) = writer_handle {
+            let w = h.join().expect("writer thread panicked");
+            // The writer's bytes count for write amplification; its operations are not the
+            // phase's measured ones.
+            outs.push(ClientOutcome {
+                written: w.written,
+                ..ClientOutcome::default()
+            });
+        }
+        outs
+    });
+    let mut out = PhaseOutcome {
+        seconds: started.elapsed().as_secs_f64(),
+        error: ctx.error.lock().take(),
+        ..PhaseOutcome::default()
+    };
+    for c in &outcomes {
+        out.ops += c.ops;
+        out.latency.merge(&c.latency);
+        out.user_bytes_written += c.written;
+        out.user_bytes_read += c.read;
+    }
+    out
+}
+
+/// Per-thread generators.
+struct Gen<'a> {
+    w: &'a Workload,
+    rng: WorkloadRng,
+    chooser: KeyChooser,
+    values: ValueGen,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// The random stream of operations `chunk * CLAIM ..` of phase `phase`: operations draw from
+/// streams tied to their positions, not to the thread that happens to claim them, so a run
+/// writes the same keys and values whatever the thread interleaving.
+fn stream(phase: u64, chunk: u64) -> u64 {
+    (phase << 40) ^ chunk
+}
+
+/// The stream of the `readwhilewriting` writer of phase `phase`.
+fn writer_stream(phase: u64) -> u64 {
+    (1 << 63) | phase
+}
+
+impl<'a> Gen<'a> {
+    fn new(w: &'a Workload, plan: &PhasePlan, stream: u64) -> Self {
+        let (dist, capacity) = match plan.spec {
+            PhaseSpec::Ycsb(y) => (y.key_dist().unwrap_or(w.dist), w.capacity),
+            _ => (w.dist, w.loaded_keys),
+        };
+        Gen {
+            w,
+            rng: thread_rng(w.seed, stream),
+            chooser: KeyChooser::with_capacity(dist, w.loaded_keys.max(1), capacity),
+            values: w.values.clone(),
+            key: Vec::with_capacity(w.keys.key_len()),
+            value: Vec::new(),
+        }
+    }
+
+    /// An existing key number (including keys inserted so far).
+    fn choose(&mut self, live: &LiveSet) -> u64 {
+        let count = live.key_count().max(1);
+        if count != self.chooser.count() {
+            self.chooser.set_count(count);
+        }
+        self.chooser.next(&mut self.rng)
+    }
+
+    fn key(&mut self, number: u64) -> &[u8] {
+        self.w.keys.write(number, &mut self.key);
+        &self.key
+    }
+}
+
+fn client(ctx: &Ctx<'_>) -> ClientOutcome {
+    let mut g = Gen::new(ctx.workload, ctx.plan, stream(ctx.plan.index, 0));
+    let mut out = ClientOutcome::default();
+    let order = matches!(ctx.plan.spec, PhaseSpec::Load)
+        .then(|| LoadOrder::new(ctx.workload.loaded_keys, ctx.workload.seed));
+    let mix = match ctx.plan.spec {
+        PhaseSpec::Ycsb(w) => Some((OpMix::ycsb(w), w.scan_length().unwrap_or_default())),
+        _ => None,
+    };
+    while let Some((start, end)) = ctx.claim() {
+        g.rng = thread_rng(ctx.workload.seed, stream(ctx.plan.index, start / CLAIM));
+        for position in start..end {
+            let began = Instant::now();
+            let result = match ctx.plan.spec {
+                PhaseSpec::Load => {
+                    let number = order.as_ref().expect("load order").at(position);
+                    put(ctx, &mut g, number, &mut out)
+                }
+                PhaseSpec::Update => {
+                    let number = g.choose(ctx.live);
+                    put(ctx, &mut g, number, &mut out)
+                }
+                PhaseSpec::Read | PhaseSpec::ReadWhileWriting => {
+                    let number = g.choose(ctx.live);
+                    get(ctx, &mut g, number, &mut out)
+                }
+                PhaseSpec::Scan => {
+                    let number = g.choose(ctx.live);
+                    let len = ScanLength::default().next(&mut g.rng);
+                    scan(ctx, &mut g, number, len, &mut out)
+                }
+                PhaseSpec::Ycsb(_) => ycsb(ctx, &mut g, mix.as_ref().expect("ycsb mix"), &mut out),
+            };
+            if let Err(e) = result {
+                ctx.fail(e);
+                return out;
+            }
+            out.latency.record(began.elapsed().as_nanos() as u64);
+            out.ops += 1;
+        }
+        ctx.gauges.done.fetch_add(end - start, Ordering::Relaxed);
+    }
+    out
+}
+
+/// The `readwhilewriting` writer: updates as fast as it can until the readers are done.
+fn background_writer(ctx: &Ctx<'_>) -> ClientOutcome {
+    let mut g = Gen::new(ctx.workload, ctx.plan, writer_stream(ctx.plan.index));
+    let mut out = ClientOutcome::default();
+    while !ctx.readers_done.load(Ordering::Relaxed) && ctx.gauges.wait_while_paused() {
+        let number = g.choose(ctx.live);
+        if let Err(e) = put(ctx, &mut g, number, &mut out) {
+            ctx.fail(e);
+            break;
+        }
+    }
+    out
+}
+
+fn put(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> Result<(), String> {
+    g.values.fill(&mut g.rng, &mut g.value);
+    let len = g.value.len();
+    // Digest only when reads are checked later: hashing 16 KiB values would cost the null
+    // engine's measurement of the harness (and engines that keep nothing are never checked).
+    let found = if ctx.engine.keeps_data() {
+        Found::of(&g.value)
+    } else {
+        Found { len, digest: 0 }
+    };
+    g.w.keys.write(number, &mut g.key);
+    let guard = ctx.live.lock(number);
+    ctx.engine
+        .put(&g.key, &g.value)
+        .map_err(|e| format!("put of key #{number}: {e}"))?;
+    ctx.live.set(number, found);
+    drop(guard);
+    out.written += (g.key.len() + len) as u64;
+    Ok(())
+}
+
+fn get(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> Result<(), String> {
+    let found = ctx
+        .engine
+        .get(g.key(number))
+        .map_err(|e| format!("get of key #{number}: {e}"))?;
+    if ctx.verify_reads {
+        let expected = ctx.live.get(number);
+        if found != expected {
+            return Err(format!(
+                "wrong data: get of key #{number} returned {found:?}, the last write was {expected:?}"
+            ));
+        }
+    }
+    out.read += (g.key.len() + found.map_or(0, |f| f.len)) as u64;
+    Ok(())
+}
+
+fn scan(
+    ctx: &Ctx<'_>,
+    g: &mut Gen<'_>,
+    number: u64,
+    len: usize,
+    out: &mut ClientOutcome,
+) -> Result<(), String> {
+    let (n, bytes) = ctx
+        .engine
+        .scan(g.key(number), len)
+        .map_err(|e| format!("scan of {len} from key #{number}: {e}"))?;
+    if ctx.verify_reads && n == 0 {
+        // Key #number exists, so a scan from it finds at least it.
+        return Err(format!(
+            "wrong data: scan from existing key #{number} returned nothing"
+        ));
+    }
+    out.read += bytes;
+    Ok(())
+}
+
+fn ycsb(
+    ctx: &Ctx<'_>,
+    g: &mut Gen<'_>,
+    (mix, scan_length): &(OpMix, ScanLength),
+    out: &mut ClientOutcome,
+) -> Result<(), String> {
+    match mix.next(&mut g.rng) {
+        OpKind::Read => {
+            let number = g.choose(ctx.live);
+            get(ctx, g, number, out)
+        }
+        OpKind::Update => {
+            let number = g.choose(ctx.live);
+            put(ctx, g, number, out)
+        }
+        OpKind::Insert => match ctx.live.insert_slot() {
+            Some(number) => put(ctx, g, number, out),
+            None => Err("YCSB insert: the live set is full (a planning bug)".to_string()),
+        },
+        OpKind::Scan => {
+            let number = g.choose(ctx.live);
+            let len = scan_length.next(&mut g.rng);
+            scan(ctx, g, number, len, out)
+        }
+        OpKind::ReadModifyWrite => {
+            let number = g.choose(ctx.live);
+            get(ctx, g, number, out)?;
+            put(ctx, g, number, out)
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The runner end to end: every phase on the `null` engine and on Gleaner, and the space
+//! budget against fake engines that overrun it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use gleaner_bench::engine::{CommonConfig, Engine, EngineResult, EngineSpec, Found};
+use gleaner_bench::runner::{self, RunConfig};
+use gleaner_bench::workload::{PhaseSpec, YcsbWorkload};
+use parking_lot::Mutex;
+
+fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> RunConfig {
+    RunConfig {
+        engines: engines
+            .iter()
+            .map(|e| e.parse().expect("engine spec"))
+            .collect(),
+        key_size: 24,
+        value_size: "mixed8k".parse().expect("value size"),
+        dist: "zipf:0.99".parse().expect("dist"),
+        keys,
+        phases,
+        update_ops: keys * 2,
+        read_ops: keys,
+        scan_ops: 20,
+        ycsb_ops: keys,
+        threads: 2,
+        common: CommonConfig {
+            cache_bytes: 1 << 20,
+            direct_io: false,
+            memtable_bytes: 256 << 10,
+            background_threads: 2,
+        },
+        space_budget: None,
+        compressible: 0.0,
+        seed: 7,
+        phase_time_limit: Some(Duration::from_secs(120)),
+        data_dir: dir.to_path_buf(),
+        keep_data: false,
+        progress: false,
+        budget_patience: runner::budget::VIOLATION_AFTER,
+        command: "test".into(),
+    }
+}
+
+fn all_phases() -> Vec<PhaseSpec> {
+    let mut p = vec![
+        PhaseSpec::Load,
+        PhaseSpec::Update,
+        PhaseSpec::Read,
+        PhaseSpec::Scan,
+        PhaseSpec::ReadWhileWriting,
+    ];
+    p.extend(YcsbWorkload::ALL.iter().map(|w| PhaseSpec::Ycsb(*w)));
+    p
+}
+
+#[test]
+fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(
+        dir.path(),
+        &["null", "gleaner:terarkdb,gc_garbage_ratio=0.2"],
+        all_phases(),
+        400,
+    );
+    let results = runner::run(&cfg).expect("run");
+    assert_eq!(results.engines.len(), 2);
+    assert_eq!(results.workload.keys, 400);
+    for e in &results.engines {
+        assert_eq!(e.error, None, "{}", e.name);
+        let names: Vec<&str> = e.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "load",
+                "update",
+                "read",
+                "scan",
+                "readwhilewriting",
+                "ycsb-a",
+                "ycsb-b",
+                "ycsb-c",
+                "ycsb-d",
+                "ycsb-e",
+                "ycsb-f"
+            ]
+        );
+        for p in &e.phases {
+            assert_eq!(
+                p.ops,
+                cfg.phase_ops(p.name.parse().expect("phase")),
+                "{} {}",
+                e.name,
+                p.name
+            );
+            assert!(
+                p.seconds > 0.0 && p.ops_per_sec > 0.0,
+                "{} {}",
+                e.name,
+                p.name
+            );
+            assert!(
+                p.latency_us.max >= p.latency_us.p50,
+                "{} {}",
+                e.name,
+                p.name
+            );
+        }
+        let load = &e.phases[0];
+        // Mixed-8K averages about 8.3 KiB: 400 keys write some 3.3 MB.
+        assert!(
+            load.user_bytes_written > 2_000_000,
+            "{}",
+            load.user_bytes_written
+        );
+        assert_eq!(
+            load.space.live_bytes, load.user_bytes_written,
+            "every key written once"
+        );
+        assert_eq!(e.phases[2].user_bytes_written, 0, "reads write nothing");
+    }
+    let gleaner = &results.engines[1];
+    let update = &gleaner.phases[1];
+    assert!(update.space.disk_bytes_end > 0 && update.space.space_amp_end > 0.0);
+    assert!(update.space.disk_bytes_peak >= update.space.disk_bytes_end);
+    assert!(update.gc.is_some(), "Gleaner reports GC figures");
+    assert!(update.engine_stall_seconds.is_some());
+    assert!(update.engine_io.is_some());
+    assert!(gleaner.phases[2].mb_per_sec > 0.0, "reads return data");
+    assert_eq!(results.engines[0].phases[1].gc, None, "null has no GC");
+    // Engines' directories are removed after they ran.
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}
+
+#[test]
+fn runs_are_reproducible() {
+    let phases = vec![PhaseSpec::Load, PhaseSpec::Update];
+    let figures = |threads: usize| -> Vec<(u64, u64)> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = config(dir.path(), &["null"], phases.clone(), 300);
+        cfg.threads = threads;
+        let r = runner::run(&cfg).expect("run");
+        r.engines[0]
+            .phases
+            .iter()
+            .map(|p| (p.user_bytes_written, p.space.live_bytes))
+            .collect()
+    };
+    // Operations draw from streams tied to their positions, so the bytes written do not depend
+    // on the threads; which of two concurrent writes to one key lands last does.
+    let two = figures(2);
+    let written = |f: &[(u64, u64)]| f.iter().map(|p| p.0).collect::<Vec<_>>();
+    assert_eq!(written(&two), written(&figures(2)));
+    assert_eq!(written(&two), written(&figures(1)));
+    assert_eq!(
+        figures(1),
+        figures(1),
+        "one thread: the same final values too"
+    );
+}
+
+/// Writes every value twice into one file, slowly enough for the monitor to watch; reclaim
+/// empties the file when `can_reclaim`.
+struct Hog {
+    file: Mutex<File>,
+    can_reclaim: bool,
+    reclaims: Arc<AtomicU64>,
+}
+
+impl Engine for Hog {
+    fn kind(&self) -> &'static str {
+        "hog"
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
+        std::thread::sleep(Duration::from_millis(1));
+        let mut f = self.file.lock();
+        f.write_all(key)?;
+        f.write_all(value)?;
+        f.write_all(value)?;
+        Ok(())
+    }
+    fn get(&self, _key: &[u8]) -> EngineResult<Option<Found>> {
+        Ok(None)
+    }
+    fn keeps_data(&self) -> bool {
+        false
+    }
+    fn scan(&self, _start: &[u8], _count: usize) -> EngineResult<(usize, u64)> {
+        Ok((0, 0))
+    }
+    fn flush(&self) -> EngineResult<()> {
+        Ok(self.file.lock().flush()?)
+    }
+    fn reclaim(&self) -> EngineResult<()> {
+        self.reclaims.fetch_add(1, Ordering::Relaxed);
+        if self.can_reclaim {
+            let f = self.file.lock();
+            f.set_len(0)?;
+        }
+        Ok(())
+    }
+    fn close(&self) -> EngineResult<()> {
+        Ok(())
+    }
+}
+
+/// Runs a load against a hog; returns the load's figures, the budget in bytes and the reclaims.
+fn run_hog(can_reclaim: bool) -> (gleaner_bench::results::PhaseResult, u64, u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(dir.path(), &["null"], vec![PhaseSpec::Load], 2000);
+    cfg.space_budget = Some(1.2);
+    cfg.budget_patience = Duration::from_millis(300);
+    let reclaims = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&reclaims);
+    let open = move |_: &EngineSpec, d: &Path, _: &CommonConfig| -> EngineResult<Box<dyn Engine>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("hog"))?;
+        Ok(Box::new(Hog {
+            file: Mutex::new(file),
+            can_reclaim,
+            reclaims: Arc::clone(&counter),
+        }))
+    };
+    let results = runner::run_with(&cfg, open).expect("run");
+    let e = &results.engines[0];
+    assert_eq!(e.error, None);
+    let budget = results.workload.budget_bytes().expect("a budget");
+    (
+        e.phases[0].clone(),
+        budget,
+        reclaims.load(Ordering::Relaxed),
+    )
+}
+
+#[test]
+fn an_engine_over_budget_is_paused_and_asked_to_reclaim() {
+    let (load, budget, reclaims) = run_hog(true);
+    assert_eq!(
+        load.ops, 2000,
+        "the phase completes once the engine made room"
+    );
+    assert!(load.stall_seconds > 0.0, "{load:?}");
+    assert!(
+        load.budget_violations >= 1 && reclaims >= 1,
+        "{load:?} {reclaims}"
+    );
+    assert!(load.space.disk_bytes_peak > budget, "{load:?}");
+}
+
+#[test]
+fn an_engine_that_cannot_reclaim_does_not_hang_the_run() {
+    let (load, budget, reclaims) = run_hog(false);
+    assert_eq!(load.ops, 2000);
+    assert!(
+        load.budget_violations >= runner::budget::MAX_PAUSED_VIOLATIONS,
+        "{load:?}"
+    );
+    assert!(reclaims >= 1);
+    assert!(load.space.disk_bytes_end > budget, "{load:?}");
+}
