@@ -158,7 +158,7 @@ struct RunArgs {
 enum Scale {
     /// A few seconds (CI smoke test): 8 MiB loaded.
     Tiny,
-    /// About a minute with every peer: 256 MiB loaded.
+    /// About a minute with every peer: 128 MiB loaded.
     Small,
 }
 
@@ -400,7 +400,7 @@ fn preset_shape(value_size: ValueSizeSpec, load: u64) -> Shape {
 fn prepare_quick(a: &QuickArgs, command: String) -> Result<(RunConfig, PathBuf), Usage> {
     let load: u64 = match a.scale {
         Scale::Tiny => 8 << 20,
-        Scale::Small => 256 << 20,
+        Scale::Small => 128 << 20,
     };
     let out = a.out.clone().unwrap_or_else(|| default_out("quick"));
     let shape = preset_shape(ValueSizeSpec::MIXED_8K, load);
