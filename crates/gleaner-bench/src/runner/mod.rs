@@ -12,8 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
 use self::budget::Budget;
 use self::live::LiveSet;
 use self::monitor::Monitor;
@@ -202,19 +200,6 @@ fn summary_line(r: &Figures) -> String {
     }
 }
 
-fn progress_bar(show: bool) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {human_pos}/{human_len} {msg}")
-            .expect("static progress template")
-            .progress_chars("=> "),
-    );
-    bar
-}
-
 fn run_engine(
     cfg: &RunConfig,
     workload: &Workload,
@@ -247,13 +232,12 @@ fn run_engine(
         cfg.space_budget.map(|r| (r * dataset as f64) as u64),
         cfg.budget_patience,
     );
-    let bar = progress_bar(cfg.progress);
     let monitor = Monitor::start(
         dir.clone(),
         Arc::clone(&engine),
         spec.to_string(),
         budget,
-        bar.clone(),
+        cfg.progress,
         cfg.phase_time_limit,
     );
     for (pi, &phase) in cfg.phases.iter().enumerate() {
@@ -269,7 +253,6 @@ fn run_engine(
             break;
         }
     }
-    bar.finish_and_clear();
     let (timeseries, reclaim_errors) = monitor.finish();
     result.timeseries = timeseries;
     if let Err(e) = engine.close() {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 
 use super::budget::Budget;
@@ -75,7 +75,10 @@ struct Shared {
     reclaims: Mutex<Vec<JoinHandle<()>>>,
     reclaim_errors: Arc<Mutex<Vec<String>>>,
     samples: Mutex<Vec<Sample>>,
-    progress: ProgressBar,
+    /// Shows a progress bar on stderr.
+    show_progress: bool,
+    /// The current phase's bar (each phase gets a fresh one, fully set up before it draws).
+    progress: Mutex<ProgressBar>,
     time_limit: Option<Duration>,
     started: Instant,
 }
@@ -93,7 +96,7 @@ impl Monitor {
         engine: Arc<dyn Engine>,
         label: String,
         budget: Budget,
-        progress: ProgressBar,
+        show_progress: bool,
         time_limit: Option<Duration>,
     ) -> Monitor {
         let shared = Arc::new(Shared {
@@ -107,7 +110,8 @@ impl Monitor {
             reclaims: Mutex::new(Vec::new()),
             reclaim_errors: Arc::new(Mutex::new(Vec::new())),
             samples: Mutex::new(Vec::new()),
-            progress,
+            show_progress,
+            progress: Mutex::new(ProgressBar::hidden()),
             time_limit,
             started: Instant::now(),
         });
@@ -129,11 +133,10 @@ impl Monitor {
         gauges
             .peak_disk
             .store(dir_bytes(&self.shared.dir), Ordering::Relaxed);
-        let p = &self.shared.progress;
-        p.set_length(target);
-        p.set_position(0);
-        p.set_prefix(format!("{} {name}", self.shared.label));
-        *self.shared.phase.lock() = Some(ActivePhase {
+        let mut phase = self.shared.phase.lock();
+        let bar = phase_bar(self.shared.show_progress, &self.shared.label, name, target);
+        std::mem::replace(&mut *self.shared.progress.lock(), bar).finish_and_clear();
+        *phase = Some(ActivePhase {
             name: name.to_string(),
             gauges: Arc::clone(&gauges),
             started: Instant::now(),
@@ -156,13 +159,14 @@ impl Monitor {
         self.shared.started.elapsed().as_secs_f64()
     }
 
-    /// Stops the monitor, waits for reclaim requests in flight, and returns the time series
+    /// Stops the monitor and clears its progress bar, waits for reclaim requests in flight, and returns the time series
     /// and the errors reclaim requests returned.
     pub fn finish(mut self) -> (Vec<Sample>, Vec<String>) {
         self.shared.quit.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.shared.progress.lock().finish_and_clear();
         for r in std::mem::take(&mut *self.shared.reclaims.lock()) {
             let _ = r.join();
         }
@@ -179,6 +183,20 @@ impl Drop for Monitor {
             let _ = t.join();
         }
     }
+}
+
+/// A progress bar for one phase, set up completely before it first draws.
+fn phase_bar(show: bool, label: &str, phase: &str, target: u64) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let style =
+        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {human_pos}/{human_len} {msg}")
+            .expect("static progress template")
+            .progress_chars("=> ");
+    ProgressBar::with_draw_target(Some(target), ProgressDrawTarget::stderr_with_hz(4))
+        .with_style(style)
+        .with_prefix(format!("{label} {phase}"))
 }
 
 fn monitor_loop(s: &Shared) {
@@ -216,8 +234,9 @@ fn monitor_loop(s: &Shared) {
             g.timed_out.store(true, Ordering::Relaxed);
         }
         let done = g.done.load(Ordering::Relaxed);
-        s.progress.set_position(done.min(active.target));
-        s.progress.set_message(format!(
+        let bar = s.progress.lock();
+        bar.set_position(done.min(active.target));
+        bar.set_message(format!(
             "{:.0} ops/s  disk {:.1} MiB{}",
             done as f64 / active.started.elapsed().as_secs_f64().max(1e-3),
             disk as f64 / f64::from(1 << 20),
