@@ -25,6 +25,14 @@ pub const EXIT_ENGINE_FAILED: u8 = 1;
 const MEMTABLE_MAX: u64 = 64 << 20;
 /// Smallest memtable the harness gives an engine.
 const MEMTABLE_MIN: u64 = 1 << 20;
+/// Largest key-table target size the harness derives (the papers' 64 MiB).
+const TABLE_MAX: u64 = 64 << 20;
+/// Smallest key-table target size the harness derives.
+const TABLE_MIN: u64 = 2 << 20;
+/// Largest value-file target size the harness derives (the papers' 256 MiB).
+const VALUE_FILE_MAX: u64 = 256 << 20;
+/// Smallest value-file target size the harness derives.
+const VALUE_FILE_MIN: u64 = 8 << 20;
 /// Smallest block cache the harness gives an engine.
 const CACHE_MIN: u64 = 1 << 20;
 /// Most client threads.
@@ -68,7 +76,8 @@ struct CommonArgs {
     /// Block-cache size for every engine: bytes (`64MiB`) or a percentage of the dataset (`1%`).
     #[arg(long, default_value = "1%")]
     cache: String,
-    /// Memtable size for every engine (default: dataset ÷ 32, between 1 MiB and 64 MiB).
+    /// Memtable size for every engine (default: dataset ÷ 32, between 1 MiB and 64 MiB). Key
+    /// tables target dataset ÷ 64 (2 to 64 MiB) and value files dataset ÷ 16 (8 to 256 MiB).
     #[arg(long)]
     memtable: Option<String>,
     /// Direct I/O for reads and background writes, where the engine supports it.
@@ -506,6 +515,11 @@ fn build(
         }
         None => (dataset / 32).clamp(MEMTABLE_MIN, MEMTABLE_MAX),
     };
+    // File sizes scale with the dataset like the memtable, reaching the engines' defaults (and
+    // the papers': 64 MiB tables, 256 MiB value files) at 4 GiB, so a small run keeps the shape
+    // of a large one instead of holding its whole dataset in one or two files.
+    let table_bytes = (dataset / 64).clamp(TABLE_MIN, TABLE_MAX);
+    let value_file_bytes = (dataset / 16).clamp(VALUE_FILE_MIN, VALUE_FILE_MAX);
     let update_bytes = shape.update_bytes.unwrap_or(dataset.saturating_mul(3));
     let cfg_data_dir = c.data_dir.clone().unwrap_or_else(|| out.join("data"));
     check_out_dir(&out, c.force)?;
@@ -539,6 +553,8 @@ fn build(
             cache_bytes,
             direct_io: c.direct_io == OnOff::On,
             memtable_bytes,
+            table_bytes,
+            value_file_bytes,
             background_threads: 2,
         },
         space_budget,

@@ -54,6 +54,15 @@ pub struct WorkloadInfo {
     pub threads: usize,
     /// Block-cache bytes given to every engine.
     pub cache_bytes: u64,
+    /// Memtable bytes given to every engine (0 in results from before it was recorded).
+    #[serde(default)]
+    pub memtable_bytes: u64,
+    /// Key-table / SST target size given to every engine (0: not recorded).
+    #[serde(default)]
+    pub table_bytes: u64,
+    /// Value-table / blob-file target size given to every engine (0: not recorded).
+    #[serde(default)]
+    pub value_file_bytes: u64,
     /// Direct I/O requested for every engine that supports it.
     pub direct_io: bool,
     /// Space budget as a multiple of the dataset (`None`: no budget).

@@ -1,6 +1,7 @@
 //! What the harness reads from the operating system: per-process device I/O, directory sizes,
 //! free disk space, and a description of the machine.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::results::Machine;
@@ -40,8 +41,11 @@ impl DeviceIo {
     }
 }
 
-/// Total bytes of the regular files under `dir` (recursively). Files that vanish while being
-/// walked (an engine deleting them) are skipped.
+/// Disk space taken by the regular files under `dir` (recursively): allocated blocks, as `du`
+/// counts them, not file lengths. Sparse files (fjall preallocates its journals that way) take
+/// only what was written; space reserved with `fallocate` (RocksDB preallocates its files)
+/// counts, because it is taken. Files that vanish while being walked (an engine deleting
+/// them) are skipped.
 pub fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -52,7 +56,8 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         if meta.is_dir() {
             total += dir_bytes(&entry.path());
         } else if meta.is_file() {
-            total += meta.len();
+            // st_blocks counts 512-byte units whatever the file system's block size.
+            total += meta.blocks() * 512;
         }
     }
     total
@@ -105,12 +110,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn directory_sizes_add_up_recursively() {
+    fn directory_sizes_add_up_recursively_and_count_allocated_space() {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("a"), vec![0u8; 1000]).expect("write");
+        std::fs::write(dir.path().join("a"), vec![1u8; 1 << 20]).expect("write");
         std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
-        std::fs::write(dir.path().join("sub/b"), vec![0u8; 234]).expect("write");
-        assert_eq!(dir_bytes(dir.path()), 1234);
+        std::fs::write(dir.path().join("sub/b"), vec![1u8; 1 << 20]).expect("write");
+        let written = dir_bytes(dir.path());
+        // Allocation rounds up to blocks (and some file systems add metadata blocks).
+        assert!(
+            (2 << 20..(2 << 20) + (1 << 20)).contains(&written),
+            "{written}"
+        );
+        let sparse = std::fs::File::create(dir.path().join("sparse")).expect("create");
+        sparse.set_len(1 << 30).expect("set_len");
+        assert!(
+            dir_bytes(dir.path()) < written + (1 << 20),
+            "a sparse gigabyte takes no space"
+        );
         assert_eq!(dir_bytes(&dir.path().join("missing")), 0);
         assert!(free_bytes(dir.path()).is_some_and(|b| b > 0));
         assert!(free_bytes(&dir.path().join("not/yet/there")).is_some());

@@ -43,7 +43,7 @@ fn bad_input_is_refused_with_exit_code_2_before_anything_runs() {
     refused(&with(&["--engine", "gleaner:nope"]), "gc_policy");
     refused(
         &with(&["--engine", "gleaner,memtable_sise=1"]),
-        "memtable_sise",
+        "unknown option `memtable_sise`",
     );
     refused(
         &with(&["--engine", "null", "--value-size", "fixed:0"]),

@@ -33,6 +33,8 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
             cache_bytes: 1 << 20,
             direct_io: false,
             memtable_bytes: 256 << 10,
+            table_bytes: 1 << 20,
+            value_file_bytes: 2 << 20,
             background_threads: 2,
         },
         space_budget: None,

@@ -143,12 +143,18 @@ impl FjallEngine {
             .max_journaling_size(common.memtable_bytes.saturating_mul(4).max(24 << 20))
             .open()?;
         let memtable = u32::try_from(common.memtable_bytes).unwrap_or(u32::MAX);
-        let mut opts = PartitionCreateOptions::default().max_memtable_size(memtable);
+        let leveled = fjall::compaction::Leveled {
+            target_size: u32::try_from(common.table_bytes).unwrap_or(u32::MAX),
+            ..fjall::compaction::Leveled::default()
+        };
+        let mut opts = PartitionCreateOptions::default()
+            .max_memtable_size(memtable)
+            .compaction_strategy(fjall::compaction::Strategy::Leveled(leveled));
         if blob {
             opts = opts.with_kv_separation(
                 KvSeparationOptions::default()
                     .separation_threshold(option(spec, "separation_threshold", 1024)?)
-                    .file_target_size(option(spec, "blob_file_size", 256 << 20)?),
+                    .file_target_size(option(spec, "blob_file_size", common.value_file_bytes)?),
             );
         }
         let partition = keyspace.open_partition("bench", opts)?;

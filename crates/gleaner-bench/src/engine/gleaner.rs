@@ -15,7 +15,9 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
             .with_block_cache_size(c.cache_bytes)
             .with_use_direct_io_for_reads(c.direct_io)
             .with_use_direct_io_for_background_writes(c.direct_io)
-            .with_memtable_size(c.memtable_bytes);
+            .with_memtable_size(c.memtable_bytes)
+            .with_key_table_size(c.table_bytes)
+            .with_value_table_size(c.value_file_bytes);
     }
     if let Some(policy) = &spec.policy {
         o.set("gc_policy", policy)

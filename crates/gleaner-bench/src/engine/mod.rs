@@ -28,6 +28,11 @@ pub struct CommonConfig {
     pub direct_io: bool,
     /// Memtable / write-buffer bytes.
     pub memtable_bytes: u64,
+    /// Target size of a key table / SST / segment.
+    pub table_bytes: u64,
+    /// Target size of a value table / blob file (engines with key-value separation); an
+    /// engine spec's own option (`value_table_size`, `blob_file_size`) wins.
+    pub value_file_bytes: u64,
     /// Background threads the engine may use for flushes and compactions.
     pub background_threads: usize,
 }
@@ -184,8 +189,9 @@ impl std::str::FromStr for EngineSpec {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let (name, rest) = match text.split_once(':') {
-            Some((n, r)) => (n, Some(r)),
+        // `name`, `name:POLICY,opt=v`, `name:opt=v` or `name,opt=v`.
+        let (name, rest) = match text.find([':', ',']) {
+            Some(i) => (&text[..i], Some(&text[i + 1..])),
             None => (text, None),
         };
         let kind = EngineKind::ALL
@@ -338,9 +344,19 @@ mod tests {
         assert_eq!(r.kind, EngineKind::RocksdbBlob);
         assert_eq!(r.policy, None);
         assert!("null".parse::<EngineSpec>().is_ok());
+        let plain: EngineSpec = "fjall-blob,gc_staleness=0.2".parse().expect("spec");
+        assert_eq!(plain.kind, EngineKind::FjallBlob);
+        assert_eq!(
+            plain.options,
+            vec![("gc_staleness".to_string(), "0.2".to_string())]
+        );
+        let g: EngineSpec = "gleaner,gc_garbage_ratio=0.3".parse().expect("spec");
+        assert_eq!((g.policy, g.options.len()), (None, 1));
         for bad in [
             "",
             "mysql",
+            "rocksdb,",
+            "fjall,x",
             "rocksdb:fast",
             "gleaner:terarkdb,",
             "gleaner:=3",

@@ -55,6 +55,7 @@ impl RocksEngine {
         o.increase_parallelism(common.background_threads.max(1) as i32);
         o.set_max_background_jobs(common.background_threads.max(2) as i32);
         o.set_write_buffer_size(common.memtable_bytes as usize);
+        o.set_target_file_size_base(common.table_bytes);
         o.set_compression_type(DBCompressionType::Lz4);
         o.set_use_direct_reads(common.direct_io);
         o.set_use_direct_io_for_flush_and_compaction(common.direct_io);
@@ -70,7 +71,7 @@ impl RocksEngine {
         if blob {
             o.set_enable_blob_files(true);
             o.set_min_blob_size(option(spec, "min_blob_size", 1024)?);
-            o.set_blob_file_size(option(spec, "blob_file_size", 256 << 20)?);
+            o.set_blob_file_size(option(spec, "blob_file_size", common.value_file_bytes)?);
             o.set_blob_compression_type(DBCompressionType::None);
             o.set_enable_blob_gc(true);
             o.set_blob_gc_age_cutoff(age_cutoff);

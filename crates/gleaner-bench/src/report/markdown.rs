@@ -73,6 +73,17 @@ fn header(out: &mut Out, r: &Results) {
     out.item("Phases", &w.phases.join(", "));
     out.item("Threads", &w.threads.to_string());
     out.item("Cache", &format::bytes(w.cache_bytes));
+    if w.memtable_bytes > 0 {
+        out.item(
+            "Memtable / table / value file",
+            &format!(
+                "{} / {} / {}",
+                format::bytes(w.memtable_bytes),
+                format::bytes(w.table_bytes),
+                format::bytes(w.value_file_bytes)
+            ),
+        );
+    }
     out.item("Direct I/O", if w.direct_io { "yes" } else { "no" });
     let budget = match (w.space_budget, w.budget_bytes()) {
         (Some(multiple), Some(bytes)) => format!(
@@ -361,6 +372,7 @@ mod tests {
             "- Update bytes: 24.0 GiB\n",
             "- Threads: 2\n",
             "- Cache: 64.0 MiB\n",
+            "- Memtable / table / value file: 64.0 MiB / 64.0 MiB / 256.0 MiB\n",
             "- Direct I/O: yes\n",
             "- Space budget: 1.50× dataset (12.0 GiB)\n",
             "- Seed: 42\n",
