@@ -11,9 +11,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::{self, CommonConfig, EngineSpec, PEERS_BUILT};
 use crate::report;
-use crate::runner::{self, RunConfig};
+use crate::runner::{self, MAX_KEYS, RunConfig};
 use crate::workload::{
-    DEFAULT_KEY_LEN, KeyDistSpec, KeyFormat, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
+    DEFAULT_KEY_LEN, KeyDistSpec, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
 };
 
 /// Exit code for bad input (nothing ran).
@@ -37,8 +37,6 @@ const VALUE_FILE_MIN: u64 = 8 << 20;
 const CACHE_MIN: u64 = 1 << 20;
 /// Most client threads.
 const MAX_THREADS: usize = 256;
-/// Most keys a run may load (the live set costs 4 bytes per key).
-const MAX_KEYS: u64 = 1 << 32;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -448,7 +446,10 @@ fn build(
     command: String,
 ) -> Result<(RunConfig, PathBuf), Usage> {
     for spec in &engines {
-        engine::validate(spec)?;
+        engine::validate(spec, None)?;
+    }
+    if c.phase_time_limit == Some(0) {
+        return Err("--phase-time-limit must be at least 1 second".into());
     }
     if c.threads == 0 || c.threads > MAX_THREADS {
         return Err(format!(
@@ -472,14 +473,6 @@ fn build(
             "--phases must start with `load`: the other phases work on the loaded keys".into(),
         );
     }
-    if !(0.0..1.0).contains(&shape.compressible) {
-        return Err(format!(
-            "--compressible must be in [0, 1), not {}",
-            shape.compressible
-        )
-        .into());
-    }
-    KeyFormat::new(shape.key_size, shape.keys * 2).map_err(|e| format!("--key-size: {e}"))?;
     let entry = shape.key_size as f64 + shape.value_size.mean();
     let dataset = (shape.keys as f64 * entry) as u64;
     let space_budget = match c.space_budget.as_str() {
@@ -522,21 +515,6 @@ fn build(
     let value_file_bytes = (dataset / 16).clamp(VALUE_FILE_MIN, VALUE_FILE_MAX);
     let update_bytes = shape.update_bytes.unwrap_or(dataset.saturating_mul(3));
     let cfg_data_dir = c.data_dir.clone().unwrap_or_else(|| out.join("data"));
-    check_out_dir(&out, c.force)?;
-    let need = (dataset as f64 * space_budget.unwrap_or(2.0)).ceil() as u64;
-    if let Some(free) = crate::sys::free_bytes(&cfg_data_dir)
-        && free < need
-    {
-        return Err(format!(
-            "{} has {} MiB free; the dataset ({} MiB) × the space budget ({}) needs {} MiB",
-            cfg_data_dir.display(),
-            free >> 20,
-            dataset >> 20,
-            space_budget.map_or_else(|| "none: 2× assumed".to_string(), |r| r.to_string()),
-            need >> 20
-        )
-        .into());
-    }
     let cfg = RunConfig {
         engines,
         key_size: shape.key_size,
@@ -567,6 +545,36 @@ fn build(
         budget_patience: runner::budget::VIOLATION_AFTER,
         command,
     };
+    for spec in &cfg.engines {
+        engine::validate(spec, Some(&cfg.common))?;
+    }
+    cfg.validate()?;
+    check_out_dir(&out, c.force)?;
+    // One engine's directory at a time, unless they are all kept.
+    let copies = if c.keep_data {
+        cfg.engines.len() as f64
+    } else {
+        1.0
+    };
+    let need = (dataset as f64 * space_budget.unwrap_or(2.0) * copies).ceil() as u64;
+    if let Some(free) = crate::sys::free_bytes(&cfg.data_dir)
+        && free < need
+    {
+        return Err(format!(
+            "{} has {} MiB free; the dataset ({} MiB) × the space budget ({}){} needs {} MiB",
+            cfg.data_dir.display(),
+            free >> 20,
+            dataset >> 20,
+            space_budget.map_or_else(|| "none: 2× assumed".to_string(), |r| r.to_string()),
+            if c.keep_data {
+                " × the engines kept (--keep-data)"
+            } else {
+                ""
+            },
+            need >> 20
+        )
+        .into());
+    }
     std::fs::create_dir_all(&out)
         .map_err(|e| format!("cannot create --out {}: {e}", out.display()))?;
     Ok((cfg, out))

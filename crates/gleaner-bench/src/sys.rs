@@ -7,13 +7,20 @@ use std::path::Path;
 use crate::results::Machine;
 
 /// Bytes this process has caused to be read from and written to storage devices
-/// (`/proc/self/io` `read_bytes` / `write_bytes`). Zero when the file is unavailable.
+/// (`/proc/self/io`). Zero when the file is unavailable.
+///
+/// The kernel charges `write_bytes` when a page is dirtied and `cancelled_write_bytes` when a
+/// dirty page is dropped unwritten (its file truncated or deleted first, as happens to
+/// short-lived logs); [`DeviceIo::since`] subtracts the second from the first so that what is
+/// reported is what can reach the device.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceIo {
-    /// Bytes read from devices.
+    /// Bytes read from devices (`read_bytes`: page-cache hits are not reads).
     pub read_bytes: u64,
-    /// Bytes written to devices.
+    /// Bytes written to devices: `write_bytes`, less `cancelled_write_bytes` in differences.
     pub write_bytes: u64,
+    /// Dirty bytes dropped before they were written (`cancelled_write_bytes`).
+    pub cancelled_write_bytes: u64,
 }
 
 impl DeviceIo {
@@ -29,14 +36,24 @@ impl DeviceIo {
         DeviceIo {
             read_bytes: field("read_bytes:"),
             write_bytes: field("write_bytes:"),
+            cancelled_write_bytes: field("cancelled_write_bytes:"),
         }
     }
 
-    /// The counters accumulated since `earlier`.
+    /// The I/O since `earlier`: bytes read, and bytes written less those cancelled meanwhile
+    /// (cancellations of pages dirtied before `earlier` can make a period's writes look
+    /// smaller; the total over consecutive periods is exact).
     pub fn since(&self, earlier: &DeviceIo) -> DeviceIo {
+        let cancelled = self
+            .cancelled_write_bytes
+            .saturating_sub(earlier.cancelled_write_bytes);
         DeviceIo {
             read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
-            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            write_bytes: self
+                .write_bytes
+                .saturating_sub(earlier.write_bytes)
+                .saturating_sub(cancelled),
+            cancelled_write_bytes: cancelled,
         }
     }
 }
@@ -138,6 +155,24 @@ mod tests {
         let b = DeviceIo::now();
         assert!(b.read_bytes >= a.read_bytes && b.write_bytes >= a.write_bytes);
         assert_eq!(b.since(&b), DeviceIo::default());
+        let early = DeviceIo {
+            read_bytes: 10,
+            write_bytes: 100,
+            cancelled_write_bytes: 5,
+        };
+        let late = DeviceIo {
+            read_bytes: 30,
+            write_bytes: 400,
+            cancelled_write_bytes: 55,
+        };
+        assert_eq!(
+            late.since(&early),
+            DeviceIo {
+                read_bytes: 20,
+                write_bytes: 250,
+                cancelled_write_bytes: 50
+            }
+        );
         let m = machine(0);
         assert!(m.cpus >= 1);
     }

@@ -74,6 +74,36 @@ fn bad_input_is_refused_with_exit_code_2_before_anything_runs() {
     refused(&["run", "--engine", "null", "--quiet"], "--load-bytes");
     refused(&["run", "--keys", "10", "--quiet"], "--engine");
     refused(
+        &with(&["--engine", "null", "--phase-time-limit", "0"]),
+        "--phase-time-limit",
+    );
+    refused(
+        &with(&[
+            "--engine",
+            "null",
+            "--ycsb",
+            "d",
+            "--ycsb-ops",
+            "18446744073709551615",
+        ]),
+        "keys",
+    );
+    refused(
+        &[
+            "run",
+            "--engine",
+            "null",
+            "--keys",
+            "4000",
+            "--key-size",
+            "8",
+            "--ycsb",
+            "d,e",
+            "--quiet",
+        ],
+        "--key-size",
+    );
+    refused(
         &[
             "run",
             "--engine",

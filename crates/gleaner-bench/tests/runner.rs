@@ -267,3 +267,112 @@ fn an_engine_that_cannot_reclaim_does_not_hang_the_run() {
     assert!(reclaims >= 1);
     assert!(load.space.disk_bytes_end > budget, "{load:?}");
 }
+
+/// An engine that loses every write: reads find nothing, or (when `panics`) panic.
+struct Forgetful {
+    panics: bool,
+}
+
+impl Engine for Forgetful {
+    fn kind(&self) -> &'static str {
+        "forgetful"
+    }
+    fn put(&self, _key: &[u8], _value: &[u8]) -> EngineResult<()> {
+        Ok(())
+    }
+    fn get(&self, _key: &[u8]) -> EngineResult<Option<Found>> {
+        assert!(!self.panics, "forgetful engine gives up");
+        Ok(Some(Found { len: 7, digest: 7 }))
+    }
+    fn scan(&self, _start: &[u8], _count: usize) -> EngineResult<(usize, u64)> {
+        Ok((0, 0))
+    }
+    fn flush(&self) -> EngineResult<()> {
+        Ok(())
+    }
+    fn reclaim(&self) -> EngineResult<()> {
+        Ok(())
+    }
+    fn close(&self) -> EngineResult<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn wrong_values_and_panics_fail_that_engine_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let phases = vec![PhaseSpec::Load, PhaseSpec::Read];
+    // Engine specs only name the result; the opener decides what runs.
+    let cfg = config(dir.path(), &["null", "null", "null"], phases, 200);
+    let opened = AtomicU64::new(0);
+    let open = |_: &EngineSpec, _: &Path, _: &CommonConfig| -> EngineResult<Box<dyn Engine>> {
+        Ok(match opened.fetch_add(1, Ordering::Relaxed) {
+            0 => Box::new(Forgetful { panics: false }),
+            1 => Box::new(Forgetful { panics: true }),
+            _ => Box::new(gleaner_bench::engine::NullEngine),
+        })
+    };
+    let results = runner::run_with(&cfg, open).expect("run");
+    let [wrong, panicked, fine] = &results.engines[..] else {
+        panic!("three engines");
+    };
+    let wrong_error = wrong.error.as_deref().expect("wrong data is an error");
+    assert!(
+        wrong_error.contains("phase read: wrong data"),
+        "{wrong_error}"
+    );
+    assert_eq!(
+        wrong.phases.len(),
+        2,
+        "the phases before the failure are kept"
+    );
+    assert_eq!(wrong.phases[0].ops, 200);
+    let panic_error = panicked.error.as_deref().expect("a panic is an error");
+    assert!(
+        panic_error.contains("panicked: forgetful engine gives up"),
+        "{panic_error}"
+    );
+    assert_eq!(
+        panicked.phases.len(),
+        1,
+        "load kept, read lost with the panic"
+    );
+    assert_eq!(fine.error, None, "the next engine still runs");
+    assert_eq!(fine.phases.len(), 2);
+}
+
+#[test]
+fn repeated_phases_get_their_own_samples() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(
+        dir.path(),
+        &["null"],
+        vec![PhaseSpec::Load, PhaseSpec::Update, PhaseSpec::Update],
+        200,
+    );
+    cfg.update_ops = 2_000;
+    let open = |_: &EngineSpec, d: &Path, _: &CommonConfig| -> EngineResult<Box<dyn Engine>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("hog"))?;
+        Ok(Box::new(Hog {
+            file: Mutex::new(file),
+            can_reclaim: false,
+            reclaims: Arc::new(AtomicU64::new(0)),
+        }))
+    };
+    let results = runner::run_with(&cfg, open).expect("run");
+    let e = &results.engines[0];
+    assert_eq!(e.error, None);
+    // 2,000 updates at 1 ms each over 2 threads: about a second per update phase, so each
+    // has at least one sample; none may count the other's operations.
+    let mut seen = 0;
+    for s in e.timeseries.iter().filter(|s| s.phase == "update") {
+        assert!(s.ops_per_sec <= 2_000.0 * 1.5, "{s:?}");
+        seen += 1;
+    }
+    assert!(seen >= 2, "{:?}", e.timeseries);
+    let total: f64 = e.phases[1..].iter().map(|p| p.ops as f64).sum();
+    assert_eq!(total, 4_000.0);
+}

@@ -31,9 +31,13 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
     Ok(o)
 }
 
-/// Checks the spec's policy and options without opening anything.
-pub(super) fn check_options(spec: &EngineSpec) -> Result<(), String> {
-    options(spec, None).map(|_| ())
+/// Checks the spec's policy and options (with the harness's knobs when given) without opening
+/// anything.
+pub(super) fn check_options(
+    spec: &EngineSpec,
+    common: Option<&CommonConfig>,
+) -> Result<(), String> {
+    options(spec, common).map(|_| ())
 }
 
 /// A Gleaner database.

@@ -91,7 +91,8 @@ pub trait Engine: Send + Sync {
     /// Reads up to `count` entries starting at `start`; returns how many and their bytes.
     fn scan(&self, start: &[u8], count: usize) -> EngineResult<(usize, u64)>;
 
-    /// Makes buffered writes durable in the engine's files (end of a load phase).
+    /// Writes what the engine buffers in memory to its files (the end of every write phase),
+    /// so space and write figures cover the phase's data.
     fn flush(&self) -> EngineResult<()>;
 
     /// The strongest space-reclaiming action the engine has (asked for when it stays over the
@@ -278,8 +279,12 @@ fn check_names(
 pub const PEERS_BUILT: bool = cfg!(feature = "peers");
 
 /// Checks that `spec` can be opened by this binary: peers need the `peers` feature, and options
-/// must be ones the engine knows. Runs before anything is written.
-pub fn validate(spec: &EngineSpec) -> Result<(), String> {
+/// must be ones the engine knows. With `common`, Gleaner's options are checked as they will be
+/// opened, the harness's knobs included. Runs before anything is written.
+///
+/// # Errors
+/// A message naming the engine and the option at fault.
+pub fn validate(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<(), String> {
     if spec.kind.is_peer() && !PEERS_BUILT {
         return Err(format!(
             "engine `{}` needs the `peers` feature: cargo build --release -p gleaner-bench --features peers \
@@ -288,7 +293,7 @@ pub fn validate(spec: &EngineSpec) -> Result<(), String> {
         ));
     }
     match spec.kind {
-        EngineKind::Gleaner => self::gleaner::check_options(spec),
+        EngineKind::Gleaner => self::gleaner::check_options(spec, common),
         EngineKind::Null => {
             if spec.options.is_empty() {
                 Ok(())
@@ -307,7 +312,7 @@ pub fn validate(spec: &EngineSpec) -> Result<(), String> {
 
 /// Opens a fresh engine of `spec` in the empty directory `dir`.
 pub fn open(spec: &EngineSpec, dir: &Path, common: &CommonConfig) -> EngineResult<Box<dyn Engine>> {
-    validate(spec)?;
+    validate(spec, Some(common))?;
     match spec.kind {
         EngineKind::Gleaner => Ok(Box::new(GleanerEngine::open(spec, dir, common)?)),
         EngineKind::Null => Ok(Box::new(NullEngine)),
@@ -370,24 +375,24 @@ mod tests {
         let ok: EngineSpec = "gleaner:terarkdb,gc_garbage_ratio=0.3"
             .parse()
             .expect("spec");
-        validate(&ok).expect("valid");
+        validate(&ok, None).expect("valid");
         let bad_policy: EngineSpec = "gleaner:nope".parse().expect("spec");
         assert!(
-            validate(&bad_policy)
+            validate(&bad_policy, None)
                 .expect_err("policy")
                 .contains("gc_policy")
         );
         let bad_opt: EngineSpec = "gleaner:terarkdb,memtable_sise=1".parse().expect("spec");
         assert!(
-            validate(&bad_opt)
+            validate(&bad_opt, None)
                 .expect_err("option")
                 .contains("memtable_sise")
         );
         let null_opt: EngineSpec = "null:x=1".parse().expect("spec");
-        assert!(validate(&null_opt).is_err());
+        assert!(validate(&null_opt, None).is_err());
         if !PEERS_BUILT {
             let peer: EngineSpec = "rocksdb".parse().expect("spec");
-            assert!(validate(&peer).expect_err("peers").contains("peers"));
+            assert!(validate(&peer, None).expect_err("peers").contains("peers"));
         }
     }
 }

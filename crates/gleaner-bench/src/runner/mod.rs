@@ -7,6 +7,7 @@ pub mod live;
 pub mod monitor;
 pub mod phase;
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,11 @@ use crate::results::{
     EngineResult as Figures, GcFigures, PhaseResult, Results, Space, WorkloadInfo,
 };
 use crate::sys::{self, DeviceIo, dir_bytes};
-use crate::workload::{KeyDistSpec, KeyFormat, OpKind, OpMix, PhaseSpec, ValueGen, ValueSizeSpec};
+use crate::workload::{KeyDistSpec, KeyFormat, PhaseSpec, ValueGen, ValueSizeSpec};
+
+/// Most keys (loaded and inserted) a run may have: the live set takes 8 bytes per key, so this
+/// bounds it at 32 GiB.
+pub const MAX_KEYS: u64 = 1 << 32;
 
 /// Everything a run needs, as resolved from the command line.
 #[derive(Debug, Clone)]
@@ -90,24 +95,40 @@ impl RunConfig {
         }
     }
 
-    /// Key numbers the live set needs: the loaded keys plus room for every YCSB insert.
-    fn live_capacity(&self) -> u64 {
-        let inserts: u64 = self
-            .phases
-            .iter()
-            .filter_map(|p| match p {
-                PhaseSpec::Ycsb(w)
-                    if OpMix::ycsb(*w)
-                        .probabilities()
-                        .iter()
-                        .any(|&(kind, p)| kind == OpKind::Insert && p > 0.0) =>
-                {
-                    Some(self.ycsb_ops)
-                }
-                _ => None,
-            })
-            .sum();
-        self.keys + inserts
+    /// Key numbers the live set needs: the loaded keys plus room for every YCSB insert;
+    /// `None` on overflow.
+    fn live_capacity(&self) -> Option<u64> {
+        self.phases.iter().try_fold(self.keys, |total, p| match p {
+            PhaseSpec::Ycsb(w) if phase::inserts(*w) => total.checked_add(self.ycsb_ops),
+            _ => Some(total),
+        })
+    }
+
+    /// Checks what the runner needs of the configuration (the command line checks the rest
+    /// first, with messages naming its options).
+    ///
+    /// # Errors
+    /// Too many keys (loaded plus inserted) for [`MAX_KEYS`] or for the key size, or a
+    /// compressible ratio outside [0, 1).
+    pub fn validate(&self) -> Result<(), String> {
+        let capacity = self
+            .live_capacity()
+            .filter(|&c| c <= MAX_KEYS)
+            .ok_or_else(|| {
+                format!(
+                    "the run would have more than {MAX_KEYS} keys ({} loaded, {} YCSB operations per \
+                     inserting phase)",
+                    self.keys, self.ycsb_ops
+                )
+            })?;
+        KeyFormat::new(self.key_size, capacity).map_err(|e| format!("--key-size: {e}"))?;
+        if !(0.0..1.0).contains(&self.compressible) {
+            return Err(format!(
+                "--compressible must be in [0, 1), not {}",
+                self.compressible
+            ));
+        }
+        Ok(())
     }
 
     fn workload_info(&self) -> WorkloadInfo {
@@ -158,18 +179,13 @@ pub fn run_with(
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let keys = KeyFormat::new(cfg.key_size, cfg.live_capacity()).map_err(|e| e.to_string())?;
-    if !(0.0..=1.0).contains(&cfg.compressible) {
-        return Err(format!(
-            "compressible ratio {} is not in [0, 1]",
-            cfg.compressible
-        ));
-    }
+    cfg.validate()?;
+    let capacity = cfg.live_capacity().expect("validated");
+    let keys = KeyFormat::new(cfg.key_size, capacity).map_err(|e| e.to_string())?;
     let workload = Workload {
         keys,
         dist: cfg.dist,
         loaded_keys: cfg.keys,
-        capacity: cfg.live_capacity(),
         values: ValueGen::new(cfg.value_size, cfg.compressible, cfg.seed),
         seed: cfg.seed,
     };
@@ -229,7 +245,8 @@ fn run_engine(
             return result;
         }
     };
-    let live = LiveSet::new(cfg.live_capacity(), cfg.keys, cfg.key_size);
+    let capacity = cfg.live_capacity().expect("validated by run_with");
+    let live = LiveSet::new(capacity, cfg.keys, cfg.key_size);
     let dataset = cfg.dataset_bytes();
     let budget = Budget::with_patience(
         cfg.space_budget.map(|r| (r * dataset as f64) as u64),
@@ -249,17 +266,40 @@ fn run_engine(
             ops: cfg.phase_ops(phase),
             index: pi as u64,
         };
-        let (figures, error) = run_one_phase(cfg, workload, &*engine, &live, &monitor, &dir, &plan);
-        result.phases.push(figures);
-        if let Some(e) = error {
-            result.error = Some(format!("phase {phase}: {e}"));
-            break;
+        // A panic in the engine (or the harness) ends this engine's run, not the whole run:
+        // the other engines' results are still wanted.
+        let attempt = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_one_phase(cfg, workload, &*engine, &live, &monitor, &dir, &plan)
+        }));
+        match attempt {
+            Ok((figures, error)) => {
+                result.phases.push(figures);
+                if let Some(e) = error {
+                    result.error = Some(format!("phase {phase}: {e}"));
+                    break;
+                }
+            }
+            Err(panic) => {
+                result.error = Some(format!(
+                    "phase {phase}: panicked: {}",
+                    panic_message(&*panic)
+                ));
+                break;
+            }
         }
     }
     let (timeseries, reclaim_errors) = monitor.finish();
     result.timeseries = timeseries;
-    if let Err(e) = engine.close() {
-        result.error.get_or_insert(format!("close failed: {e}"));
+    match std::panic::catch_unwind(AssertUnwindSafe(|| engine.close())) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            result.error.get_or_insert(format!("close failed: {e}"));
+        }
+        Err(panic) => {
+            result
+                .error
+                .get_or_insert(format!("close panicked: {}", panic_message(&*panic)));
+        }
     }
     if let Some(e) = reclaim_errors.first() {
         result.error.get_or_insert(format!("reclaim failed: {e}"));
@@ -270,6 +310,15 @@ fn run_engine(
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 fn fresh_dir(dir: &Path) -> std::io::Result<()> {
@@ -340,7 +389,7 @@ fn run_one_phase(
             space_amp_end: ratio(disk_end),
             space_amp_peak: ratio(peak),
         },
-        stall_seconds: gauge(&gauges.stall_micros) as f64 / 1e6,
+        stall_seconds: outcome.stall_seconds,
         budget_violations: gauge(&gauges.violations),
         engine_stall_seconds: match (stall_before, engine.stall_seconds()) {
             (Some(a), Some(b)) => Some((b - a).max(0.0)),

@@ -33,8 +33,6 @@ pub struct PhaseGauges {
     pub paused: AtomicBool,
     /// Set when the phase must end early (time limit, or a worker failed).
     pub stop: AtomicBool,
-    /// Microseconds the workload was paused.
-    pub stall_micros: AtomicU64,
     /// Budget violations during the phase.
     pub violations: AtomicU64,
     /// Largest directory size sampled during the phase.
@@ -44,22 +42,30 @@ pub struct PhaseGauges {
 }
 
 impl PhaseGauges {
-    /// Blocks while the workload is paused; returns false when the phase must stop.
-    pub fn wait_while_paused(&self) -> bool {
+    /// Blocks while the workload is paused. Returns how long it waited and whether the caller
+    /// should go on: false when the phase must stop or `abandon` says the caller's work is
+    /// over. The wait is bounded by the monitor, which lifts a pause after at most
+    /// [`super::budget::MAX_PAUSED_VIOLATIONS`] violations or stops the phase at its limit.
+    pub fn wait_while_paused(&self, abandon: impl Fn() -> bool) -> (Duration, bool) {
+        let started = Instant::now();
         while self.paused.load(Ordering::Relaxed) {
-            if self.stop.load(Ordering::Relaxed) {
-                return false;
+            if self.stop.load(Ordering::Relaxed) || abandon() {
+                return (started.elapsed(), false);
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        !self.stop.load(Ordering::Relaxed)
+        (started.elapsed(), !self.stop.load(Ordering::Relaxed))
     }
 }
 
 struct ActivePhase {
+    /// Counts the phases begun, so a phase that repeats an earlier one's name is still new.
+    seq: u64,
     name: String,
     gauges: Arc<PhaseGauges>,
     started: Instant,
+    /// Device I/O counters when the phase began.
+    io_start: DeviceIo,
     /// Operations the phase aims for (progress-bar length).
     target: u64,
 }
@@ -70,6 +76,7 @@ struct Shared {
     label: String,
     budget: Mutex<Budget>,
     phase: Mutex<Option<ActivePhase>>,
+    phases_begun: AtomicU64,
     quit: AtomicBool,
     reclaim_running: Arc<AtomicBool>,
     reclaims: Mutex<Vec<JoinHandle<()>>>,
@@ -105,6 +112,7 @@ impl Monitor {
             label,
             budget: Mutex::new(budget),
             phase: Mutex::new(None),
+            phases_begun: AtomicU64::new(0),
             quit: AtomicBool::new(false),
             reclaim_running: Arc::new(AtomicBool::new(false)),
             reclaims: Mutex::new(Vec::new()),
@@ -137,9 +145,11 @@ impl Monitor {
         let bar = phase_bar(self.shared.show_progress, &self.shared.label, name, target);
         std::mem::replace(&mut *self.shared.progress.lock(), bar).finish_and_clear();
         *phase = Some(ActivePhase {
+            seq: self.shared.phases_begun.fetch_add(1, Ordering::Relaxed) + 1,
             name: name.to_string(),
             gauges: Arc::clone(&gauges),
             started: Instant::now(),
+            io_start: DeviceIo::now(),
             target,
         });
         gauges
@@ -200,16 +210,13 @@ fn phase_bar(show: bool, label: &str, phase: &str, target: u64) -> ProgressBar {
 }
 
 fn monitor_loop(s: &Shared) {
-    let mut last_tick = Instant::now();
     let mut last_sample = Instant::now();
     let mut io_at_sample = DeviceIo::now();
     let mut done_at_sample = 0u64;
-    let mut sampled_phase = String::new();
+    let mut sampled_phase = 0u64;
     while !s.quit.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
         let now = Instant::now();
-        let interval = now.duration_since(last_tick);
-        last_tick = now;
         let disk = dir_bytes(&s.dir);
         let phase = s.phase.lock();
         let Some(active) = phase.as_ref() else {
@@ -217,10 +224,6 @@ fn monitor_loop(s: &Shared) {
         };
         let g = &active.gauges;
         g.peak_disk.fetch_max(disk, Ordering::Relaxed);
-        if g.paused.load(Ordering::Relaxed) {
-            g.stall_micros
-                .fetch_add(interval.as_micros() as u64, Ordering::Relaxed);
-        }
         let decision = s.budget.lock().sample(now.duration_since(s.started), disk);
         g.paused.store(decision.pause, Ordering::Relaxed);
         if decision.violation {
@@ -246,10 +249,12 @@ fn monitor_loop(s: &Shared) {
                 ""
             }
         ));
-        if active.name != sampled_phase {
-            // A new phase: its first sample counts its own operations only.
-            sampled_phase.clone_from(&active.name);
+        if active.seq != sampled_phase {
+            // A new phase: its first sample covers only its own time and operations.
+            sampled_phase = active.seq;
             done_at_sample = 0;
+            last_sample = active.started;
+            io_at_sample = active.io_start;
         }
         if now.duration_since(last_sample) >= SAMPLE_EVERY {
             let secs = now.duration_since(last_sample).as_secs_f64();
@@ -298,9 +303,10 @@ fn request_reclaim(s: &Shared) {
         }
         Err(e) => {
             s.reclaim_running.store(false, Ordering::Release);
-            s.reclaim_errors
-                .lock()
-                .push(format!("could not start a reclaim thread: {e}"));
+            let mut errors = s.reclaim_errors.lock();
+            if errors.len() < MAX_RECLAIM_ERRORS {
+                errors.push(format!("could not start a reclaim thread: {e}"));
+            }
         }
     }
 }

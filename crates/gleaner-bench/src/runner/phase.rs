@@ -1,8 +1,8 @@
 //! Running one phase against one engine: client threads claim operations in small batches,
-//! time each one, and wait while the monitor has paused the workload.
+//! time each one, and before each one wait while the monitor has paused the workload.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -12,7 +12,7 @@ use super::monitor::PhaseGauges;
 use crate::engine::{Engine, Found};
 use crate::workload::{
     KeyChooser, KeyDistSpec, KeyFormat, LoadOrder, OpKind, OpMix, PhaseSpec, ScanLength, ValueGen,
-    WorkloadRng, thread_rng,
+    WorkloadRng, YcsbWorkload, thread_rng,
 };
 
 /// Operations a client claims at a time: few enough that threads finish together, many enough
@@ -28,8 +28,6 @@ pub struct Workload {
     pub dist: KeyDistSpec,
     /// Keys the load phase writes.
     pub loaded_keys: u64,
-    /// Key numbers there is room for (loaded keys and YCSB inserts).
-    pub capacity: u64,
     /// Value sizes and contents (each client clones it; the pool is shared).
     pub values: ValueGen,
     /// Random seed of the run.
@@ -58,8 +56,8 @@ pub struct PhaseOutcome {
     pub user_bytes_written: u64,
     /// Bytes of keys and values read.
     pub user_bytes_read: u64,
-    /// Seconds from the first operation to the last client finishing.
-    pub seconds: f64,
+    /// Longest time one measured client spent waiting for the space budget, in seconds.
+    pub stall_seconds: f64,
     /// The first error a client met (the phase stopped there).
     pub error: Option<String>,
 }
@@ -71,6 +69,8 @@ struct ClientOutcome {
     latency: LatencyRecorder,
     written: u64,
     read: u64,
+    /// Time spent waiting while the workload was paused.
+    stalled: Duration,
 }
 
 struct Ctx<'a> {
@@ -98,13 +98,27 @@ impl Ctx<'_> {
     }
 
     /// Claims the next batch of operations: positions `start..end`, or `None` when the phase
-    /// is complete or must stop.
+    /// is complete or must stop. Never waits: a client with nothing left to do must not sit
+    /// out a pause.
     fn claim(&self) -> Option<(u64, u64)> {
-        if !self.gauges.wait_while_paused() {
+        if self.gauges.stop.load(Ordering::Relaxed)
+            || self.next.load(Ordering::Relaxed) >= self.plan.ops
+        {
             return None;
         }
         let start = self.next.fetch_add(CLAIM, Ordering::Relaxed);
         (start < self.plan.ops).then(|| (start, (start + CLAIM).min(self.plan.ops)))
+    }
+
+    /// Waits while the workload is paused, adding the wait to `out`; false when the client
+    /// must stop (the phase stopped, or `abandon` says the client's work is over).
+    fn wait_if_paused(&self, out: &mut ClientOutcome, abandon: impl Fn() -> bool) -> bool {
+        if !self.gauges.paused.load(Ordering::Relaxed) {
+            return true;
+        }
+        let (waited, go_on) = self.gauges.wait_while_paused(abandon);
+        out.stalled += waited;
+        go_on
     }
 }
 
@@ -139,7 +153,6 @@ pub fn run_phase(
         error: Mutex::new(None),
     };
     let writer = plan.spec == PhaseSpec::ReadWhileWriting;
-    let started = Instant::now();
     let outcomes: Vec<ClientOutcome> = std::thread::scope(|scope| {
         let ctx = &ctx;
         let writer_handle = writer.then(|| scope.spawn(move || background_writer(ctx)));
@@ -148,11 +161,16 @@ pub fn run_phase(
             .collect();
         let mut outs: Vec<ClientOutcome> = handles
             .into_iter()
-            .map(|h| h.join().expect("client thread panicked"))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
             .collect();
         ctx.readers_done.store(true, Ordering::Relaxed);
         if let Some(h) = writer_handle {
-            let w = h.join().expect("writer thread panicked");
+            let w = h
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             // The writer's bytes count for write amplification; its operations are not the
             // phase's measured ones.
             outs.push(ClientOutcome {
@@ -163,7 +181,6 @@ pub fn run_phase(
         outs
     });
     let mut out = PhaseOutcome {
-        seconds: started.elapsed().as_secs_f64(),
         error: ctx.error.lock().take(),
         ..PhaseOutcome::default()
     };
@@ -172,6 +189,7 @@ pub fn run_phase(
         out.latency.merge(&c.latency);
         out.user_bytes_written += c.written;
         out.user_bytes_read += c.read;
+        out.stall_seconds = out.stall_seconds.max(c.stalled.as_secs_f64());
     }
     out
 }
@@ -198,16 +216,30 @@ fn writer_stream(phase: u64) -> u64 {
     (1 << 63) | phase
 }
 
+/// True when YCSB workload `w` inserts new keys (D and E).
+pub fn inserts(w: YcsbWorkload) -> bool {
+    OpMix::ycsb(w)
+        .probabilities()
+        .iter()
+        .any(|&(kind, p)| kind == OpKind::Insert && p > 0.0)
+}
+
 impl<'a> Gen<'a> {
-    fn new(w: &'a Workload, plan: &PhasePlan, stream: u64) -> Self {
+    fn new(w: &'a Workload, plan: &PhasePlan, live: &LiveSet, stream: u64) -> Self {
+        // The keys written so far (earlier YCSB phases may have inserted some), and room for
+        // this phase's inserts: Zipf's hot keys stay put as inserts grow the key space.
+        let count = live.key_count().max(1);
         let (dist, capacity) = match plan.spec {
-            PhaseSpec::Ycsb(y) => (y.key_dist().unwrap_or(w.dist), w.capacity),
-            _ => (w.dist, w.loaded_keys),
+            PhaseSpec::Ycsb(y) => (
+                y.key_dist().unwrap_or(w.dist),
+                if inserts(y) { count + plan.ops } else { count },
+            ),
+            _ => (w.dist, count),
         };
         Gen {
             w,
             rng: thread_rng(w.seed, stream),
-            chooser: KeyChooser::with_capacity(dist, w.loaded_keys.max(1), capacity),
+            chooser: KeyChooser::with_capacity(dist, count, capacity),
             values: w.values.clone(),
             key: Vec::with_capacity(w.keys.key_len()),
             value: Vec::new(),
@@ -230,7 +262,7 @@ impl<'a> Gen<'a> {
 }
 
 fn client(ctx: &Ctx<'_>) -> ClientOutcome {
-    let mut g = Gen::new(ctx.workload, ctx.plan, stream(ctx.plan.index, 0));
+    let mut g = Gen::new(ctx.workload, ctx.plan, ctx.live, stream(ctx.plan.index, 0));
     let mut out = ClientOutcome::default();
     let order = matches!(ctx.plan.spec, PhaseSpec::Load)
         .then(|| LoadOrder::new(ctx.workload.loaded_keys, ctx.workload.seed));
@@ -241,6 +273,13 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
     while let Some((start, end)) = ctx.claim() {
         g.rng = thread_rng(ctx.workload.seed, stream(ctx.plan.index, start / CLAIM));
         for position in start..end {
+            if !ctx.wait_if_paused(&mut out, || false) {
+                // Count what this batch completed before the stop.
+                ctx.gauges
+                    .done
+                    .fetch_add(position - start, Ordering::Relaxed);
+                return out;
+            }
             let began = Instant::now();
             let result = match ctx.plan.spec {
                 PhaseSpec::Load => {
@@ -264,6 +303,9 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
             };
             if let Err(e) = result {
                 ctx.fail(e);
+                ctx.gauges
+                    .done
+                    .fetch_add(position - start, Ordering::Relaxed);
                 return out;
             }
             out.latency.record(began.elapsed().as_nanos() as u64);
@@ -276,9 +318,15 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
 
 /// The `readwhilewriting` writer: updates as fast as it can until the readers are done.
 fn background_writer(ctx: &Ctx<'_>) -> ClientOutcome {
-    let mut g = Gen::new(ctx.workload, ctx.plan, writer_stream(ctx.plan.index));
+    let mut g = Gen::new(
+        ctx.workload,
+        ctx.plan,
+        ctx.live,
+        writer_stream(ctx.plan.index),
+    );
     let mut out = ClientOutcome::default();
-    while !ctx.readers_done.load(Ordering::Relaxed) && ctx.gauges.wait_while_paused() {
+    let readers_done = || ctx.readers_done.load(Ordering::Relaxed);
+    while !readers_done() && ctx.wait_if_paused(&mut out, readers_done) {
         let number = g.choose(ctx.live);
         if let Err(e) = put(ctx, &mut g, number, &mut out) {
             ctx.fail(e);
@@ -337,8 +385,9 @@ fn scan(
         .engine
         .scan(g.key(number), len)
         .map_err(|e| format!("scan of {len} from key #{number}: {e}"))?;
-    if ctx.verify_reads && n == 0 {
-        // Key #number exists, so a scan from it finds at least it.
+    if ctx.verify_reads && n == 0 && ctx.live.get(number).is_some() {
+        // Key #number exists, so a scan from it finds at least it. (After a load cut short by
+        // its time limit a scan may start at a key never written.)
         return Err(format!(
             "wrong data: scan from existing key #{number} returned nothing"
         ));
