@@ -326,16 +326,23 @@ impl DbInner {
     /// rewritten in place, so every tombstone and overwritten version no snapshot needs is gone.
     pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush_and_wait()?;
-        let deepest = self.state.lock().version.deepest_nonempty_level();
-        let Some(deepest) = deepest else {
-            return Ok(());
-        };
-        for level in 0..=deepest {
-            let output_level = if level == deepest { level } else { level + 1 };
+        let mut level = 0;
+        loop {
             let claimed = {
                 let mut st = self.state.lock();
                 loop {
                     st.check_usable()?;
+                    // Background compactions keep running and may push files below the deepest
+                    // level seen so far, or be moving files down right now; reading the deepest
+                    // level afresh at every attempt (after any wait) makes the pass follow them,
+                    // so every version in the range ends up merged in the bottom level.
+                    let Some(deepest) = st.version.deepest_nonempty_level() else {
+                        return Ok(());
+                    };
+                    if level > deepest {
+                        return Ok(());
+                    }
+                    let output_level = if level == deepest { level } else { level + 1 };
                     match plan_manual(
                         &st.version,
                         &self.picker,
@@ -365,8 +372,8 @@ impl DbInner {
                 }
                 self.purge_obsolete_files();
             }
+            level += 1;
         }
-        Ok(())
     }
 
     /// Deletes tables whose last reference was dropped.

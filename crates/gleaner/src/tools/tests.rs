@@ -375,7 +375,11 @@ fn value_db() -> tempfile::TempDir {
     }
     db.compact_range(None, None).expect("compact");
     let run = db.run_gc().expect("gc");
-    assert!(run.jobs > 0, "GC collected something: {run:?}");
+    assert!(
+        run.jobs > 0,
+        "GC collected something: {run:?}; levels {:?}",
+        db.stats().levels
+    );
     let stats = db.stats();
     assert!(
         stats.values.inheritance_records > 0,
