@@ -162,8 +162,14 @@ pub struct GcFigures {
     pub jobs: u64,
     /// Bytes GC read from value tables.
     pub value_bytes_read: u64,
+    /// Bytes of value-table indexes GC read (a lazy read's first pass).
+    #[serde(default)]
+    pub index_bytes_read: u64,
     /// Bytes GC's validity checks read from the index tree.
     pub lookup_bytes_read: u64,
+    /// Validity checks the DropCache answered without an index-tree lookup.
+    #[serde(default)]
+    pub drop_cache_answers: u64,
     /// Bytes of value tables GC wrote.
     pub bytes_written: u64,
     /// Seconds reading victims.

@@ -20,6 +20,8 @@ use gleaner::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
 #[derive(Debug, Clone)]
@@ -464,12 +466,18 @@ fn power_loss_at_every_step_of_a_gc_job_loses_nothing() {
         v
     };
     let mut struck = 0;
+    let variants = common::gc_variants();
     for (case, &(op, file)) in steps.iter().enumerate() {
-        for torn in [TornMode::None, TornMode::KeepPrefixWithGarbage] {
-            let ctx = format!("power loss at the first {op:?} of {file} during GC, torn {torn:?}");
+        for (torn, (variant, tune)) in [TornMode::None, TornMode::KeepPrefixWithGarbage]
+            .into_iter()
+            .flat_map(|t| variants.iter().map(move |v| (t, v)))
+        {
+            let ctx = format!(
+                "GC {variant}: power loss at the first {op:?} of {file} during GC, torn {torn:?}"
+            );
             let fs = FaultFs::new(case as u64);
             let path = Path::new("/gc-crash/db");
-            let opts = || options(&fs).with_gc_threads(0).with_gc_garbage_ratio(0.1);
+            let opts = || tune(options(&fs).with_gc_threads(0).with_gc_garbage_ratio(0.1));
             let db = Db::open(path, opts()).expect("open");
             let mut expect = Map::new();
             for i in 0..400u32 {
@@ -518,7 +526,7 @@ fn power_loss_at_every_step_of_a_gc_job_loses_nothing() {
         }
     }
     assert!(
-        struck >= steps.len(),
+        struck >= steps.len() * variants.len(),
         "power loss struck inside GC in {struck} cases"
     );
 }

@@ -16,9 +16,26 @@ use gleaner::{Compression, Db, Options, ReadOptions, Snapshot, WriteBatch, Write
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
+/// The option sets, the GC ones once per GC technique combination.
+fn option_sets(fs: &FaultFs) -> Vec<(String, Options)> {
+    let mut out = Vec::new();
+    for (name, opts) in base_option_sets(fs) {
+        if name.contains("gc") {
+            for (variant, tune) in common::gc_variants() {
+                out.push((format!("{name}/{variant}"), tune(opts.clone())));
+            }
+        } else {
+            out.push((name.to_string(), opts));
+        }
+    }
+    out
+}
+
+fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
     let base = || Options::default().with_file_system(Arc::new(fs.clone()));
     vec![
         (
@@ -524,6 +541,6 @@ fn database_matches_a_btreemap_model() {
     eprintln!("model test seed: {seed} (replay with GLEANER_SEED={seed})");
     let fs = FaultFs::new(seed);
     for (i, (name, opts)) in option_sets(&fs).into_iter().enumerate() {
-        run_model(name, opts, seed.wrapping_add(i as u64), ops());
+        run_model(&name, opts, seed.wrapping_add(i as u64), ops());
     }
 }

@@ -1,5 +1,9 @@
 //! Gleaner under test: `gleaner[:POLICY][,option=value...]`, where options are any
-//! `gleaner::Options` names (as for `gleaner --option`).
+//! `gleaner::Options` names (as for `gleaner --option`). Besides the engine's policy names,
+//! POLICY may be one of the Scavenger paper's ablation variants (§4.4): `tdb` (= `terarkdb`)
+//! and `tdb-` followed by the letters of the techniques switched on, `r` (lazy read,
+//! `gc_lazy_read`), `l` (index-decoupled lookups, `index_decoupled_tables`), `w` (hotness-aware
+//! writing, `hotness_aware_writes`): `tdb-r`, `tdb-l`, `tdb-w`, `tdb-rw`, `tdb-rwl`.
 
 use std::path::Path;
 
@@ -20,8 +24,10 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
             .with_value_table_size(c.value_file_bytes);
     }
     if let Some(policy) = &spec.policy {
-        o.set("gc_policy", policy)
-            .map_err(|e| format!("engine `{spec}`: {e}"))?;
+        for (name, value) in policy_options(policy)? {
+            o.set(name, value)
+                .map_err(|e| format!("engine `{spec}`: {e}"))?;
+        }
     }
     for (name, value) in &spec.options {
         o.set(name, value)
@@ -29,6 +35,41 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
     }
     o.validate().map_err(|e| format!("engine `{spec}`: {e}"))?;
     Ok(o)
+}
+
+/// The options a policy name stands for: an ablation variant (`tdb`, `tdb-rw`, ...) becomes
+/// `gc_policy=terarkdb` plus one switch per letter; any other name is passed as `gc_policy`.
+fn policy_options(policy: &str) -> Result<Vec<(&'static str, &str)>, String> {
+    let letters = match policy.strip_prefix("tdb") {
+        Some("") => "",
+        Some(rest) => match rest.strip_prefix('-') {
+            Some(l) if !l.is_empty() => l,
+            _ => {
+                return Err(format!(
+                    "policy `{policy}`: expected `tdb` or `tdb-` and letters r, l, w"
+                ));
+            }
+        },
+        None => return Ok(vec![("gc_policy", policy)]),
+    };
+    let mut out = vec![("gc_policy", "terarkdb")];
+    for (i, c) in letters.char_indices() {
+        let switch = match c {
+            'r' => "gc_lazy_read",
+            'l' => "index_decoupled_tables",
+            'w' => "hotness_aware_writes",
+            _ => {
+                return Err(format!(
+                    "policy `{policy}`: unknown technique `{c}` (r = lazy read, l = index-decoupled lookups, w = hotness-aware writing)"
+                ));
+            }
+        };
+        if letters[..i].contains(c) {
+            return Err(format!("policy `{policy}`: technique `{c}` named twice"));
+        }
+        out.push((switch, "on"));
+    }
+    Ok(out)
 }
 
 /// Checks the spec's policy and options (with the harness's knobs when given) without opening
@@ -101,7 +142,9 @@ impl Engine for GleanerEngine {
         Some(GcCounters {
             jobs: g.jobs,
             value_bytes_read: g.value_bytes_read,
+            index_bytes_read: g.index_bytes_read,
             lookup_bytes_read: g.lookup_bytes_read,
+            drop_cache_answers: g.drop_cache_answers,
             bytes_written: g.bytes_written,
             read_micros: g.read_micros,
             lookup_micros: g.lookup_micros,
@@ -120,5 +163,38 @@ impl Engine for GleanerEngine {
 
     fn close(&self) -> EngineResult<()> {
         Ok(self.db.close()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ablation_names_become_a_policy_and_switches() {
+        assert_eq!(
+            policy_options("tdb").unwrap(),
+            vec![("gc_policy", "terarkdb")]
+        );
+        assert_eq!(
+            policy_options("tdb-r").unwrap(),
+            vec![("gc_policy", "terarkdb"), ("gc_lazy_read", "on")]
+        );
+        assert_eq!(
+            policy_options("tdb-rwl").unwrap(),
+            vec![
+                ("gc_policy", "terarkdb"),
+                ("gc_lazy_read", "on"),
+                ("hotness_aware_writes", "on"),
+                ("index_decoupled_tables", "on"),
+            ]
+        );
+        assert_eq!(
+            policy_options("scavenger").unwrap(),
+            vec![("gc_policy", "scavenger")]
+        );
+        for bad in ["tdb-", "tdb-x", "tdb-rr", "tdbr"] {
+            assert!(policy_options(bad).is_err(), "{bad}");
+        }
     }
 }

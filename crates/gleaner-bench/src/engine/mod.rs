@@ -64,8 +64,12 @@ pub struct GcCounters {
     pub jobs: u64,
     /// Bytes read from value tables.
     pub value_bytes_read: u64,
+    /// Bytes of value tables' indexes read (a lazy read's first pass).
+    pub index_bytes_read: u64,
     /// Bytes read from the index tree for validity checks.
     pub lookup_bytes_read: u64,
+    /// Validity checks answered without an index-tree lookup (Gleaner's DropCache).
+    pub drop_cache_answers: u64,
     /// Bytes written.
     pub bytes_written: u64,
     /// Microseconds reading.

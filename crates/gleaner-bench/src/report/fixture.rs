@@ -55,7 +55,9 @@ fn gleaner() -> EngineResult {
     update.gc = Some(GcFigures {
         jobs: 42,
         value_bytes_read: 5 * GIB,
+        index_bytes_read: 20 * MIB,
         lookup_bytes_read: 100 * MIB,
+        drop_cache_answers: 1_000,
         bytes_written: 3 * GIB,
         read_seconds: 12.5,
         lookup_seconds: 3.25,

@@ -270,8 +270,16 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
             gc(|g| format::bytes(g.value_bytes_read)),
         );
         t.figure(
+            "GC index bytes read",
+            gc(|g| format::bytes(g.index_bytes_read)),
+        );
+        t.figure(
             "GC lookup bytes read",
             gc(|g| format::bytes(g.lookup_bytes_read)),
+        );
+        t.figure(
+            "GC checks answered by the DropCache",
+            gc(|g| format::thousands(g.drop_cache_answers)),
         );
         t.figure("GC bytes written", gc(|g| format::bytes(g.bytes_written)));
         t.figure("GC read seconds", gc(|g| format::fixed(g.read_seconds, 1)));

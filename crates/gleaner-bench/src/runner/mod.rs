@@ -399,7 +399,9 @@ fn run_one_phase(
             (Some(a), Some(b)) => Some(GcFigures {
                 jobs: b.jobs.saturating_sub(a.jobs),
                 value_bytes_read: b.value_bytes_read.saturating_sub(a.value_bytes_read),
+                index_bytes_read: b.index_bytes_read.saturating_sub(a.index_bytes_read),
                 lookup_bytes_read: b.lookup_bytes_read.saturating_sub(a.lookup_bytes_read),
+                drop_cache_answers: b.drop_cache_answers.saturating_sub(a.drop_cache_answers),
                 bytes_written: b.bytes_written.saturating_sub(a.bytes_written),
                 read_seconds: b.read_micros.saturating_sub(a.read_micros) as f64 / 1e6,
                 lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,

@@ -67,6 +67,8 @@ pub struct Counters {
     pub gc_records_written: AtomicU64,
     /// Bytes of records GC read.
     pub gc_bytes_read: AtomicU64,
+    /// GC validity checks the DropCache answered.
+    pub gc_drop_cache_answers: AtomicU64,
     /// Bytes of value tables GC wrote.
     pub gc_bytes_written: AtomicU64,
     /// Microseconds GC spent reading victims.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
-use crate::gc::{GcJobStats, VictimCandidate, run_gc_job};
+use crate::gc::{GcJobStats, Validity, VictimCandidate, run_gc_job};
 use crate::io::IoClass;
 use crate::key::make_lookup_key;
 use crate::lookup::Lookup;
@@ -98,7 +98,7 @@ impl DbInner {
             let Some(claim) = claim else { break };
             let stats = self.run_gc_claim(claim)?;
             run.jobs += 1;
-            add_stats(&mut run.totals, &stats);
+            run.totals.add(&stats);
         }
         Ok(run)
     }
@@ -163,13 +163,14 @@ impl DbInner {
             fill_cache: true,
         };
         let tables = &self.tables;
-        let mut is_live = |key: &[u8], seq| -> Result<bool> {
+        let mut is_live = |key: &[u8], seq| -> Result<Validity> {
             // The record is live while the index tree still holds its version as a handle
             // (snapshots keep such versions; compaction drops the rest and reports the garbage).
-            Ok(matches!(
+            let live = matches!(
                 version.get(tables, &make_lookup_key(key, seq), ctx)?,
                 Some(Lookup::Handle { seq: s, .. }) if s == seq
-            ))
+            );
+            Ok(if live { Validity::Live } else { Validity::Dead })
         };
         let out = run_gc_job(
             &victims,
@@ -254,21 +255,10 @@ impl DbInner {
         Counters::add(&c.gc_records_dropped, s.records_dropped);
         Counters::add(&c.gc_records_written, s.records_written);
         Counters::add(&c.gc_bytes_read, s.bytes_read);
+        Counters::add(&c.gc_drop_cache_answers, s.drop_cache_answers);
         Counters::add(&c.gc_bytes_written, s.bytes_written);
         Counters::add(&c.gc_read_micros, s.read_micros);
         Counters::add(&c.gc_lookup_micros, s.lookup_micros);
         Counters::add(&c.gc_write_micros, s.write_micros);
     }
-}
-
-fn add_stats(total: &mut GcJobStats, s: &GcJobStats) {
-    total.victims += s.victims;
-    total.records_read += s.records_read;
-    total.records_dropped += s.records_dropped;
-    total.records_written += s.records_written;
-    total.bytes_read += s.bytes_read;
-    total.bytes_written += s.bytes_written;
-    total.read_micros += s.read_micros;
-    total.lookup_micros += s.lookup_micros;
-    total.write_micros += s.write_micros;
 }

@@ -1,41 +1,83 @@
-//! The GC job: read the victims' records in key order, keep the ones still referenced, write
-//! them to new value tables, and report what went where so the commit can record inheritance
-//! and move late garbage onto the outputs.
+//! The GC job: walk the victims in key order, keep the records still referenced, write them to
+//! new value tables, and report what went where so the commit can record inheritance and move
+//! late garbage onto the outputs.
+//!
+//! Two read modes (the policy chooses):
+//! - **full** (TerarkDB): every record is read, value included, in large sequential chunks, and
+//!   then checked;
+//! - **lazy** (Scavenger §3.2): only the dense indexes are read first; each record is checked
+//!   from its index entry, and only live records' values are read, adjacent live records
+//!   coalesced into one read, runs of garbage skipped.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use super::policy::{GcOutputRouting, GcPolicy, GcReadMode, GcValidity};
-use super::reader::VictimReader;
+use super::policy::{GcOutputRouting, GcPolicy, GcReadMode};
+use super::reader::{GC_READ_CHUNK, VictimReader};
 use crate::compaction::{PendingFiles, ValueOutputConfig, ValueOutputs};
 use crate::error::{Error, Result};
+use crate::io::IoClass;
 use crate::key::SeqNo;
-use crate::value::{OwnedRecord, ValueTable};
+use crate::value::{IndexEntry, OwnedRecord, RecordIter, ValueIndexIter, ValueTable};
 use crate::version::ValueTableMeta;
+
+/// The answer of a GC validity check for one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validity {
+    /// Still referenced: the record is copied.
+    Live,
+    /// Garbage, found by an index-tree lookup.
+    Dead,
+    /// Garbage, known without any index-tree lookup (the DropCache holds a newer version of
+    /// the key).
+    DeadByDropCache,
+}
 
 /// Figures of one GC job.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct GcJobStats {
     /// Victim tables.
     pub victims: u64,
-    /// Records read from the victims.
+    /// Records examined (every record of the victims; in lazy mode from the index alone).
     pub records_read: u64,
     /// Records found to be garbage and dropped.
     pub records_dropped: u64,
     /// Records copied to the outputs.
     pub records_written: u64,
-    /// Bytes of records read.
+    /// Bytes of records (values) read from the victims.
     pub bytes_read: u64,
+    /// Bytes of dense index blocks walked (from disk or the block cache).
+    pub index_bytes_read: u64,
+    /// Validity checks answered by the DropCache, without an index-tree lookup.
+    pub drop_cache_answers: u64,
     /// Bytes of output tables written.
     pub bytes_written: u64,
-    /// Microseconds reading victims.
+    /// Microseconds reading victims (indexes and records).
     pub read_micros: u64,
     /// Microseconds checking validity.
     pub lookup_micros: u64,
     /// Microseconds writing outputs.
     pub write_micros: u64,
+}
+
+impl GcJobStats {
+    /// Adds `other`'s figures to these.
+    pub fn add(&mut self, other: &GcJobStats) {
+        self.victims += other.victims;
+        self.records_read += other.records_read;
+        self.records_dropped += other.records_dropped;
+        self.records_written += other.records_written;
+        self.bytes_read += other.bytes_read;
+        self.index_bytes_read += other.index_bytes_read;
+        self.drop_cache_answers += other.drop_cache_answers;
+        self.bytes_written += other.bytes_written;
+        self.read_micros += other.read_micros;
+        self.lookup_micros += other.lookup_micros;
+        self.write_micros += other.write_micros;
+    }
 }
 
 /// What a finished job produced.
@@ -54,74 +96,44 @@ pub struct GcJobOutput {
 /// How often (in records) the job checks whether it was cancelled.
 const CANCEL_CHECK_INTERVAL: u64 = 256;
 
+/// The validity check a job calls for every record `(user_key, seq)`.
+pub type IsLive<'a> = dyn FnMut(&[u8], SeqNo) -> Result<Validity> + 'a;
+
 /// Runs one GC job over `victims` with `policy`. `is_live(key, seq)` is the validity check the
-/// policy asked for. On any error the outputs written so far are deleted.
+/// policy asked for. On any error the outputs written so far are deleted (they are only kept
+/// once the caller installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     policy: &dyn GcPolicy,
-    is_live: &mut dyn FnMut(&[u8], SeqNo) -> Result<bool>,
+    is_live: &mut IsLive<'_>,
     outputs: ValueOutputConfig,
     cancel: Option<&AtomicBool>,
 ) -> Result<GcJobOutput> {
     // The runner implements what the existing policies ask for; a new policy adds its mode here.
-    let (GcReadMode::Full, GcValidity::IndexLookup, GcOutputRouting::SingleRun) = (
-        policy.read_mode(),
-        policy.validity(),
-        policy.output_routing(),
-    );
-    let mut stats = GcJobStats {
-        victims: victims.len() as u64,
-        ..Default::default()
+    let GcOutputRouting::SingleRun = policy.output_routing();
+    let mut job = Job {
+        stats: GcJobStats {
+            victims: victims.len() as u64,
+            ..Default::default()
+        },
+        out: ValueOutputs::new(outputs, 0),
+        copied: HashMap::new(),
+        is_live,
+        cancel,
     };
-    let mut readers: Vec<VictimReader> = victims
-        .iter()
-        .map(|t| VictimReader::new(Arc::clone(t)))
-        .collect();
-    let mut heads: Vec<Option<OwnedRecord>> = Vec::with_capacity(readers.len());
-    let timed = |micros: &mut u64, start: Instant| *micros += start.elapsed().as_micros() as u64;
-    for r in &mut readers {
-        let start = Instant::now();
-        heads.push(r.next_record()?);
-        timed(&mut stats.read_micros, start);
+    match policy.read_mode() {
+        GcReadMode::Full => job.run_full(victims)?,
+        GcReadMode::Lazy => job.run_lazy(victims)?,
     }
-    let mut out = ValueOutputs::new(outputs, 0);
-    let mut copied = HashMap::new();
-    loop {
-        // The smallest head in internal-key order (key ascending, sequence descending).
-        let next = heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| h.as_ref().map(|r| (i, r)))
-            .min_by(|(_, a), (_, b)| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)))
-            .map(|(i, _)| i);
-        let Some(i) = next else { break };
-        let record = heads[i].take().expect("chosen head exists");
-        let start = Instant::now();
-        heads[i] = readers[i].next_record()?;
-        timed(&mut stats.read_micros, start);
-        stats.records_read += 1;
-        if stats.records_read.is_multiple_of(CANCEL_CHECK_INTERVAL)
-            && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
-        {
-            return Err(Error::Closed);
-        }
-        let start = Instant::now();
-        let live = is_live(&record.key, record.seq)?;
-        timed(&mut stats.lookup_micros, start);
-        if !live {
-            stats.records_dropped += 1;
-            continue;
-        }
-        let start = Instant::now();
-        let handle = out.add(&record.key, record.seq, &record.value)?;
-        timed(&mut stats.write_micros, start);
-        copied.insert(record.seq, handle.file_number);
-        stats.records_written += 1;
-    }
-    stats.bytes_read = readers.iter().map(|r| r.bytes_read).sum();
+    let Job {
+        mut stats,
+        out,
+        copied,
+        ..
+    } = job;
     let start = Instant::now();
     let (tables, bytes, pending) = out.finish()?;
-    timed(&mut stats.write_micros, start);
+    stats.write_micros += micros_since(start);
     stats.bytes_written = bytes;
     Ok(GcJobOutput {
         tables,
@@ -129,4 +141,256 @@ pub fn run_gc_job(
         stats,
         pending,
     })
+}
+
+fn micros_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The state one job threads through its passes.
+struct Job<'a, 'b> {
+    stats: GcJobStats,
+    out: ValueOutputs,
+    copied: HashMap<SeqNo, u64>,
+    is_live: &'a mut IsLive<'b>,
+    cancel: Option<&'a AtomicBool>,
+}
+
+/// Index of the smallest of `heads` in internal-key order (user key ascending, sequence
+/// descending), if any.
+fn smallest<'h>(heads: impl Iterator<Item = Option<(&'h [u8], SeqNo)>>) -> Option<usize> {
+    heads
+        .enumerate()
+        .filter_map(|(i, h)| h.map(|h| (i, h)))
+        .min_by(|(_, (ka, sa)), (_, (kb, sb))| ka.cmp(kb).then(sb.cmp(sa)))
+        .map(|(i, _)| i)
+}
+
+impl Job<'_, '_> {
+    /// Counts one examined record, checks for cancellation, and asks whether it is live.
+    fn check(&mut self, key: &[u8], seq: SeqNo) -> Result<bool> {
+        self.stats.records_read += 1;
+        if self
+            .stats
+            .records_read
+            .is_multiple_of(CANCEL_CHECK_INTERVAL)
+            && self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            return Err(Error::Closed);
+        }
+        let start = Instant::now();
+        let validity = (self.is_live)(key, seq)?;
+        self.stats.lookup_micros += micros_since(start);
+        match validity {
+            Validity::Live => Ok(true),
+            Validity::Dead => {
+                self.stats.records_dropped += 1;
+                Ok(false)
+            }
+            Validity::DeadByDropCache => {
+                self.stats.records_dropped += 1;
+                self.stats.drop_cache_answers += 1;
+                Ok(false)
+            }
+        }
+    }
+
+    fn copy(&mut self, record: &OwnedRecord) -> Result<()> {
+        let start = Instant::now();
+        let handle = self.out.add(&record.key, record.seq, &record.value)?;
+        self.stats.write_micros += micros_since(start);
+        self.copied.insert(record.seq, handle.file_number);
+        self.stats.records_written += 1;
+        Ok(())
+    }
+
+    /// Full read: every record of every victim, merged in key order, then checked.
+    fn run_full(&mut self, victims: &[Arc<ValueTable>]) -> Result<()> {
+        let mut readers: Vec<VictimReader> = victims
+            .iter()
+            .map(|t| VictimReader::new(Arc::clone(t)))
+            .collect();
+        let mut heads: Vec<Option<OwnedRecord>> = Vec::with_capacity(readers.len());
+        let start = Instant::now();
+        for r in &mut readers {
+            heads.push(r.next_record()?);
+        }
+        self.stats.read_micros += micros_since(start);
+        while let Some(i) = smallest(
+            heads
+                .iter()
+                .map(|h| h.as_ref().map(|r| (r.key.as_slice(), r.seq))),
+        ) {
+            let record = heads[i].take().expect("chosen head exists");
+            let start = Instant::now();
+            heads[i] = readers[i].next_record()?;
+            self.stats.read_micros += micros_since(start);
+            if self.check(&record.key, record.seq)? {
+                self.copy(&record)?;
+            }
+        }
+        for r in &readers {
+            self.stats.bytes_read += r.bytes_read;
+            self.stats.index_bytes_read += r.index_bytes_read();
+        }
+        Ok(())
+    }
+
+    /// Lazy read: the dense indexes merged in key order, each entry checked; live entries
+    /// gathered into windows of about [`GC_READ_CHUNK`] bytes whose records are then read, per
+    /// victim, in runs of adjacent records, and copied in key order.
+    fn run_lazy(&mut self, victims: &[Arc<ValueTable>]) -> Result<()> {
+        let mut indexes: Vec<ValueIndexIter> = victims
+            .iter()
+            .map(|t| t.index_iter(IoClass::GcIndexRead))
+            .collect();
+        let mut heads: Vec<Option<IndexEntry>> = Vec::with_capacity(indexes.len());
+        let start = Instant::now();
+        for ix in &mut indexes {
+            heads.push(ix.next().transpose()?);
+        }
+        self.stats.read_micros += micros_since(start);
+        let mut window = Window::default();
+        while let Some(i) = smallest(
+            heads
+                .iter()
+                .map(|h| h.as_ref().map(|e| (e.user_key.as_slice(), e.seq))),
+        ) {
+            let entry = heads[i].take().expect("chosen head exists");
+            let start = Instant::now();
+            heads[i] = indexes[i].next().transpose()?;
+            self.stats.read_micros += micros_since(start);
+            if !self.check(&entry.user_key, entry.seq)? {
+                continue;
+            }
+            window.push(i, entry);
+            if window.bytes >= GC_READ_CHUNK {
+                self.copy_window(victims, &mut window)?;
+            }
+        }
+        self.copy_window(victims, &mut window)?;
+        self.stats.index_bytes_read += indexes.iter().map(ValueIndexIter::block_bytes).sum::<u64>();
+        Ok(())
+    }
+
+    /// Reads the window's live records and copies them in key order.
+    fn copy_window(&mut self, victims: &[Arc<ValueTable>], window: &mut Window) -> Result<()> {
+        if window.entries.is_empty() {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let mut records: Vec<Option<OwnedRecord>> = Vec::new();
+        records.resize_with(window.entries.len(), || None);
+        for (v, table) in victims.iter().enumerate() {
+            // This victim's entries in the window, in key order and so in file order.
+            let mine: Vec<usize> = (0..window.entries.len())
+                .filter(|&p| window.entries[p].0 == v)
+                .collect();
+            for run in adjacent_runs(&mine, |p| &window.entries[p].1) {
+                self.stats.bytes_read += read_run(table, &window.entries, run, &mut records)?;
+            }
+        }
+        self.stats.read_micros += micros_since(start);
+        for record in records {
+            let record = record.expect("every window entry was read");
+            self.copy(&record)?;
+        }
+        window.entries.clear();
+        window.bytes = 0;
+        Ok(())
+    }
+}
+
+/// Live index entries waiting for their values, in key order, each with its victim.
+#[derive(Default)]
+struct Window {
+    entries: Vec<(usize, IndexEntry)>,
+    bytes: u64,
+}
+
+impl Window {
+    fn push(&mut self, victim: usize, entry: IndexEntry) {
+        self.bytes += entry.len;
+        self.entries.push((victim, entry));
+    }
+}
+
+/// Splits `positions` (entries of one table in file order) into runs of records that follow
+/// each other without a gap, so each run is one read.
+fn adjacent_runs<'e>(
+    positions: &[usize],
+    entry: impl Fn(usize) -> &'e IndexEntry,
+) -> Vec<&[usize]> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for k in 1..=positions.len() {
+        let split = k == positions.len() || {
+            let prev = entry(positions[k - 1]);
+            entry(positions[k]).offset != prev.offset + prev.len
+        };
+        if split {
+            runs.push(&positions[start..k]);
+            start = k;
+        }
+    }
+    runs
+}
+
+/// Reads one run of adjacent records with a single read, checks each against its index entry,
+/// and stores it at its window position. Returns the bytes read.
+fn read_run(
+    table: &ValueTable,
+    entries: &[(usize, IndexEntry)],
+    run: &[usize],
+    records: &mut [Option<OwnedRecord>],
+) -> Result<u64> {
+    let first = &entries[run[0]].1;
+    let last = &entries[run[run.len() - 1]].1;
+    let len = last.offset + last.len - first.offset;
+    let buf = table.read_range(first.offset, len, IoClass::GcRead)?;
+    let mut parsed = RecordIter::new(&buf, first.offset, table.file_name());
+    for &p in run {
+        let e = &entries[p].1;
+        let (offset, r) = parsed.next().ok_or_else(|| {
+            Error::corruption(table.file_name(), e.offset, "record missing from its run")
+        })??;
+        if offset != e.offset || r.key != e.user_key.as_slice() || r.seq != e.seq {
+            return Err(Error::corruption(
+                table.file_name(),
+                offset,
+                "record does not match its dense-index entry",
+            ));
+        }
+        records[p] = Some(r.into());
+    }
+    Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(offset: u64, len: u64) -> IndexEntry {
+        IndexEntry {
+            user_key: Vec::new(),
+            seq: 0,
+            offset,
+            len,
+        }
+    }
+
+    #[test]
+    fn runs_split_at_gaps_only() {
+        let entries = [
+            entry(0, 10),
+            entry(10, 5),
+            entry(40, 1),
+            entry(41, 9),
+            entry(100, 3),
+        ];
+        let positions = [0, 1, 2, 3, 4];
+        let runs = adjacent_runs(&positions, |p| &entries[p]);
+        assert_eq!(runs, vec![&[0, 1][..], &[2, 3][..], &[4][..]]);
+        assert!(adjacent_runs(&[], |p| &entries[p]).is_empty());
+    }
 }

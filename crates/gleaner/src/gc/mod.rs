@@ -3,11 +3,11 @@
 pub mod job;
 pub mod policy;
 pub mod reader;
-pub mod terarkdb;
+pub mod scavenger;
 
-pub use job::{GcJobOutput, GcJobStats, run_gc_job};
+pub use job::{GcJobOutput, GcJobStats, IsLive, Validity, run_gc_job};
 pub use policy::{
     GcOutputRouting, GcPolicy, GcReadMode, GcValidity, IndexUpdate, VictimCandidate, policy_for,
 };
 pub use reader::VictimReader;
-pub use terarkdb::TerarkDbPolicy;
+pub use scavenger::{ScavengerPolicy, Techniques};

@@ -38,6 +38,9 @@ impl VictimCandidate {
 pub enum GcReadMode {
     /// Every record, value included, in one sequential pass (TerarkDB).
     Full,
+    /// The dense index first; only live records' values, adjacent ones coalesced (Scavenger's
+    /// lazy read, §3.2).
+    Lazy,
 }
 
 /// How a GC job decides whether a record is still referenced.
@@ -91,10 +94,17 @@ pub trait GcPolicy: Send + Sync + std::fmt::Debug {
 
 /// The policy selected by `opts`.
 pub fn policy_for(opts: &Options) -> Box<dyn GcPolicy> {
+    let techniques = super::scavenger::Techniques {
+        lazy_read: opts.lazy_read_enabled(),
+    };
     match opts.gc_policy() {
-        GcPolicyKind::Terarkdb => Box::new(super::terarkdb::TerarkDbPolicy::new(
-            opts.gc_garbage_ratio(),
-        )),
+        kind @ (GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger) => {
+            Box::new(super::scavenger::ScavengerPolicy::new(
+                kind.name(),
+                opts.gc_garbage_ratio(),
+                techniques,
+            ))
+        }
     }
 }
 

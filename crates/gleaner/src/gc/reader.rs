@@ -23,9 +23,10 @@ pub struct VictimReader {
 }
 
 impl VictimReader {
-    /// A reader over `table` (reads counted as GC reads).
+    /// A reader over `table` (records counted as GC reads, the dense index as GC index
+    /// reads).
     pub fn new(table: Arc<ValueTable>) -> Self {
-        let index = table.index_iter(IoClass::GcRead);
+        let index = table.index_iter(IoClass::GcIndexRead);
         VictimReader {
             table,
             index,
@@ -33,6 +34,11 @@ impl VictimReader {
             ready: VecDeque::new(),
             bytes_read: 0,
         }
+    }
+
+    /// Stored bytes of the dense index blocks walked so far.
+    pub fn index_bytes_read(&self) -> u64 {
+        self.index.block_bytes()
     }
 
     /// The table being read.

@@ -24,8 +24,10 @@ pub enum IoClass {
     UserRead,
     /// Manifest, CURRENT and OPTIONS reads and writes.
     Manifest,
-    /// Reads of value-table records by garbage collection.
+    /// Reads of value-table records (values) by garbage collection.
     GcRead,
+    /// Reads of value-table dense indexes by garbage collection (a lazy read's first pass).
+    GcIndexRead,
     /// Index-tree reads by garbage collection's validity checks.
     GcLookup,
     /// Value tables written by garbage collection.
@@ -36,7 +38,7 @@ pub enum IoClass {
 
 impl IoClass {
     /// Every class, in the order the counters are reported.
-    pub const ALL: [IoClass; 10] = [
+    pub const ALL: [IoClass; 11] = [
         IoClass::Wal,
         IoClass::Flush,
         IoClass::CompactionRead,
@@ -44,6 +46,7 @@ impl IoClass {
         IoClass::UserRead,
         IoClass::Manifest,
         IoClass::GcRead,
+        IoClass::GcIndexRead,
         IoClass::GcLookup,
         IoClass::GcWrite,
         IoClass::Other,
@@ -59,6 +62,7 @@ impl IoClass {
             IoClass::UserRead => "user_read",
             IoClass::Manifest => "manifest",
             IoClass::GcRead => "gc_read",
+            IoClass::GcIndexRead => "gc_index_read",
             IoClass::GcLookup => "gc_lookup",
             IoClass::GcWrite => "gc_write",
             IoClass::Other => "other",
@@ -73,10 +77,10 @@ impl IoClass {
 /// Live counters shared by every file of one database.
 #[derive(Debug, Default)]
 pub struct IoStats {
-    read_bytes: [AtomicU64; 10],
-    write_bytes: [AtomicU64; 10],
-    read_ops: [AtomicU64; 10],
-    write_ops: [AtomicU64; 10],
+    read_bytes: [AtomicU64; 11],
+    write_bytes: [AtomicU64; 11],
+    read_ops: [AtomicU64; 11],
+    write_ops: [AtomicU64; 11],
 }
 
 /// A snapshot of the counters of one class.

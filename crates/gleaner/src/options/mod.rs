@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::io::{FileSystem, PosixFs};
 
 pub use file::{parse_options_file, render_options_file};
-pub use value::{Compression, GcPolicyKind, OptionValue, WalRecoveryMode};
+pub use value::{Compression, GcPolicyKind, OptionValue, Switch, WalRecoveryMode};
 
 /// Longest key accepted by any write: 64 KiB (what a key table can hold).
 pub const MAX_KEY_SIZE: usize = crate::table::format::MAX_USER_KEY_LEN;
@@ -252,8 +252,12 @@ options_table! {
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
-    /// The garbage-collection policy (`terarkdb`). Default `terarkdb`.
+    /// The garbage-collection policy (`terarkdb` or `scavenger`). Default `terarkdb`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);
+    /// Lazy GC read (Scavenger §3.2): a GC job reads the victims' dense indexes, checks every
+    /// record from its index entry, and reads only live records' values, adjacent ones in one
+    /// read. `auto` (the default) follows `gc_policy`: on for `scavenger`, off for `terarkdb`.
+    (gc_lazy_read, with_gc_lazy_read, Switch, Switch::Auto, persisted: true);
     /// Garbage ratio (garbage bytes ÷ record bytes) at which a value table becomes a GC victim.
     /// Default 0.2; from 0 to 1.
     (gc_garbage_ratio, with_gc_garbage_ratio, f64, DEFAULT_GC_GARBAGE_RATIO, persisted: true);
@@ -283,6 +287,12 @@ impl Options {
     pub fn with_file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = fs;
         self
+    }
+
+    /// Whether GC jobs read lazily: `gc_lazy_read` resolved against `gc_policy`.
+    pub fn lazy_read_enabled(&self) -> bool {
+        self.gc_lazy_read
+            .resolve(self.gc_policy.scavenger_techniques())
     }
 
     /// True when the caller set option `name` explicitly.

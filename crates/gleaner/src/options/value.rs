@@ -93,17 +93,70 @@ pub enum GcPolicyKind {
     /// live records rewritten to new tables, handles left alone (inheritance records).
     #[default]
     Terarkdb,
+    /// Scavenger: TerarkDB's scheme with Scavenger's techniques switched on (each can be
+    /// switched off by its own option, e.g. `gc_lazy_read=off`).
+    Scavenger,
 }
 
 impl GcPolicyKind {
     /// Every policy, for error messages.
-    pub const ALL: [GcPolicyKind; 1] = [GcPolicyKind::Terarkdb];
+    pub const ALL: [GcPolicyKind; 2] = [GcPolicyKind::Terarkdb, GcPolicyKind::Scavenger];
 
     /// The policy's name in options.
     pub fn name(self) -> &'static str {
         match self {
             GcPolicyKind::Terarkdb => "terarkdb",
+            GcPolicyKind::Scavenger => "scavenger",
         }
+    }
+
+    /// Whether the policy turns Scavenger's techniques on when their switches say `auto`.
+    pub fn scavenger_techniques(self) -> bool {
+        matches!(self, GcPolicyKind::Scavenger)
+    }
+}
+
+/// A feature switch whose default follows the GC policy: `auto` takes the policy's choice,
+/// `on` and `off` override it (the ablation study's TDB-R, TDB-L, ... are `terarkdb` with some
+/// switches `on`, or `scavenger` with some `off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Switch {
+    /// Follow the GC policy.
+    #[default]
+    Auto,
+    /// On whatever the policy.
+    On,
+    /// Off whatever the policy.
+    Off,
+}
+
+impl Switch {
+    /// The effective setting when the policy's choice is `policy_default`.
+    pub fn resolve(self, policy_default: bool) -> bool {
+        match self {
+            Switch::Auto => policy_default,
+            Switch::On => true,
+            Switch::Off => false,
+        }
+    }
+}
+
+impl OptionValue for Switch {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "auto" => Ok(Switch::Auto),
+            t => bool::parse_option(t)
+                .map(|on| if on { Switch::On } else { Switch::Off })
+                .map_err(|_| "expected auto, on or off".to_string()),
+        }
+    }
+    fn format_option(&self) -> String {
+        match self {
+            Switch::Auto => "auto",
+            Switch::On => "on",
+            Switch::Off => "off",
+        }
+        .to_string()
     }
 }
 

@@ -168,8 +168,14 @@ pub struct GcStats {
     pub records_dropped: u64,
     /// Records copied to new tables.
     pub records_written: u64,
-    /// Bytes of records read from victims (value reads).
+    /// Whether jobs read lazily (option `gc_lazy_read` resolved against the policy).
+    pub lazy_read: bool,
+    /// Bytes of records read from victims (value reads, from the I/O counters).
     pub value_bytes_read: u64,
+    /// Bytes of victims' dense indexes read from the device (from the I/O counters).
+    pub index_bytes_read: u64,
+    /// Validity checks answered by the DropCache, without an index-tree lookup.
+    pub drop_cache_answers: u64,
     /// Bytes the validity checks read from the index tree (lookup reads).
     pub lookup_bytes_read: u64,
     /// Bytes of value tables written.

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::compare_internal;
+use crate::table::format::BLOCK_TRAILER_LEN;
 use crate::table::{BlockHandle, BlockIter};
 
 use super::index::IndexEntry;
@@ -36,6 +37,7 @@ pub struct ValueIndexIter {
     /// Where the next record must start.
     next_offset: u64,
     count: u64,
+    block_bytes: u64,
 }
 
 impl ValueIndexIter {
@@ -50,7 +52,15 @@ impl ValueIndexIter {
             prev_key: Vec::new(),
             next_offset: 0,
             count: 0,
+            block_bytes: 0,
         }
+    }
+
+    /// Stored bytes of the dense index blocks walked so far (each block's contents and
+    /// trailer, whether it came from disk or from the block cache): what a GC job's first pass
+    /// costs in index bytes.
+    pub fn block_bytes(&self) -> u64 {
+        self.block_bytes
     }
 
     fn corruption(&self, offset: u64, detail: impl std::fmt::Display) -> Error {
@@ -105,6 +115,7 @@ impl ValueIndexIter {
             }
             let handle = self.table.decode_top_value(self.top.value())?;
             let block = self.table.dense_block(handle, self.class, false)?;
+            self.block_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
             let mut dense = BlockIter::internal(block);
             dense.seek_to_first()?;
             if !dense.valid() {

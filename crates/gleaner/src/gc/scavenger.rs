@@ -1,0 +1,130 @@
+//! The TerarkDB family of GC policies (Scavenger paper §2.2, §3): value tables whose garbage
+//! ratio reaches `gc_garbage_ratio` are collected, highest ratio first; live records are
+//! rewritten in key order; handles are left as they are and resolved through inheritance
+//! records.
+//!
+//! `terarkdb` is the family with every Scavenger technique off: each record is read in full and
+//! checked with an index-tree lookup. `scavenger` turns the techniques on; each has its own
+//! switch, so the paper's ablation variants (TDB-R, TDB-L, TDB-W, ...) are the same policy with
+//! some switches flipped.
+
+use super::policy::{
+    GcOutputRouting, GcPolicy, GcReadMode, GcValidity, IndexUpdate, VictimCandidate, pick_by_ratio,
+};
+
+/// Which of Scavenger's techniques a policy uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Techniques {
+    /// Lazy read (§3.2, "R"): index first, live values only.
+    pub lazy_read: bool,
+}
+
+/// A TerarkDB-family policy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScavengerPolicy {
+    name: &'static str,
+    garbage_ratio: f64,
+    techniques: Techniques,
+}
+
+impl ScavengerPolicy {
+    /// The policy called `name` (as in option `gc_policy`) with victim threshold
+    /// `garbage_ratio` (option `gc_garbage_ratio`) and `techniques`.
+    pub fn new(name: &'static str, garbage_ratio: f64, techniques: Techniques) -> Self {
+        ScavengerPolicy {
+            name,
+            garbage_ratio,
+            techniques,
+        }
+    }
+
+    /// The techniques in use.
+    pub fn techniques(&self) -> Techniques {
+        self.techniques
+    }
+}
+
+impl GcPolicy for ScavengerPolicy {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn pick_victims(&self, candidates: &[VictimCandidate], max_input: u64) -> Vec<u64> {
+        pick_by_ratio(candidates, self.garbage_ratio, max_input)
+    }
+
+    fn read_mode(&self) -> GcReadMode {
+        if self.techniques.lazy_read {
+            GcReadMode::Lazy
+        } else {
+            GcReadMode::Full
+        }
+    }
+
+    fn validity(&self) -> GcValidity {
+        GcValidity::IndexLookup
+    }
+
+    fn output_routing(&self) -> GcOutputRouting {
+        GcOutputRouting::SingleRun
+    }
+
+    fn index_update(&self) -> IndexUpdate {
+        IndexUpdate::Inheritance
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(number: u64, size: u64, garbage: u64) -> VictimCandidate {
+        VictimCandidate {
+            number,
+            file_size: size,
+            records: 10,
+            record_bytes: size,
+            garbage_records: 1,
+            garbage_bytes: garbage,
+            class: 0,
+        }
+    }
+
+    fn terarkdb(ratio: f64) -> ScavengerPolicy {
+        ScavengerPolicy::new("terarkdb", ratio, Techniques::default())
+    }
+
+    #[test]
+    fn victims_by_ratio_highest_first_within_the_input_bound() {
+        let p = terarkdb(0.2);
+        let cands = [
+            cand(1, 100, 10),
+            cand(2, 100, 90),
+            cand(3, 100, 50),
+            cand(4, 100, 20),
+            cand(5, 100, 0),
+        ];
+        assert_eq!(
+            p.pick_victims(&cands, 1000),
+            vec![2, 3, 4],
+            "1 is below 0.2, 5 has none"
+        );
+        assert_eq!(p.pick_victims(&cands, 250), vec![2, 3]);
+        assert_eq!(
+            p.pick_victims(&cands, 10),
+            vec![2],
+            "a single large victim is still taken"
+        );
+        assert!(terarkdb(0.95).pick_victims(&cands, 1000).is_empty());
+        // Ratio 0 still requires some garbage: collecting a clean table frees nothing.
+        assert_eq!(terarkdb(0.0).pick_victims(&cands, 1000), vec![2, 3, 4, 1]);
+    }
+
+    #[test]
+    fn lazy_read_switch_selects_the_read_mode() {
+        assert_eq!(terarkdb(0.2).read_mode(), GcReadMode::Full);
+        let r = ScavengerPolicy::new("scavenger", 0.2, Techniques { lazy_read: true });
+        assert_eq!(r.read_mode(), GcReadMode::Lazy);
+        assert_eq!(r.name(), "scavenger");
+    }
+}

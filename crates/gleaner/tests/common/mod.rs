@@ -1,0 +1,54 @@
+//! Shared by the integration tests: the GC technique combinations every GC-related test runs
+//! under.
+
+use gleaner::{GcPolicyKind, Options, Switch};
+
+/// Sets one technique's switch.
+type SetSwitch = fn(Options, Switch) -> Options;
+
+/// Turns base options into one GC variant's options.
+pub type Tune = Box<dyn Fn(Options) -> Options>;
+
+/// Scavenger's techniques with the option switch of each, by the letter the paper's ablation
+/// names use (`tdb-r`, ...).
+const TECHNIQUES: &[(char, SetSwitch)] = &[('r', |o, s| o.with_gc_lazy_read(s))];
+
+/// Every combination of the techniques, as `(name, options transformer)`: `tdb` (the
+/// `terarkdb` policy with every switch off), `tdb-r`, ..., and `scavenger` (the policy with its
+/// defaults).
+pub fn gc_variants() -> Vec<(String, Tune)> {
+    let mut out: Vec<(String, Tune)> = Vec::new();
+    for mask in 0..(1u32 << TECHNIQUES.len()) {
+        let on: Vec<usize> = (0..TECHNIQUES.len())
+            .filter(|i| mask & (1 << i) != 0)
+            .collect();
+        let name = if on.is_empty() {
+            "tdb".to_string()
+        } else {
+            format!(
+                "tdb-{}",
+                on.iter().map(|&i| TECHNIQUES[i].0).collect::<String>()
+            )
+        };
+        out.push((
+            name,
+            Box::new(move |o: Options| {
+                let mut o = o.with_gc_policy(GcPolicyKind::Terarkdb);
+                for (i, (_, set)) in TECHNIQUES.iter().enumerate() {
+                    let s = if mask & (1 << i) != 0 {
+                        Switch::On
+                    } else {
+                        Switch::Off
+                    };
+                    o = set(o, s);
+                }
+                o
+            }),
+        ));
+    }
+    out.push((
+        "scavenger".to_string(),
+        Box::new(|o: Options| o.with_gc_policy(GcPolicyKind::Scavenger)),
+    ));
+    out
+}
