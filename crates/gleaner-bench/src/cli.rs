@@ -5,12 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::{self, CommonConfig, EngineSpec, PEERS_BUILT};
 use crate::report;
+use crate::results::Results;
 use crate::runner::{self, MAX_KEYS, RunConfig};
 use crate::workload::{
     DEFAULT_KEY_LEN, KeyDistSpec, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
@@ -90,6 +92,11 @@ struct CommonArgs {
     /// Stop a phase after this many seconds (its figures cover what it did).
     #[arg(long)]
     phase_time_limit: Option<u64>,
+    /// End the run when an engine completes no operation and moves no device byte for this
+    /// many seconds (a deadlock no time limit can interrupt); the results so far are written,
+    /// with the hung engine marked failed. 0 disables it.
+    #[arg(long, default_value_t = 600)]
+    hang_timeout: u64,
     /// Where the engines keep their files (default: OUT/data). Each engine's directory is
     /// removed after it ran unless --keep-data.
     #[arg(long)]
@@ -264,9 +271,64 @@ fn say(text: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
-/// Runs `cfg` and writes the results, report and plots into `out`.
+/// Writes `results` as they stand into `out` when the run cannot finish: `running` is the
+/// engine that hung, recorded as failed after the finished ones.
+fn write_partial(out: &Path, results: &Results, running: Option<&str>, idle: Duration) {
+    let mut results = results.clone();
+    if let Some(name) = running {
+        results.engines.push(crate::results::EngineResult {
+            name: name.to_string(),
+            kind: name.split([':', ',']).next().unwrap_or(name).to_string(),
+            error: Some(format!(
+                "hung: no operation completed and no device I/O for {:.0} s; the run was ended                  here (engines after this one were not run)",
+                idle.as_secs_f64()
+            )),
+            ..Default::default()
+        });
+    }
+    if let Err(e) = report::write_json(out, &results) {
+        eprintln!(
+            "gleaner-bench: cannot write results into {}: {e}",
+            out.display()
+        );
+        return;
+    }
+    let _ = std::fs::write(out.join(report::REPORT_FILE), report::markdown(&results));
+    let _ = report::plots(out, &results);
+}
+
+/// Runs `cfg` and writes the results, report and plots into `out`. results.json is rewritten
+/// before each engine starts, so a run that is killed keeps what it measured; a hang (see
+/// [`runner::watchdog`]) writes the results so far and ends the process with exit code 1.
 fn execute(cfg: &RunConfig, out: &Path) -> ExitCode {
-    let results = match runner::run(cfg) {
+    type Partial = Arc<Mutex<Option<(Results, Option<String>)>>>;
+    let partial: Partial = Arc::new(Mutex::new(None));
+    let _watchdog = cfg.hang_timeout.map(|timeout| {
+        let partial = Arc::clone(&partial);
+        let out = out.to_path_buf();
+        runner::watchdog::Watchdog::start(timeout, move |idle| {
+            let saved = partial.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            eprintln!(
+                "gleaner-bench: no progress for {:.0} s: an engine hung; writing the results so far into {}",
+                idle.as_secs_f64(),
+                out.display()
+            );
+            if let Some((results, running)) = saved {
+                write_partial(&out, &results, running.as_deref(), idle);
+            }
+            std::process::exit(i32::from(EXIT_ENGINE_FAILED));
+        })
+    });
+    let observe = |results: &Results, running: Option<&str>| {
+        if !results.engines.is_empty()
+            && let Err(e) = report::write_json(out, results)
+        {
+            eprintln!("gleaner-bench: cannot save partial results: {e}");
+        }
+        *partial.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((results.clone(), running.map(str::to_string)));
+    };
+    let results = match runner::run_observed(cfg, crate::engine::open, &observe) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("gleaner-bench: {e}");
@@ -539,6 +601,7 @@ fn build(
         compressible: shape.compressible,
         seed: c.seed,
         phase_time_limit: c.phase_time_limit.map(Duration::from_secs),
+        hang_timeout: (c.hang_timeout > 0).then(|| Duration::from_secs(c.hang_timeout)),
         data_dir: cfg_data_dir,
         keep_data: c.keep_data,
         progress: !c.quiet,
@@ -594,4 +657,38 @@ fn check_out_dir(out: &Path, force: bool) -> Result<(), Usage> {
         .into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hung_engine_is_written_after_the_finished_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let done = report::fixture::results();
+        let finished = done.engines.len();
+        write_partial(
+            dir.path(),
+            &done,
+            Some("fjall-blob,gc_staleness=0.5"),
+            Duration::from_secs(601),
+        );
+        let back = report::read_json(dir.path()).expect("results.json written");
+        assert_eq!(back.engines.len(), finished + 1);
+        let hung = back.engines.last().expect("hung engine");
+        assert_eq!(
+            (hung.name.as_str(), hung.kind.as_str()),
+            ("fjall-blob,gc_staleness=0.5", "fjall-blob")
+        );
+        assert!(
+            hung.error
+                .as_deref()
+                .is_some_and(|e| e.contains("hung") && e.contains("601 s")),
+            "{:?}",
+            hung.error
+        );
+        let md = std::fs::read_to_string(dir.path().join(report::REPORT_FILE)).expect("report");
+        assert!(md.contains("hung"), "the report shows the failure");
+    }
 }

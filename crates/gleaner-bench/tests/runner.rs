@@ -41,6 +41,7 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
         compressible: 0.0,
         seed: 7,
         phase_time_limit: Some(Duration::from_secs(120)),
+        hang_timeout: None,
         data_dir: dir.to_path_buf(),
         keep_data: false,
         progress: false,

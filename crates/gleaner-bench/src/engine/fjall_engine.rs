@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use fjall::{
     Config, GarbageCollection, Keyspace, KvSeparationOptions, PartitionCreateOptions,
@@ -60,10 +60,15 @@ fn gc_settings(spec: &EngineSpec) -> Result<(f32, Duration), String> {
 /// Staleness threshold of the harness's reclaim request: rewrite every blob file with garbage.
 const RECLAIM_STALENESS: f32 = 0.01;
 
-/// One blob-GC pass: scan, rewrite stale files, drop fully stale ones. Passes are serialized
-/// by `lock` (the background thread and reclaim requests must not interleave).
-fn blob_gc(partition: &PartitionHandle, lock: &Mutex<()>, staleness: f32) -> fjall::Result<()> {
-    let _pass = lock.lock();
+/// One blob-GC pass: scan, rewrite stale files, drop fully stale ones. A pass holds `gate`
+/// exclusively: passes must not interleave (the background thread and reclaim requests), and a
+/// pass must not run alongside inserts. fjall 2.11's `gc_scan` walks the tree holding read
+/// guards on the memtables and takes more of them as it goes; an insert that rotates the
+/// memtable meanwhile queues for the write lock, which blocks the scan's next read guard, and
+/// both wait forever (seen in the paper run: every thread parked, no I/O; the same lock pattern
+/// as fjall issue #74). Inserts therefore hold `gate` shared.
+fn blob_gc(partition: &PartitionHandle, gate: &RwLock<()>, staleness: f32) -> fjall::Result<()> {
+    let _pass = gate.write();
     partition.gc_scan()?;
     partition.gc_with_staleness_threshold(staleness)?;
     partition.gc_drop_stale_segments()?;
@@ -81,7 +86,7 @@ struct GcThread {
 impl GcThread {
     fn start(
         partition: PartitionHandle,
-        lock: Arc<Mutex<()>>,
+        lock: Arc<RwLock<()>>,
         staleness: f32,
         interval: Duration,
     ) -> std::io::Result<Self> {
@@ -126,7 +131,8 @@ pub struct FjallEngine {
     keyspace: Keyspace,
     partition: PartitionHandle,
     blob: bool,
-    gc_lock: Arc<Mutex<()>>,
+    /// Held shared by inserts and exclusively by blob-GC passes (see [`blob_gc`]).
+    gc_lock: Arc<RwLock<()>>,
     gc: Mutex<Option<GcThread>>,
 }
 
@@ -159,7 +165,7 @@ impl FjallEngine {
         }
         let partition = keyspace.open_partition("bench", opts)?;
         let (staleness, interval) = gc_settings(spec)?;
-        let gc_lock = Arc::new(Mutex::new(()));
+        let gc_lock = Arc::new(RwLock::new(()));
         let gc = if blob {
             Some(GcThread::start(
                 partition.clone(),
@@ -186,6 +192,7 @@ impl Engine for FjallEngine {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
+        let _gate = self.blob.then(|| self.gc_lock.read());
         Ok(self.partition.insert(key, value)?)
     }
 

@@ -13,7 +13,7 @@ mod plots;
 mod select;
 
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 
 use std::fs;
 use std::path::Path;

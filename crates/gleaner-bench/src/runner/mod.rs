@@ -6,6 +6,7 @@ pub mod latency;
 pub mod live;
 pub mod monitor;
 pub mod phase;
+pub mod watchdog;
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -63,6 +64,9 @@ pub struct RunConfig {
     pub seed: u64,
     /// A phase stops after this long (its figures cover what it did).
     pub phase_time_limit: Option<Duration>,
+    /// An engine that completes no operation and moves no device byte for this long has hung:
+    /// the run ends with the results so far (see [`watchdog`]). `None`: never.
+    pub hang_timeout: Option<Duration>,
     /// Where engines keep their files (one subdirectory each, removed after the engine ran
     /// unless `keep_data`).
     pub data_dir: PathBuf,
@@ -176,6 +180,19 @@ pub fn run_with(
     cfg: &RunConfig,
     open: impl Fn(&EngineSpec, &Path, &CommonConfig) -> EngineResult<Box<dyn Engine>>,
 ) -> Result<Results, String> {
+    run_observed(cfg, open, &|_, _| {})
+}
+
+/// [`run_with`], calling `observe` with the results so far before each engine starts (with the
+/// engine's name) and after the last one (with `None`), so a caller can save partial results.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_observed(
+    cfg: &RunConfig,
+    open: impl Fn(&EngineSpec, &Path, &CommonConfig) -> EngineResult<Box<dyn Engine>>,
+    observe: &dyn Fn(&Results, Option<&str>),
+) -> Result<Results, String> {
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -197,12 +214,14 @@ pub fn run_with(
         engines: Vec::with_capacity(cfg.engines.len()),
     };
     for (i, spec) in cfg.engines.iter().enumerate() {
+        observe(&results, Some(&spec.to_string()));
         let r = run_engine(cfg, &workload, i, spec, &open);
         if cfg.progress {
             eprintln!("{}", summary_line(&r));
         }
         results.engines.push(r);
     }
+    observe(&results, None);
     Ok(results)
 }
 

@@ -110,6 +110,12 @@ impl Ctx<'_> {
         (start < self.plan.ops).then(|| (start, (start + CLAIM).min(self.plan.ops)))
     }
 
+    /// Counts `n` completed operations for the monitor and the hang watchdog.
+    fn note_done(&self, n: u64) {
+        self.gauges.done.fetch_add(n, Ordering::Relaxed);
+        super::watchdog::note_operations(n);
+    }
+
     /// Waits while the workload is paused, adding the wait to `out`; false when the client
     /// must stop (the phase stopped, or `abandon` says the client's work is over).
     fn wait_if_paused(&self, out: &mut ClientOutcome, abandon: impl Fn() -> bool) -> bool {
@@ -275,9 +281,7 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
         for position in start..end {
             if !ctx.wait_if_paused(&mut out, || false) {
                 // Count what this batch completed before the stop.
-                ctx.gauges
-                    .done
-                    .fetch_add(position - start, Ordering::Relaxed);
+                ctx.note_done(position - start);
                 return out;
             }
             let began = Instant::now();
@@ -303,15 +307,13 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
             };
             if let Err(e) = result {
                 ctx.fail(e);
-                ctx.gauges
-                    .done
-                    .fetch_add(position - start, Ordering::Relaxed);
+                ctx.note_done(position - start);
                 return out;
             }
             out.latency.record(began.elapsed().as_nanos() as u64);
             out.ops += 1;
         }
-        ctx.gauges.done.fetch_add(end - start, Ordering::Relaxed);
+        ctx.note_done(end - start);
     }
     out
 }
