@@ -23,6 +23,7 @@ pub mod merge;
 pub mod options;
 pub mod stats;
 pub mod table;
+pub mod throttle;
 pub mod tools;
 pub mod value;
 pub mod version;
