@@ -14,6 +14,7 @@ mod db;
 pub mod error;
 pub mod filename;
 pub mod gc;
+pub mod hotness;
 pub mod io;
 pub mod iter;
 pub mod key;
