@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachePriority};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::io::accounting::CountedReader;
@@ -225,7 +225,7 @@ impl Table {
     /// `ctx.fill_cache`) cached.
     pub(crate) fn data_block(&self, handle: BlockHandle, ctx: ReadCtx) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset)
+            && let Some(block) = cache.get(self.file_number, handle.offset, CachePriority::Low)
         {
             return Ok(block);
         }
@@ -241,7 +241,12 @@ impl Table {
         if ctx.fill_cache
             && let Some(cache) = &self.cache
         {
-            cache.insert(self.file_number, handle.offset, block.clone());
+            cache.insert(
+                self.file_number,
+                handle.offset,
+                block.clone(),
+                CachePriority::Low,
+            );
         }
         Ok(block)
     }
