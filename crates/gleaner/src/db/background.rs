@@ -46,6 +46,7 @@ pub(super) fn table_options(opts: &Options) -> TableBuilderOptions {
         restart_interval: opts.block_restart_interval() as usize,
         bloom_bits_per_key: opts.bloom_bits_per_key(),
         compression: opts.compression(),
+        ..TableBuilderOptions::default()
     }
 }
 

@@ -4,6 +4,12 @@
 //! bits `(h1 + i * h2) mod m` for `i` in `0..k`, with `h = bloom_hash(x)`, `h1 = h & 0xffff_ffff`,
 //! `h2 = h >> 32` (Kirsch–Mitzenmacher double hashing). [`bloom_hash`] and this probe sequence
 //! are an on-disk contract: changing either makes every existing filter answer wrongly.
+//!
+//! An index-decoupled table (format version 2) adds a second, independent probe family to the same
+//! bit array: user keys that have at least one entry in the table's data part (an inline value or
+//! a tombstone) are also added with [`inline_bloom_hash`], a differently seeded MurmurHash64A, and
+//! the same `k` and probe sequence. [`BloomFilter::may_contain_inline`] asks that family, so a GC
+//! validity lookup can skip the data part without reading a data block.
 
 use crate::error::{Error, Result};
 
@@ -21,10 +27,20 @@ const MIN_BITS: u64 = 64;
 
 const SEED: u64 = 0x6c65_6e72_6b74_626c;
 
+/// Seed of the inline probe family: ASCII `"glnrinln"` read big-endian.
+const INLINE_SEED: u64 = 0x676c_6e72_696e_6c6e;
+
 /// MurmurHash64A (Austin Appleby) with seed `0x6c65_6e72_6b74_626c`, reading 8-byte blocks as
 /// little-endian on every platform. Frozen: it is part of the on-disk filter format.
 pub fn bloom_hash(data: &[u8]) -> u64 {
     murmur_hash64a(data, SEED)
+}
+
+/// The hash of the inline probe family (format version 2): MurmurHash64A with seed
+/// `0x676c_6e72_696e_6c6e`. Frozen like [`bloom_hash`]; independent of it because the seed enters
+/// every round of the mix.
+pub fn inline_bloom_hash(data: &[u8]) -> u64 {
+    murmur_hash64a(data, INLINE_SEED)
 }
 
 /// MurmurHash64A with an explicit seed (separate so tests can check it against published
@@ -94,7 +110,15 @@ impl BloomBuilder {
         self.hashes.push(bloom_hash(user_key));
     }
 
-    /// Number of keys added.
+    /// Adds a user key to the inline probe family (index-decoupled tables: keys with at least
+    /// one data-part entry). Each such key once, in addition to [`BloomBuilder::add_key`]; the
+    /// filter is sized for both families together.
+    pub fn add_inline_key(&mut self, user_key: &[u8]) {
+        self.hashes.push(inline_bloom_hash(user_key));
+    }
+
+    /// Number of keys added, counting each probe family separately (what the filter is sized
+    /// for).
     pub fn num_keys(&self) -> usize {
         self.hashes.len()
     }
@@ -152,7 +176,17 @@ impl BloomFilter {
 
     /// False when `user_key` was certainly not added; true when it may have been.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        let h = bloom_hash(user_key);
+        self.probe(bloom_hash(user_key))
+    }
+
+    /// False when `user_key` was certainly not added to the inline probe family (so an
+    /// index-decoupled table holds no data-part entry for it); true when it may have been. Only
+    /// meaningful for filters of format version 2 tables.
+    pub fn may_contain_inline(&self, user_key: &[u8]) -> bool {
+        self.probe(inline_bloom_hash(user_key))
+    }
+
+    fn probe(&self, h: u64) -> bool {
         probes(h, self.num_bits, self.k)
             .all(|bit| self.data[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
     }
@@ -193,6 +227,48 @@ mod tests {
         assert_eq!(bloom_hash(b"a"), 0xaefb_ffde_54c3_5031);
         assert_eq!(bloom_hash(b"gleaner"), 0x01fb_0a8f_7d8e_c9a0);
         assert_eq!(bloom_hash(b"0123456789abcdef!"), 0x18c3_d107_e497_796e);
+        assert_eq!(inline_bloom_hash(b""), 0x70c8_fa38_9812_b87f);
+        assert_eq!(inline_bloom_hash(b"a"), 0x6c74_07c7_43e9_a318);
+        assert_eq!(inline_bloom_hash(b"gleaner"), 0x011d_d5e5_0f8c_f2a3);
+        assert_eq!(
+            inline_bloom_hash(b"0123456789abcdef!"),
+            0x629f_b52d_456c_4969
+        );
+    }
+
+    #[test]
+    fn inline_family_is_independent_of_the_key_family() {
+        // Every key in the key family, every third key also in the inline family.
+        let n: usize = 10_000;
+        let mut b = BloomBuilder::new(10);
+        for i in 0..n {
+            let k = format!("key{i}");
+            b.add_key(k.as_bytes());
+            if i % 3 == 0 {
+                b.add_inline_key(k.as_bytes());
+            }
+        }
+        assert_eq!(b.num_keys(), n + n.div_ceil(3));
+        let mut out = Vec::new();
+        b.finish(&mut out);
+        let f = BloomFilter::parse(out, "t", 0).unwrap();
+        let mut fp = 0;
+        for i in 0..n {
+            let k = format!("key{i}");
+            assert!(f.may_contain(k.as_bytes()));
+            if i % 3 == 0 {
+                assert!(f.may_contain_inline(k.as_bytes()), "{i}");
+            } else {
+                fp += usize::from(f.may_contain_inline(k.as_bytes()));
+            }
+        }
+        // Keys of the key family do not leak into the inline family beyond the usual rate.
+        let rate = fp as f64 / (n - n.div_ceil(3)) as f64;
+        assert!(rate < 0.02, "inline false-positive rate {rate}");
+        let absent = (0..n)
+            .filter(|i| f.may_contain(format!("absent{i}").as_bytes()))
+            .count();
+        assert!((absent as f64 / n as f64) < 0.02, "{absent}");
     }
 
     #[test]

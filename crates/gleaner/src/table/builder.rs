@@ -1,8 +1,10 @@
 //! Writes a key table from entries added in internal-key order.
 //!
-//! File layout: data blocks, filter block (optional), index block, properties block, footer.
-//! Data blocks are written as soon as they fill, so memory stays at one block plus the index and
-//! the filter's key hashes.
+//! Mixed layout (format version 1): data blocks, filter block (optional), index block,
+//! properties block, footer. Index-decoupled layout (format version 2): data blocks and handle
+//! blocks interleaved as each fills, filter block (optional), data index, handle index,
+//! properties, footer. Blocks are written as soon as they fill, so memory stays at one block per
+//! part plus the indexes and the filter's key hashes.
 
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
@@ -12,8 +14,8 @@ use super::block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
 use super::block_io::write_block;
 use super::bloom::{BloomBuilder, DEFAULT_BITS_PER_KEY, MAX_BITS_PER_KEY};
 use super::format::{
-    BLOCK_TRAILER_LEN, BlockHandle, Compression, FOOTER_LEN, FORMAT_VERSION, Footer,
-    MAX_BLOCK_CONTENTS, MAX_BLOCK_SIZE, MAX_INTERNAL_KEY_LEN, MAX_VALUE_LEN,
+    BLOCK_TRAILER_LEN, BlockHandle, Compression, FOOTER_LEN, Footer, KeyTableLayout,
+    MAX_BLOCK_CONTENTS, MAX_BLOCK_SIZE, MAX_INTERNAL_KEY_LEN, MAX_VALUE_LEN, TablePart,
 };
 use super::properties::TableProperties;
 
@@ -23,15 +25,19 @@ pub const DEFAULT_BLOCK_SIZE: usize = 4096;
 /// How a key table is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableBuilderOptions {
-    /// A data block is cut once its uncompressed size (restart array included) reaches this
-    /// many bytes. Default 4096; must be in `1..=64 MiB`.
+    /// A data (or handle) block is cut once its uncompressed size (restart array included)
+    /// reaches this many bytes. Default 4096; must be in `1..=64 MiB`.
     pub block_size: usize,
-    /// Entries between restart points in data blocks. Default 16; must be at least 1.
+    /// Entries between restart points in data and handle blocks. Default 16; must be at least 1.
     pub restart_interval: usize,
-    /// Bloom filter bits per user key. Default 10; 0 builds no filter; at most 64.
+    /// Bloom filter bits per probe: per user key, plus (index-decoupled layout) per user key
+    /// with a data-part entry. Default 10; 0 builds no filter; at most 64.
     pub bloom_bits_per_key: u32,
     /// Block compression. Default [`Compression::Lz4`].
     pub compression: Compression,
+    /// Where entries go: [`KeyTableLayout::Mixed`] (the default, format version 1) or
+    /// [`KeyTableLayout::IndexDecoupled`] (format version 2: value handles in their own blocks).
+    pub layout: KeyTableLayout,
 }
 
 impl Default for TableBuilderOptions {
@@ -41,6 +47,7 @@ impl Default for TableBuilderOptions {
             restart_interval: DEFAULT_RESTART_INTERVAL,
             bloom_bits_per_key: DEFAULT_BITS_PER_KEY,
             compression: Compression::Lz4,
+            layout: KeyTableLayout::Mixed,
         }
     }
 }
@@ -78,6 +85,36 @@ pub struct FinishedTable {
     pub file_size: u64,
 }
 
+/// One sorted part of a table under construction: its pending block and its index.
+#[derive(Debug)]
+struct PartBuilder {
+    block: BlockBuilder,
+    index: BlockBuilder,
+    /// The last key added to this part, the index key of its pending block; empty while the part
+    /// has no entry (internal keys are at least 8 bytes).
+    last_key: Vec<u8>,
+}
+
+impl PartBuilder {
+    fn new(restart_interval: usize) -> Self {
+        PartBuilder {
+            block: BlockBuilder::new(restart_interval),
+            // Restart interval 1: every index key is a restart key, so a seek binary-searches
+            // straight to its block.
+            index: BlockBuilder::new(1),
+            last_key: Vec::new(),
+        }
+    }
+
+    fn pending_bytes(&self) -> u64 {
+        if self.block.is_empty() {
+            0
+        } else {
+            self.block.size_estimate() as u64
+        }
+    }
+}
+
 /// Builds one key table. Entries must be added in strictly increasing internal-key order.
 ///
 /// After any error the builder is unusable: every later call returns the same error, and the
@@ -88,8 +125,9 @@ pub struct TableBuilder {
     opts: TableBuilderOptions,
     /// Bytes written so far; the offset of the next block.
     offset: u64,
-    data_block: BlockBuilder,
-    index_block: BlockBuilder,
+    data: PartBuilder,
+    /// The handle part; `Some` exactly for the index-decoupled layout.
+    handles: Option<PartBuilder>,
     bloom: Option<BloomBuilder>,
     last_key: Vec<u8>,
     props: TableProperties,
@@ -109,10 +147,9 @@ impl TableBuilder {
             offset: file.len(),
             file,
             opts,
-            data_block: BlockBuilder::new(opts.restart_interval),
-            // Restart interval 1: every index key is a restart key, so a seek binary-searches
-            // straight to its block.
-            index_block: BlockBuilder::new(1),
+            data: PartBuilder::new(opts.restart_interval),
+            handles: (opts.layout == KeyTableLayout::IndexDecoupled)
+                .then(|| PartBuilder::new(opts.restart_interval)),
             bloom: (opts.bloom_bits_per_key > 0)
                 .then(|| BloomBuilder::new(opts.bloom_bits_per_key)),
             last_key: Vec::new(),
@@ -123,9 +160,16 @@ impl TableBuilder {
         })
     }
 
+    /// The layout this builder writes.
+    pub fn layout(&self) -> KeyTableLayout {
+        self.opts.layout
+    }
+
     /// Adds an entry. `ikey` must be a valid internal key (user key of at most 64 KiB, a known
     /// kind) sorting strictly after the previous one, and `value` at most 256 MiB; otherwise
-    /// `Error::InvalidArgument` and nothing is added. I/O errors are returned as they happen.
+    /// `Error::InvalidArgument` and nothing is added. In the index-decoupled layout an entry of
+    /// kind value handle goes to the handle part and every other entry to the data part. I/O
+    /// errors are returned as they happen.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if let Some(e) = &self.error {
             return Err(e.clone());
@@ -151,11 +195,24 @@ impl TableBuilder {
                 "key-table entries must be added in strictly increasing internal-key order",
             ));
         }
+        let part = match (&self.handles, parsed.kind) {
+            (Some(_), ValueKind::ValueHandle) => TablePart::Handles,
+            _ => TablePart::Data,
+        };
 
         if let Some(bloom) = &mut self.bloom {
-            // Versions of one user key are adjacent: add each user key once.
+            // Versions of one user key are adjacent: add each user key once per family.
             if first || user_key(&self.last_key) != parsed.user_key {
                 bloom.add_key(parsed.user_key);
+            }
+            // The data part's last key has this user key only if an earlier version of it went
+            // there already.
+            if self.handles.is_some()
+                && part == TablePart::Data
+                && (self.data.last_key.is_empty()
+                    || user_key(&self.data.last_key) != parsed.user_key)
+            {
+                bloom.add_inline_key(parsed.user_key);
             }
         }
         let seq = seq_of(ikey);
@@ -169,14 +226,19 @@ impl TableBuilder {
         p.largest_seq = p.largest_seq.max(seq);
         p.num_entries += 1;
         p.num_deletions += u64::from(parsed.kind == ValueKind::Deletion);
+        p.num_handle_entries += u64::from(part == TablePart::Handles);
         p.raw_key_bytes += ikey.len() as u64;
         p.raw_value_bytes += value.len() as u64;
 
-        self.data_block.add(ikey, value);
         self.last_key.clear();
         self.last_key.extend_from_slice(ikey);
-        if self.data_block.size_estimate() >= self.opts.block_size {
-            let r = self.flush_data_block();
+        let block_size = self.opts.block_size;
+        let target = self.part_mut(part);
+        target.block.add(ikey, value);
+        target.last_key.clear();
+        target.last_key.extend_from_slice(ikey);
+        if target.block.size_estimate() >= block_size {
+            let r = self.flush_block(part);
             return self.record(r);
         }
         Ok(())
@@ -187,24 +249,22 @@ impl TableBuilder {
         self.props.num_entries
     }
 
-    /// Bytes written so far plus the uncompressed size of the pending data block: what the file
-    /// would roughly measure if finished now (without index, filter and properties).
+    /// Bytes written so far plus the uncompressed size of the pending blocks: what the file
+    /// would roughly measure if finished now (without indexes, filter and properties).
     pub fn estimated_file_size(&self) -> u64 {
-        let pending = if self.data_block.is_empty() {
-            0
-        } else {
-            self.data_block.size_estimate()
-        };
-        self.offset + pending as u64
+        self.offset
+            + self.data.pending_bytes()
+            + self.handles.as_ref().map_or(0, PartBuilder::pending_bytes)
     }
 
-    /// Writes the last data block, the filter, index and properties blocks and the footer, then
-    /// syncs the file. Returns the properties and the file size.
+    /// Writes the pending data (and handle) blocks, the filter, index(es) and properties blocks
+    /// and the footer, then syncs the file. Returns the properties and the file size.
     pub fn finish(mut self) -> Result<FinishedTable> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        self.flush_data_block()?;
+        self.flush_block(TablePart::Data)?;
+        self.flush_block(TablePart::Handles)?;
         let file = &mut *self.file;
 
         let filter = match &self.bloom {
@@ -228,16 +288,31 @@ impl TableBuilder {
         let index = write_block(
             file,
             &mut self.offset,
-            self.index_block.finish(),
+            self.data.index.finish(),
             self.opts.compression,
             &mut self.scratch,
         )?;
         self.props.index_bytes = index.size + BLOCK_TRAILER_LEN as u64;
+        let handle_index = match &mut self.handles {
+            Some(part) => {
+                let h = write_block(
+                    file,
+                    &mut self.offset,
+                    part.index.finish(),
+                    self.opts.compression,
+                    &mut self.scratch,
+                )?;
+                self.props.handle_index_bytes = h.size + BLOCK_TRAILER_LEN as u64;
+                Some(h)
+            }
+            None => None,
+        };
 
         // Properties go last so they can record the sizes of every other block.
+        let format_version = self.opts.layout.format_version();
         self.props.largest_key = std::mem::take(&mut self.last_key);
         self.props.compression = self.opts.compression.name().to_owned();
-        self.props.format_version = FORMAT_VERSION;
+        self.props.format_version = format_version;
         let mut props_block = BlockBuilder::new(1);
         self.props.encode_to(&mut props_block);
         let properties = write_block(
@@ -250,9 +325,10 @@ impl TableBuilder {
 
         let footer = Footer {
             index,
+            handle_index,
             filter,
             properties,
-            format_version: FORMAT_VERSION,
+            format_version,
         };
         file.append(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;
@@ -263,39 +339,67 @@ impl TableBuilder {
         })
     }
 
-    /// Writes the pending data block (if any) and indexes it under its last key.
-    fn flush_data_block(&mut self) -> Result<()> {
-        if self.data_block.is_empty() {
+    /// The builder of `part`; the data part for [`TablePart::Handles`] in a mixed table (the
+    /// caller never routes there).
+    fn part_mut(&mut self, part: TablePart) -> &mut PartBuilder {
+        match (part, &mut self.handles) {
+            (TablePart::Handles, Some(h)) => h,
+            _ => &mut self.data,
+        }
+    }
+
+    /// Writes the pending block of `part` (if any) and indexes it under its last key. No-op for
+    /// the handle part of a mixed table.
+    fn flush_block(&mut self, part: TablePart) -> Result<()> {
+        let p = match (part, &mut self.handles) {
+            (TablePart::Data, _) => &mut self.data,
+            (TablePart::Handles, Some(h)) => h,
+            (TablePart::Handles, None) => return Ok(()),
+        };
+        if p.block.is_empty() {
             return Ok(());
         }
         let handle = write_block(
             &mut *self.file,
             &mut self.offset,
-            self.data_block.finish(),
+            p.block.finish(),
             self.opts.compression,
             &mut self.scratch,
         )?;
-        self.props.num_data_blocks += 1;
-        self.props.data_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
         self.handle_buf.clear();
         handle.encode_to(&mut self.handle_buf);
-        self.index_block.add(&self.last_key, &self.handle_buf);
-        self.data_block.reset();
+        p.index.add(&p.last_key, &self.handle_buf);
+        p.block.reset();
+        let on_disk = handle.size + BLOCK_TRAILER_LEN as u64;
+        match part {
+            TablePart::Data => {
+                self.props.num_data_blocks += 1;
+                self.props.data_bytes += on_disk;
+            }
+            TablePart::Handles => {
+                self.props.num_handle_blocks += 1;
+                self.props.handle_bytes += on_disk;
+            }
+        }
         self.check_metadata_size()
     }
 
-    /// Fails once the index or the filter would exceed what one block may hold, so an
+    /// Fails once an index or the filter would exceed what one block may hold, so an
     /// oversized table is refused now rather than after all its data is written. Callers cut
     /// tables far below this (it takes millions of entries).
     fn check_metadata_size(&self) -> Result<()> {
         let filter_bytes = self.bloom.as_ref().map_or(0, |b| {
             (b.num_keys() as u64).saturating_mul(u64::from(self.opts.bloom_bits_per_key)) / 8
         });
-        let index_bytes = self.index_block.size_estimate() as u64;
+        let index_bytes = (self.data.index.size_estimate() as u64).max(
+            self.handles
+                .as_ref()
+                .map_or(0, |h| h.index.size_estimate() as u64),
+        );
         if index_bytes.max(filter_bytes) > MAX_BLOCK_CONTENTS as u64 {
             return Err(Error::invalid(format!(
-                "key table too large: its index ({index_bytes} bytes) or filter ({filter_bytes} \
-                 bytes) would exceed the {MAX_BLOCK_CONTENTS}-byte block limit"
+                "key table too large: an index ({index_bytes} bytes) or the filter \
+                 ({filter_bytes} bytes) would exceed the {MAX_BLOCK_CONTENTS}-byte block limit"
             )));
         }
         Ok(())

@@ -6,8 +6,90 @@ use crate::coding::{Decoder, decode_fixed32, decode_fixed64, put_fixed32, put_fi
 use crate::error::{Error, Result};
 use crate::key::TRAILER_LEN;
 
-/// The key-table format version this code writes and the only one it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version of the mixed layout ([`KeyTableLayout::Mixed`]): one kind of data block holds
+/// inline values, tombstones and value handles.
+pub const FORMAT_VERSION_MIXED: u32 = 1;
+
+/// Format version of the index-decoupled layout ([`KeyTableLayout::IndexDecoupled`]): data
+/// blocks hold inline values and tombstones, handle blocks hold value handles, each with its own
+/// index.
+pub const FORMAT_VERSION_INDEX_DECOUPLED: u32 = 2;
+
+/// The format version written by default ([`KeyTableLayout::default`], the mixed layout). A
+/// reader accepts every version that [`KeyTableLayout::from_format_version`] knows.
+pub const FORMAT_VERSION: u32 = FORMAT_VERSION_MIXED;
+
+/// How a key table arranges its entries; each layout is its own footer format version, so every
+/// table records which one it uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KeyTableLayout {
+    /// Format version 1: inline values, tombstones and value handles share the data blocks and
+    /// one index. The default, readable by every Gleaner version.
+    #[default]
+    Mixed,
+    /// Format version 2 (Scavenger's IndexDecoupledTable): data blocks hold only inline values
+    /// and tombstones, *handle blocks* hold only value handles, and each part has its own index,
+    /// so a GC validity lookup ([`Table::get_key`](super::Table::get_key)) reads no data block of
+    /// a separated key.
+    IndexDecoupled,
+}
+
+impl KeyTableLayout {
+    /// The footer format version of this layout.
+    pub fn format_version(self) -> u32 {
+        match self {
+            KeyTableLayout::Mixed => FORMAT_VERSION_MIXED,
+            KeyTableLayout::IndexDecoupled => FORMAT_VERSION_INDEX_DECOUPLED,
+        }
+    }
+
+    /// The layout a footer format version denotes; `None` for a version this build cannot read.
+    pub fn from_format_version(version: u32) -> Option<Self> {
+        match version {
+            FORMAT_VERSION_MIXED => Some(KeyTableLayout::Mixed),
+            FORMAT_VERSION_INDEX_DECOUPLED => Some(KeyTableLayout::IndexDecoupled),
+            _ => None,
+        }
+    }
+
+    /// Stable name for tools and stats: `"mixed"` or `"index-decoupled"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyTableLayout::Mixed => "mixed",
+            KeyTableLayout::IndexDecoupled => "index-decoupled",
+        }
+    }
+
+    /// Inverse of [`KeyTableLayout::name`]; `None` for an unknown name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "mixed" => Some(KeyTableLayout::Mixed),
+            "index-decoupled" => Some(KeyTableLayout::IndexDecoupled),
+            _ => None,
+        }
+    }
+}
+
+/// One of the two parts of an index-decoupled key table. A mixed table has only a data part
+/// (which then holds value handles too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TablePart {
+    /// Data blocks and the (data) index: inline values and tombstones, plus value handles in a
+    /// mixed table.
+    Data,
+    /// Handle blocks and the handle index of an index-decoupled table: value handles only.
+    Handles,
+}
+
+impl TablePart {
+    /// Name used in error messages and dumps: `"data"` or `"handle"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TablePart::Data => "data",
+            TablePart::Handles => "handle",
+        }
+    }
+}
 
 /// The last eight bytes of every key table.
 pub const MAGIC: [u8; 8] = *b"GlnrKTbl";
@@ -41,6 +123,10 @@ pub const MAX_BLOCK_SIZE: usize = 64 << 20;
 /// restart slot with room to spare. The builder refuses to write any block larger than this, and
 /// a reader rejects a handle or a decompressed size above it before allocating.
 pub const MAX_BLOCK_CONTENTS: usize = MAX_BLOCK_SIZE + MAX_VALUE_LEN + (128 << 10);
+
+// A version-2 footer stores block sizes as u32: no block the builder writes (stored contents are
+// never larger than the raw contents) or a reader accepts can be larger.
+const _: () = assert!(MAX_BLOCK_CONTENTS <= u32::MAX as usize);
 
 /// Block type byte: the contents are stored as they are.
 pub const BLOCK_TYPE_NONE: u8 = 0;
@@ -145,26 +231,48 @@ impl BlockHandle {
 /// The fixed-size footer at the end of every key table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
-    /// The index block: one entry per data block.
+    /// The (data) index block: one entry per data block.
     pub index: BlockHandle,
+    /// The handle index block (one entry per handle block): `Some` exactly in an
+    /// index-decoupled (version 2) table, whose footer always records one.
+    pub handle_index: Option<BlockHandle>,
     /// The bloom filter block; `None` when the table was built without a filter (stored as
     /// offset 0, size 0, which no real filter block can have).
     pub filter: Option<BlockHandle>,
     /// The properties block.
     pub properties: BlockHandle,
-    /// The format version the table was written in.
+    /// The format version the table was written in (it names the layout).
     pub format_version: u32,
 }
 
 impl Footer {
-    /// Encodes the footer (see the format document for the layout).
+    /// The layout the footer's version denotes. [`Footer::decode`] only returns footers of known
+    /// versions; a hand-made footer of an unknown version counts as mixed.
+    pub fn layout(&self) -> KeyTableLayout {
+        KeyTableLayout::from_format_version(self.format_version).unwrap_or_default()
+    }
+
+    /// Encodes the footer (see the format document for the layout of each version). Version 1
+    /// stores three handles as two u64s each; version 2 stores four handles as a u64 offset and a
+    /// u32 size each (every block size fits 32 bits, see [`MAX_BLOCK_CONTENTS`]).
     pub fn encode(&self) -> [u8; FOOTER_LEN] {
         let mut buf = Vec::with_capacity(FOOTER_LEN);
         let filter = self.filter.unwrap_or_default();
-        for h in [self.index, filter, self.properties] {
-            put_fixed64(&mut buf, h.offset);
-            put_fixed64(&mut buf, h.size);
+        if self.format_version == FORMAT_VERSION_INDEX_DECOUPLED {
+            let handle_index = self.handle_index.unwrap_or_default();
+            for h in [self.index, handle_index, filter, self.properties] {
+                put_fixed64(&mut buf, h.offset);
+                // Sizes come from written blocks, bounded by MAX_BLOCK_CONTENTS < 2^32.
+                debug_assert!(h.size <= u64::from(u32::MAX));
+                put_fixed32(&mut buf, u32::try_from(h.size).unwrap_or(u32::MAX));
+            }
+        } else {
+            for h in [self.index, filter, self.properties] {
+                put_fixed64(&mut buf, h.offset);
+                put_fixed64(&mut buf, h.size);
+            }
         }
+        debug_assert_eq!(buf.len(), 48);
         put_fixed32(&mut buf, self.format_version);
         let crc = checksum::mask(checksum::crc32c(&buf));
         put_fixed32(&mut buf, crc);
@@ -192,11 +300,12 @@ impl Footer {
             )));
         }
         let format_version = decode_fixed32(&buf[48..52]);
-        if format_version != FORMAT_VERSION {
+        let Some(layout) = KeyTableLayout::from_format_version(format_version) else {
             return Err(corrupt(format!(
-                "unknown key-table format version {format_version} (this build reads version {FORMAT_VERSION})"
+                "unknown key-table format version {format_version} (this build reads versions \
+                 {FORMAT_VERSION_MIXED} and {FORMAT_VERSION_INDEX_DECOUPLED})"
             )));
-        }
+        };
         let stored = checksum::unmask(decode_fixed32(&buf[52..56]));
         let actual = checksum::crc32c(&buf[..52]);
         if stored != actual {
@@ -204,16 +313,34 @@ impl Footer {
                 "footer checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
             )));
         }
-        let handle = |at: usize| BlockHandle {
-            offset: decode_fixed64(&buf[at..]),
-            size: decode_fixed64(&buf[at + 8..]),
-        };
-        let filter = handle(16);
-        Ok(Footer {
-            index: handle(0),
-            filter: (filter != BlockHandle::default()).then_some(filter),
-            properties: handle(32),
-            format_version,
+        let optional = |h: BlockHandle| (h != BlockHandle::default()).then_some(h);
+        Ok(match layout {
+            KeyTableLayout::Mixed => {
+                let handle = |at: usize| BlockHandle {
+                    offset: decode_fixed64(&buf[at..]),
+                    size: decode_fixed64(&buf[at + 8..]),
+                };
+                Footer {
+                    index: handle(0),
+                    handle_index: None,
+                    filter: optional(handle(16)),
+                    properties: handle(32),
+                    format_version,
+                }
+            }
+            KeyTableLayout::IndexDecoupled => {
+                let handle = |at: usize| BlockHandle {
+                    offset: decode_fixed64(&buf[at..]),
+                    size: u64::from(decode_fixed32(&buf[at + 8..])),
+                };
+                Footer {
+                    index: handle(0),
+                    handle_index: Some(handle(12)),
+                    filter: optional(handle(24)),
+                    properties: handle(36),
+                    format_version,
+                }
+            }
         })
     }
 }
@@ -277,6 +404,7 @@ mod tests {
                 offset: 10,
                 size: 20,
             },
+            handle_index: None,
             filter: None,
             properties: BlockHandle {
                 offset: 35,
@@ -302,10 +430,69 @@ mod tests {
             let err = Footer::decode(&bad, "t", 0).unwrap_err();
             assert!(err.is_corruption(), "byte {i}");
         }
-        let mut v2 = buf;
-        v2[48] = 2;
-        let err = Footer::decode(&v2, "t", 0).unwrap_err().to_string();
-        assert!(err.contains("version 2"), "{err}");
+        let mut v3 = buf;
+        v3[48] = 3;
+        let err = Footer::decode(&v3, "t", 0).unwrap_err().to_string();
+        assert!(err.contains("version 3"), "{err}");
         assert!(Footer::decode(&buf[1..], "t", 0).is_err());
+    }
+
+    #[test]
+    fn decoupled_footer_round_trip_and_checks() {
+        let f = Footer {
+            index: BlockHandle {
+                offset: 1 << 40,
+                size: 20,
+            },
+            handle_index: Some(BlockHandle {
+                offset: 7,
+                size: u64::from(u32::MAX),
+            }),
+            filter: None,
+            properties: BlockHandle {
+                offset: 35,
+                size: 7,
+            },
+            format_version: FORMAT_VERSION_INDEX_DECOUPLED,
+        };
+        let buf = f.encode();
+        assert_eq!(Footer::decode(&buf, "t", 0).unwrap(), f);
+        assert_eq!(f.layout(), KeyTableLayout::IndexDecoupled);
+        let with_filter = Footer {
+            filter: Some(BlockHandle { offset: 1, size: 2 }),
+            ..f
+        };
+        assert_eq!(
+            Footer::decode(&with_filter.encode(), "t", 0).unwrap(),
+            with_filter
+        );
+        for i in 0..FOOTER_LEN {
+            let mut bad = buf;
+            bad[i] ^= 0x08;
+            assert!(
+                Footer::decode(&bad, "t", 0).unwrap_err().is_corruption(),
+                "byte {i}"
+            );
+        }
+        // A version-1 reading of version-2 bytes (or the reverse) is impossible: the version is
+        // covered by the CRC and selects the field layout.
+        let mut as_v1 = buf;
+        as_v1[48] = 1;
+        assert!(Footer::decode(&as_v1, "t", 0).is_err());
+    }
+
+    #[test]
+    fn layout_names_and_versions() {
+        for l in [KeyTableLayout::Mixed, KeyTableLayout::IndexDecoupled] {
+            assert_eq!(KeyTableLayout::from_name(l.name()), Some(l));
+            assert_eq!(
+                KeyTableLayout::from_format_version(l.format_version()),
+                Some(l)
+            );
+        }
+        assert_eq!(KeyTableLayout::default(), KeyTableLayout::Mixed);
+        assert_eq!(KeyTableLayout::from_format_version(0), None);
+        assert_eq!(KeyTableLayout::from_format_version(3), None);
+        assert_eq!(KeyTableLayout::from_name("decoupled"), None);
     }
 }

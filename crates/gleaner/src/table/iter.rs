@@ -1,72 +1,114 @@
-//! The two-level iterator over a key table: an index-block cursor choosing data blocks, and a
-//! cursor inside the current data block.
+//! Iterators over a key table. A part (the data blocks, or an index-decoupled table's handle
+//! blocks) is walked by a two-level iterator: an index-block cursor choosing blocks and a cursor
+//! inside the current block. A table iterator merges its parts: one for a mixed table, two for
+//! an index-decoupled one.
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, seek_for_prev_via_seek};
-use crate::key::compare_internal;
+use crate::key::{ParsedKey, ValueKind, compare_internal};
 
 use super::block::BlockIter;
-use super::format::BlockHandle;
+use super::format::{BlockHandle, KeyTableLayout, TablePart};
 use super::reader::{ReadCtx, Table};
 
-/// Iterates over every entry of one key table in internal-key order. Holds its table alive.
-/// Data blocks are loaded lazily, one at a time.
+/// The two-level iterator over one part of a table.
 #[derive(Debug)]
-pub struct TableIter {
+struct PartIter {
     table: Arc<Table>,
+    part: TablePart,
     ctx: ReadCtx,
+    /// Whether every entry reached must have a kind that belongs to `part` (index-decoupled
+    /// tables: value handles exactly in the handle part).
+    check_kinds: bool,
     index: BlockIter,
-    /// The data block under the index cursor, and its handle (to avoid reloading it).
-    data: Option<(BlockHandle, BlockIter)>,
+    /// The block under the index cursor, and its handle (to avoid reloading it).
+    block: Option<(BlockHandle, BlockIter)>,
 }
 
-impl TableIter {
-    pub(crate) fn new(table: Arc<Table>, index: BlockIter, ctx: ReadCtx) -> Self {
-        TableIter {
+impl PartIter {
+    /// `None` when the table has no such part.
+    fn new(table: Arc<Table>, part: TablePart, ctx: ReadCtx) -> Option<Self> {
+        let index = BlockIter::internal(table.part_index(part)?.clone());
+        Some(PartIter {
+            check_kinds: table.layout() == KeyTableLayout::IndexDecoupled,
             table,
+            part,
             ctx,
             index,
-            data: None,
-        }
+            block: None,
+        })
     }
 
-    /// Loads the data block the index cursor points at (or drops the data cursor when the index
+    /// In an index-decoupled table, an entry in the wrong part (say, a handle index entry that
+    /// leads to a data block) would make the merge yield entries twice or out of order; such a
+    /// table is corrupt, and saying so is cheap: one trailer byte per entry.
+    fn check_kind(&self) -> Result<()> {
+        let Some((handle, b)) = self
+            .block
+            .as_ref()
+            .filter(|(_, b)| self.check_kinds && b.valid())
+        else {
+            return Ok(());
+        };
+        let kind = ParsedKey::parse(b.key()).map(|p| p.kind);
+        let belongs = match kind {
+            Some(ValueKind::ValueHandle) => self.part == TablePart::Handles,
+            Some(_) => self.part == TablePart::Data,
+            None => false,
+        };
+        if belongs {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            self.table.file_name(),
+            handle.offset,
+            format!(
+                "{} block holds an entry of kind {}",
+                self.part.name(),
+                kind.map_or_else(|| "unknown".to_string(), |k| format!("{k:?}"))
+            ),
+        ))
+    }
+
+    /// Loads the block the index cursor points at (or drops the block cursor when the index
     /// cursor is exhausted).
-    fn load_data_block(&mut self) -> Result<()> {
+    fn load_block(&mut self) -> Result<()> {
         if !self.index.valid() {
-            self.data = None;
+            self.block = None;
             return Ok(());
         }
-        let handle = self.table.decode_index_value(self.index.value())?;
-        if self.data.as_ref().is_some_and(|(h, _)| *h == handle) {
+        let handle = self
+            .table
+            .decode_index_value(self.part, self.index.value())?;
+        if self.block.as_ref().is_some_and(|(h, _)| *h == handle) {
             return Ok(());
         }
-        let block = self.table.data_block(handle, self.ctx)?;
-        self.data = Some((handle, BlockIter::internal(block)));
+        let block = self.table.part_block(self.part, handle, self.ctx)?;
+        self.block = Some((handle, BlockIter::internal(block)));
         Ok(())
     }
 
-    /// Moves forward past empty data blocks until positioned or exhausted.
+    /// Moves forward past empty blocks until positioned or exhausted.
     fn skip_forward(&mut self) -> Result<()> {
-        while self.data.as_ref().is_some_and(|(_, d)| !d.valid()) {
+        while self.block.as_ref().is_some_and(|(_, b)| !b.valid()) {
             self.index.next()?;
-            self.load_data_block()?;
-            if let Some((_, d)) = &mut self.data {
-                d.seek_to_first()?;
+            self.load_block()?;
+            if let Some((_, b)) = &mut self.block {
+                b.seek_to_first()?;
             }
         }
         Ok(())
     }
 
-    /// Moves backward past empty data blocks until positioned or exhausted.
+    /// Moves backward past empty blocks until positioned or exhausted.
     fn skip_backward(&mut self) -> Result<()> {
-        while self.data.as_ref().is_some_and(|(_, d)| !d.valid()) {
+        while self.block.as_ref().is_some_and(|(_, b)| !b.valid()) {
             self.index.prev()?;
-            self.load_data_block()?;
-            if let Some((_, d)) = &mut self.data {
-                d.seek_to_last()?;
+            self.load_block()?;
+            if let Some((_, b)) = &mut self.block {
+                b.seek_to_last()?;
             }
         }
         Ok(())
@@ -74,59 +116,61 @@ impl TableIter {
 
     fn seek_inner(&mut self, target: &[u8]) -> Result<()> {
         self.index.seek(target)?;
-        self.load_data_block()?;
-        if let Some((_, d)) = &mut self.data {
-            d.seek(target)?;
+        self.load_block()?;
+        if let Some((_, b)) = &mut self.block {
+            b.seek(target)?;
         }
         self.skip_forward()
     }
 
     fn seek_to_first_inner(&mut self) -> Result<()> {
         self.index.seek_to_first()?;
-        self.load_data_block()?;
-        if let Some((_, d)) = &mut self.data {
-            d.seek_to_first()?;
+        self.load_block()?;
+        if let Some((_, b)) = &mut self.block {
+            b.seek_to_first()?;
         }
         self.skip_forward()
     }
 
     fn seek_to_last_inner(&mut self) -> Result<()> {
         self.index.seek_to_last()?;
-        self.load_data_block()?;
-        if let Some((_, d)) = &mut self.data {
-            d.seek_to_last()?;
+        self.load_block()?;
+        if let Some((_, b)) = &mut self.block {
+            b.seek_to_last()?;
         }
         self.skip_backward()
     }
 
     fn next_inner(&mut self) -> Result<()> {
-        match &mut self.data {
-            Some((_, d)) if d.valid() => d.next()?,
+        match &mut self.block {
+            Some((_, b)) if b.valid() => b.next()?,
             _ => return Ok(()),
         }
         self.skip_forward()
     }
 
     fn prev_inner(&mut self) -> Result<()> {
-        match &mut self.data {
-            Some((_, d)) if d.valid() => d.prev()?,
+        match &mut self.block {
+            Some((_, b)) if b.valid() => b.prev()?,
             _ => return Ok(()),
         }
         self.skip_backward()
     }
 
-    /// Leaves the iterator invalid when a movement failed.
+    /// Checks the entry a movement reached; leaves the iterator invalid when the movement or
+    /// the check failed.
     fn guard(&mut self, r: Result<()>) -> Result<()> {
+        let r = r.and_then(|()| self.check_kind());
         if r.is_err() {
-            self.data = None;
+            self.block = None;
         }
         r
     }
 }
 
-impl InternalIterator for TableIter {
+impl InternalIterator for PartIter {
     fn valid(&self) -> bool {
-        self.data.as_ref().is_some_and(|(_, d)| d.valid())
+        self.block.as_ref().is_some_and(|(_, b)| b.valid())
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
@@ -160,10 +204,164 @@ impl InternalIterator for TableIter {
     }
 
     fn key(&self) -> &[u8] {
-        self.data.as_ref().map_or(&[], |(_, d)| d.key())
+        self.block.as_ref().map_or(&[], |(_, b)| b.key())
     }
 
     fn value(&self) -> &[u8] {
-        self.data.as_ref().map_or(&[], |(_, d)| d.value())
+        self.block.as_ref().map_or(&[], |(_, b)| b.value())
+    }
+}
+
+/// Iterates over every entry of one key table (or of one part of it) in internal-key order.
+/// Holds its table alive. Blocks are loaded lazily, one at a time per part.
+///
+/// Over an index-decoupled table it merges the data part and the handle part. No internal key
+/// is in both parts, so the merge only has to keep the part that is not current positioned just
+/// past (forward) or just before (backward) the current entry; changing direction re-seeks it.
+#[derive(Debug)]
+pub struct TableIter {
+    parts: Vec<PartIter>,
+    /// Index into `parts` of the part holding the current entry; `None` when invalid.
+    current: Option<usize>,
+    /// Direction of the last movement: every part other than the current one is positioned
+    /// after the current entry when forward, before it when backward.
+    forward: bool,
+}
+
+impl TableIter {
+    /// An iterator over `parts` of `table` (parts the table lacks are skipped).
+    pub(crate) fn new(table: Arc<Table>, parts: &[TablePart], ctx: ReadCtx) -> Self {
+        TableIter {
+            parts: parts
+                .iter()
+                .filter_map(|&p| PartIter::new(table.clone(), p, ctx))
+                .collect(),
+            current: None,
+            forward: true,
+        }
+    }
+
+    /// The part holding the current entry (`None` when invalid). Every entry of a mixed table
+    /// is in [`TablePart::Data`].
+    pub fn part(&self) -> Option<TablePart> {
+        self.current.map(|c| self.parts[c].part)
+    }
+
+    /// Makes the smallest (forward) or largest (backward) positioned part current.
+    fn pick(&mut self, forward: bool) {
+        self.forward = forward;
+        let mut best: Option<usize> = None;
+        for (i, p) in self.parts.iter().enumerate() {
+            if !p.valid() {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some(b) => {
+                    let o = compare_internal(p.key(), self.parts[b].key());
+                    if forward { o.is_lt() } else { o.is_gt() }
+                }
+            };
+            if better {
+                best = Some(i);
+            }
+        }
+        self.current = best;
+    }
+
+    fn each(&mut self, f: impl FnMut(&mut PartIter) -> Result<()>) -> Result<()> {
+        self.parts.iter_mut().try_for_each(f)
+    }
+
+    fn next_inner(&mut self) -> Result<()> {
+        let Some(c) = self.current else {
+            return Ok(());
+        };
+        if !self.forward && self.parts.len() > 1 {
+            // The other parts sit before the current entry: move them to the first entry after
+            // it (keys are unique across parts, so a seek cannot land on it).
+            let key = self.parts[c].key().to_vec();
+            for (i, p) in self.parts.iter_mut().enumerate() {
+                if i != c {
+                    p.seek(&key)?;
+                }
+            }
+        }
+        self.parts[c].next()?;
+        self.pick(true);
+        Ok(())
+    }
+
+    fn prev_inner(&mut self) -> Result<()> {
+        let Some(c) = self.current else {
+            return Ok(());
+        };
+        if self.forward && self.parts.len() > 1 {
+            let key = self.parts[c].key().to_vec();
+            for (i, p) in self.parts.iter_mut().enumerate() {
+                if i != c {
+                    p.seek_for_prev(&key)?;
+                }
+            }
+        }
+        self.parts[c].prev()?;
+        self.pick(false);
+        Ok(())
+    }
+
+    /// Leaves the iterator invalid when a movement failed.
+    fn guard(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.current = None;
+        }
+        r
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.current.is_some_and(|c| self.parts[c].valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.each(|p| p.seek_to_first());
+        self.pick(true);
+        self.guard(r)
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.each(|p| p.seek_to_last());
+        self.pick(false);
+        self.guard(r)
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.each(|p| p.seek(target));
+        self.pick(true);
+        self.guard(r)
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.each(|p| p.seek_for_prev(target));
+        self.pick(false);
+        self.guard(r)
+    }
+
+    fn next(&mut self) -> Result<()> {
+        let r = self.next_inner();
+        self.guard(r)
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        let r = self.prev_inner();
+        self.guard(r)
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.map_or(&[], |c| self.parts[c].key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.map_or(&[], |c| self.parts[c].value())
     }
 }

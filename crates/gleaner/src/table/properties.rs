@@ -14,24 +14,24 @@ use crate::key::TRAILER_LEN;
 
 use super::block::Block;
 use super::block_builder::BlockBuilder;
-use super::property_block::{PropertyWriter, read_properties};
+use super::property_block::{PropertyWriter, read_properties_partial};
 
 /// What a key table holds, recorded by the builder.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableProperties {
-    /// Number of entries (every version and tombstone counts).
+    /// Number of entries (every version and tombstone counts), in both parts.
     pub num_entries: u64,
     /// Number of entries whose kind is deletion (kind byte 0).
     pub num_deletions: u64,
-    /// Number of data blocks (equals the number of index entries).
+    /// Number of data blocks (equals the number of data index entries).
     pub num_data_blocks: u64,
     /// Sum of the internal-key lengths of all entries, before prefix compression.
     pub raw_key_bytes: u64,
-    /// Sum of the value lengths of all entries.
+    /// Sum of the value lengths of all entries (encoded handles included).
     pub raw_value_bytes: u64,
     /// Bytes of all data blocks on disk, trailers included.
     pub data_bytes: u64,
-    /// Bytes of the index block on disk, trailer included.
+    /// Bytes of the (data) index block on disk, trailer included.
     pub index_bytes: u64,
     /// Bytes of the filter block on disk, trailer included; 0 without a filter.
     pub filter_bytes: u64,
@@ -42,77 +42,172 @@ pub struct TableProperties {
     /// The compression the table was built with: `"none"` or `"lz4"` (individual blocks that
     /// did not compress well are stored uncompressed regardless).
     pub compression: String,
-    /// The key-table format version.
+    /// The key-table format version (1 = mixed, 2 = index-decoupled).
     pub format_version: u32,
     /// First internal key of the table; empty for an empty table.
     pub smallest_key: Vec<u8>,
     /// Last internal key of the table; empty for an empty table.
     pub largest_key: Vec<u8>,
+    /// Number of handle blocks (equals the number of handle index entries). Version 2 only;
+    /// 0 in a mixed table, whose handles sit in its data blocks.
+    #[serde(default)]
+    pub num_handle_blocks: u64,
+    /// Number of entries in handle blocks (all of kind value handle). Version 2 only; 0 in a
+    /// mixed table.
+    #[serde(default)]
+    pub num_handle_entries: u64,
+    /// Bytes of all handle blocks on disk, trailers included. Version 2 only; 0 in a mixed table.
+    #[serde(default)]
+    pub handle_bytes: u64,
+    /// Bytes of the handle index block on disk, trailer included. Version 2 only; 0 in a mixed
+    /// table.
+    #[serde(default)]
+    pub handle_index_bytes: u64,
 }
 
-/// Property names, in the byte order the block requires. Every one is required in version 1.
-const NAMES: [&str; 14] = [
+/// Property names, in the byte order the block requires. Every one is required in version 1,
+/// except those of [`V2_ONLY`], which a version-1 table does not hold and a version-2 table must.
+const NAMES: [&str; 18] = [
     "compression",
     "data_bytes",
     "filter_bytes",
     "format_version",
+    "handle_bytes",
+    "handle_index_bytes",
     "index_bytes",
     "largest_key",
     "largest_seq",
     "num_data_blocks",
     "num_deletions",
     "num_entries",
+    "num_handle_blocks",
+    "num_handle_entries",
     "raw_key_bytes",
     "raw_value_bytes",
     "smallest_key",
     "smallest_seq",
 ];
 
+/// Properties of the index-decoupled layout (format version 2 and later).
+const V2_ONLY: [&str; 4] = [
+    "handle_bytes",
+    "handle_index_bytes",
+    "num_handle_blocks",
+    "num_handle_entries",
+];
+
+/// A property's value, for writing.
+enum Prop<'a> {
+    Int(u64),
+    Bytes(&'a [u8]),
+}
+
 impl TableProperties {
-    /// Adds every property to `block` (an empty builder with any restart interval), in order.
-    pub(crate) fn encode_to(&self, block: &mut BlockBuilder) {
-        let mut w = PropertyWriter::new(block);
-        w.bytes(NAMES[0], self.compression.as_bytes());
-        w.int(NAMES[1], self.data_bytes);
-        w.int(NAMES[2], self.filter_bytes);
-        w.int(NAMES[3], u64::from(self.format_version));
-        w.int(NAMES[4], self.index_bytes);
-        w.bytes(NAMES[5], &self.largest_key);
-        w.int(NAMES[6], self.largest_seq);
-        w.int(NAMES[7], self.num_data_blocks);
-        w.int(NAMES[8], self.num_deletions);
-        w.int(NAMES[9], self.num_entries);
-        w.int(NAMES[10], self.raw_key_bytes);
-        w.int(NAMES[11], self.raw_value_bytes);
-        w.bytes(NAMES[12], &self.smallest_key);
-        w.int(NAMES[13], self.smallest_seq);
+    /// The layout named by [`TableProperties::format_version`] (mixed for an unknown version,
+    /// which no opened table has).
+    pub fn layout(&self) -> super::KeyTableLayout {
+        super::KeyTableLayout::from_format_version(self.format_version).unwrap_or_default()
     }
 
-    /// Decodes a properties block. Every known property must appear exactly once and parse;
-    /// unknown names are skipped. A non-empty table's smallest and largest keys must be
-    /// internal keys (at least 8 bytes).
+    /// Entries in the data part: all entries of a mixed table, the inline values and tombstones
+    /// of an index-decoupled one.
+    pub fn num_data_entries(&self) -> u64 {
+        self.num_entries.saturating_sub(self.num_handle_entries)
+    }
+
+    fn value_of(&self, name: &str) -> Option<Prop<'_>> {
+        Some(match name {
+            "compression" => Prop::Bytes(self.compression.as_bytes()),
+            "data_bytes" => Prop::Int(self.data_bytes),
+            "filter_bytes" => Prop::Int(self.filter_bytes),
+            "format_version" => Prop::Int(u64::from(self.format_version)),
+            "handle_bytes" => Prop::Int(self.handle_bytes),
+            "handle_index_bytes" => Prop::Int(self.handle_index_bytes),
+            "index_bytes" => Prop::Int(self.index_bytes),
+            "largest_key" => Prop::Bytes(&self.largest_key),
+            "largest_seq" => Prop::Int(self.largest_seq),
+            "num_data_blocks" => Prop::Int(self.num_data_blocks),
+            "num_deletions" => Prop::Int(self.num_deletions),
+            "num_entries" => Prop::Int(self.num_entries),
+            "num_handle_blocks" => Prop::Int(self.num_handle_blocks),
+            "num_handle_entries" => Prop::Int(self.num_handle_entries),
+            "raw_key_bytes" => Prop::Int(self.raw_key_bytes),
+            "raw_value_bytes" => Prop::Int(self.raw_value_bytes),
+            "smallest_key" => Prop::Bytes(&self.smallest_key),
+            "smallest_seq" => Prop::Int(self.smallest_seq),
+            _ => return None,
+        })
+    }
+
+    /// Adds every property of the table's format version to `block` (an empty builder with any
+    /// restart interval), in order. A version-1 table gets exactly the version-1 set, so what
+    /// it writes is byte-for-byte what earlier builds wrote.
+    pub(crate) fn encode_to(&self, block: &mut BlockBuilder) {
+        let mut w = PropertyWriter::new(block);
+        let v2 = self.format_version >= super::FORMAT_VERSION_INDEX_DECOUPLED;
+        for name in NAMES {
+            if !v2 && V2_ONLY.contains(&name) {
+                continue;
+            }
+            match self.value_of(name) {
+                Some(Prop::Int(v)) => w.int(name, v),
+                Some(Prop::Bytes(v)) => w.bytes(name, v),
+                None => debug_assert!(false, "property {name} has no value"),
+            }
+        }
+    }
+
+    /// Decodes a properties block. Every known property of the table's format version must
+    /// appear exactly once and parse; unknown names are skipped (and so are version-2 names in a
+    /// version-1 table). A non-empty table's smallest and largest keys must be internal keys (at
+    /// least 8 bytes).
     pub(crate) fn decode(block: Arc<Block>) -> Result<TableProperties> {
         let (file, offset) = (block.file_name().to_owned(), block.offset());
         let mut p = TableProperties::default();
-        read_properties(block, &NAMES, |i, v| {
-            match i {
-                0 => p.compression = v.text()?,
-                1 => p.data_bytes = v.int()?,
-                2 => p.filter_bytes = v.int()?,
-                3 => p.format_version = v.int32()?,
-                4 => p.index_bytes = v.int()?,
-                5 => p.largest_key = v.bytes(),
-                6 => p.largest_seq = v.int()?,
-                7 => p.num_data_blocks = v.int()?,
-                8 => p.num_deletions = v.int()?,
-                9 => p.num_entries = v.int()?,
-                10 => p.raw_key_bytes = v.int()?,
-                11 => p.raw_value_bytes = v.int()?,
-                12 => p.smallest_key = v.bytes(),
+        let seen = read_properties_partial(block, &NAMES, |i, v| {
+            match NAMES[i] {
+                "compression" => p.compression = v.text()?,
+                "data_bytes" => p.data_bytes = v.int()?,
+                "filter_bytes" => p.filter_bytes = v.int()?,
+                "format_version" => p.format_version = v.int32()?,
+                "handle_bytes" => p.handle_bytes = v.int()?,
+                "handle_index_bytes" => p.handle_index_bytes = v.int()?,
+                "index_bytes" => p.index_bytes = v.int()?,
+                "largest_key" => p.largest_key = v.bytes(),
+                "largest_seq" => p.largest_seq = v.int()?,
+                "num_data_blocks" => p.num_data_blocks = v.int()?,
+                "num_deletions" => p.num_deletions = v.int()?,
+                "num_entries" => p.num_entries = v.int()?,
+                "num_handle_blocks" => p.num_handle_blocks = v.int()?,
+                "num_handle_entries" => p.num_handle_entries = v.int()?,
+                "raw_key_bytes" => p.raw_key_bytes = v.int()?,
+                "raw_value_bytes" => p.raw_value_bytes = v.int()?,
+                "smallest_key" => p.smallest_key = v.bytes(),
                 _ => p.smallest_seq = v.int()?,
             }
             Ok(())
         })?;
+        // The version decides which names are required, so it is known only after the walk (a
+        // missing version leaves 0, which selects the version-1 set and is reported below).
+        let v2 = p.format_version >= super::FORMAT_VERSION_INDEX_DECOUPLED;
+        let missing = NAMES
+            .iter()
+            .zip(&seen)
+            .find(|(name, seen)| !**seen && (v2 || !V2_ONLY.contains(name)));
+        if let Some((name, _)) = missing {
+            return Err(Error::corruption(
+                &file,
+                offset,
+                format!("required property {name} is missing"),
+            ));
+        }
+        if !v2 {
+            // A mixed table has no handle part, whatever stray names its block may hold.
+            p.num_handle_blocks = 0;
+            p.num_handle_entries = 0;
+            p.handle_bytes = 0;
+            p.handle_index_bytes = 0;
+        }
         if p.num_entries > 0
             && (p.smallest_key.len() < TRAILER_LEN || p.largest_key.len() < TRAILER_LEN)
         {
@@ -120,6 +215,16 @@ impl TableProperties {
                 &file,
                 offset,
                 "smallest_key or largest_key is not an internal key",
+            ));
+        }
+        if p.num_handle_entries > p.num_entries {
+            return Err(Error::corruption(
+                &file,
+                offset,
+                format!(
+                    "num_handle_entries {} exceeds num_entries {}",
+                    p.num_handle_entries, p.num_entries
+                ),
             ));
         }
         Ok(p)
@@ -149,6 +254,18 @@ mod tests {
             format_version: 1,
             smallest_key: make_internal_key(b"a", 1, ValueKind::Value),
             largest_key: make_internal_key(b"z", 9, ValueKind::Deletion),
+            ..TableProperties::default()
+        }
+    }
+
+    fn sample_v2() -> TableProperties {
+        TableProperties {
+            format_version: 2,
+            num_handle_blocks: 4,
+            num_handle_entries: 6,
+            handle_bytes: 777,
+            handle_index_bytes: 33,
+            ..sample()
         }
     }
 
@@ -177,61 +294,109 @@ mod tests {
         out
     }
 
+    /// Position of property `name` in an encoded list.
+    fn at(entries: &[(Vec<u8>, Vec<u8>)], name: &str) -> usize {
+        entries
+            .iter()
+            .position(|(k, _)| k == name.as_bytes())
+            .unwrap()
+    }
+
     #[test]
     fn names_are_sorted() {
         assert!(NAMES.windows(2).all(|w| w[0] < w[1]));
+        assert!(V2_ONLY.iter().all(|n| NAMES.contains(n)));
     }
 
     #[test]
     fn round_trip() {
-        let p = sample();
-        let mut b = BlockBuilder::new(16);
-        p.encode_to(&mut b);
-        let block = Arc::new(Block::new(b.finish().to_vec(), "p".into(), 0).unwrap());
-        assert_eq!(TableProperties::decode(block).unwrap(), p);
-        let empty = TableProperties::default();
+        for p in [sample(), sample_v2()] {
+            let mut b = BlockBuilder::new(16);
+            p.encode_to(&mut b);
+            let block = Arc::new(Block::new(b.finish().to_vec(), "p".into(), 0).unwrap());
+            assert_eq!(TableProperties::decode(block).unwrap(), p);
+        }
+        let empty = TableProperties {
+            format_version: 1,
+            ..TableProperties::default()
+        };
         assert_eq!(decode_entries(&encoded(&empty)).unwrap(), empty);
+        assert_eq!(sample_v2().num_data_entries(), 4);
+        assert_eq!(
+            sample_v2().layout(),
+            crate::table::KeyTableLayout::IndexDecoupled
+        );
+        assert_eq!(sample().layout(), crate::table::KeyTableLayout::Mixed);
+    }
+
+    #[test]
+    fn version_1_writes_exactly_the_version_1_names() {
+        let names: Vec<Vec<u8>> = encoded(&sample()).into_iter().map(|(k, _)| k).collect();
+        let expect: Vec<Vec<u8>> = NAMES
+            .iter()
+            .filter(|n| !V2_ONLY.contains(n))
+            .map(|n| n.as_bytes().to_vec())
+            .collect();
+        assert_eq!(names, expect);
+        assert_eq!(encoded(&sample_v2()).len(), NAMES.len());
+        // Version-2 names in a version-1 block are ignored.
+        let mut entries = encoded(&sample());
+        let mut stray = encoded(&sample_v2());
+        stray.retain(|(k, _)| k == b"num_handle_entries");
+        entries.extend(stray);
+        entries.sort();
+        assert_eq!(decode_entries(&entries).unwrap(), sample());
     }
 
     #[test]
     fn unknown_names_are_ignored_and_missing_ones_are_corruption() {
-        let mut entries = encoded(&sample());
-        entries.push((b"zzz.future".to_vec(), b"anything".to_vec()));
-        entries.insert(0, (b"aaa.future".to_vec(), vec![]));
-        assert_eq!(decode_entries(&entries).unwrap(), sample());
+        for p in [sample(), sample_v2()] {
+            let mut entries = encoded(&p);
+            entries.push((b"zzz.future".to_vec(), b"anything".to_vec()));
+            entries.insert(0, (b"aaa.future".to_vec(), vec![]));
+            assert_eq!(decode_entries(&entries).unwrap(), p);
 
-        for (skip, name) in NAMES.iter().enumerate() {
-            let mut entries = encoded(&sample());
-            entries.remove(skip);
-            let err = decode_entries(&entries).unwrap_err();
-            assert!(err.is_corruption());
-            assert!(err.to_string().contains(name), "{err}");
+            let all = encoded(&p);
+            for skip in 0..all.len() {
+                let mut entries = all.clone();
+                let (name, _) = entries.remove(skip);
+                let err = decode_entries(&entries).unwrap_err();
+                assert!(err.is_corruption());
+                let name = String::from_utf8(name).unwrap();
+                assert!(err.to_string().contains(&name), "{err}");
+            }
         }
     }
 
     #[test]
     fn malformed_values_are_corruption() {
-        let index = |name: &str| NAMES.iter().position(|n| *n == name).unwrap();
-        let mut entries = encoded(&sample());
+        let good = encoded(&sample());
+        let mut entries = good.clone();
         // A varint with a trailing byte.
-        entries[index("num_entries")].1.push(0);
+        entries[at(&good, "num_entries")].1.push(0);
         assert!(decode_entries(&entries).unwrap_err().is_corruption());
 
-        let mut entries = encoded(&sample());
-        entries[index("compression")].1 = vec![0xff, 0xfe];
+        let mut entries = good.clone();
+        entries[at(&good, "compression")].1 = vec![0xff, 0xfe];
         assert!(decode_entries(&entries).unwrap_err().is_corruption());
 
-        let mut entries = encoded(&sample());
-        entries[index("smallest_key")].1 = b"abc".to_vec();
+        let mut entries = good.clone();
+        entries[at(&good, "smallest_key")].1 = b"abc".to_vec();
         assert!(decode_entries(&entries).unwrap_err().is_corruption());
 
-        let mut entries = encoded(&sample());
-        entries[index("format_version")].1 = vec![0x80, 0x80, 0x80, 0x80, 0x10];
+        let mut entries = good.clone();
+        entries[at(&good, "format_version")].1 = vec![0x80, 0x80, 0x80, 0x80, 0x10];
         assert!(decode_entries(&entries).unwrap_err().is_corruption());
 
-        let mut entries = encoded(&sample());
-        let dup = entries[index("num_entries")].clone();
-        entries.insert(index("num_entries"), dup);
+        let mut entries = good.clone();
+        let dup = entries[at(&good, "num_entries")].clone();
+        entries.insert(at(&good, "num_entries"), dup);
         assert!(decode_entries(&entries).unwrap_err().is_corruption());
+
+        let good = encoded(&sample_v2());
+        let mut entries = good.clone();
+        entries[at(&good, "num_handle_entries")].1 = vec![11];
+        let err = decode_entries(&entries).unwrap_err();
+        assert!(err.to_string().contains("num_handle_entries"), "{err}");
     }
 }

@@ -84,13 +84,34 @@ impl PropertyValue<'_> {
 }
 
 /// Reads a property block whose known properties are `names` (each required once): calls
-/// `set(index into names, value)` for each. Returns a corruption error for `detail` at the
-/// block's offset through `corrupt`.
+/// `set(index into names, value)` for each. A missing, repeated or malformed known property is
+/// `Error::Corruption` at the block's offset.
 pub(crate) fn read_properties(
     block: Arc<Block>,
     names: &[&'static str],
-    mut set: impl FnMut(usize, &PropertyValue<'_>) -> Result<()>,
+    set: impl FnMut(usize, &PropertyValue<'_>) -> Result<()>,
 ) -> Result<()> {
+    let (file, offset) = (block.file_name().to_owned(), block.offset());
+    let seen = read_properties_partial(block, names, set)?;
+    if let Some(i) = seen.iter().position(|s| !s) {
+        return Err(Error::corruption(
+            &file,
+            offset,
+            format!("required property {} is missing", names[i]),
+        ));
+    }
+    Ok(())
+}
+
+/// Like [`read_properties`], but a known property may be missing: returns, per name, whether it
+/// appeared, so a caller whose required set depends on a property's value (the key table's
+/// format version) can check afterwards. A repeated or malformed known property is still
+/// `Error::Corruption`.
+pub(crate) fn read_properties_partial(
+    block: Arc<Block>,
+    names: &[&'static str],
+    mut set: impl FnMut(usize, &PropertyValue<'_>) -> Result<()>,
+) -> Result<Vec<bool>> {
     let (file, offset) = (block.file_name().to_owned(), block.offset());
     let mut seen = vec![false; names.len()];
     let mut it = BlockIter::bytewise(block);
@@ -114,12 +135,5 @@ pub(crate) fn read_properties(
         }
         it.next()?;
     }
-    if let Some(i) = seen.iter().position(|s| !s) {
-        return Err(Error::corruption(
-            &file,
-            offset,
-            format!("required property {} is missing", names[i]),
-        ));
-    }
-    Ok(())
+    Ok(seen)
 }

@@ -1,19 +1,20 @@
-//! An open key table: footer, index, filter and properties pinned in memory; data blocks read
-//! on demand, through the block cache when there is one.
+//! An open key table: footer, index(es), filter and properties pinned in memory; data and handle
+//! blocks read on demand, through the block cache when there is one (data blocks at low
+//! priority, handle blocks at high priority).
 
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachePriority};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::io::accounting::CountedReader;
 use crate::iter::InternalIterator;
-use crate::key::{TRAILER_LEN, user_key};
+use crate::key::{ParsedKey, TRAILER_LEN, ValueKind, compare_internal, user_key};
 
 use super::block::{Block, BlockIter};
 use super::block_io::read_block;
 use super::bloom::BloomFilter;
-use super::format::{BlockHandle, FOOTER_LEN, Footer};
+use super::format::{BlockHandle, FOOTER_LEN, Footer, KeyTableLayout, TablePart};
 use super::iter::TableIter;
 use super::properties::TableProperties;
 
@@ -22,8 +23,8 @@ use super::properties::TableProperties;
 pub struct ReadCtx {
     /// The class the read's bytes are counted under.
     pub class: IoClass,
-    /// Whether data blocks read from disk are inserted into the block cache (scans and
-    /// compaction inputs usually should not evict hot blocks).
+    /// Whether data and handle blocks read from disk are inserted into the block cache (scans
+    /// and compaction inputs usually should not evict hot blocks).
     pub fill_cache: bool,
 }
 
@@ -44,6 +45,18 @@ impl Default for ReadCtx {
     }
 }
 
+/// What a key table holds for a key, as [`Table::get_key`] reports it: enough for a validity
+/// check, without the inline value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyEntry {
+    /// A value handle (kind 2); the encoded [`ValueHandle`](crate::value::ValueHandle).
+    Handle(Vec<u8>),
+    /// An inline value (kind 1); the value itself is not returned.
+    Inline,
+    /// A tombstone (kind 0).
+    Deletion,
+}
+
 /// An open, immutable key table, shared as `Arc<Table>`.
 #[derive(Debug)]
 pub struct Table {
@@ -53,16 +66,22 @@ pub struct Table {
     /// Where the footer starts; every block must end at or before it.
     data_end: u64,
     cache: Option<Arc<BlockCache>>,
+    layout: KeyTableLayout,
+    /// The (data) index: one entry per data block.
     index: Arc<Block>,
+    /// The handle index (one entry per handle block); `Some` exactly for the index-decoupled
+    /// layout.
+    handle_index: Option<Arc<Block>>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
 }
 
 impl Table {
     /// Opens the table in `file`, whose size the caller recorded as `file_size` (from the
-    /// manifest, or from the builder). Reads and verifies the footer, the index, filter and
+    /// manifest, or from the builder). Reads and verifies the footer, the index(es), filter and
     /// properties blocks (counting the reads under `class`) and keeps them for the table's
-    /// lifetime. `file_name` names the file in errors; `file_number` keys the block cache.
+    /// lifetime. Both layouts (format versions 1 and 2) are accepted. `file_name` names the file
+    /// in errors; `file_number` keys the block cache.
     ///
     /// A file whose actual size differs from `file_size`, a bad footer (magic, unknown version,
     /// checksum), a handle outside the file, or a damaged metadata block is
@@ -101,6 +120,14 @@ impl Table {
             name.clone(),
             footer.index.offset,
         )?);
+        let handle_index = match footer.handle_index {
+            Some(h) => Some(Arc::new(Block::new(
+                read(h, "handle index")?,
+                name.clone(),
+                h.offset,
+            )?)),
+            None => None,
+        };
         let filter = match footer.filter {
             Some(h) => Some(BloomFilter::parse(read(h, "filter")?, &name, h.offset)?),
             None => None,
@@ -127,7 +154,9 @@ impl Table {
             file_number,
             data_end,
             cache,
+            layout: footer.layout(),
             index,
+            handle_index,
             filter,
             properties,
         })
@@ -137,11 +166,46 @@ impl Table {
     /// `(user_key, seq, KIND_FOR_SEEK)`) with the same user key, and returns its internal key
     /// and value: the newest version visible at the lookup's sequence number, whatever its kind.
     /// `None` when the table holds no such entry. Consults the bloom filter first and does no
-    /// I/O when it rules the key out.
+    /// I/O when it rules the key out. In an index-decoupled table both parts are searched and the
+    /// newer candidate wins; the data part only when the filter's inline probe admits the key.
     ///
     /// A lookup key shorter than 8 bytes is `Error::InvalidArgument`; damaged blocks are
     /// `Error::Corruption`.
     pub fn get(&self, lookup_ikey: &[u8], ctx: ReadCtx) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .find(lookup_ikey, ctx)?
+            .map(|it| (it.key().to_vec(), it.value().to_vec())))
+    }
+
+    /// The GC validity lookup ("GetKey"): the same entry as [`Table::get`] — the newest version
+    /// of the lookup's user key at or below its sequence number — reported as its internal key
+    /// and a [`KeyEntry`], never with an inline value.
+    ///
+    /// In an index-decoupled table this reads no data block unless the filter's inline probe
+    /// says the key may have an inline entry (or the table has no filter), and a handle block
+    /// (through the block cache at high priority) only when the handle index places the key
+    /// within a handle block's range; a key whose only versions here are handles costs one
+    /// handle-block read, or none when that block is cached. In a mixed table it reads the data
+    /// block as `get` does.
+    ///
+    /// A lookup key shorter than 8 bytes is `Error::InvalidArgument`; damaged blocks, and an
+    /// entry whose kind does not belong to the part holding it, are `Error::Corruption`.
+    pub fn get_key(&self, lookup_ikey: &[u8], ctx: ReadCtx) -> Result<Option<(Vec<u8>, KeyEntry)>> {
+        let Some(it) = self.find(lookup_ikey, ctx)? else {
+            return Ok(None);
+        };
+        let kind = self.entry_kind(it.key(), it.block())?;
+        let entry = match kind {
+            ValueKind::ValueHandle => KeyEntry::Handle(it.value().to_vec()),
+            ValueKind::Value => KeyEntry::Inline,
+            ValueKind::Deletion => KeyEntry::Deletion,
+        };
+        Ok(Some((it.key().to_vec(), entry)))
+    }
+
+    /// The block iterator positioned at the answer of a point lookup (see [`Table::get`]), or
+    /// `None`.
+    fn find(&self, lookup_ikey: &[u8], ctx: ReadCtx) -> Result<Option<BlockIter>> {
         if lookup_ikey.len() < TRAILER_LEN {
             return Err(Error::invalid(format!(
                 "lookup key of {} bytes has no trailer",
@@ -152,36 +216,126 @@ impl Table {
         if !self.may_contain(ukey) {
             return Ok(None);
         }
-        let mut index = BlockIter::internal(self.index.clone());
+        if self.handle_index.is_none() {
+            return self.find_in_part(TablePart::Data, lookup_ikey, ctx);
+        }
+        let handle = self.find_in_part(TablePart::Handles, lookup_ikey, ctx)?;
+        if let Some(it) = &handle {
+            self.check_part_kind(TablePart::Handles, it)?;
+        }
+        let data = if self.may_contain_inline(ukey) {
+            self.find_in_part(TablePart::Data, lookup_ikey, ctx)?
+        } else {
+            None
+        };
+        if let Some(it) = &data {
+            self.check_part_kind(TablePart::Data, it)?;
+        }
+        // Internal keys order newer versions first: the smaller key is the answer.
+        Ok(match (data, handle) {
+            (Some(d), Some(h)) => Some(if compare_internal(d.key(), h.key()).is_lt() {
+                d
+            } else {
+                h
+            }),
+            (d, h) => d.or(h),
+        })
+    }
+
+    /// Seeks `part` for the first entry at or after `lookup_ikey`; the block iterator positioned
+    /// there when it has the lookup's user key.
+    fn find_in_part(
+        &self,
+        part: TablePart,
+        lookup_ikey: &[u8],
+        ctx: ReadCtx,
+    ) -> Result<Option<BlockIter>> {
+        let Some(index) = self.part_index(part) else {
+            return Ok(None);
+        };
+        let mut index = BlockIter::internal(index.clone());
         index.seek(lookup_ikey)?;
         if !index.valid() {
             return Ok(None);
         }
-        let handle = self.decode_index_value(index.value())?;
-        let mut data = BlockIter::internal(self.data_block(handle, ctx)?);
-        data.seek(lookup_ikey)?;
-        if !data.valid() {
+        let handle = self.decode_index_value(part, index.value())?;
+        let mut block = BlockIter::internal(self.part_block(part, handle, ctx)?);
+        block.seek(lookup_ikey)?;
+        if !block.valid() {
             // The index key is the block's last key and it is >= the lookup key, so the block
             // must hold an entry at or after it.
             return Err(Error::corruption(
                 &*self.file_name,
                 handle.offset,
-                "data block ends before its index key",
+                format!("{} block ends before its index key", part.name()),
             ));
         }
-        Ok((user_key(data.key()) == ukey).then(|| (data.key().to_vec(), data.value().to_vec())))
+        Ok((user_key(block.key()) == user_key(lookup_ikey)).then_some(block))
     }
 
-    /// A two-level iterator over every entry of the table. Data blocks are loaded lazily with
-    /// `ctx`.
+    /// The kind of a stored entry's key; an unparseable key is corruption of `block`.
+    fn entry_kind(&self, ikey: &[u8], block: &Block) -> Result<ValueKind> {
+        ParsedKey::parse(ikey).map(|p| p.kind).ok_or_else(|| {
+            Error::corruption(
+                &*self.file_name,
+                block.offset(),
+                "entry has an unknown kind byte",
+            )
+        })
+    }
+
+    /// In an index-decoupled table, handle blocks hold only value handles and data blocks
+    /// everything else; an entry in the wrong part means the table is not what its writer wrote.
+    fn check_part_kind(&self, part: TablePart, it: &BlockIter) -> Result<()> {
+        let kind = self.entry_kind(it.key(), it.block())?;
+        if (kind == ValueKind::ValueHandle) != (part == TablePart::Handles) {
+            return Err(Error::corruption(
+                &*self.file_name,
+                it.block().offset(),
+                format!("{} block holds an entry of kind {kind:?}", part.name()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A two-level iterator over every entry of the table in internal-key order: in an
+    /// index-decoupled table, a merge of the data part and the handle part. Blocks are loaded
+    /// lazily with `ctx`.
     pub fn iter(self: &Arc<Self>, ctx: ReadCtx) -> TableIter {
-        TableIter::new(self.clone(), BlockIter::internal(self.index.clone()), ctx)
+        let mut parts = vec![TablePart::Data];
+        if self.handle_index.is_some() {
+            parts.push(TablePart::Handles);
+        }
+        TableIter::new(self.clone(), &parts, ctx)
+    }
+
+    /// An iterator over one part only (for tools that show the parts separately): the data
+    /// part of either layout (all entries of a mixed table), or the handle part of an
+    /// index-decoupled table. `None` for the handle part of a mixed table, which has none.
+    pub fn part_iter(self: &Arc<Self>, part: TablePart, ctx: ReadCtx) -> Option<TableIter> {
+        self.part_index(part)?;
+        Some(TableIter::new(self.clone(), &[part], ctx))
     }
 
     /// False when the bloom filter rules `user_key` out; true when the table may hold it (or
     /// has no filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    }
+
+    /// False when the table certainly holds no data-part entry (inline value or tombstone) for
+    /// `user_key`: the filter's inline probe rules it out in an index-decoupled table. Always
+    /// true for a mixed table (its data part holds everything) and for a table without a filter.
+    pub fn may_contain_inline(&self, user_key: &[u8]) -> bool {
+        match (&self.filter, self.layout) {
+            (Some(f), KeyTableLayout::IndexDecoupled) => f.may_contain_inline(user_key),
+            _ => true,
+        }
+    }
+
+    /// The layout the table was written in.
+    pub fn layout(&self) -> KeyTableLayout {
+        self.layout
     }
 
     /// The properties recorded when the table was built.
@@ -199,33 +353,49 @@ impl Table {
         &self.file_name
     }
 
-    /// Bytes of metadata pinned in memory (index and filter blocks).
+    /// Bytes of metadata pinned in memory (index(es) and filter blocks).
     pub fn pinned_bytes(&self) -> usize {
-        self.index.size() + self.filter.as_ref().map_or(0, BloomFilter::size)
+        self.index.size()
+            + self.handle_index.as_ref().map_or(0, |b| b.size())
+            + self.filter.as_ref().map_or(0, BloomFilter::size)
     }
 
-    /// The pinned index block (tests inspect handles through it).
-    #[cfg(test)]
-    pub(crate) fn index_block(&self) -> Arc<Block> {
-        self.index.clone()
+    /// The pinned index of `part`: the data index, or the handle index (`None` in a mixed
+    /// table). Tools walk it to verify every block of a part.
+    pub fn part_index(&self, part: TablePart) -> Option<&Arc<Block>> {
+        match part {
+            TablePart::Data => Some(&self.index),
+            TablePart::Handles => self.handle_index.as_ref(),
+        }
     }
 
-    /// Decodes an index entry's value; anything but exactly one handle is corruption.
-    pub(crate) fn decode_index_value(&self, value: &[u8]) -> Result<BlockHandle> {
+    /// Decodes an index entry's value of `part`; anything but exactly one handle is corruption.
+    pub fn decode_index_value(&self, part: TablePart, value: &[u8]) -> Result<BlockHandle> {
         BlockHandle::decode(value).ok_or_else(|| {
+            let offset = self.part_index(part).map_or(0, |b| b.offset());
             Error::corruption(
                 &*self.file_name,
-                self.index.offset(),
-                "index entry value is not a block handle",
+                offset,
+                format!("{} index entry value is not a block handle", part.name()),
             )
         })
     }
 
-    /// The data block at `handle`: from the cache when present, else read, verified and (when
-    /// `ctx.fill_cache`) cached.
-    pub(crate) fn data_block(&self, handle: BlockHandle, ctx: ReadCtx) -> Result<Arc<Block>> {
+    /// The block of `part` at `handle`: from the block cache when present, else read (counted
+    /// under `ctx.class`), verified and, when `ctx.fill_cache`, cached — data blocks at low
+    /// priority, handle blocks at high priority so GC lookups keep finding them.
+    pub fn part_block(
+        &self,
+        part: TablePart,
+        handle: BlockHandle,
+        ctx: ReadCtx,
+    ) -> Result<Arc<Block>> {
+        let priority = match part {
+            TablePart::Data => CachePriority::Low,
+            TablePart::Handles => CachePriority::High,
+        };
         if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset)
+            && let Some(block) = cache.get(self.file_number, handle.offset, priority)
         {
             return Ok(block);
         }
@@ -235,13 +405,13 @@ impl Table {
             handle,
             self.data_end,
             ctx.class,
-            "data",
+            part.name(),
         )?;
         let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
         if ctx.fill_cache
             && let Some(cache) = &self.cache
         {
-            cache.insert(self.file_number, handle.offset, block.clone());
+            cache.insert(self.file_number, handle.offset, block.clone(), priority);
         }
         Ok(block)
     }

@@ -1,5 +1,6 @@
-//! Whole-table tests: build → open → get / iterate, against a sorted model, plus corruption and
-//! truncation.
+//! Whole-table tests: build → open → get / get_key / iterate, against a sorted model, for both
+//! layouts, plus corruption and truncation. Index-decoupled specifics (I/O per lookup, parts,
+//! damage to the handle part) are in `decoupled_tests.rs`.
 
 use std::sync::Arc;
 
@@ -9,17 +10,23 @@ use rand::{Rng, SeedableRng};
 use super::format::FOOTER_LEN;
 use super::test_util::MemFile;
 use super::*;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachePriority};
 use crate::error::Error;
 use crate::io::{IoClass, IoStats};
 use crate::iter::InternalIterator;
 use crate::key::{
-    ValueKind, compare_internal, make_internal_key, make_lookup_key, pack_trailer, user_key,
+    ParsedKey, ValueKind, compare_internal, make_internal_key, make_lookup_key, pack_trailer,
+    user_key,
 };
+use crate::value::ValueHandle;
 
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+pub(super) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
-fn build(entries: &Entries, opts: TableBuilderOptions) -> (MemFile, FinishedTable) {
+/// Both layouts, for tests that must hold for each.
+pub(super) const LAYOUTS: [KeyTableLayout; 2] =
+    [KeyTableLayout::Mixed, KeyTableLayout::IndexDecoupled];
+
+pub(super) fn build(entries: &Entries, opts: TableBuilderOptions) -> (MemFile, FinishedTable) {
     let file = MemFile::default();
     let mut b = TableBuilder::new(Box::new(file.writer()), opts).unwrap();
     for (k, v) in entries {
@@ -32,7 +39,7 @@ fn build(entries: &Entries, opts: TableBuilderOptions) -> (MemFile, FinishedTabl
     (file, done)
 }
 
-fn open(file: &MemFile, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<Table>> {
+pub(super) fn open(file: &MemFile, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<Table>> {
     Table::open(
         file.reader(),
         "000012.sst".into(),
@@ -45,29 +52,37 @@ fn open(file: &MemFile, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<Tab
 }
 
 /// User keys `user{i}` for i in 0..n (even i only, so odd ones are absent), each with 1–3
-/// versions; some versions are deletions.
-fn model(rng: &mut StdRng, n: usize, max_value: usize) -> Entries {
+/// versions; some versions are deletions, about a third are value handles (so both parts of an
+/// index-decoupled table are populated, and some keys have versions in both).
+pub(super) fn model(rng: &mut StdRng, n: usize, max_value: usize) -> Entries {
     let mut out = Vec::new();
     for i in (0..n).step_by(2) {
         let user = format!("user{i:06}");
         let versions = rng.random_range(1..=3);
         let mut seq = 1000 + rng.random_range(0..100u64);
         for _ in 0..versions {
-            let kind = if rng.random_bool(0.15) {
-                ValueKind::Deletion
-            } else {
-                ValueKind::Value
+            let kind = match rng.random_range(0..100) {
+                0..15 => ValueKind::Deletion,
+                15..50 => ValueKind::ValueHandle,
+                _ => ValueKind::Value,
             };
-            let value = if kind == ValueKind::Deletion {
-                Vec::new()
-            } else {
-                let len = rng.random_range(0..=max_value);
-                format!("value-{i}-{seq}-")
-                    .into_bytes()
-                    .into_iter()
-                    .cycle()
-                    .take(len)
-                    .collect()
+            let value = match kind {
+                ValueKind::Deletion => Vec::new(),
+                ValueKind::ValueHandle => ValueHandle {
+                    file_number: 7 + i as u64 % 5,
+                    offset: seq * 100,
+                    len: 4096 + i as u64,
+                }
+                .encode(),
+                ValueKind::Value => {
+                    let len = rng.random_range(0..=max_value);
+                    format!("value-{i}-{seq}-")
+                        .into_bytes()
+                        .into_iter()
+                        .cycle()
+                        .take(len)
+                        .collect()
+                }
             };
             out.push((make_internal_key(user.as_bytes(), seq, kind), value));
             seq -= rng.random_range(1..50);
@@ -77,8 +92,24 @@ fn model(rng: &mut StdRng, n: usize, max_value: usize) -> Entries {
     out
 }
 
+pub(super) fn kind_of(ikey: &[u8]) -> ValueKind {
+    ParsedKey::parse(ikey).expect("model keys parse").kind
+}
+
+/// What `Table::get_key` must return, derived from what `get` must return.
+pub(super) fn expected_get_key(entries: &Entries, lookup: &[u8]) -> Option<(Vec<u8>, KeyEntry)> {
+    expected_get(entries, lookup).map(|(k, v)| {
+        let e = match kind_of(&k) {
+            ValueKind::ValueHandle => KeyEntry::Handle(v),
+            ValueKind::Value => KeyEntry::Inline,
+            ValueKind::Deletion => KeyEntry::Deletion,
+        };
+        (k, e)
+    })
+}
+
 /// What `Table::get` must return for a lookup, computed from the model.
-fn expected_get(entries: &Entries, lookup: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+pub(super) fn expected_get(entries: &Entries, lookup: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let i = entries.partition_point(|(k, _)| compare_internal(k, lookup).is_lt());
     entries
         .get(i)
@@ -86,7 +117,7 @@ fn expected_get(entries: &Entries, lookup: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> 
         .cloned()
 }
 
-fn scan_forward(it: &mut TableIter) -> crate::Result<Entries> {
+pub(super) fn scan_forward(it: &mut TableIter) -> crate::Result<Entries> {
     let mut out = Vec::new();
     it.seek_to_first()?;
     while it.valid() {
@@ -96,7 +127,7 @@ fn scan_forward(it: &mut TableIter) -> crate::Result<Entries> {
     Ok(out)
 }
 
-fn scan_backward(it: &mut TableIter) -> crate::Result<Entries> {
+pub(super) fn scan_backward(it: &mut TableIter) -> crate::Result<Entries> {
     let mut out = Vec::new();
     it.seek_to_last()?;
     while it.valid() {
@@ -107,7 +138,7 @@ fn scan_backward(it: &mut TableIter) -> crate::Result<Entries> {
     Ok(out)
 }
 
-fn opts(block_size: usize, compression: Compression) -> TableBuilderOptions {
+pub(super) fn opts(block_size: usize, compression: Compression) -> TableBuilderOptions {
     TableBuilderOptions {
         block_size,
         compression,
@@ -115,7 +146,15 @@ fn opts(block_size: usize, compression: Compression) -> TableBuilderOptions {
     }
 }
 
+/// Builds `entries` in each layout with `o` and checks everything a reader offers against the
+/// model.
 fn check_table(entries: &Entries, o: TableBuilderOptions, seed: u64) {
+    for layout in LAYOUTS {
+        check_table_layout(entries, TableBuilderOptions { layout, ..o }, seed);
+    }
+}
+
+fn check_table_layout(entries: &Entries, o: TableBuilderOptions, seed: u64) {
     let (file, done) = build(entries, o);
     let cache = Arc::new(BlockCache::new(1 << 20));
     let table = open(&file, Some(cache.clone())).unwrap();
@@ -130,7 +169,25 @@ fn check_table(entries: &Entries, o: TableBuilderOptions, seed: u64) {
             .count() as u64
     );
     assert_eq!(p.compression, o.compression.name());
-    assert_eq!(p.format_version, FORMAT_VERSION);
+    assert_eq!(p.format_version, o.layout.format_version());
+    assert_eq!((p.layout(), table.layout()), (o.layout, o.layout));
+    let handles = entries
+        .iter()
+        .filter(|(k, _)| kind_of(k) == ValueKind::ValueHandle)
+        .count() as u64;
+    match o.layout {
+        KeyTableLayout::Mixed => {
+            assert_eq!(p.num_handle_entries, 0);
+            assert_eq!((p.num_handle_blocks, p.handle_bytes), (0, 0));
+            assert_eq!(p.handle_index_bytes, 0);
+        }
+        KeyTableLayout::IndexDecoupled => {
+            assert_eq!(p.num_handle_entries, handles);
+            assert_eq!(p.num_handle_blocks == 0, handles == 0);
+            assert!(p.handle_index_bytes > 0);
+            assert_eq!(p.num_data_blocks == 0, handles == entries.len() as u64);
+        }
+    }
     if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
         assert_eq!(p.smallest_key, first.0);
         assert_eq!(p.largest_key, last.0);
@@ -159,15 +216,44 @@ fn check_table(entries: &Entries, o: TableBuilderOptions, seed: u64) {
                 table.get(&lookup, ctx).unwrap(),
                 expected_get(entries, &lookup)
             );
+            assert_eq!(
+                table.get_key(&lookup, ctx).unwrap(),
+                expected_get_key(entries, &lookup)
+            );
         }
     }
     for i in 0..200 {
         let user = format!("user{:06}", 2 * rng.random_range(0..2000) + 1);
         let lookup = make_lookup_key(user.as_bytes(), 5000);
         assert_eq!(table.get(&lookup, ctx).unwrap(), None, "{i}");
+        assert_eq!(table.get_key(&lookup, ctx).unwrap(), None, "{i}");
     }
 
-    // Random seeks against the model, with a few steps either way.
+    // Each part alone is sorted and holds exactly the entries its layout routes to it.
+    let mut data = scan_forward(&mut table.part_iter(TablePart::Data, ctx).unwrap()).unwrap();
+    match table.part_iter(TablePart::Handles, ctx) {
+        None => assert_eq!(o.layout, KeyTableLayout::Mixed),
+        Some(mut it) => {
+            let handle_part = scan_forward(&mut it).unwrap();
+            assert!(
+                handle_part
+                    .iter()
+                    .all(|(k, _)| kind_of(k) == ValueKind::ValueHandle)
+            );
+            assert!(
+                data.iter()
+                    .all(|(k, _)| kind_of(k) != ValueKind::ValueHandle)
+            );
+            assert_eq!(handle_part.len() as u64, handles);
+            assert_eq!(scan_backward(&mut it).unwrap(), handle_part);
+            data.extend(handle_part);
+            data.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        }
+    }
+    assert_eq!(data, *entries);
+
+    // Random seeks against the model, with a few steps either way (so the merge of an
+    // index-decoupled table changes direction often).
     let mut it = table.iter(ReadCtx {
         class: IoClass::CompactionRead,
         fill_cache: false,
@@ -184,7 +270,7 @@ fn check_table(entries: &Entries, o: TableBuilderOptions, seed: u64) {
             let i = entries.partition_point(|(k, _)| compare_internal(k, &target).is_le());
             i.checked_sub(1)
         };
-        for _ in 0..4 {
+        for _ in 0..6 {
             match pos {
                 Some(p) => {
                     assert!(it.valid());
@@ -192,6 +278,13 @@ fn check_table(entries: &Entries, o: TableBuilderOptions, seed: u64) {
                         (it.key(), it.value()),
                         (&entries[p].0[..], &entries[p].1[..])
                     );
+                    let want = match (o.layout, kind_of(&entries[p].0)) {
+                        (KeyTableLayout::IndexDecoupled, ValueKind::ValueHandle) => {
+                            TablePart::Handles
+                        }
+                        _ => TablePart::Data,
+                    };
+                    assert_eq!(it.part(), Some(want));
                 }
                 None => {
                     assert!(!it.valid());
@@ -255,81 +348,135 @@ fn round_trip_large_value_and_no_filter() {
 
 #[test]
 fn empty_table() {
-    let (file, done) = build(&Vec::new(), TableBuilderOptions::default());
-    assert_eq!(done.properties.num_entries, 0);
-    let table = open(&file, None).unwrap();
-    let mut it = table.iter(ReadCtx::default());
-    assert!(scan_forward(&mut it).unwrap().is_empty());
-    assert!(scan_backward(&mut it).unwrap().is_empty());
-    assert_eq!(
-        table
-            .get(&make_lookup_key(b"a", 9), ReadCtx::default())
-            .unwrap(),
-        None
-    );
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..TableBuilderOptions::default()
+        };
+        let (file, done) = build(&Vec::new(), o);
+        assert_eq!(done.properties.num_entries, 0);
+        let table = open(&file, None).unwrap();
+        let mut it = table.iter(ReadCtx::default());
+        assert!(scan_forward(&mut it).unwrap().is_empty());
+        assert!(scan_backward(&mut it).unwrap().is_empty());
+        let lookup = make_lookup_key(b"a", 9);
+        assert_eq!(table.get(&lookup, ReadCtx::default()).unwrap(), None);
+        assert_eq!(table.get_key(&lookup, ReadCtx::default()).unwrap(), None);
+    }
 }
 
 #[test]
 fn get_returns_newest_visible_version() {
+    let handle = ValueHandle {
+        file_number: 3,
+        offset: 40,
+        len: 9,
+    }
+    .encode();
     let entries: Entries = vec![
         (
             make_internal_key(b"k", 30, ValueKind::Value),
             b"v30".to_vec(),
+        ),
+        (
+            make_internal_key(b"k", 25, ValueKind::ValueHandle),
+            handle.clone(),
         ),
         (make_internal_key(b"k", 20, ValueKind::Deletion), vec![]),
         (
             make_internal_key(b"k", 10, ValueKind::Value),
             b"v10".to_vec(),
         ),
+        (
+            make_internal_key(b"k", 5, ValueKind::ValueHandle),
+            handle.clone(),
+        ),
     ];
-    let (file, _) = build(&entries, opts(1, Compression::None));
-    let table = open(&file, None).unwrap();
-    let ctx = ReadCtx::default();
-    let get = |s| table.get(&make_lookup_key(b"k", s), ctx).unwrap();
-    assert_eq!(get(100), Some(entries[0].clone()));
-    assert_eq!(get(30), Some(entries[0].clone()));
-    assert_eq!(get(29), Some(entries[1].clone()));
-    assert_eq!(get(20), Some(entries[1].clone()));
-    assert_eq!(get(15), Some(entries[2].clone()));
-    assert_eq!(get(9), None);
-    assert!(
-        matches!(table.get(b"short", ctx), Err(Error::InvalidArgument(_))),
-        "lookup keys need a trailer"
-    );
+    for layout in LAYOUTS {
+        let (file, _) = build(
+            &entries,
+            TableBuilderOptions {
+                layout,
+                ..opts(1, Compression::None)
+            },
+        );
+        let table = open(&file, None).unwrap();
+        let ctx = ReadCtx::default();
+        let get = |s| table.get(&make_lookup_key(b"k", s), ctx).unwrap();
+        let get_key = |s| {
+            table
+                .get_key(&make_lookup_key(b"k", s), ctx)
+                .unwrap()
+                .map(|(_, e)| e)
+        };
+        assert_eq!(get(100), Some(entries[0].clone()));
+        assert_eq!(get(30), Some(entries[0].clone()));
+        assert_eq!(get_key(30), Some(KeyEntry::Inline));
+        assert_eq!(get(29), Some(entries[1].clone()));
+        assert_eq!(get(25), Some(entries[1].clone()));
+        assert_eq!(get_key(25), Some(KeyEntry::Handle(handle.clone())));
+        assert_eq!(get(24), Some(entries[2].clone()));
+        assert_eq!(get(20), Some(entries[2].clone()));
+        assert_eq!(get_key(20), Some(KeyEntry::Deletion));
+        assert_eq!(get(15), Some(entries[3].clone()));
+        assert_eq!(get(7), Some(entries[4].clone()));
+        assert_eq!(get_key(5), Some(KeyEntry::Handle(handle.clone())));
+        assert_eq!(get(4), None);
+        assert_eq!(get_key(4), None);
+        assert!(
+            matches!(table.get(b"short", ctx), Err(Error::InvalidArgument(_))),
+            "lookup keys need a trailer"
+        );
+        assert!(matches!(
+            table.get_key(b"short", ctx),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
 }
 
 #[test]
 fn bloom_filter_skips_io_for_absent_keys() {
     let mut rng = StdRng::seed_from_u64(4);
     let entries = model(&mut rng, 2000, 20);
-    let (file, _) = build(&entries, TableBuilderOptions::default());
-    let stats = Arc::new(IoStats::default());
-    let table = Table::open(
-        file.reader_with_stats(stats.clone()),
-        "1.sst".into(),
-        1,
-        file.len(),
-        None,
-        IoClass::Other,
-    )
-    .unwrap();
-    let ctx = ReadCtx::new(IoClass::UserRead);
-    let mut reads = 0;
-    for i in 0..1000 {
-        let user = format!("user{:06}", 2 * i + 1);
-        assert!(
-            table
-                .get(&make_lookup_key(user.as_bytes(), 5000), ctx)
-                .unwrap()
-                .is_none()
-        );
-        reads += u64::from(table.may_contain(user.as_bytes()));
-    }
-    // Only false positives read a data block.
-    assert_eq!(stats.get(IoClass::UserRead).read_ops, reads);
-    assert!(reads < 30, "{reads} false positives");
-    for (k, _) in &entries {
-        assert!(table.may_contain(user_key(k)));
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..TableBuilderOptions::default()
+        };
+        let (file, _) = build(&entries, o);
+        let stats = Arc::new(IoStats::default());
+        let table = Table::open(
+            file.reader_with_stats(stats.clone()),
+            "1.sst".into(),
+            1,
+            file.len(),
+            None,
+            IoClass::Other,
+        )
+        .unwrap();
+        let ctx = ReadCtx::new(IoClass::UserRead);
+        let mut false_positives = 0;
+        for i in 0..1000 {
+            let user = format!("user{:06}", 2 * i + 1);
+            let lookup = make_lookup_key(user.as_bytes(), 5000);
+            let before = stats.get(IoClass::UserRead).read_ops;
+            assert!(table.get(&lookup, ctx).unwrap().is_none());
+            assert!(table.get_key(&lookup, ctx).unwrap().is_none());
+            let reads = stats.get(IoClass::UserRead).read_ops - before;
+            if table.may_contain(user.as_bytes()) {
+                false_positives += 1;
+            } else {
+                // Ruled out by the filter: no block read at all.
+                assert_eq!(reads, 0, "{layout:?} {user}");
+            }
+        }
+        assert!(false_positives < 30, "{false_positives} false positives");
+        for (k, _) in &entries {
+            assert!(table.may_contain(user_key(k)));
+            if kind_of(k) != ValueKind::ValueHandle {
+                assert!(table.may_contain_inline(user_key(k)));
+            }
+        }
     }
 }
 
@@ -337,36 +484,57 @@ fn bloom_filter_skips_io_for_absent_keys() {
 fn block_cache_is_used_and_fill_cache_respected() {
     let mut rng = StdRng::seed_from_u64(5);
     let entries = model(&mut rng, 2000, 50);
-    let (file, done) = build(&entries, TableBuilderOptions::default());
-    let cache = Arc::new(BlockCache::new(1 << 20));
-    let stats = Arc::new(IoStats::default());
-    let table = Arc::new(
-        Table::open(
-            file.reader_with_stats(stats.clone()),
-            "5.sst".into(),
-            5,
-            file.len(),
-            Some(cache.clone()),
-            IoClass::Other,
-        )
-        .unwrap(),
-    );
-    let no_fill = ReadCtx {
-        class: IoClass::CompactionRead,
-        fill_cache: false,
-    };
-    assert_eq!(scan_forward(&mut table.iter(no_fill)).unwrap(), entries);
-    assert_eq!(cache.usage_bytes(), 0);
-    let blocks = done.properties.num_data_blocks;
-    assert_eq!(stats.get(IoClass::CompactionRead).read_ops, blocks);
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..TableBuilderOptions::default()
+        };
+        let (file, done) = build(&entries, o);
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let stats = Arc::new(IoStats::default());
+        let table = Arc::new(
+            Table::open(
+                file.reader_with_stats(stats.clone()),
+                "5.sst".into(),
+                5,
+                file.len(),
+                Some(cache.clone()),
+                IoClass::Other,
+            )
+            .unwrap(),
+        );
+        let no_fill = ReadCtx {
+            class: IoClass::CompactionRead,
+            fill_cache: false,
+        };
+        assert_eq!(scan_forward(&mut table.iter(no_fill)).unwrap(), entries);
+        assert_eq!(cache.usage_bytes(), 0);
+        let p = &done.properties;
+        let blocks = p.num_data_blocks + p.num_handle_blocks;
+        assert_eq!(stats.get(IoClass::CompactionRead).read_ops, blocks);
+        assert_eq!(
+            stats.get(IoClass::CompactionRead).read_bytes,
+            p.data_bytes + p.handle_bytes
+        );
 
-    let fill = ReadCtx::new(IoClass::UserRead);
-    scan_forward(&mut table.iter(fill)).unwrap();
-    assert!(cache.usage_bytes() > 0);
-    let hits = cache.hits();
-    scan_forward(&mut table.iter(fill)).unwrap();
-    assert_eq!(cache.hits() - hits, blocks);
-    assert_eq!(stats.get(IoClass::UserRead).read_ops, blocks);
+        let fill = ReadCtx::new(IoClass::UserRead);
+        scan_forward(&mut table.iter(fill)).unwrap();
+        assert!(cache.usage_bytes() > 0);
+        // Handle blocks went to the high-priority pool, data blocks to the low one.
+        assert_eq!(
+            cache.pool_usage_bytes(CachePriority::High) > 0,
+            p.num_handle_blocks > 0
+        );
+        let hits = cache.hits();
+        scan_forward(&mut table.iter(fill)).unwrap();
+        assert_eq!(cache.hits() - hits, blocks);
+        assert_eq!(
+            cache.pool_hits(CachePriority::High),
+            p.num_handle_blocks,
+            "{layout:?}"
+        );
+        assert_eq!(stats.get(IoClass::UserRead).read_ops, blocks);
+    }
 }
 
 #[test]
@@ -420,28 +588,35 @@ fn builder_rejects_bad_input() {
 fn flipped_bytes_are_detected_or_harmless() {
     let mut rng = StdRng::seed_from_u64(6);
     let entries = model(&mut rng, 60, 30);
-    for c in [Compression::None, Compression::Lz4] {
-        let (file, _) = build(&entries, opts(128, c));
-        let good = file.bytes();
-        for i in 0..good.len() {
-            for mask in [0x01u8, 0x80] {
-                let bad = MemFile::from_bytes(good.clone());
-                bad.flip(i, mask);
-                let what = format!("{c:?} byte {i} mask {mask:#x}");
-                // Every byte is covered by a checksum, the magic or the version, and the
-                // exercise reads every block, so every flip must be noticed.
-                assert!(
-                    check_damaged(&bad, &entries, &what),
-                    "{what} went unnoticed"
-                );
+    for layout in LAYOUTS {
+        for c in [Compression::None, Compression::Lz4] {
+            let o = TableBuilderOptions {
+                layout,
+                ..opts(128, c)
+            };
+            let (file, _) = build(&entries, o);
+            let good = file.bytes();
+            for i in 0..good.len() {
+                for mask in [0x01u8, 0x80] {
+                    let bad = MemFile::from_bytes(good.clone());
+                    bad.flip(i, mask);
+                    let what = format!("{layout:?} {c:?} byte {i} mask {mask:#x}");
+                    // Every byte is covered by a checksum, the magic or the version, and the
+                    // exercise reads every block, so every flip must be noticed.
+                    assert!(
+                        check_damaged(&bad, &entries, &what),
+                        "{what} went unnoticed"
+                    );
+                }
             }
         }
     }
 }
 
-/// Opens a damaged table and exercises it: anything but a corruption error or correct data
-/// fails the test. Returns whether the damage was detected.
-fn check_damaged(file: &MemFile, entries: &Entries, what: &str) -> bool {
+/// Opens a damaged table and exercises it (point lookups of both kinds, scans both ways):
+/// anything but a corruption error or correct data fails the test. Returns whether the damage
+/// was detected.
+pub(super) fn check_damaged(file: &MemFile, entries: &Entries, what: &str) -> bool {
     let corrupt = |e: Error| assert!(e.is_corruption(), "{what}: {e}");
     let table = match open(file, None) {
         Ok(t) => t,
@@ -456,6 +631,13 @@ fn check_damaged(file: &MemFile, entries: &Entries, what: &str) -> bool {
         let lookup = make_lookup_key(user_key(k), crate::key::seq_of(k));
         match table.get(&lookup, ctx) {
             Ok(got) => assert_eq!(got, expected_get(entries, &lookup), "{what}"),
+            Err(e) => {
+                corrupt(e);
+                detected = true;
+            }
+        }
+        match table.get_key(&lookup, ctx) {
+            Ok(got) => assert_eq!(got, expected_get_key(entries, &lookup), "{what}"),
             Err(e) => {
                 corrupt(e);
                 detected = true;
@@ -482,22 +664,48 @@ fn check_damaged(file: &MemFile, entries: &Entries, what: &str) -> bool {
             detected = true;
         }
     }
+    // Backward: a suffix of the model until an error.
+    let mut n = entries.len();
+    let mut r = it.seek_to_last();
+    while r.is_ok() && it.valid() {
+        n -= 1;
+        assert_eq!(
+            (it.key(), it.value()),
+            (&entries[n].0[..], &entries[n].1[..]),
+            "{what}"
+        );
+        r = it.prev();
+    }
+    match r {
+        Ok(()) => assert_eq!(n, 0, "{what}"),
+        Err(e) => {
+            corrupt(e);
+            detected = true;
+        }
+    }
     detected
 }
 
 #[test]
-fn damaged_data_block_is_caught_by_its_crc() {
+fn damaged_data_and_handle_blocks_are_caught_by_their_crc() {
     let mut rng = StdRng::seed_from_u64(7);
     let entries = model(&mut rng, 60, 30);
-    let (file, done) = build(&entries, opts(128, Compression::None));
-    let data_bytes = done.properties.data_bytes as usize;
-    for i in (0..data_bytes).step_by(7) {
-        let bad = MemFile::from_bytes(file.bytes());
-        bad.flip(i, 0x10);
-        assert!(
-            check_damaged(&bad, &entries, &format!("data byte {i}")),
-            "damage at data byte {i} went unnoticed"
-        );
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..opts(128, Compression::None)
+        };
+        let (file, done) = build(&entries, o);
+        // Data and handle blocks come first in the file (interleaved in the decoupled layout).
+        let block_bytes = (done.properties.data_bytes + done.properties.handle_bytes) as usize;
+        for i in (0..block_bytes).step_by(7) {
+            let bad = MemFile::from_bytes(file.bytes());
+            bad.flip(i, 0x10);
+            assert!(
+                check_damaged(&bad, &entries, &format!("{layout:?} block byte {i}")),
+                "{layout:?}: damage at block byte {i} went unnoticed"
+            );
+        }
     }
 }
 
@@ -505,57 +713,87 @@ fn damaged_data_block_is_caught_by_its_crc() {
 fn truncated_files_are_corruption() {
     let mut rng = StdRng::seed_from_u64(8);
     let entries = model(&mut rng, 100, 30);
-    let (file, _) = build(&entries, TableBuilderOptions::default());
-    let good = file.bytes();
-    for len in (0..good.len()).step_by(13).chain([good.len() - 1]) {
-        let short = MemFile::from_bytes(good[..len].to_vec());
-        // Declared size = the truncated size: the footer is not where it should be.
-        let err = open(&short, None).unwrap_err();
-        assert!(err.is_corruption(), "len {len}: {err}");
-        // Declared size = the original size: the file is shorter than recorded.
-        let err = Table::open(
-            short.reader(),
-            "t.sst".into(),
-            1,
-            good.len() as u64,
-            None,
-            IoClass::Other,
-        )
-        .unwrap_err();
-        assert!(err.is_corruption(), "len {len}: {err}");
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..TableBuilderOptions::default()
+        };
+        let (file, _) = build(&entries, o);
+        let good = file.bytes();
+        for len in (0..good.len()).step_by(13).chain([good.len() - 1]) {
+            let short = MemFile::from_bytes(good[..len].to_vec());
+            // Declared size = the truncated size: the footer is not where it should be.
+            let err = open(&short, None).unwrap_err();
+            assert!(err.is_corruption(), "len {len}: {err}");
+            // Declared size = the original size: the file is shorter than recorded.
+            let err = Table::open(
+                short.reader(),
+                "t.sst".into(),
+                1,
+                good.len() as u64,
+                None,
+                IoClass::Other,
+            )
+            .unwrap_err();
+            assert!(err.is_corruption(), "len {len}: {err}");
+        }
+        assert!(good.len() > FOOTER_LEN);
     }
-    assert!(good.len() > FOOTER_LEN);
 }
 
 #[test]
 fn corruption_errors_name_file_and_block() {
     let mut rng = StdRng::seed_from_u64(9);
     let entries = model(&mut rng, 100, 30);
-    let (file, _) = build(&entries, opts(256, Compression::None));
-    let table = open(&file, None).unwrap();
-    // Find the second data block's offset through the index.
-    let mut index = BlockIter::internal(table.index_block());
-    index.seek_to_first().unwrap();
-    index.next().unwrap();
-    let h = BlockHandle::decode(index.value()).unwrap();
-    file.flip(h.offset as usize + 3, 0x20);
-    let table = open(&file, None).unwrap();
-    let err = scan_forward(&mut table.iter(ReadCtx::default())).unwrap_err();
-    match err {
-        Error::Corruption { file, offset, .. } => {
-            assert_eq!((file.as_str(), offset), ("000012.sst", h.offset));
+    for (layout, part) in [
+        (KeyTableLayout::Mixed, TablePart::Data),
+        (KeyTableLayout::IndexDecoupled, TablePart::Data),
+        (KeyTableLayout::IndexDecoupled, TablePart::Handles),
+    ] {
+        let o = TableBuilderOptions {
+            layout,
+            ..opts(256, Compression::None)
+        };
+        let (file, _) = build(&entries, o);
+        let table = open(&file, None).unwrap();
+        // Find the part's second block's offset through its index.
+        let mut index = BlockIter::internal(table.part_index(part).unwrap().clone());
+        index.seek_to_first().unwrap();
+        index.next().unwrap();
+        let h = BlockHandle::decode(index.value()).unwrap();
+        file.flip(h.offset as usize + 3, 0x20);
+        let table = open(&file, None).unwrap();
+        let err = scan_forward(&mut table.iter(ReadCtx::default())).unwrap_err();
+        match err {
+            Error::Corruption {
+                file,
+                offset,
+                detail,
+            } => {
+                assert_eq!((file.as_str(), offset), ("000012.sst", h.offset));
+                assert!(detail.starts_with(part.name()), "{detail}");
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
     }
 }
 
 #[test]
 fn unknown_version_is_named() {
-    let (file, _) = build(&Vec::new(), TableBuilderOptions::default());
-    let at = file.len() as usize - 16;
-    file.flip(at, 1 ^ 7);
-    let err = open(&file, None).unwrap_err().to_string();
-    assert!(err.contains("version 7"), "{err}");
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..TableBuilderOptions::default()
+        };
+        let (file, _) = build(&Vec::new(), o);
+        let at = file.len() as usize - 16;
+        // Version 7: unknown to this build, whatever the layout was.
+        file.flip(at, layout.format_version() as u8 ^ 7);
+        let err = open(&file, None).unwrap_err();
+        assert!(err.is_corruption());
+        let err = err.to_string();
+        assert!(err.contains("version 7"), "{err}");
+    }
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! Human-readable dumps of single database files (`gleaner dump`).
 //!
 //! The kind of file is decided by its name (as [`parse_file_name`] recognizes it):
-//! - key table (`NNNNNN.sst`): its properties, one `name: value` per line, a blank line, then
-//!   every entry as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE` (the value is empty for a
-//!   deletion);
+//! - key table (`NNNNNN.sst`): its layout and properties, one `name: value` per line, a blank
+//!   line, then every entry as `KEY<TAB>seq=N<TAB>kind=put|del|handle<TAB>VALUE` (the value is
+//!   empty for a deletion). An index-decoupled table shows its parts one after the other, each
+//!   introduced by a `# data part: ...` or `# handle part: ...` line;
 //! - WAL (`NNNNNN.log`): per record a `# record at offset O: sequence S, N ops` line, then every
 //!   op as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE`, like table entries; a torn tail is shown
 //!   as a `# torn tail ...` line;
@@ -30,7 +31,7 @@ use crate::io::{CountedReader, FileSystem, IoClass, IoStats, PosixFs, ReadFileOp
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo};
 use crate::options::{WalRecoveryMode, parse_options_file};
-use crate::table::{ReadCtx, Table, TableProperties};
+use crate::table::{KeyTableLayout, ReadCtx, Table, TableIter, TablePart, TableProperties};
 use crate::value::ValueTable;
 use crate::version::VersionEdit;
 use crate::version::set::MAX_MANIFEST_RECORD;
@@ -124,10 +125,33 @@ impl Dumper<'_> {
         )?);
         self.properties(table.properties())?;
         self.line("")?;
-        let mut it = table.iter(ReadCtx {
+        let ctx = ReadCtx {
             class: IoClass::Other,
             fill_cache: false,
-        });
+        };
+        if table.layout() == KeyTableLayout::Mixed {
+            return self.table_entries(table.iter(ctx));
+        }
+        let p = table.properties();
+        for part in [TablePart::Data, TablePart::Handles] {
+            let Some(it) = table.part_iter(part, ctx) else {
+                continue;
+            };
+            let (blocks, entries, bytes) = match part {
+                TablePart::Data => (p.num_data_blocks, p.num_data_entries(), p.data_bytes),
+                TablePart::Handles => (p.num_handle_blocks, p.num_handle_entries, p.handle_bytes),
+            };
+            self.line(&format!(
+                "# {} part: {blocks} blocks, {entries} entries, {bytes} bytes",
+                part.name()
+            ))?;
+            self.table_entries(it)?;
+        }
+        Ok(())
+    }
+
+    /// One line per entry of `it`, from the first.
+    fn table_entries(&mut self, mut it: TableIter) -> Result<()> {
         it.seek_to_first()?;
         while it.valid() {
             let parsed = ParsedKey::parse(it.key()).ok_or_else(|| {
@@ -203,7 +227,8 @@ impl Dumper<'_> {
 
     fn properties(&mut self, p: &TableProperties) -> Result<()> {
         let hex = self.hex;
-        let lines = [
+        let mut lines = vec![
+            format!("layout: {}", p.layout().name()),
             format!("num_entries: {}", p.num_entries),
             format!("num_deletions: {}", p.num_deletions),
             format!("num_data_blocks: {}", p.num_data_blocks),
@@ -222,6 +247,14 @@ impl Dumper<'_> {
             ),
             format!("largest_key: {}", render_internal_key(&p.largest_key, hex)),
         ];
+        if p.layout() == KeyTableLayout::IndexDecoupled {
+            lines.extend([
+                format!("num_handle_blocks: {}", p.num_handle_blocks),
+                format!("num_handle_entries: {}", p.num_handle_entries),
+                format!("handle_bytes: {}", p.handle_bytes),
+                format!("handle_index_bytes: {}", p.handle_index_bytes),
+            ]);
+        }
         for l in lines {
             self.line(&l)?;
         }

@@ -281,6 +281,56 @@ fn dump_of_a_key_table_lists_its_entries() {
 }
 
 #[test]
+fn dump_of_an_index_decoupled_key_table_shows_both_parts() {
+    use crate::io::{FileSystem, PosixFs, WriteFileOptions};
+    use crate::key::{ValueKind, make_internal_key};
+    use crate::table::{KeyTableLayout, TableBuilder, TableBuilderOptions};
+    use crate::value::ValueHandle;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("000007.sst");
+    let file = PosixFs::new()
+        .new_writable(&path, WriteFileOptions::default())
+        .expect("create");
+    let opts = TableBuilderOptions {
+        layout: KeyTableLayout::IndexDecoupled,
+        ..TableBuilderOptions::default()
+    };
+    let mut b = TableBuilder::new(file, opts).expect("builder");
+    let handle = ValueHandle {
+        file_number: 3,
+        offset: 0,
+        len: 10,
+    }
+    .encode();
+    b.add(&make_internal_key(b"a", 9, ValueKind::Value), b"small")
+        .expect("add");
+    b.add(&make_internal_key(b"a", 8, ValueKind::ValueHandle), &handle)
+        .expect("add");
+    b.add(&make_internal_key(b"b", 7, ValueKind::Deletion), b"")
+        .expect("add");
+    b.finish().expect("finish");
+
+    let out = dump(&path, false);
+    assert!(out.starts_with("layout: index-decoupled\n"), "{out}");
+    assert!(out.contains("num_handle_entries: 1\n"), "{out}");
+    let data = out
+        .find("# data part: 1 blocks, 2 entries")
+        .expect("data part");
+    let handles = out
+        .find("# handle part: 1 blocks, 1 entries")
+        .expect("handle part");
+    assert!(data < handles, "{out}");
+    let a9 = out.find("a\tseq=9\tkind=put\tsmall\n").expect("a@9");
+    let b7 = out.find("b\tseq=7\tkind=del\t\n").expect("b@7");
+    let a8 = out.find("a\tseq=8\tkind=handle\t").expect("a@8");
+    assert!(
+        data < a9 && a9 < b7 && b7 < handles && handles < a8,
+        "{out}"
+    );
+}
+
+#[test]
 fn dump_of_wal_manifest_current_and_options() {
     let dir = wal_db(3);
     let db = Db::open(dir.path(), Options::default()).expect("open");

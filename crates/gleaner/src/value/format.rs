@@ -169,6 +169,7 @@ mod tests {
 
         let kt = crate::table::Footer {
             index: BlockHandle::default(),
+            handle_index: None,
             filter: None,
             properties: BlockHandle::default(),
             format_version: 1,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachePriority};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::io::accounting::CountedReader;
@@ -264,7 +264,7 @@ impl ValueTable {
         fill_cache: bool,
     ) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset)
+            && let Some(block) = cache.get(self.file_number, handle.offset, CachePriority::Low)
         {
             return Ok(block);
         }
@@ -278,7 +278,12 @@ impl ValueTable {
         )?;
         let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
         if fill_cache && let Some(cache) = &self.cache {
-            cache.insert(self.file_number, handle.offset, block.clone());
+            cache.insert(
+                self.file_number,
+                handle.offset,
+                block.clone(),
+                CachePriority::Low,
+            );
         }
         Ok(block)
     }
