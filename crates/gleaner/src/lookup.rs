@@ -20,3 +20,25 @@ pub enum Lookup {
     /// The newest version is a deletion.
     Deleted,
 }
+
+/// The answer of a GC validity lookup ([`Version::get_key`](crate::version::Version::get_key)):
+/// the kind and sequence number of the newest version at or below the lookup's sequence
+/// number, without its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyLookup {
+    /// A separated value written at `seq`.
+    Handle {
+        /// The version's sequence number.
+        seq: SeqNo,
+    },
+    /// An inline value written at `seq`.
+    Inline {
+        /// The version's sequence number.
+        seq: SeqNo,
+    },
+    /// A deletion written at `seq`.
+    Deleted {
+        /// The version's sequence number.
+        seq: SeqNo,
+    },
+}

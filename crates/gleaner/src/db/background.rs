@@ -22,7 +22,7 @@ use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
 use crate::io::IoClass;
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::table::TableBuilderOptions;
+use crate::table::{KeyTableLayout, TableBuilderOptions};
 use crate::version::{FileKind, Version, VersionEdit};
 
 /// How long an idle worker sleeps before re-checking for work on its own (a backstop; workers
@@ -46,7 +46,11 @@ pub(super) fn table_options(opts: &Options) -> TableBuilderOptions {
         restart_interval: opts.block_restart_interval() as usize,
         bloom_bits_per_key: opts.bloom_bits_per_key(),
         compression: opts.compression(),
-        ..TableBuilderOptions::default()
+        layout: if opts.index_decoupled_enabled() {
+            KeyTableLayout::IndexDecoupled
+        } else {
+            KeyTableLayout::Mixed
+        },
     }
 }
 

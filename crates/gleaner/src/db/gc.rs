@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
-use crate::gc::{GcJobStats, Validity, VictimCandidate, run_gc_job};
+use crate::gc::{GcJobStats, GcValidity, Validity, VictimCandidate, run_gc_job};
 use crate::io::IoClass;
 use crate::key::make_lookup_key;
-use crate::lookup::Lookup;
+use crate::lookup::{KeyLookup, Lookup};
 use crate::table::ReadCtx;
 use crate::version::{Garbage, Inheritor, VersionEdit};
 
@@ -163,13 +163,22 @@ impl DbInner {
             fill_cache: true,
         };
         let tables = &self.tables;
+        let key_lookup = self.gc_policy.validity() == GcValidity::KeyLookup;
         let mut is_live = |key: &[u8], seq| -> Result<Validity> {
             // The record is live while the index tree still holds its version as a handle
             // (snapshots keep such versions; compaction drops the rest and reports the garbage).
-            let live = matches!(
-                version.get(tables, &make_lookup_key(key, seq), ctx)?,
-                Some(Lookup::Handle { seq: s, .. }) if s == seq
-            );
+            let lookup = make_lookup_key(key, seq);
+            let live = if key_lookup {
+                matches!(
+                    version.get_key(tables, &lookup, ctx)?,
+                    Some(KeyLookup::Handle { seq: s }) if s == seq
+                )
+            } else {
+                matches!(
+                    version.get(tables, &lookup, ctx)?,
+                    Some(Lookup::Handle { seq: s, .. }) if s == seq
+                )
+            };
             Ok(if live { Validity::Live } else { Validity::Dead })
         };
         let out = run_gc_job(

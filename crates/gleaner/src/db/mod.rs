@@ -440,6 +440,7 @@ impl DbInner {
             records_dropped: g(&c.gc_records_dropped),
             records_written: g(&c.gc_records_written),
             lazy_read: self.opts.lazy_read_enabled(),
+            index_decoupled: self.opts.index_decoupled_enabled(),
             value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
             drop_cache_answers: g(&c.gc_drop_cache_answers),

@@ -49,6 +49,9 @@ pub enum GcValidity {
     /// A point lookup in the index tree: the record is live when the tree still holds the
     /// version `(key, seq)` as a handle.
     IndexLookup,
+    /// The same question asked with GetKey, which reads no value and, in index-decoupled key
+    /// tables, handle blocks instead of data blocks (Scavenger §3.3).
+    KeyLookup,
 }
 
 /// Where a job writes the live records it keeps.
@@ -96,6 +99,7 @@ pub trait GcPolicy: Send + Sync + std::fmt::Debug {
 pub fn policy_for(opts: &Options) -> Box<dyn GcPolicy> {
     let techniques = super::scavenger::Techniques {
         lazy_read: opts.lazy_read_enabled(),
+        key_lookup: opts.index_decoupled_enabled(),
     };
     match opts.gc_policy() {
         kind @ (GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger) => {

@@ -17,6 +17,9 @@ use super::policy::{
 pub struct Techniques {
     /// Lazy read (§3.2, "R"): index first, live values only.
     pub lazy_read: bool,
+    /// Index-decoupled lookups (§3.3, "L"): validity checked with GetKey, which reads handle
+    /// blocks instead of data blocks of index-decoupled key tables.
+    pub key_lookup: bool,
 }
 
 /// A TerarkDB-family policy.
@@ -62,7 +65,11 @@ impl GcPolicy for ScavengerPolicy {
     }
 
     fn validity(&self) -> GcValidity {
-        GcValidity::IndexLookup
+        if self.techniques.key_lookup {
+            GcValidity::KeyLookup
+        } else {
+            GcValidity::IndexLookup
+        }
     }
 
     fn output_routing(&self) -> GcOutputRouting {
@@ -121,10 +128,30 @@ mod tests {
     }
 
     #[test]
-    fn lazy_read_switch_selects_the_read_mode() {
+    fn switches_select_the_read_mode_and_the_validity_check() {
         assert_eq!(terarkdb(0.2).read_mode(), GcReadMode::Full);
-        let r = ScavengerPolicy::new("scavenger", 0.2, Techniques { lazy_read: true });
+        let r = ScavengerPolicy::new(
+            "scavenger",
+            0.2,
+            Techniques {
+                lazy_read: true,
+                key_lookup: false,
+            },
+        );
         assert_eq!(r.read_mode(), GcReadMode::Lazy);
+        assert_eq!(r.validity(), GcValidity::IndexLookup);
         assert_eq!(r.name(), "scavenger");
+        let l = ScavengerPolicy::new(
+            "terarkdb",
+            0.2,
+            Techniques {
+                lazy_read: false,
+                key_lookup: true,
+            },
+        );
+        assert_eq!(
+            (l.read_mode(), l.validity()),
+            (GcReadMode::Full, GcValidity::KeyLookup)
+        );
     }
 }

@@ -258,6 +258,12 @@ options_table! {
     /// record from its index entry, and reads only live records' values, adjacent ones in one
     /// read. `auto` (the default) follows `gc_policy`: on for `scavenger`, off for `terarkdb`.
     (gc_lazy_read, with_gc_lazy_read, Switch, Switch::Auto, persisted: true);
+    /// Index-decoupled key tables and GetKey lookups (Scavenger §3.3): new key tables keep
+    /// inline values in data blocks and value handles in separate handle blocks, and GC checks
+    /// records with lookups that read handle blocks, not data blocks. Tables already written
+    /// keep their layout (each records its own), so the option can change between opens.
+    /// `auto` (the default) follows `gc_policy`: on for `scavenger`, off for `terarkdb`.
+    (index_decoupled_tables, with_index_decoupled_tables, Switch, Switch::Auto, persisted: true);
     /// Garbage ratio (garbage bytes ÷ record bytes) at which a value table becomes a GC victim.
     /// Default 0.2; from 0 to 1.
     (gc_garbage_ratio, with_gc_garbage_ratio, f64, DEFAULT_GC_GARBAGE_RATIO, persisted: true);
@@ -292,6 +298,13 @@ impl Options {
     /// Whether GC jobs read lazily: `gc_lazy_read` resolved against `gc_policy`.
     pub fn lazy_read_enabled(&self) -> bool {
         self.gc_lazy_read
+            .resolve(self.gc_policy.scavenger_techniques())
+    }
+
+    /// Whether new key tables are index-decoupled and GC checks records with GetKey:
+    /// `index_decoupled_tables` resolved against `gc_policy`.
+    pub fn index_decoupled_enabled(&self) -> bool {
+        self.index_decoupled_tables
             .resolve(self.gc_policy.scavenger_techniques())
     }
 

@@ -170,6 +170,9 @@ pub struct GcStats {
     pub records_written: u64,
     /// Whether jobs read lazily (option `gc_lazy_read` resolved against the policy).
     pub lazy_read: bool,
+    /// Whether new key tables are index-decoupled and validity checks use GetKey (option
+    /// `index_decoupled_tables` resolved against the policy).
+    pub index_decoupled: bool,
     /// Bytes of records read from victims (value reads, from the I/O counters).
     pub value_bytes_read: u64,
     /// Bytes of victims' dense indexes read from the device (from the I/O counters).

@@ -11,8 +11,8 @@ use crate::cache::TableCache;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, ParsedKey, ValueKind};
-use crate::lookup::Lookup;
-use crate::table::ReadCtx;
+use crate::lookup::{KeyLookup, Lookup};
+use crate::table::{KeyEntry, ReadCtx};
 
 /// The live key tables of every level, and the value tables they reference.
 #[derive(Debug, Clone)]
@@ -222,11 +222,52 @@ impl Version {
         lookup_key: &[u8],
         ctx: ReadCtx,
     ) -> Result<Option<Lookup>> {
+        self.search(lookup_key, |f| Self::get_from(tables, f, lookup_key, ctx))
+    }
+
+    /// The GC validity lookup ("GetKey", Scavenger §3.3): the same version as [`Version::get`]
+    /// finds, reported without its value. In index-decoupled key tables it reads filters,
+    /// indexes and handle blocks, and a data block only where the filter says the key may have
+    /// an inline version (see [`Table::get_key`](crate::table::Table::get_key)).
+    pub fn get_key(
+        &self,
+        tables: &TableCache,
+        lookup_key: &[u8],
+        ctx: ReadCtx,
+    ) -> Result<Option<KeyLookup>> {
+        self.search(lookup_key, |f| {
+            let table = tables.get(f.number, f.file_size, ctx.class)?;
+            let Some((ikey, entry)) = table.get_key(lookup_key, ctx)? else {
+                return Ok(None);
+            };
+            let parsed = ParsedKey::parse(&ikey).ok_or_else(|| {
+                Error::corruption(
+                    crate::filename::table_file_name(f.number),
+                    0,
+                    "malformed internal key",
+                )
+            })?;
+            Ok(Some(match entry {
+                KeyEntry::Handle(_) => KeyLookup::Handle { seq: parsed.seq },
+                KeyEntry::Inline => KeyLookup::Inline { seq: parsed.seq },
+                KeyEntry::Deletion => KeyLookup::Deleted { seq: parsed.seq },
+            }))
+        })
+    }
+
+    /// Asks `probe` about each table that may hold the lookup key's user key, newest data
+    /// first (L0 newest to oldest, then one table per deeper level), and returns its first
+    /// answer.
+    fn search<T>(
+        &self,
+        lookup_key: &[u8],
+        mut probe: impl FnMut(&FileMetaData) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
         let user_key = key::user_key(lookup_key);
         for f in &self.levels[0] {
             if f.smallest_user_key() <= user_key
                 && user_key <= f.largest_user_key()
-                && let Some(found) = Self::get_from(tables, f, lookup_key, ctx)?
+                && let Some(found) = probe(f)?
             {
                 return Ok(Some(found));
             }
@@ -235,7 +276,7 @@ impl Version {
             let i = files.partition_point(|f| f.largest_user_key() < user_key);
             if let Some(f) = files.get(i)
                 && f.smallest_user_key() <= user_key
-                && let Some(found) = Self::get_from(tables, f, lookup_key, ctx)?
+                && let Some(found) = probe(f)?
             {
                 return Ok(Some(found));
             }

@@ -11,7 +11,10 @@ pub type Tune = Box<dyn Fn(Options) -> Options>;
 
 /// Scavenger's techniques with the option switch of each, by the letter the paper's ablation
 /// names use (`tdb-r`, ...).
-const TECHNIQUES: &[(char, SetSwitch)] = &[('r', |o, s| o.with_gc_lazy_read(s))];
+const TECHNIQUES: &[(char, SetSwitch)] = &[
+    ('r', |o, s| o.with_gc_lazy_read(s)),
+    ('l', |o, s| o.with_index_decoupled_tables(s)),
+];
 
 /// Every combination of the techniques, as `(name, options transformer)`: `tdb` (the
 /// `terarkdb` policy with every switch off), `tdb-r`, ..., and `scavenger` (the policy with its
