@@ -97,6 +97,13 @@ impl WriteBatch {
         self.count() == 0
     }
 
+    /// True when every operation is a deletion (such a batch can only shrink what is live, so
+    /// the space budget lets it through while other writes are stopped).
+    pub fn only_deletions(&self) -> bool {
+        self.iter()
+            .all(|op| matches!(op, Ok(BatchOp::Delete { .. })))
+    }
+
     /// Encoded size in bytes (what the WAL stores and what `max_batch_size` limits).
     pub fn encoded_size(&self) -> usize {
         self.rep.len()

@@ -45,6 +45,22 @@ pub enum Error {
         /// The database directory.
         path: String,
     },
+    /// Writes were stopped because bytes on disk reached the space budget (options
+    /// `space_budget_high` or `max_disk_bytes`), and GC found nothing to reclaim for
+    /// `space_stop_timeout_ms`. Nothing was written. Reads, deletes (which can free space) and
+    /// `close` keep working; writes succeed again once usage falls below the limit.
+    #[error(
+        "space budget exceeded: {disk_bytes} bytes on disk, limit {limit_bytes} bytes \
+         (options `space_budget_high` / `max_disk_bytes`); GC found nothing to reclaim for {stopped_ms} ms"
+    )]
+    SpaceBudgetExceeded {
+        /// Bytes on disk when the write was refused.
+        disk_bytes: u64,
+        /// The limit writes stop at.
+        limit_bytes: u64,
+        /// How long writes had been stopped with nothing reclaimable.
+        stopped_ms: u64,
+    },
     /// The database was closed; no further operations are accepted on this handle.
     #[error("database is closed")]
     Closed,

@@ -154,7 +154,7 @@ impl Engine for GleanerEngine {
 
     fn stall_seconds(&self) -> Option<f64> {
         let s = self.db.stats().stalls;
-        Some((s.slowdown_micros + s.stop_micros) as f64 / 1e6)
+        Some((s.slowdown_micros + s.stop_micros + s.space_wait_micros) as f64 / 1e6)
     }
 
     fn io_counters(&self) -> Option<serde_json::Value> {

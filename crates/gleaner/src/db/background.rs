@@ -36,7 +36,9 @@ const MAX_MEMTABLES_PER_FLUSH: usize = 8;
 pub(super) enum WorkerKind {
     Flush,
     Compaction,
-    Gc,
+    /// The GC worker with this index; it runs jobs only while the index is below the number of
+    /// GC threads in force (`gc_threads`, or the space throttle's directive).
+    Gc(u32),
 }
 
 /// Key-table format options from database options.
@@ -82,6 +84,22 @@ impl DbInner {
         }
     }
 
+    /// GC worker threads to start: `gc_threads`, or `gc_threads_max` when space-aware
+    /// throttling may call for more.
+    fn gc_worker_count(&self) -> u32 {
+        match &self.space {
+            Some(_) => self.opts.gc_threads().max(self.opts.gc_threads_max()),
+            None => self.opts.gc_threads(),
+        }
+    }
+
+    /// GC threads allowed to run jobs now.
+    pub(super) fn active_gc_threads(&self) -> u32 {
+        self.space
+            .as_ref()
+            .map_or(self.opts.gc_threads(), |s| s.gc_threads())
+    }
+
     /// Starts the background threads.
     pub(super) fn spawn_workers(self: &Arc<Self>) -> Result<()> {
         let mut threads = self.threads.lock();
@@ -90,13 +108,13 @@ impl DbInner {
                 WorkerKind::Compaction,
                 self.opts.compaction_threads() as usize,
             ))
-            .chain(std::iter::repeat_n(
-                WorkerKind::Gc,
-                self.opts.gc_threads() as usize,
-            ));
+            .chain((0..self.gc_worker_count()).map(WorkerKind::Gc));
         for (i, kind) in kinds.enumerate() {
             let inner = Arc::clone(self);
-            let name = format!("gleaner-{kind:?}-{i}").to_lowercase();
+            let name = match kind {
+                WorkerKind::Gc(n) => format!("gleaner-gc-{n}"),
+                _ => format!("gleaner-{kind:?}-{i}").to_lowercase(),
+            };
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || inner.worker_loop(kind))
@@ -111,7 +129,7 @@ impl DbInner {
             let work = match kind {
                 WorkerKind::Flush => self.wait_for_flush().map(Work::Flush),
                 WorkerKind::Compaction => self.wait_for_compaction().map(Work::Compaction),
-                WorkerKind::Gc => self.wait_for_gc().map(Work::Gc),
+                WorkerKind::Gc(n) => self.wait_for_gc(n).map(Work::Gc),
             };
             let Some(work) = work else { return };
             let result = match work {

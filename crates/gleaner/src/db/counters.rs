@@ -67,6 +67,12 @@ pub struct Counters {
     pub gc_records_written: AtomicU64,
     /// Bytes of records GC read.
     pub gc_bytes_read: AtomicU64,
+    /// Writes delayed by space-aware throttling.
+    pub space_delays: AtomicU64,
+    /// Microseconds writers spent delayed or stopped by space-aware throttling.
+    pub space_wait_micros: AtomicU64,
+    /// Whole-tree compactions run by stopped writers to surface hidden garbage.
+    pub space_compactions: AtomicU64,
     /// GC validity checks the DropCache answered.
     pub gc_drop_cache_answers: AtomicU64,
     /// Bytes of value tables GC wrote.

@@ -54,9 +54,10 @@ impl DbInner {
                 }
             })
             .collect();
-        let victims = self
-            .gc_policy
-            .pick_victims(&candidates, self.opts.gc_max_input_size());
+        let ratio = self.space.as_ref().map(|s| s.gc_ratio());
+        let victims =
+            self.gc_policy
+                .pick_victims(&candidates, self.opts.gc_max_input_size(), ratio);
         if victims.is_empty() {
             return None;
         }
@@ -67,19 +68,29 @@ impl DbInner {
         })
     }
 
-    /// Waits for victims to collect (a background GC worker); `None` at shutdown.
-    pub(super) fn wait_for_gc(&self) -> Option<GcClaim> {
-        let mut st = self.state.lock();
+    /// Waits for victims to collect (background GC worker `worker`, which only runs jobs while
+    /// its index is below the number of GC threads in force); `None` at shutdown.
+    pub(super) fn wait_for_gc(&self, worker: u32) -> Option<GcClaim> {
         loop {
+            // The space throttle's directive (threads, victim ratio) follows disk usage even
+            // when no write asks.
+            self.space_tick();
+            let mut st = self.state.lock();
             if st.shutting_down {
                 return None;
             }
             if st.bg_error.is_none()
+                && worker < self.active_gc_threads()
                 && let Some(claim) = self.claim_victims(&mut st)
             {
                 return Some(claim);
             }
-            self.bg_cv.wait_for(&mut st, super::background::IDLE_WAIT);
+            let wait = if self.space.is_some() {
+                GC_WAIT
+            } else {
+                super::background::IDLE_WAIT
+            };
+            self.bg_cv.wait_for(&mut st, wait);
         }
     }
 

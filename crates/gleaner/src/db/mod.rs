@@ -9,6 +9,7 @@ mod open;
 mod read;
 mod request;
 mod snapshot;
+mod space;
 mod super_version;
 mod value_fetch;
 mod verify;
@@ -134,6 +135,8 @@ struct DbInner {
     last_gc_error: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// Space-aware throttling, when on and a budget is set.
+    space: Option<space::SpaceControl>,
 }
 
 /// An open database. `Db` is `Send + Sync`: share it across threads behind an `Arc`. Dropping
@@ -200,6 +203,7 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
+        self.inner.throttle_write(&batch)?;
         self.inner.write_impl(Some(batch), opts.sync)
     }
 
@@ -452,6 +456,7 @@ impl DbInner {
             claimed,
         };
         DbStats {
+            throttle: self.space.as_ref().map(space::SpaceControl::stats),
             total_table_bytes: key_bytes,
             values,
             gc,
@@ -493,6 +498,9 @@ impl DbInner {
                 slowdown_micros: g(&c.slowdown_micros),
                 stop_count: g(&c.stop_count),
                 stop_micros: g(&c.stop_micros),
+                space_delays: g(&c.space_delays),
+                space_wait_micros: g(&c.space_wait_micros),
+                space_compactions: g(&c.space_compactions),
             },
             cache: CacheStats {
                 capacity_bytes: self.block_cache.as_ref().map_or(0, |b| b.capacity_bytes()),

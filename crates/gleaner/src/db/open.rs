@@ -272,6 +272,10 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         shutting_down: false,
     };
     let gc_policy = crate::gc::policy_for(&opts);
+    let space = opts
+        .space_budget()
+        .map(super::space::SpaceControl::new)
+        .transpose()?;
     let inner = Arc::new(DbInner {
         dir,
         opts,
@@ -303,6 +307,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         last_gc_error: Mutex::new(None),
         threads: Mutex::new(Vec::new()),
         lock: Mutex::new(Some(lock)),
+        space,
     });
     inner.spawn_workers()?;
     // Compaction may be due right away (e.g. many L0 tables from replay).

@@ -79,8 +79,15 @@ pub trait GcPolicy: Send + Sync + std::fmt::Debug {
 
     /// Chooses the victims of the next job among `candidates` (live tables no job is
     /// collecting), reading at most `max_input` bytes of them (a single larger table is still
-    /// chosen alone). Empty when nothing is worth collecting.
-    fn pick_victims(&self, candidates: &[VictimCandidate], max_input: u64) -> Vec<u64>;
+    /// chosen alone). `garbage_ratio`, when given, replaces the policy's own victim threshold
+    /// (the space throttle lowers it while writes are stopped). Empty when nothing is worth
+    /// collecting.
+    fn pick_victims(
+        &self,
+        candidates: &[VictimCandidate],
+        max_input: u64,
+        garbage_ratio: Option<f64>,
+    ) -> Vec<u64>;
 
     /// How victims are read.
     fn read_mode(&self) -> GcReadMode;

@@ -52,8 +52,17 @@ impl GcPolicy for ScavengerPolicy {
         self.name
     }
 
-    fn pick_victims(&self, candidates: &[VictimCandidate], max_input: u64) -> Vec<u64> {
-        pick_by_ratio(candidates, self.garbage_ratio, max_input)
+    fn pick_victims(
+        &self,
+        candidates: &[VictimCandidate],
+        max_input: u64,
+        garbage_ratio: Option<f64>,
+    ) -> Vec<u64> {
+        pick_by_ratio(
+            candidates,
+            garbage_ratio.unwrap_or(self.garbage_ratio),
+            max_input,
+        )
     }
 
     fn read_mode(&self) -> GcReadMode {
@@ -112,19 +121,24 @@ mod tests {
             cand(5, 100, 0),
         ];
         assert_eq!(
-            p.pick_victims(&cands, 1000),
+            p.pick_victims(&cands, 1000, None),
             vec![2, 3, 4],
             "1 is below 0.2, 5 has none"
         );
-        assert_eq!(p.pick_victims(&cands, 250), vec![2, 3]);
+        assert_eq!(p.pick_victims(&cands, 250, None), vec![2, 3]);
         assert_eq!(
-            p.pick_victims(&cands, 10),
+            p.pick_victims(&cands, 10, None),
             vec![2],
             "a single large victim is still taken"
         );
-        assert!(terarkdb(0.95).pick_victims(&cands, 1000).is_empty());
+        assert!(terarkdb(0.95).pick_victims(&cands, 1000, None).is_empty());
         // Ratio 0 still requires some garbage: collecting a clean table frees nothing.
-        assert_eq!(terarkdb(0.0).pick_victims(&cands, 1000), vec![2, 3, 4, 1]);
+        assert_eq!(
+            terarkdb(0.0).pick_victims(&cands, 1000, None),
+            vec![2, 3, 4, 1]
+        );
+        // The throttle's urgent ratio overrides the policy's.
+        assert_eq!(p.pick_victims(&cands, 1000, Some(0.1)), vec![2, 3, 4, 1]);
     }
 
     #[test]

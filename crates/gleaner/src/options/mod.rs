@@ -72,6 +72,10 @@ pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Terarkdb;
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
+/// Default `gc_threads_max` (GC threads while space is tight): 2.
+pub const DEFAULT_GC_THREADS_MAX: u32 = crate::throttle::DEFAULT_GC_THREADS_MAX;
+/// Default `space_stop_timeout_ms`: 10 s.
+pub const DEFAULT_SPACE_STOP_TIMEOUT_MS: u64 = 10_000;
 /// Default `gc_max_input_size`: one GC job reads at most 512 MiB of victims.
 pub const DEFAULT_GC_MAX_INPUT_SIZE: u64 = 512 << 20;
 /// Default `value_readahead_size`: scans read up to 1 MiB ahead within a value table.
@@ -270,6 +274,30 @@ options_table! {
     /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
     /// (`Db::run_gc`, `gleaner gc`).
     (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
+    /// GC threads while bytes on disk are above `space_budget_low` (or 90 % of
+    /// `max_disk_bytes`) and space-aware throttling is on. Default 2; at least `gc_threads`, at
+    /// most 64.
+    (gc_threads_max, with_gc_threads_max, u32, DEFAULT_GC_THREADS_MAX, persisted: true);
+    /// Space-aware throttling (Scavenger §3.5): above `space_budget_low` writes are delayed
+    /// more the closer usage gets to `space_budget_high` and GC runs `gc_threads_max` threads;
+    /// at `space_budget_high` writes wait while GC takes any table with garbage, and a stopped
+    /// writer whose GC finds none compacts the whole tree to surface hidden garbage. `auto` (the default) follows `gc_policy`: on for `scavenger`, off for
+    /// `terarkdb`. Without a budget (the default) it does nothing.
+    (space_throttling, with_space_throttling, Switch, Switch::Auto, persisted: true);
+    /// Space amplification (bytes on disk ÷ the live-data estimate) at which writes start
+    /// being delayed. 0 (the default) disables the ratio budget; otherwise above 1, at most
+    /// `space_budget_high`, and set together with it.
+    (space_budget_low, with_space_budget_low, f64, 0.0, persisted: true);
+    /// Space amplification at which writes stop until GC brings usage back below it. 0 (the
+    /// default) disables the ratio budget; otherwise above 1 and set with `space_budget_low`.
+    (space_budget_high, with_space_budget_high, f64, 0.0, persisted: true);
+    /// Absolute budget for bytes on disk: writes are delayed from 90 % of it and stop at it. 0
+    /// (the default) means none.
+    (max_disk_bytes, with_max_disk_bytes, u64, 0, persisted: true);
+    /// How long writes stay stopped at the space budget with GC finding nothing to reclaim
+    /// before a write fails with `Error::SpaceBudgetExceeded`. Default 10,000 ms; at most one
+    /// hour.
+    (space_stop_timeout_ms, with_space_stop_timeout_ms, u64, DEFAULT_SPACE_STOP_TIMEOUT_MS, persisted: true);
     /// Most bytes of victim value tables one GC job reads. Default 512 MiB; at least 1 KiB (a
     /// single victim larger than this is still collected, alone).
     (gc_max_input_size, with_gc_max_input_size, u64, DEFAULT_GC_MAX_INPUT_SIZE, persisted: true);
@@ -306,6 +334,35 @@ impl Options {
     pub fn index_decoupled_enabled(&self) -> bool {
         self.index_decoupled_tables
             .resolve(self.gc_policy.scavenger_techniques())
+    }
+
+    /// The space budget the throttle enforces: `None` when space-aware throttling is off
+    /// (option `space_throttling` resolved against `gc_policy`) or no budget is set.
+    pub fn space_budget(&self) -> Option<crate::throttle::SpaceBudget> {
+        let on = self
+            .space_throttling
+            .resolve(self.gc_policy.scavenger_techniques());
+        let budget = self.space_budget_config();
+        (on && budget.is_enabled()).then_some(budget)
+    }
+
+    /// The budget options as the throttle's configuration (whether or not throttling is on).
+    fn space_budget_config(&self) -> crate::throttle::SpaceBudget {
+        let ratio = |r: f64| (r != 0.0).then_some(r);
+        crate::throttle::SpaceBudget {
+            space_budget_low: ratio(self.space_budget_low),
+            space_budget_high: ratio(self.space_budget_high),
+            max_disk_bytes: (self.max_disk_bytes > 0).then_some(self.max_disk_bytes),
+            gc_threads: self.gc_threads,
+            gc_threads_max: self.gc_threads_max,
+            gc_garbage_ratio: self.gc_garbage_ratio,
+            // At the high limit writes wait for GC, so GC takes any table with garbage (highest
+            // ratio first) rather than leave space it could free: a table below the normal ratio
+            // still holds garbage, and writes cannot resume until some is freed.
+            gc_garbage_ratio_urgent: Some(0.0),
+            stop_timeout: std::time::Duration::from_millis(self.space_stop_timeout_ms),
+            ..Default::default()
+        }
     }
 
     /// True when the caller set option `name` explicitly.
@@ -397,6 +454,10 @@ impl Options {
             0,
             64 << 20,
         )?;
+        range("gc_threads_max", self.gc_threads_max, self.gc_threads, 64)?;
+        // The budget is checked whether or not throttling is on, so a bad budget is caught
+        // when it is set, not when a policy change turns it on.
+        self.space_budget_config().validate()?;
         Ok(())
     }
 

@@ -31,6 +31,16 @@ pub struct StallStats {
     pub stop_count: u64,
     /// Microseconds writes were stopped.
     pub stop_micros: u64,
+    /// Writes delayed by space-aware throttling (usage between the low and high budget).
+    #[serde(default)]
+    pub space_delays: u64,
+    /// Microseconds writers spent delayed or stopped by space-aware throttling.
+    #[serde(default)]
+    pub space_wait_micros: u64,
+    /// Whole-tree compactions stopped writers ran to turn hidden garbage (overwritten versions
+    /// still in the index tree) into garbage GC can collect.
+    #[serde(default)]
+    pub space_compactions: u64,
 }
 
 /// Flushes and compactions.
@@ -208,6 +218,10 @@ pub struct SpaceStats {
 /// Everything `stats()` reports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DbStats {
+    /// Space-aware throttling (`None` when it is off or no budget is set): the band, seconds
+    /// throttled and stopped, delays, failures, and the last observation with its limits.
+    #[serde(default)]
+    pub throttle: Option<crate::throttle::ThrottleStats>,
     /// Per level of the index tree.
     pub levels: Vec<LevelStats>,
     /// Bytes of all live key tables.

@@ -1,0 +1,274 @@
+//! Space-aware throttling in the engine: measuring bytes on disk against the live-data
+//! estimate, asking the [`SpaceThrottle`] what to do before each write, carrying out its answer
+//! (delay, wait, fail), and handing its GC directive (threads, victim ratio) to the GC workers.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::{Counters, DbInner, DbState};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::throttle::{
+    Clock, MonotonicClock, SpaceBudget, SpaceInputs, SpaceThrottle, ThrottleStats, WriteKind,
+    WriteVerdict,
+};
+
+/// How long one space observation is reused: measuring walks every table of the version, which
+/// is too much for every write group but cheap a hundred times a second.
+const OBSERVATION_TTL: Duration = Duration::from_millis(10);
+/// Longest single wait of a stopped writer before it looks again.
+const STOP_WAIT_SLICE: Duration = Duration::from_millis(20);
+
+/// Bytes on disk and the live-data estimate, as `stats()` computes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SpaceUsage {
+    /// Key tables + value tables + unflushed WAL data (estimated as the memtables' size).
+    pub disk_bytes: u64,
+    /// Key tables + value-table records that are not garbage + the same WAL estimate.
+    pub live_bytes: u64,
+}
+
+/// The throttle and what the engine keeps around it.
+pub(super) struct SpaceControl {
+    throttle: Mutex<Observed>,
+    clock: MonotonicClock,
+    /// The GC directive of the last evaluation: worker threads that may run jobs...
+    gc_threads: AtomicU32,
+    /// ...and the victim garbage ratio (`f64` bits).
+    gc_ratio: AtomicU64,
+    /// When the last hidden-garbage compaction started (`None`: never), and whether one is
+    /// running (it counts as something to reclaim).
+    surfacing: Mutex<(Option<Instant>, bool)>,
+}
+
+/// The throttle with its cached observation. Lock order: this before `DbInner::state`.
+struct Observed {
+    throttle: SpaceThrottle,
+    /// The last observation and when it was taken.
+    last: Option<(Instant, SpaceUsage, bool)>,
+}
+
+impl SpaceControl {
+    /// A control enforcing `budget`.
+    pub(super) fn new(budget: SpaceBudget) -> Result<Self> {
+        let threads = budget.gc_threads;
+        let ratio = budget.gc_garbage_ratio;
+        Ok(SpaceControl {
+            throttle: Mutex::new(Observed {
+                throttle: SpaceThrottle::new(budget)?,
+                last: None,
+            }),
+            clock: MonotonicClock::new(),
+            gc_threads: AtomicU32::new(threads),
+            gc_ratio: AtomicU64::new(ratio.to_bits()),
+            surfacing: Mutex::new((None, false)),
+        })
+    }
+
+    /// GC worker threads that may run jobs now.
+    pub(super) fn gc_threads(&self) -> u32 {
+        self.gc_threads.load(Ordering::Relaxed)
+    }
+
+    /// The garbage ratio GC victims need now.
+    pub(super) fn gc_ratio(&self) -> f64 {
+        f64::from_bits(self.gc_ratio.load(Ordering::Relaxed))
+    }
+
+    /// Claims the right to run a hidden-garbage compaction: none running, and none started
+    /// within `interval`.
+    fn start_surfacing(&self, interval: Duration) -> bool {
+        let mut s = self.surfacing.lock();
+        let due = !s.1 && s.0.is_none_or(|at| at.elapsed() >= interval);
+        if due {
+            *s = (Some(Instant::now()), true);
+        }
+        due
+    }
+
+    fn end_surfacing(&self) {
+        self.surfacing.lock().1 = false;
+    }
+
+    fn surfacing_now(&self) -> bool {
+        self.surfacing.lock().1
+    }
+
+    /// The throttle's figures.
+    pub(super) fn stats(&self) -> ThrottleStats {
+        let o = self.throttle.lock();
+        o.throttle.stats(self.clock.now())
+    }
+}
+
+impl DbInner {
+    /// Bytes on disk and the live-data estimate of the current state.
+    pub(super) fn space_usage(st: &DbState) -> SpaceUsage {
+        let version = &st.version;
+        let key_bytes: u64 = (0..version.num_levels())
+            .map(|l| version.level_bytes(l))
+            .sum();
+        let values = version.values();
+        let (mut file_bytes, mut live_records) = (0u64, 0u64);
+        for v in values.tables() {
+            file_bytes += v.file_size;
+            live_records += v
+                .record_bytes
+                .saturating_sub(values.garbage(v.number).bytes);
+        }
+        // Unflushed data lives in WALs roughly the size of the memtables it filled.
+        let wal_bytes =
+            st.mem.approximate_bytes() + st.imm.iter().map(|m| m.approximate_bytes()).sum::<u64>();
+        SpaceUsage {
+            disk_bytes: key_bytes + file_bytes + wal_bytes,
+            live_bytes: key_bytes + live_records + wal_bytes,
+        }
+    }
+
+    /// Whether GC can still free something: a job is running, or some live table it may
+    /// collect has garbage.
+    fn reclaimable(st: &DbState) -> bool {
+        if !st.gc_claimed.is_empty() {
+            return true;
+        }
+        let values = st.version.values();
+        values
+            .tables()
+            .any(|v| !st.gc_failed.contains(&v.number) && values.garbage(v.number).bytes > 0)
+    }
+
+    /// Asks the throttle about a write of `write` (or a tick); updates the GC directive.
+    fn evaluate_space(&self, control: &SpaceControl, write: WriteKind) -> WriteVerdict {
+        let mut o = control.throttle.lock();
+        let now = Instant::now();
+        let (usage, reclaimable) = match o.last {
+            Some((at, usage, reclaimable)) if now.duration_since(at) < OBSERVATION_TTL => {
+                (usage, reclaimable)
+            }
+            _ => {
+                let st = self.state.lock();
+                let observed = (
+                    Self::space_usage(&st),
+                    Self::reclaimable(&st) || control.surfacing_now(),
+                );
+                drop(st);
+                o.last = Some((now, observed.0, observed.1));
+                observed
+            }
+        };
+        let decision = o.throttle.evaluate(
+            SpaceInputs {
+                disk_bytes: usage.disk_bytes,
+                live_bytes: usage.live_bytes,
+                reclaimable,
+                write,
+            },
+            control.clock.now(),
+        );
+        let before = control
+            .gc_threads
+            .swap(decision.gc.threads, Ordering::Relaxed);
+        control
+            .gc_ratio
+            .store(decision.gc.garbage_ratio.to_bits(), Ordering::Relaxed);
+        drop(o);
+        if decision.gc.threads > before {
+            // More GC threads may run now.
+            self.bg_cv.notify_all();
+        }
+        decision.write
+    }
+
+    /// Refreshes the GC directive without a write (GC workers call it while idle).
+    pub(super) fn space_tick(&self) {
+        if let Some(control) = &self.space {
+            self.evaluate_space(control, WriteKind::Tick);
+        }
+    }
+
+    /// When writes are stopped and GC sees no garbage, the space is usually held by *hidden*
+    /// garbage: overwritten versions whose handles compaction has not dropped yet (writes are
+    /// stopped, so nothing triggers that compaction). The stopped writer then flushes and
+    /// compacts the whole tree on its own thread, which turns every such handle into counted
+    /// garbage for GC. At most one runs at a time, and one per stop timeout. Returns whether it
+    /// ran.
+    fn surface_hidden_garbage(&self, control: &SpaceControl) -> Result<bool> {
+        // Lock order: the throttle before the state (as `evaluate_space`), so never both here.
+        let interval = control.throttle.lock().throttle.budget().stop_timeout;
+        let visible = Self::reclaimable(&self.state.lock());
+        if visible || !control.start_surfacing(interval.max(Duration::from_secs(1))) {
+            return Ok(false);
+        }
+        let r = self.compact_range(None, None);
+        control.end_surfacing();
+        // The next observation must see what the compaction freed or made collectable.
+        control.throttle.lock().last = None;
+        Counters::add(&self.counters.space_compactions, 1);
+        r.map(|()| true)
+    }
+
+    /// Applies the space budget to a write of `batch` before it joins a write group: returns at
+    /// once below the low limit, sleeps in the throttled band, waits while writes are stopped,
+    /// and fails with [`Error::SpaceBudgetExceeded`] when GC has nothing left to reclaim. A
+    /// batch of deletions only always passes (it can only shrink what is live).
+    pub(super) fn throttle_write(&self, batch: &WriteBatch) -> Result<()> {
+        let Some(control) = &self.space else {
+            return Ok(());
+        };
+        let write = if batch.only_deletions() {
+            WriteKind::DeleteOnly
+        } else {
+            WriteKind::Write {
+                bytes: batch.encoded_size() as u64,
+            }
+        };
+        let started = Instant::now();
+        // The throttle fails a stopped write once GC has had nothing to reclaim for the stop
+        // timeout; this bounds the wait also when GC keeps finding garbage that frees too little.
+        let stop_timeout = control.throttle.lock().throttle.budget().stop_timeout;
+        let give_up = started + stop_timeout * 3 + Duration::from_secs(10);
+        loop {
+            match self.evaluate_space(control, write) {
+                WriteVerdict::Proceed => break,
+                WriteVerdict::Delay(d) => {
+                    std::thread::sleep(d);
+                    Counters::add(&self.counters.space_delays, 1);
+                    break;
+                }
+                WriteVerdict::Wait if Instant::now() < give_up => {
+                    self.check_open()?;
+                    if self.surface_hidden_garbage(control)? {
+                        continue;
+                    }
+                    self.bg_cv.notify_all();
+                    let mut st = self.state.lock();
+                    st.check_usable()?;
+                    self.progress_cv.wait_for(&mut st, STOP_WAIT_SLICE);
+                }
+                WriteVerdict::Wait => {
+                    let o = control.throttle.lock();
+                    let s = o.throttle.stats(control.clock.now());
+                    return Err(Error::SpaceBudgetExceeded {
+                        disk_bytes: s.disk_bytes,
+                        limit_bytes: s.high_limit_bytes.unwrap_or(0),
+                        stopped_ms: started.elapsed().as_millis() as u64,
+                    });
+                }
+                WriteVerdict::Fail(f) => {
+                    return Err(Error::SpaceBudgetExceeded {
+                        disk_bytes: f.disk_bytes,
+                        limit_bytes: f.high_limit_bytes,
+                        stopped_ms: f.unreclaimable_for.as_millis() as u64,
+                    });
+                }
+            }
+        }
+        let waited = started.elapsed();
+        if waited > Duration::ZERO {
+            Counters::add(&self.counters.space_wait_micros, waited.as_micros() as u64);
+        }
+        Ok(())
+    }
+}
