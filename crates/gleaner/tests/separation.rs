@@ -238,6 +238,93 @@ fn index_decoupled_lookups_read_handle_blocks_not_data_blocks() {
     );
 }
 
+/// With hotness-aware writing, keys that keep being overwritten end up in hot value tables and
+/// the rest in cold ones, at flush and at GC; GC's hot and cold outputs overlap in key range,
+/// and every handle still finds its record through them.
+#[test]
+fn hotness_aware_writing_separates_hot_and_cold_values() {
+    let fs = FaultFs::new(11);
+    let opts = options(&fs)
+        .with_gc_threads(0)
+        .with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_hotness_aware_writes(Switch::On);
+    let db = Db::open(Path::new("/hot"), opts).expect("open");
+    let keys = 600u32;
+    let hot = |i: u32| i.is_multiple_of(4);
+    let mut latest = vec![0u32; keys as usize];
+    for i in 0..keys {
+        db.put(format!("key{i:05}"), value(i, 0)).expect("put");
+    }
+    // The hot quarter is overwritten round after round; compaction drops the old versions and
+    // so teaches the DropCache which keys are hot.
+    for round in 1..6u32 {
+        for i in (0..keys).filter(|&i| hot(i)) {
+            db.put(format!("key{i:05}"), value(i, round)).expect("put");
+            latest[i as usize] = round;
+        }
+        db.compact_range(None, None).expect("compact");
+    }
+    let s = db.stats();
+    assert!(s.gc.hotness_aware, "{:?}", s.gc);
+    let cache = s.gc.drop_cache.expect("drop cache stats");
+    assert!(cache.entries > 0 && cache.inserts > 0, "{cache:?}");
+    let classes = |s: &gleaner::DbStats, class: u32| {
+        s.values
+            .per_table
+            .iter()
+            .filter(|t| t.class == class)
+            .count()
+    };
+    assert!(
+        classes(&s, 1) > 0 && classes(&s, 2) > 0,
+        "flushes wrote hot and cold tables: {:?}",
+        s.values.per_table
+    );
+    // Half of the hot keys are overwritten once more (the hot tables get garbage, and GC copies
+    // the other half, hot keys, to hot outputs), and a third of the cold keys once (the cold
+    // tables get garbage, and GC copies the remaining cold keys to cold outputs).
+    for i in (0..keys).filter(|&i| i.is_multiple_of(8) || (!hot(i) && i.is_multiple_of(3))) {
+        db.put(format!("key{i:05}"), value(i, 9)).expect("put");
+        latest[i as usize] = 9;
+    }
+    db.compact_range(None, None).expect("compact");
+    let run = db.run_gc().expect("gc");
+    assert!(run.totals.records_written > 0, "{run:?}");
+    assert!(
+        run.totals.hot_bytes_written > 0 && run.totals.cold_bytes_written > 0,
+        "GC wrote hot and cold outputs: {run:?}"
+    );
+    assert_eq!(
+        run.totals.bytes_written,
+        run.totals.hot_bytes_written + run.totals.cold_bytes_written
+    );
+    assert_recount_clean(&db);
+    for i in 0..keys {
+        assert_eq!(
+            db.get(format!("key{i:05}")).expect("get"),
+            Some(value(i, latest[i as usize])),
+            "key{i:05}"
+        );
+    }
+    // Handles still naming the collected tables resolve through overlapping hot and cold
+    // children, also after a reopen.
+    drop(db);
+    let db = Db::open(
+        Path::new("/hot"),
+        options(&fs)
+            .with_gc_threads(0)
+            .with_gc_policy(GcPolicyKind::Terarkdb)
+            .with_hotness_aware_writes(Switch::On),
+    )
+    .expect("reopen");
+    assert_recount_clean(&db);
+    let n = db
+        .range(.., &ReadOptions::default())
+        .expect("range")
+        .count();
+    assert_eq!(n, keys as usize);
+}
+
 #[test]
 fn snapshots_and_iterators_keep_their_values_across_gc() {
     let fs = FaultFs::new(2);

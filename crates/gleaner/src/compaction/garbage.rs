@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::io::IoClass;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
 use crate::value::ValueHandle;
-use crate::version::{Garbage, Resolved, Version, VersionEdit};
+use crate::version::{Garbage, ValueSet, Version, VersionEdit};
 
 /// A dropped handle into a table a GC job had claimed, kept in detail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +48,9 @@ pub struct LateDrop {
 /// Collects the garbage a compaction creates.
 pub struct GarbageListener {
     version: Arc<Version>,
+    /// Opens value tables when a collected table's records went to several outputs (hot and
+    /// cold) and the dropped record must be looked up to be placed.
+    cache: Arc<ValueTableCache>,
     claimed: BTreeSet<u64>,
     aggregated: BTreeMap<u64, Garbage>,
     detailed: Vec<ClaimedDrop>,
@@ -57,9 +60,10 @@ pub struct GarbageListener {
 impl GarbageListener {
     /// A listener resolving handles in `version`; `claimed` are the tables GC jobs held when the
     /// compaction started.
-    pub fn new(version: Arc<Version>, claimed: BTreeSet<u64>) -> Self {
+    pub fn new(version: Arc<Version>, cache: Arc<ValueTableCache>, claimed: BTreeSet<u64>) -> Self {
         GarbageListener {
             version,
+            cache,
             claimed,
             aggregated: BTreeMap::new(),
             detailed: Vec::new(),
@@ -76,7 +80,7 @@ impl GarbageListener {
     /// Drops into tables still claimed are returned for the GC jobs holding them; tables that
     /// become entirely garbage (and are not claimed) are deleted by the edit.
     pub fn settle(
-        self,
+        mut self,
         current: &Version,
         claimed_now: &BTreeSet<u64>,
         edit: &mut VersionEdit,
@@ -92,15 +96,8 @@ impl GarbageListener {
             }
             live
         });
-        for d in self.detailed {
-            let target = if values.live(d.table).is_some() {
-                Some(d.table)
-            } else {
-                match values.resolve(d.table, &d.key) {
-                    Resolved::Live(t) => Some(t.number),
-                    Resolved::Gone => None,
-                }
-            };
+        for d in std::mem::take(&mut self.detailed) {
+            let target = place(values, &self.cache, d.table, &d.key, d.seq);
             let Some(t) = target else {
                 unresolved += 1;
                 continue;
@@ -140,16 +137,15 @@ impl DropListener for GarbageListener {
             self.unresolved += 1;
             return;
         };
-        let table = match self
-            .version
-            .values()
-            .resolve(handle.file_number, event.key.user_key)
-        {
-            Resolved::Live(t) => t.number,
-            Resolved::Gone => {
-                self.unresolved += 1;
-                return;
-            }
+        let Some(table) = place(
+            self.version.values(),
+            &self.cache,
+            handle.file_number,
+            event.key.user_key,
+            event.key.seq,
+        ) else {
+            self.unresolved += 1;
+            return;
         };
         if self.claimed.contains(&table) {
             self.detailed.push(ClaimedDrop {
@@ -164,6 +160,35 @@ impl DropListener for GarbageListener {
             g.bytes += handle.len;
         }
     }
+}
+
+/// The live table holding record `(user_key, seq)` that a handle naming table `number` was
+/// written to: the table itself when live; else the one table inheritance leads to by key
+/// range; else (a GC job wrote hot and cold outputs that both cover the key) the candidate
+/// whose dense index has the record. `None` when no live table has it.
+fn place(
+    values: &ValueSet,
+    cache: &ValueTableCache,
+    number: u64,
+    user_key: &[u8],
+    seq: SeqNo,
+) -> Option<u64> {
+    if values.live(number).is_some() {
+        return Some(number);
+    }
+    let candidates = values.candidates(number, user_key);
+    if let [only] = candidates.as_slice() {
+        return Some(only.number);
+    }
+    candidates.iter().map(|v| v.number).find(|&n| {
+        let Some(v) = values.live(n) else {
+            return false;
+        };
+        cache
+            .get(v.number, v.file_size, IoClass::CompactionRead)
+            .and_then(|t| t.find(user_key, seq, IoClass::CompactionRead, false))
+            .is_ok_and(|found| found.is_some())
+    })
 }
 
 /// Points handles that name collected tables at the table now holding their record, so reads

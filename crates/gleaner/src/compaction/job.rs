@@ -10,9 +10,10 @@ use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::picker::CompactionPlan;
-use super::value_output::{ValueOutputConfig, ValueOutputs};
+use super::value_output::{RoutedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
+use crate::hotness::DropCache;
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, compare_internal};
@@ -95,14 +96,15 @@ fn drain<I: InternalIterator>(
 }
 
 /// Writes the memtables (oldest first) into one or more L0 tables, separating values of at least
-/// `separation.1` bytes into value tables when `separation` is given. Shadowed versions no
+/// `separation.1` bytes into value tables when `separation` is given (hot and cold tables when it
+/// carries a DropCache). Shadowed versions no
 /// snapshot needs are dropped (before separation, so they never reach a value table); tombstones
 /// are kept (older data may sit below).
 pub fn flush_memtables(
     mems: &[Arc<MemTable>],
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
-    separation: Option<(ValueOutputConfig, u64)>,
+    separation: Option<(ValueOutputConfig, u64, Option<Arc<DropCache>>)>,
     listener: &mut dyn DropListener,
 ) -> Result<(FinishedOutputs, JobStats)> {
     let start = Instant::now();
@@ -113,8 +115,8 @@ pub fn flush_memtables(
     let merged = MergingIterator::new(children, compare_internal);
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into());
     let mut outputs = TableOutputs::new(out, 0, Vec::new());
-    if let Some((cfg, min)) = separation {
-        outputs = outputs.with_separation(ValueOutputs::new(cfg, 0), min);
+    if let Some((cfg, min, hotness)) = separation {
+        outputs = outputs.with_separation(RoutedValueOutputs::new(cfg, hotness), min);
     }
     let mut stats = JobStats {
         input_files: mems.len() as u64,

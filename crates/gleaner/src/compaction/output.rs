@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::BTreeMap;
 
 use super::pending::PendingFiles;
-use super::value_output::ValueOutputs;
+use super::value_output::RoutedValueOutputs;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
@@ -71,7 +71,7 @@ pub struct TableOutputs {
     pending: PendingFiles,
     bytes_written: u64,
     /// Flushes only: values at least this long go to `values`.
-    separation: Option<(ValueOutputs, u64)>,
+    separation: Option<(RoutedValueOutputs, u64)>,
     /// Handles in the current table, per value table (its dependence).
     dependence: BTreeMap<u64, Dependence>,
     scratch_key: Vec<u8>,
@@ -103,7 +103,7 @@ impl TableOutputs {
 
     /// Separates values of at least `min_size` bytes into `values` (flushes).
     #[must_use]
-    pub fn with_separation(mut self, values: ValueOutputs, min_size: u64) -> Self {
+    pub fn with_separation(mut self, values: RoutedValueOutputs, min_size: u64) -> Self {
         self.separation = Some((values, min_size));
         self
     }
@@ -242,10 +242,10 @@ impl TableOutputs {
         let mut value_tables = Vec::new();
         let mut value_bytes = 0;
         if let Some((values, _)) = self.separation.take() {
-            let (tables, bytes, files) = values.finish()?;
-            value_tables = tables;
-            value_bytes = bytes;
-            self.pending.absorb(files);
+            let done = values.finish()?;
+            value_tables = done.tables;
+            value_bytes = done.hot_bytes + done.cold_bytes;
+            self.pending.absorb(done.pending);
         }
         self.finish_current()?;
         self.pending.make_durable()?;

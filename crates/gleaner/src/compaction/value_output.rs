@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::pending::PendingFiles;
 use crate::error::Result;
 use crate::filename::value_table_file_name;
+use crate::hotness::{CLASS_COLD, CLASS_DEFAULT, CLASS_HOT, DropCache};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
 use crate::value::{ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
@@ -156,5 +157,72 @@ impl ValueOutputs {
     pub fn abandon(&mut self) {
         self.current = None;
         self.pending.abandon();
+    }
+}
+
+/// Value tables written in one run per temperature: with a [`DropCache`], values of keys it
+/// knows as hot go to hot tables ([`CLASS_HOT`]) and the rest to cold ones ([`CLASS_COLD`]);
+/// without one, every value goes to one run of default-class tables. Each run has disjoint key
+/// ranges; the two runs overlap.
+pub struct RoutedValueOutputs {
+    cold: ValueOutputs,
+    hot: Option<(ValueOutputs, Arc<DropCache>)>,
+}
+
+/// What [`RoutedValueOutputs::finish`] returns.
+pub struct RoutedFinish {
+    /// Every table written (hot run first).
+    pub tables: Vec<ValueTableMeta>,
+    /// Bytes of hot tables.
+    pub hot_bytes: u64,
+    /// Bytes of cold (or default-class) tables.
+    pub cold_bytes: u64,
+    /// The files, deleted unless kept.
+    pub pending: PendingFiles,
+}
+
+impl RoutedValueOutputs {
+    /// One run of default-class tables, or hot and cold runs routed by `hotness`.
+    pub fn new(cfg: ValueOutputConfig, hotness: Option<Arc<DropCache>>) -> Self {
+        match hotness {
+            None => RoutedValueOutputs {
+                cold: ValueOutputs::new(cfg, CLASS_DEFAULT),
+                hot: None,
+            },
+            Some(cache) => RoutedValueOutputs {
+                cold: ValueOutputs::new(cfg.clone(), CLASS_COLD),
+                hot: Some((ValueOutputs::new(cfg, CLASS_HOT), cache)),
+            },
+        }
+    }
+
+    /// Appends a record (in internal-key order) to the run its key's temperature picks and
+    /// returns its handle.
+    pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<ValueHandle> {
+        match &mut self.hot {
+            Some((hot, cache)) if cache.is_hot(user_key) => hot.add(user_key, seq, value),
+            _ => self.cold.add(user_key, seq, value),
+        }
+    }
+
+    /// Finishes both runs.
+    pub fn finish(self) -> Result<RoutedFinish> {
+        let (mut tables, hot_bytes, mut pending) = match self.hot {
+            Some((hot, _)) => hot.finish()?,
+            None => (
+                Vec::new(),
+                0,
+                PendingFiles::new(Arc::clone(&self.cold.cfg.fs), self.cold.cfg.dir.clone()),
+            ),
+        };
+        let (cold_tables, cold_bytes, cold_files) = self.cold.finish()?;
+        tables.extend(cold_tables);
+        pending.absorb(cold_files);
+        Ok(RoutedFinish {
+            tables,
+            hot_bytes,
+            cold_bytes,
+            pending,
+        })
     }
 }

@@ -14,11 +14,13 @@ use std::collections::BTreeSet;
 
 use super::{Counters, DbInner, DbState};
 use crate::compaction::{
-    CompactionPlan, DropCounter, GarbageListener, JobStats, OutputConfig, RunningCompaction,
-    ValueOutputConfig, flush_memtables, pick_compaction, plan_manual, run_compaction,
+    CompactionPlan, DropCounter, DropListener, GarbageListener, JobStats, OutputConfig,
+    RunningCompaction, TeeListener, ValueOutputConfig, flush_memtables, pick_compaction,
+    plan_manual, run_compaction,
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
+use crate::hotness::DropCacheFeeder;
 use crate::io::IoClass;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -225,8 +227,19 @@ impl DbInner {
         let separation = Some((
             self.value_output_config(IoClass::Flush),
             self.opts.min_separated_value_size(),
+            self.drop_cache.clone(),
         ));
-        let (done, stats) = flush_memtables(mems, snapshots, out, separation, &mut drops)?;
+        let (done, stats) = match &self.drop_cache {
+            // Versions a flush drops were overwritten while in the memtable: their keys are hot.
+            Some(cache) => flush_memtables(
+                mems,
+                snapshots,
+                out,
+                separation,
+                &mut TeeListener(&mut drops, &mut DropCacheFeeder(cache)),
+            )?,
+            None => flush_memtables(mems, snapshots, out, separation, &mut drops)?,
+        };
         // Install strictly in memtable order: wait until ours are the oldest.
         {
             let mut st = self.state.lock();
@@ -286,18 +299,33 @@ impl DbInner {
         // Read after the plan is fixed: a snapshot taken later sees only data newer than every
         // input, which compaction keeps anyway.
         let snapshots = self.snapshots.sequences();
-        let mut garbage = GarbageListener::new(Arc::clone(&job.version), job.claimed.clone());
+        let mut garbage = GarbageListener::new(
+            Arc::clone(&job.version),
+            Arc::clone(&self.values),
+            job.claimed.clone(),
+        );
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
-        let (mut edit, stats, outputs) = run_compaction(
-            plan,
-            &job.version,
-            &self.tables,
-            &self.values,
-            snapshots,
-            out,
-            &mut garbage,
-            Some(&self.shutting_down),
-        )?;
+        let (mut edit, stats, outputs) = {
+            let mut feeder = self.drop_cache.as_deref().map(DropCacheFeeder);
+            let mut tee;
+            let listener: &mut dyn DropListener = match &mut feeder {
+                Some(f) => {
+                    tee = TeeListener(&mut garbage, f);
+                    &mut tee
+                }
+                None => &mut garbage,
+            };
+            run_compaction(
+                plan,
+                &job.version,
+                &self.tables,
+                &self.values,
+                snapshots,
+                out,
+                listener,
+                Some(&self.shutting_down),
+            )?
+        };
         let mut versions = self.versions.lock();
         // Garbage is placed against the version the edit applies to, under the manifest lock, so
         // no GC job can commit in between (see compaction::garbage).

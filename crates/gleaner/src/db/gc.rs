@@ -197,6 +197,7 @@ impl DbInner {
             self.gc_policy.as_ref(),
             &mut is_live,
             self.value_output_config(IoClass::GcWrite),
+            self.drop_cache.clone(),
             Some(&self.shutting_down),
         )?;
         drop(victims);
@@ -277,6 +278,8 @@ impl DbInner {
         Counters::add(&c.gc_bytes_read, s.bytes_read);
         Counters::add(&c.gc_drop_cache_answers, s.drop_cache_answers);
         Counters::add(&c.gc_bytes_written, s.bytes_written);
+        Counters::add(&c.gc_hot_bytes_written, s.hot_bytes_written);
+        Counters::add(&c.gc_cold_bytes_written, s.cold_bytes_written);
         Counters::add(&c.gc_read_micros, s.read_micros);
         Counters::add(&c.gc_lookup_micros, s.lookup_micros);
         Counters::add(&c.gc_write_micros, s.write_micros);

@@ -137,6 +137,8 @@ struct DbInner {
     lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Space-aware throttling, when on and a budget is set.
     space: Option<space::SpaceControl>,
+    /// The DropCache, when hotness-aware writing is on.
+    drop_cache: Option<Arc<crate::hotness::DropCache>>,
 }
 
 /// An open database. `Db` is `Send + Sync`: share it across threads behind an `Arc`. Dropping
@@ -448,6 +450,10 @@ impl DbInner {
             value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
             drop_cache_answers: g(&c.gc_drop_cache_answers),
+            hotness_aware: self.opts.hotness_enabled(),
+            hot_bytes_written: g(&c.gc_hot_bytes_written),
+            cold_bytes_written: g(&c.gc_cold_bytes_written),
+            drop_cache: self.drop_cache.as_ref().map(|d| d.stats()),
             lookup_bytes_read: self.io.get(crate::io::IoClass::GcLookup).read_bytes,
             bytes_written: g(&c.gc_bytes_written),
             read_micros: g(&c.gc_read_micros),

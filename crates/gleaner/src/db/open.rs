@@ -164,7 +164,8 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             index_compression: opts.compression(),
             direct: opts.use_direct_io_for_background_writes(),
         };
-        let separation = Some((values, opts.min_separated_value_size()));
+        // Recovery has no hotness yet: replayed values go to default-class tables.
+        let separation = Some((values, opts.min_separated_value_size(), None));
         let (done, _) = flush_memtables(
             &[mem],
             Vec::new(),
@@ -272,6 +273,11 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         shutting_down: false,
     };
     let gc_policy = crate::gc::policy_for(&opts);
+    let drop_cache = opts.hotness_enabled().then(|| {
+        Arc::new(crate::hotness::DropCache::new(
+            usize::try_from(opts.drop_cache_bytes()).unwrap_or(usize::MAX),
+        ))
+    });
     let space = opts
         .space_budget()
         .map(super::space::SpaceControl::new)
@@ -308,6 +314,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         threads: Mutex::new(Vec::new()),
         lock: Mutex::new(Some(lock)),
         space,
+        drop_cache,
     });
     inner.spawn_workers()?;
     // Compaction may be due right away (e.g. many L0 tables from replay).

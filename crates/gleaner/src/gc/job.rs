@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use super::policy::{GcOutputRouting, GcPolicy, GcReadMode};
 use super::reader::{GC_READ_CHUNK, VictimReader};
-use crate::compaction::{PendingFiles, ValueOutputConfig, ValueOutputs};
+use crate::compaction::{PendingFiles, RoutedValueOutputs, ValueOutputConfig};
 use crate::error::{Error, Result};
+use crate::hotness::DropCache;
 use crate::io::IoClass;
 use crate::key::SeqNo;
 use crate::value::{IndexEntry, OwnedRecord, RecordIter, ValueIndexIter, ValueTable};
@@ -55,6 +56,10 @@ pub struct GcJobStats {
     pub drop_cache_answers: u64,
     /// Bytes of output tables written.
     pub bytes_written: u64,
+    /// Of those, bytes of hot tables (hotness-aware writing).
+    pub hot_bytes_written: u64,
+    /// Of those, bytes of cold tables (hotness-aware writing).
+    pub cold_bytes_written: u64,
     /// Microseconds reading victims (indexes and records).
     pub read_micros: u64,
     /// Microseconds checking validity.
@@ -74,6 +79,8 @@ impl GcJobStats {
         self.index_bytes_read += other.index_bytes_read;
         self.drop_cache_answers += other.drop_cache_answers;
         self.bytes_written += other.bytes_written;
+        self.hot_bytes_written += other.hot_bytes_written;
+        self.cold_bytes_written += other.cold_bytes_written;
         self.read_micros += other.read_micros;
         self.lookup_micros += other.lookup_micros;
         self.write_micros += other.write_micros;
@@ -100,23 +107,27 @@ const CANCEL_CHECK_INTERVAL: u64 = 256;
 pub type IsLive<'a> = dyn FnMut(&[u8], SeqNo) -> Result<Validity> + 'a;
 
 /// Runs one GC job over `victims` with `policy`. `is_live(key, seq)` is the validity check the
-/// policy asked for. On any error the outputs written so far are deleted (they are only kept
-/// once the caller installs them).
+/// policy asked for; `hotness` is the DropCache that routes live records to hot and cold
+/// outputs when the policy asks for [`GcOutputRouting::HotCold`]. On any error the outputs
+/// written so far are deleted (they are only kept once the caller installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     policy: &dyn GcPolicy,
     is_live: &mut IsLive<'_>,
     outputs: ValueOutputConfig,
+    hotness: Option<Arc<DropCache>>,
     cancel: Option<&AtomicBool>,
 ) -> Result<GcJobOutput> {
-    // The runner implements what the existing policies ask for; a new policy adds its mode here.
-    let GcOutputRouting::SingleRun = policy.output_routing();
+    let hotness = match policy.output_routing() {
+        GcOutputRouting::SingleRun => None,
+        GcOutputRouting::HotCold => hotness,
+    };
     let mut job = Job {
         stats: GcJobStats {
             victims: victims.len() as u64,
             ..Default::default()
         },
-        out: ValueOutputs::new(outputs, 0),
+        out: RoutedValueOutputs::new(outputs, hotness),
         copied: HashMap::new(),
         is_live,
         cancel,
@@ -132,14 +143,16 @@ pub fn run_gc_job(
         ..
     } = job;
     let start = Instant::now();
-    let (tables, bytes, pending) = out.finish()?;
+    let done = out.finish()?;
     stats.write_micros += micros_since(start);
-    stats.bytes_written = bytes;
+    stats.hot_bytes_written = done.hot_bytes;
+    stats.cold_bytes_written = done.cold_bytes;
+    stats.bytes_written = done.hot_bytes + done.cold_bytes;
     Ok(GcJobOutput {
-        tables,
+        tables: done.tables,
         copied,
         stats,
-        pending,
+        pending: done.pending,
     })
 }
 
@@ -150,7 +163,7 @@ fn micros_since(start: Instant) -> u64 {
 /// The state one job threads through its passes.
 struct Job<'a, 'b> {
     stats: GcJobStats,
-    out: ValueOutputs,
+    out: RoutedValueOutputs,
     copied: HashMap<SeqNo, u64>,
     is_live: &'a mut IsLive<'b>,
     cancel: Option<&'a AtomicBool>,

@@ -60,6 +60,10 @@ pub enum GcOutputRouting {
     /// One sorted run of output tables (class 0); the outputs of one job have disjoint key
     /// ranges, so an inheritance record resolves a key to exactly one of them.
     SingleRun,
+    /// A hot and a cold run (Scavenger §3.4): records of keys the DropCache knows as hot go to
+    /// hot tables, the rest to cold ones. The runs overlap, so a handle naming a victim is
+    /// resolved by looking the record up in the candidates.
+    HotCold,
 }
 
 /// How references to moved records are kept valid.
@@ -107,6 +111,7 @@ pub fn policy_for(opts: &Options) -> Box<dyn GcPolicy> {
     let techniques = super::scavenger::Techniques {
         lazy_read: opts.lazy_read_enabled(),
         key_lookup: opts.index_decoupled_enabled(),
+        hotness: opts.hotness_enabled(),
     };
     match opts.gc_policy() {
         kind @ (GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger) => {
@@ -126,9 +131,13 @@ pub fn pick_by_ratio(candidates: &[VictimCandidate], threshold: f64, max_input: 
         .iter()
         .filter(|c| c.garbage_bytes > 0 && c.garbage_ratio() >= threshold)
         .collect();
+    // Highest ratio first; at equal ratio hot tables first (Scavenger §3.4: their garbage
+    // keeps growing, so they are the better victims), then the oldest.
+    let hot = |c: &VictimCandidate| c.class == crate::hotness::CLASS_HOT;
     eligible.sort_by(|a, b| {
         b.garbage_ratio()
             .total_cmp(&a.garbage_ratio())
+            .then(hot(b).cmp(&hot(a)))
             .then(a.number.cmp(&b.number))
     });
     let mut total = 0u64;

@@ -20,6 +20,9 @@ pub struct Techniques {
     /// Index-decoupled lookups (§3.3, "L"): validity checked with GetKey, which reads handle
     /// blocks instead of data blocks of index-decoupled key tables.
     pub key_lookup: bool,
+    /// Hotness-aware writing (§3.4, "W"): live records routed to hot and cold outputs by the
+    /// DropCache.
+    pub hotness: bool,
 }
 
 /// A TerarkDB-family policy.
@@ -82,7 +85,11 @@ impl GcPolicy for ScavengerPolicy {
     }
 
     fn output_routing(&self) -> GcOutputRouting {
-        GcOutputRouting::SingleRun
+        if self.techniques.hotness {
+            GcOutputRouting::HotCold
+        } else {
+            GcOutputRouting::SingleRun
+        }
     }
 
     fn index_update(&self) -> IndexUpdate {
@@ -150,6 +157,7 @@ mod tests {
             Techniques {
                 lazy_read: true,
                 key_lookup: false,
+                hotness: false,
             },
         );
         assert_eq!(r.read_mode(), GcReadMode::Lazy);
@@ -161,11 +169,16 @@ mod tests {
             Techniques {
                 lazy_read: false,
                 key_lookup: true,
+                hotness: true,
             },
         );
         assert_eq!(
-            (l.read_mode(), l.validity()),
-            (GcReadMode::Full, GcValidity::KeyLookup)
+            (l.read_mode(), l.validity(), l.output_routing()),
+            (
+                GcReadMode::Full,
+                GcValidity::KeyLookup,
+                GcOutputRouting::HotCold
+            )
         );
     }
 }

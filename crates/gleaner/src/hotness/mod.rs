@@ -11,3 +11,24 @@ pub mod drop_cache;
 mod tests;
 
 pub use drop_cache::{DEFAULT_DROP_CACHE_BYTES, DropCache, DropCacheStats, entry_charge};
+
+use crate::compaction::{DropEvent, DropListener};
+
+/// Value-table class tag of tables written without hotness-aware writing.
+pub const CLASS_DEFAULT: u32 = 0;
+/// Value-table class tag of a hot table: values of keys the DropCache knew as recently
+/// overwritten or deleted.
+pub const CLASS_HOT: u32 = 1;
+/// Value-table class tag of a cold table: values of keys the DropCache did not know.
+pub const CLASS_COLD: u32 = 2;
+
+/// Feeds compaction and flush drop events into a [`DropCache`]: every dropped version (an
+/// overwritten one, or a tombstone that hides nothing any more) marks its key hot, with the
+/// dropped version's sequence number as a lower bound of the newest one.
+pub struct DropCacheFeeder<'a>(pub &'a DropCache);
+
+impl DropListener for DropCacheFeeder<'_> {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        self.0.insert(event.key.user_key, event.key.seq);
+    }
+}

@@ -72,6 +72,8 @@ pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Terarkdb;
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
+/// Default `drop_cache_bytes`: 16 MiB.
+pub const DEFAULT_DROP_CACHE_BYTES: u64 = crate::hotness::DEFAULT_DROP_CACHE_BYTES as u64;
 /// Default `gc_threads_max` (GC threads while space is tight): 2.
 pub const DEFAULT_GC_THREADS_MAX: u32 = crate::throttle::DEFAULT_GC_THREADS_MAX;
 /// Default `space_stop_timeout_ms`: 10 s.
@@ -262,6 +264,15 @@ options_table! {
     /// record from its index entry, and reads only live records' values, adjacent ones in one
     /// read. `auto` (the default) follows `gc_policy`: on for `scavenger`, off for `terarkdb`.
     (gc_lazy_read, with_gc_lazy_read, Switch, Switch::Auto, persisted: true);
+    /// Hotness-aware writing (Scavenger §3.4): keys whose older versions compaction or flush
+    /// dropped are remembered in a DropCache of `drop_cache_bytes`; flush and GC write the values
+    /// of such hot keys to hot value tables and the rest to cold ones, and GC collects hot tables
+    /// first at equal garbage ratio. `auto` (the default) follows `gc_policy`: on for
+    /// `scavenger`, off for `terarkdb`.
+    (hotness_aware_writes, with_hotness_aware_writes, Switch, Switch::Auto, persisted: true);
+    /// Memory for the DropCache of hotness-aware writing (keys and their newest known sequence
+    /// numbers, about 88 bytes per 24-byte key). Default 16 MiB; at most 4 GiB.
+    (drop_cache_bytes, with_drop_cache_bytes, u64, DEFAULT_DROP_CACHE_BYTES, persisted: true);
     /// Index-decoupled key tables and GetKey lookups (Scavenger §3.3): new key tables keep
     /// inline values in data blocks and value handles in separate handle blocks, and GC checks
     /// records with lookups that read handle blocks, not data blocks. Tables already written
@@ -326,6 +337,13 @@ impl Options {
     /// Whether GC jobs read lazily: `gc_lazy_read` resolved against `gc_policy`.
     pub fn lazy_read_enabled(&self) -> bool {
         self.gc_lazy_read
+            .resolve(self.gc_policy.scavenger_techniques())
+    }
+
+    /// Whether flush and GC route values by hotness: `hotness_aware_writes` resolved against
+    /// `gc_policy`.
+    pub fn hotness_enabled(&self) -> bool {
+        self.hotness_aware_writes
             .resolve(self.gc_policy.scavenger_techniques())
     }
 
@@ -455,6 +473,7 @@ impl Options {
             64 << 20,
         )?;
         range("gc_threads_max", self.gc_threads_max, self.gc_threads, 64)?;
+        range("drop_cache_bytes", self.drop_cache_bytes, 0, 4 << 30)?;
         // The budget is checked whether or not throttling is on, so a bad budget is caught
         // when it is set, not when a policy change turns it on.
         self.space_budget_config().validate()?;

@@ -189,6 +189,19 @@ pub struct GcStats {
     pub index_bytes_read: u64,
     /// Validity checks answered by the DropCache, without an index-tree lookup.
     pub drop_cache_answers: u64,
+    /// Whether flush and GC route values to hot and cold tables (option
+    /// `hotness_aware_writes` resolved against the policy).
+    #[serde(default)]
+    pub hotness_aware: bool,
+    /// Bytes of hot value tables GC wrote.
+    #[serde(default)]
+    pub hot_bytes_written: u64,
+    /// Bytes of cold value tables GC wrote.
+    #[serde(default)]
+    pub cold_bytes_written: u64,
+    /// The DropCache (`None` without hotness-aware writing).
+    #[serde(default)]
+    pub drop_cache: Option<crate::hotness::DropCacheStats>,
     /// Bytes the validity checks read from the index tree (lookup reads).
     pub lookup_bytes_read: u64,
     /// Bytes of value tables written.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::value_set::{Resolved, ValueSet};
+use super::value_set::ValueSet;
 use crate::cache::ValueTableCache;
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
@@ -47,31 +47,30 @@ impl ValueSet {
                 format!("value handle for a key at sequence {seq} cannot be resolved: {why}"),
             )
         };
-        match self.resolve(handle.file_number, user_key) {
-            Resolved::Live(v) => {
-                let table = cache.get(v.number, v.file_size, class)?;
-                let (offset, len) =
-                    table
-                        .find(user_key, seq, class, fill_cache)?
-                        .ok_or_else(|| {
-                            dangling(format!(
-                                "table {} inherited the key but has no such record",
-                                v.number
-                            ))
-                        })?;
-                Ok(Located {
+        let candidates = self.candidates(handle.file_number, user_key);
+        if candidates.is_empty() {
+            return Err(dangling(
+                "the table is gone and no inheritance record covers the key".into(),
+            ));
+        }
+        for v in &candidates {
+            let table = cache.get(v.number, v.file_size, class)?;
+            if let Some((offset, len)) = table.find(user_key, seq, class, fill_cache)? {
+                return Ok(Located {
                     handle: ValueHandle {
                         file_number: v.number,
                         offset,
                         len,
                     },
                     table,
-                })
+                });
             }
-            Resolved::Gone => Err(dangling(
-                "the table is gone and no inheritance record covers the key".into(),
-            )),
         }
+        let names: Vec<String> = candidates.iter().map(|v| v.number.to_string()).collect();
+        Err(dangling(format!(
+            "tables {} inherited the key but none has such a record",
+            names.join(", ")
+        )))
     }
 
     /// Reads the value of the record `(user_key, seq)` that `handle` was written as, checking that

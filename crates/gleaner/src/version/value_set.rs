@@ -103,8 +103,10 @@ pub struct Garbage {
 }
 
 /// One table a garbage-collected value table's records were rewritten into, with the user-key
-/// range it holds (GC output is one sorted run cut between user keys, so the ranges of one
-/// victim's children are disjoint and a key picks exactly one child).
+/// range it holds. GC output is one sorted run per temperature (hot and cold with
+/// hotness-aware writing), each cut between user keys, so a key falls in at most one child of
+/// each run; which run holds a record is found by looking it up (see
+/// [`ValueSet::candidates`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inheritor {
     /// The child table.
@@ -188,25 +190,53 @@ impl ValueSet {
     }
 
     /// The live table that holds the record of `user_key` that a handle naming table `number`
-    /// points at, following inheritance records. It does not check that the record is really
-    /// there; readers look it up by key and sequence.
+    /// points at, when following inheritance records by key range leads to exactly one live
+    /// table; `Gone` when it leads to none or to several (a GC job that wrote hot and cold
+    /// outputs: use [`ValueSet::candidates`] and look the record up). It does not check that the
+    /// record is really there; readers look it up by key and sequence.
     pub fn resolve(&self, number: u64, user_key: &[u8]) -> Resolved {
-        let mut n = number;
-        for _ in 0..MAX_INHERITANCE_DEPTH {
+        let mut found = self.candidates(number, user_key);
+        if found.len() == 1 {
+            Resolved::Live(found.remove(0))
+        } else {
+            Resolved::Gone
+        }
+    }
+
+    /// Every live table that may hold the record of `user_key` that a handle naming table
+    /// `number` points at: the table itself when live, else the live tables reached by
+    /// following inheritance records through every child whose key range covers the key,
+    /// hot run before cold run as recorded. Each step follows one GC generation; the walk gives
+    /// up (returning what it found) after [`MAX_INHERITANCE_DEPTH`] tables visited.
+    pub fn candidates(&self, number: u64, user_key: &[u8]) -> Vec<Arc<ValueFile>> {
+        let mut out = Vec::new();
+        let mut stack = vec![number];
+        let mut visited = 0;
+        while let Some(n) = stack.pop() {
+            visited += 1;
+            if visited > MAX_INHERITANCE_DEPTH {
+                break;
+            }
             if let Some(t) = self.tables.get(&n) {
-                return Resolved::Live(Arc::clone(t));
+                out.push(Arc::clone(t));
+                continue;
             }
             let Some(children) = self.inheritance.get(&n) else {
-                return Resolved::Gone;
+                continue;
             };
-            let Some(child) = children.iter().find(|c| {
-                c.smallest_key.as_slice() <= user_key && user_key <= c.largest_key.as_slice()
-            }) else {
-                return Resolved::Gone;
-            };
-            n = child.number;
+            // Pushed in reverse so the first recorded child is visited first.
+            stack.extend(
+                children
+                    .iter()
+                    .rev()
+                    .filter(|c| {
+                        c.smallest_key.as_slice() <= user_key
+                            && user_key <= c.largest_key.as_slice()
+                    })
+                    .map(|c| c.number),
+            );
         }
-        Resolved::Gone
+        out
     }
 
     pub(super) fn add_refs(&mut self, deps: &[Dependence]) {

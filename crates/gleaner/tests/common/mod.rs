@@ -14,6 +14,7 @@ pub type Tune = Box<dyn Fn(Options) -> Options>;
 const TECHNIQUES: &[(char, SetSwitch)] = &[
     ('r', |o, s| o.with_gc_lazy_read(s)),
     ('l', |o, s| o.with_index_decoupled_tables(s)),
+    ('w', |o, s| o.with_hotness_aware_writes(s)),
 ];
 
 /// Every combination of the techniques, as `(name, options transformer)`: `tdb` (the

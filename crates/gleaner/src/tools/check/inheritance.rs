@@ -34,7 +34,8 @@ impl Checker {
         let file = manifest_file_name(manifest);
         let records = values.inheritance();
         for (&victim, children) in records {
-            if let Some(why) = children_fault(children) {
+            let class_of = |n: u64| values.live(n).map(|v| v.class);
+            if let Some(why) = children_fault(children, class_of) {
                 self.problem(Problem::new(
                     &file,
                     None,
@@ -78,23 +79,29 @@ impl Checker {
     }
 }
 
-/// What is wrong with a record's list of children, if anything.
-fn children_fault(children: &[Inheritor]) -> Option<String> {
+/// What is wrong with a record's list of children, if anything. Children of one run (one class
+/// tag) must have disjoint key ranges; a hot and a cold run of one GC job overlap. `class_of`
+/// gives a live child's class (a child collected since has none, and is not compared).
+fn children_fault(children: &[Inheritor], class_of: impl Fn(u64) -> Option<u32>) -> Option<String> {
     if let Some(c) = children.iter().find(|c| c.smallest_key > c.largest_key) {
         return Some(format!(
             "child {} has its smallest key after its largest",
             c.number
         ));
     }
-    let mut sorted: Vec<&Inheritor> = children.iter().collect();
-    sorted.sort_by(|a, b| a.smallest_key.cmp(&b.smallest_key));
+    let mut sorted: Vec<(&Inheritor, u32)> = children
+        .iter()
+        .filter_map(|c| class_of(c.number).map(|class| (c, class)))
+        .collect();
+    sorted.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.smallest_key.cmp(&b.0.smallest_key)));
     sorted
         .windows(2)
-        .find(|w| w[0].largest_key >= w[1].smallest_key)
+        .find(|w| w[0].1 == w[1].1 && w[0].0.largest_key >= w[1].0.smallest_key)
+        .map(|w| (w[0].0, w[1].0))
         .map(|w| {
             format!(
                 "children {} and {} have overlapping key ranges",
-                w[0].number, w[1].number
+                w.0.number, w.1.number
             )
         })
 }
@@ -191,11 +198,24 @@ mod tests {
 
     #[test]
     fn children_must_have_disjoint_ranges() {
+        let one_run = |_| Some(0);
         assert_eq!(
-            children_fault(&[child(2, "a", "f"), child(3, "g", "z")]),
+            children_fault(&[child(2, "a", "f"), child(3, "g", "z")], one_run),
             None
         );
-        assert!(children_fault(&[child(3, "f", "z"), child(2, "a", "f")]).is_some());
-        assert!(children_fault(&[child(2, "b", "a")]).is_some());
+        assert!(children_fault(&[child(3, "f", "z"), child(2, "a", "f")], one_run).is_some());
+        assert!(children_fault(&[child(2, "b", "a")], one_run).is_some());
+        // A hot run (class 1) and a cold run (class 2) may overlap; within a run they may not.
+        let hot_cold = |n: u64| Some(if n.is_multiple_of(2) { 1 } else { 2 });
+        assert_eq!(
+            children_fault(&[child(2, "a", "m"), child(3, "c", "z")], hot_cold),
+            None
+        );
+        assert!(children_fault(&[child(2, "a", "m"), child(4, "c", "z")], hot_cold).is_some());
+        // Children collected since (no class known) are not compared.
+        assert_eq!(
+            children_fault(&[child(2, "a", "m"), child(4, "c", "z")], |_| None),
+            None
+        );
     }
 }
