@@ -172,6 +172,12 @@ pub struct GcFigures {
     pub drop_cache_answers: u64,
     /// Bytes of value tables GC wrote.
     pub bytes_written: u64,
+    /// Of those, bytes of hot tables (hotness-aware writing; 0 without it or in older results).
+    #[serde(default)]
+    pub hot_bytes_written: u64,
+    /// Of those, bytes of cold tables (hotness-aware writing; 0 without it or in older results).
+    #[serde(default)]
+    pub cold_bytes_written: u64,
     /// Seconds reading victims.
     pub read_seconds: f64,
     /// Seconds checking validity.

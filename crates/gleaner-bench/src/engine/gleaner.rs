@@ -146,6 +146,8 @@ impl Engine for GleanerEngine {
             lookup_bytes_read: g.lookup_bytes_read,
             drop_cache_answers: g.drop_cache_answers,
             bytes_written: g.bytes_written,
+            hot_bytes_written: g.hot_bytes_written,
+            cold_bytes_written: g.cold_bytes_written,
             read_micros: g.read_micros,
             lookup_micros: g.lookup_micros,
             write_micros: g.write_micros,

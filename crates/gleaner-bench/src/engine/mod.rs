@@ -72,6 +72,10 @@ pub struct GcCounters {
     pub drop_cache_answers: u64,
     /// Bytes written.
     pub bytes_written: u64,
+    /// Of those, bytes of hot value tables (hotness-aware writing).
+    pub hot_bytes_written: u64,
+    /// Of those, bytes of cold value tables (hotness-aware writing).
+    pub cold_bytes_written: u64,
     /// Microseconds reading.
     pub read_micros: u64,
     /// Microseconds checking validity.

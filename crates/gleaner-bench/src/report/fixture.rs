@@ -59,6 +59,8 @@ fn gleaner() -> EngineResult {
         lookup_bytes_read: 100 * MIB,
         drop_cache_answers: 1_000,
         bytes_written: 3 * GIB,
+        hot_bytes_written: GIB,
+        cold_bytes_written: 2 * GIB,
         read_seconds: 12.5,
         lookup_seconds: 3.25,
         write_seconds: 8.0,

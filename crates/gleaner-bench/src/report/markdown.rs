@@ -282,6 +282,16 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
             gc(|g| format::thousands(g.drop_cache_answers)),
         );
         t.figure("GC bytes written", gc(|g| format::bytes(g.bytes_written)));
+        t.figure(
+            "GC hot / cold bytes written",
+            gc(|g| {
+                format!(
+                    "{} / {}",
+                    format::bytes(g.hot_bytes_written),
+                    format::bytes(g.cold_bytes_written)
+                )
+            }),
+        );
         t.figure("GC read seconds", gc(|g| format::fixed(g.read_seconds, 1)));
         t.figure(
             "GC lookup seconds",
