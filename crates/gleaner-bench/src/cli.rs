@@ -433,7 +433,8 @@ fn preset_engines(common: &CommonArgs) -> Vec<EngineSpec> {
     if !common.engines.is_empty() {
         return common.engines.clone();
     }
-    let mut names = vec!["gleaner:terarkdb"];
+    // Scavenger (the default policy) against its TerarkDB baseline, then the peers.
+    let mut names = vec!["gleaner:scavenger", "gleaner:terarkdb"];
     if PEERS_BUILT {
         names.extend(["rocksdb", "rocksdb-blob", "fjall", "fjall-blob"]);
     }

@@ -67,7 +67,7 @@ pub const DEFAULT_MIN_SEPARATED_VALUE_SIZE: u64 = 1 << 10;
 /// Default `value_table_size` (target size of one value table): 256 MiB.
 pub const DEFAULT_VALUE_TABLE_SIZE: u64 = 256 << 20;
 /// Default `gc_policy`.
-pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Terarkdb;
+pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Scavenger;
 /// Default `gc_garbage_ratio`: a value table is a GC candidate at 20% garbage.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `gc_threads`: 1.
@@ -258,7 +258,7 @@ options_table! {
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
-    /// The garbage-collection policy (`terarkdb` or `scavenger`). Default `terarkdb`.
+    /// The garbage-collection policy (`scavenger` or `terarkdb`). Default `scavenger`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);
     /// Lazy GC read (Scavenger §3.2): a GC job reads the victims' dense indexes, checks every
     /// record from its index entry, and reads only live records' values, adjacent ones in one

@@ -91,10 +91,10 @@ impl OptionValue for f64 {
 pub enum GcPolicyKind {
     /// TerarkDB: victims by garbage ratio, every record read and checked by an index lookup,
     /// live records rewritten to new tables, handles left alone (inheritance records).
-    #[default]
     Terarkdb,
-    /// Scavenger: TerarkDB's scheme with Scavenger's techniques switched on (each can be
-    /// switched off by its own option, e.g. `gc_lazy_read=off`).
+    /// Scavenger (the default): TerarkDB's scheme with Scavenger's techniques switched on (each
+    /// can be switched off by its own option, e.g. `gc_lazy_read=off`).
+    #[default]
     Scavenger,
 }
 
