@@ -198,6 +198,7 @@ impl DbInner {
             &mut is_live,
             self.value_output_config(IoClass::GcWrite),
             self.drop_cache.clone(),
+            self.opts.gc_read_gap(),
             Some(&self.shutting_down),
         )?;
         drop(victims);

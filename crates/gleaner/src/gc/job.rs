@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::hotness::DropCache;
 use crate::io::IoClass;
 use crate::key::SeqNo;
-use crate::value::{IndexEntry, OwnedRecord, RecordIter, ValueIndexIter, ValueTable};
+use crate::value::{IndexEntry, OwnedRecord, ValueIndexIter, ValueTable, decode_record};
 use crate::version::ValueTableMeta;
 
 /// The answer of a GC validity check for one record.
@@ -108,7 +108,8 @@ pub type IsLive<'a> = dyn FnMut(&[u8], SeqNo) -> Result<Validity> + 'a;
 
 /// Runs one GC job over `victims` with `policy`. `is_live(key, seq)` is the validity check the
 /// policy asked for; `hotness` is the DropCache that routes live records to hot and cold
-/// outputs when the policy asks for [`GcOutputRouting::HotCold`]. On any error the outputs
+/// outputs when the policy asks for [`GcOutputRouting::HotCold`]; a lazy read reads through
+/// garbage gaps of at most `max_gap` bytes between live records. On any error the outputs
 /// written so far are deleted (they are only kept once the caller installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
@@ -116,6 +117,7 @@ pub fn run_gc_job(
     is_live: &mut IsLive<'_>,
     outputs: ValueOutputConfig,
     hotness: Option<Arc<DropCache>>,
+    max_gap: u64,
     cancel: Option<&AtomicBool>,
 ) -> Result<GcJobOutput> {
     let hotness = match policy.output_routing() {
@@ -131,6 +133,7 @@ pub fn run_gc_job(
         copied: HashMap::new(),
         is_live,
         cancel,
+        max_gap,
     };
     match policy.read_mode() {
         GcReadMode::Full => job.run_full(victims)?,
@@ -167,6 +170,8 @@ struct Job<'a, 'b> {
     copied: HashMap<SeqNo, u64>,
     is_live: &'a mut IsLive<'b>,
     cancel: Option<&'a AtomicBool>,
+    /// Lazy read: longest garbage gap read through rather than skipped.
+    max_gap: u64,
 }
 
 /// Index of the smallest of `heads` in internal-key order (user key ascending, sequence
@@ -299,7 +304,7 @@ impl Job<'_, '_> {
             let mine: Vec<usize> = (0..window.entries.len())
                 .filter(|&p| window.entries[p].0 == v)
                 .collect();
-            for run in adjacent_runs(&mine, |p| &window.entries[p].1) {
+            for run in adjacent_runs(&mine, self.max_gap, |p| &window.entries[p].1) {
                 self.stats.bytes_read += read_run(table, &window.entries, run, &mut records)?;
             }
         }
@@ -328,10 +333,12 @@ impl Window {
     }
 }
 
-/// Splits `positions` (entries of one table in file order) into runs of records that follow
-/// each other without a gap, so each run is one read.
+/// Splits `positions` (entries of one table in file order) into runs read with one read each:
+/// a run continues across garbage of at most `max_gap` bytes between two live records (reading
+/// a short gap costs less than another read) and ends at a longer one.
 fn adjacent_runs<'e>(
     positions: &[usize],
+    max_gap: u64,
     entry: impl Fn(usize) -> &'e IndexEntry,
 ) -> Vec<&[usize]> {
     let mut runs = Vec::new();
@@ -339,7 +346,7 @@ fn adjacent_runs<'e>(
     for k in 1..=positions.len() {
         let split = k == positions.len() || {
             let prev = entry(positions[k - 1]);
-            entry(positions[k]).offset != prev.offset + prev.len
+            entry(positions[k]).offset > prev.offset + prev.len + max_gap
         };
         if split {
             runs.push(&positions[start..k]);
@@ -349,8 +356,10 @@ fn adjacent_runs<'e>(
     runs
 }
 
-/// Reads one run of adjacent records with a single read, checks each against its index entry,
-/// and stores it at its window position. Returns the bytes read.
+/// Reads one run of live records (and the short gaps between them) with a single read,
+/// decodes each live record where its index entry places it, checks it against the entry, and
+/// stores it at its window position. Gap records are neither parsed nor kept. Returns the bytes
+/// read.
 fn read_run(
     table: &ValueTable,
     entries: &[(usize, IndexEntry)],
@@ -361,16 +370,15 @@ fn read_run(
     let last = &entries[run[run.len() - 1]].1;
     let len = last.offset + last.len - first.offset;
     let buf = table.read_range(first.offset, len, IoClass::GcRead)?;
-    let mut parsed = RecordIter::new(&buf, first.offset, table.file_name());
     for &p in run {
         let e = &entries[p].1;
-        let (offset, r) = parsed.next().ok_or_else(|| {
-            Error::corruption(table.file_name(), e.offset, "record missing from its run")
-        })??;
-        if offset != e.offset || r.key != e.user_key.as_slice() || r.seq != e.seq {
+        // In bounds: entries of one table are in file order and the run ends with `last`.
+        let at = (e.offset - first.offset) as usize;
+        let r = decode_record(&buf[at..at + e.len as usize], table.file_name(), e.offset)?;
+        if r.key != e.user_key.as_slice() || r.seq != e.seq {
             return Err(Error::corruption(
                 table.file_name(),
-                offset,
+                e.offset,
                 "record does not match its dense-index entry",
             ));
         }
@@ -393,7 +401,7 @@ mod tests {
     }
 
     #[test]
-    fn runs_split_at_gaps_only() {
+    fn runs_split_at_gaps_longer_than_the_limit() {
         let entries = [
             entry(0, 10),
             entry(10, 5),
@@ -402,8 +410,13 @@ mod tests {
             entry(100, 3),
         ];
         let positions = [0, 1, 2, 3, 4];
-        let runs = adjacent_runs(&positions, |p| &entries[p]);
+        let runs = adjacent_runs(&positions, 0, |p| &entries[p]);
         assert_eq!(runs, vec![&[0, 1][..], &[2, 3][..], &[4][..]]);
-        assert!(adjacent_runs(&[], |p| &entries[p]).is_empty());
+        assert!(adjacent_runs(&[], 0, |p| &entries[p]).is_empty());
+        // Gaps of 25 (15..40) and 50 (50..100) bytes: read through the first only.
+        let runs = adjacent_runs(&positions, 30, |p| &entries[p]);
+        assert_eq!(runs, vec![&[0, 1, 2, 3][..], &[4][..]]);
+        let runs = adjacent_runs(&positions, 50, |p| &entries[p]);
+        assert_eq!(runs, vec![&[0, 1, 2, 3, 4][..]]);
     }
 }
