@@ -198,7 +198,11 @@ impl Db {
     /// [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE), a value longer than `max_value_size`, or
     /// the batch larger than `max_batch_size` (nothing is written);
     /// [`Error::ReadOnly`] after an earlier unrecoverable failure; [`Error::Closed`];
-    /// [`Error::Io`] when the WAL write fails (the database then becomes read-only).
+    /// [`Error::Io`] when the WAL write fails (the database then becomes read-only);
+    /// [`Error::SpaceBudgetExceeded`] when space-aware throttling stopped writes at the space
+    /// budget and GC found nothing to reclaim for `space_stop_timeout_ms` (nothing is written).
+    /// With a budget, a write may also be delayed (usage between the low and high limits) or
+    /// wait (at the high limit) before it is applied; a batch of deletions only is never held.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_open()?;
         self.inner.validate_batch(&batch)?;
