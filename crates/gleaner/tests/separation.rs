@@ -230,6 +230,17 @@ fn index_decoupled_lookups_read_handle_blocks_not_data_blocks() {
     let mixed = run("/mixed", Switch::Off);
     let decoupled = run("/decoupled", Switch::On);
     assert!(!mixed.gc.index_decoupled && decoupled.gc.index_decoupled);
+    // Handle blocks live in the block cache's high-priority pool; mixed tables have none.
+    assert!(
+        decoupled.cache.high_priority_hits > 0 && decoupled.cache.high_priority_usage_bytes > 0,
+        "{:?}",
+        decoupled.cache
+    );
+    assert_eq!(
+        mixed.cache.high_priority_usage_bytes, 0,
+        "{:?}",
+        mixed.cache
+    );
     let per_record =
         |s: &gleaner::DbStats| s.gc.lookup_bytes_read as f64 / s.gc.records_read as f64;
     assert!(

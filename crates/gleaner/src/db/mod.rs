@@ -25,7 +25,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
-use crate::cache::{BlockCache, TableCache, ValueTableCache};
+use crate::cache::{BlockCache, CachePriority, TableCache, ValueTableCache};
 use crate::compaction::{LateDrop, PickerConfig, RunningCompaction};
 use crate::error::{Error, Result};
 use crate::gc::GcPolicy;
@@ -517,6 +517,22 @@ impl DbInner {
                 usage_bytes: self.block_cache.as_ref().map_or(0, |b| b.usage_bytes()),
                 hits: self.block_cache.as_ref().map_or(0, |b| b.hits()),
                 misses: self.block_cache.as_ref().map_or(0, |b| b.misses()),
+                high_priority_hits: self
+                    .block_cache
+                    .as_ref()
+                    .map_or(0, |b| b.pool_hits(CachePriority::High)),
+                high_priority_misses: self
+                    .block_cache
+                    .as_ref()
+                    .map_or(0, |b| b.pool_misses(CachePriority::High)),
+                high_priority_usage_bytes: self
+                    .block_cache
+                    .as_ref()
+                    .map_or(0, |b| b.pool_usage_bytes(CachePriority::High)),
+                high_priority_capacity_bytes: self
+                    .block_cache
+                    .as_ref()
+                    .map_or(0, |b| b.high_priority_capacity_bytes()),
                 open_tables: self.tables.len(),
             },
             recovery: RecoveryStats {

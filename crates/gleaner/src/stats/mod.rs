@@ -85,6 +85,20 @@ pub struct CacheStats {
     pub hits: u64,
     /// Lookups that missed.
     pub misses: u64,
+    /// Of the hits, those in the high-priority pool (handle blocks of index-decoupled key
+    /// tables).
+    #[serde(default)]
+    pub high_priority_hits: u64,
+    /// Of the misses, those for high-priority blocks.
+    #[serde(default)]
+    pub high_priority_misses: u64,
+    /// Bytes the high-priority pool holds now.
+    #[serde(default)]
+    pub high_priority_usage_bytes: u64,
+    /// Most bytes the high-priority pool may hold (the low-priority pool gets what it does not
+    /// use).
+    #[serde(default)]
+    pub high_priority_capacity_bytes: u64,
     /// Key tables open in the table cache.
     pub open_tables: usize,
 }
