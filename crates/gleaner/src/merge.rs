@@ -37,6 +37,12 @@ impl MergingIterator {
         }
     }
 
+    /// Index (in the order given to [`MergingIterator::new`]) of the child holding the current
+    /// entry; `None` when invalid.
+    pub fn current_child(&self) -> Option<usize> {
+        self.heap.first().copied()
+    }
+
     /// True when child `a` belongs nearer the root than child `b`.
     fn before(&self, a: usize, b: usize) -> bool {
         let o = (self.cmp)(self.children[a].key(), self.children[b].key()).then(a.cmp(&b));

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, seek_for_prev_via_seek};
 use crate::key::{ParsedKey, ValueKind, compare_internal};
+use crate::merge::MergingIterator;
 
 use super::block::BlockIter;
 use super::format::{BlockHandle, KeyTableLayout, TablePart};
@@ -215,153 +216,98 @@ impl InternalIterator for PartIter {
 /// Iterates over every entry of one key table (or of one part of it) in internal-key order.
 /// Holds its table alive. Blocks are loaded lazily, one at a time per part.
 ///
-/// Over an index-decoupled table it merges the data part and the handle part. No internal key
-/// is in both parts, so the merge only has to keep the part that is not current positioned just
-/// past (forward) or just before (backward) the current entry; changing direction re-seeks it.
-#[derive(Debug)]
+/// Over an index-decoupled table it merges the data part and the handle part with the
+/// engine's [`MergingIterator`] (no internal key is in both parts).
 pub struct TableIter {
-    parts: Vec<PartIter>,
-    /// Index into `parts` of the part holding the current entry; `None` when invalid.
-    current: Option<usize>,
-    /// Direction of the last movement: every part other than the current one is positioned
-    /// after the current entry when forward, before it when backward.
-    forward: bool,
+    merge: MergingIterator,
+    /// The part of each merged child, by child index.
+    parts: Vec<TablePart>,
+}
+
+impl std::fmt::Debug for TableIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableIter")
+            .field("parts", &self.parts)
+            .field("part", &self.part())
+            .finish()
+    }
 }
 
 impl TableIter {
     /// An iterator over `parts` of `table` (parts the table lacks are skipped).
     pub(crate) fn new(table: Arc<Table>, parts: &[TablePart], ctx: ReadCtx) -> Self {
+        let iters: Vec<PartIter> = parts
+            .iter()
+            .filter_map(|&p| PartIter::new(table.clone(), p, ctx))
+            .collect();
         TableIter {
-            parts: parts
-                .iter()
-                .filter_map(|&p| PartIter::new(table.clone(), p, ctx))
-                .collect(),
-            current: None,
-            forward: true,
+            parts: iters.iter().map(|p| p.part).collect(),
+            merge: MergingIterator::new(
+                iters
+                    .into_iter()
+                    .map(|p| Box::new(p) as Box<dyn InternalIterator>)
+                    .collect(),
+                compare_internal,
+            ),
         }
     }
 
     /// The part holding the current entry (`None` when invalid). Every entry of a mixed table
     /// is in [`TablePart::Data`].
     pub fn part(&self) -> Option<TablePart> {
-        self.current.map(|c| self.parts[c].part)
-    }
-
-    /// Makes the smallest (forward) or largest (backward) positioned part current.
-    fn pick(&mut self, forward: bool) {
-        self.forward = forward;
-        let mut best: Option<usize> = None;
-        for (i, p) in self.parts.iter().enumerate() {
-            if !p.valid() {
-                continue;
-            }
-            let better = match best {
-                None => true,
-                Some(b) => {
-                    let o = compare_internal(p.key(), self.parts[b].key());
-                    if forward { o.is_lt() } else { o.is_gt() }
-                }
-            };
-            if better {
-                best = Some(i);
-            }
-        }
-        self.current = best;
-    }
-
-    fn each(&mut self, f: impl FnMut(&mut PartIter) -> Result<()>) -> Result<()> {
-        self.parts.iter_mut().try_for_each(f)
-    }
-
-    fn next_inner(&mut self) -> Result<()> {
-        let Some(c) = self.current else {
-            return Ok(());
-        };
-        if !self.forward && self.parts.len() > 1 {
-            // The other parts sit before the current entry: move them to the first entry after
-            // it (keys are unique across parts, so a seek cannot land on it).
-            let key = self.parts[c].key().to_vec();
-            for (i, p) in self.parts.iter_mut().enumerate() {
-                if i != c {
-                    p.seek(&key)?;
-                }
-            }
-        }
-        self.parts[c].next()?;
-        self.pick(true);
-        Ok(())
-    }
-
-    fn prev_inner(&mut self) -> Result<()> {
-        let Some(c) = self.current else {
-            return Ok(());
-        };
-        if self.forward && self.parts.len() > 1 {
-            let key = self.parts[c].key().to_vec();
-            for (i, p) in self.parts.iter_mut().enumerate() {
-                if i != c {
-                    p.seek_for_prev(&key)?;
-                }
-            }
-        }
-        self.parts[c].prev()?;
-        self.pick(false);
-        Ok(())
-    }
-
-    /// Leaves the iterator invalid when a movement failed.
-    fn guard(&mut self, r: Result<()>) -> Result<()> {
-        if r.is_err() {
-            self.current = None;
-        }
-        r
+        self.merge.current_child().map(|c| self.parts[c])
     }
 }
 
 impl InternalIterator for TableIter {
     fn valid(&self) -> bool {
-        self.current.is_some_and(|c| self.parts[c].valid())
+        self.merge.valid()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        let r = self.each(|p| p.seek_to_first());
-        self.pick(true);
-        self.guard(r)
+        self.merge.seek_to_first()
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        let r = self.each(|p| p.seek_to_last());
-        self.pick(false);
-        self.guard(r)
+        self.merge.seek_to_last()
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let r = self.each(|p| p.seek(target));
-        self.pick(true);
-        self.guard(r)
+        self.merge.seek(target)
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        let r = self.each(|p| p.seek_for_prev(target));
-        self.pick(false);
-        self.guard(r)
+        self.merge.seek_for_prev(target)
     }
 
     fn next(&mut self) -> Result<()> {
-        let r = self.next_inner();
-        self.guard(r)
+        // Moving an invalid table iterator is a no-op, as for a part.
+        if !self.merge.valid() {
+            return Ok(());
+        }
+        self.merge.next()
     }
 
     fn prev(&mut self) -> Result<()> {
-        let r = self.prev_inner();
-        self.guard(r)
+        if !self.merge.valid() {
+            return Ok(());
+        }
+        self.merge.prev()
     }
 
     fn key(&self) -> &[u8] {
-        self.current.map_or(&[], |c| self.parts[c].key())
+        if self.merge.valid() {
+            self.merge.key()
+        } else {
+            &[]
+        }
     }
 
     fn value(&self) -> &[u8] {
-        self.current.map_or(&[], |c| self.parts[c].value())
+        if self.merge.valid() {
+            self.merge.value()
+        } else {
+            &[]
+        }
     }
 }
