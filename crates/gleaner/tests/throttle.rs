@@ -145,7 +145,7 @@ fn budget_options_are_checked_at_open_and_name_the_option() {
             options(&fs)
                 .with_max_disk_bytes(1 << 20)
                 .with_space_stop_timeout_ms(7_200_000),
-            "stop_timeout",
+            "space_stop_timeout_ms",
         ),
     ];
     for (i, (opts, name)) in cases.into_iter().enumerate() {

@@ -375,7 +375,7 @@ impl DbInner {
         use crate::stats::*;
         let c = &self.counters;
         let g = Counters::get;
-        let (version, mem_bytes, imm, imm_bytes, running, bg_error, claimed, wal_bytes) = {
+        let (version, mem_bytes, imm, imm_bytes, running, bg_error, claimed, usage) = {
             let st = self.state.lock();
             (
                 Arc::clone(&st.version),
@@ -385,9 +385,8 @@ impl DbInner {
                 st.running.len(),
                 st.bg_error.as_ref().map(|e| e.to_string()),
                 st.gc_claimed.len(),
-                // Unflushed data lives in WALs roughly the size of the memtables it filled.
-                st.mem.approximate_bytes()
-                    + st.imm.iter().map(|m| m.approximate_bytes()).sum::<u64>(),
+                // The same figures the space throttle sees.
+                Self::space_usage(&st),
             )
         };
         let vs = version.values();
@@ -429,15 +428,13 @@ impl DbInner {
             })
             .collect();
         let key_bytes: u64 = levels.iter().map(|l| l.bytes).sum();
-        let disk_bytes = key_bytes + values.file_bytes + wal_bytes;
-        let live = key_bytes + values.record_bytes.saturating_sub(values.garbage_bytes) + wal_bytes;
         let space = SpaceStats {
-            disk_bytes,
-            live_data_estimate: live,
-            space_amplification: if live == 0 {
+            disk_bytes: usage.disk_bytes,
+            live_data_estimate: usage.live_bytes,
+            space_amplification: if usage.live_bytes == 0 {
                 1.0
             } else {
-                disk_bytes as f64 / live as f64
+                usage.disk_bytes as f64 / usage.live_bytes as f64
             },
         };
         let gc = GcStats {

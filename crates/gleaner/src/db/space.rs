@@ -21,7 +21,7 @@ const OBSERVATION_TTL: Duration = Duration::from_millis(10);
 /// Longest single wait of a stopped writer before it looks again.
 const STOP_WAIT_SLICE: Duration = Duration::from_millis(20);
 
-/// Bytes on disk and the live-data estimate, as `stats()` computes them.
+/// Bytes on disk and the live-data estimate (what `stats().space` reports).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct SpaceUsage {
     /// Key tables + value tables + unflushed WAL data (estimated as the memtables' size).

@@ -482,6 +482,13 @@ impl Options {
         range("gc_threads_max", self.gc_threads_max, self.gc_threads, 64)?;
         range("drop_cache_bytes", self.drop_cache_bytes, 0, 4 << 30)?;
         range("gc_read_gap", self.gc_read_gap, 0, 16 << 20)?;
+        let max_stop_ms = crate::throttle::STOP_TIMEOUT_LIMIT.as_millis() as u64;
+        range(
+            "space_stop_timeout_ms",
+            self.space_stop_timeout_ms,
+            0,
+            max_stop_ms,
+        )?;
         // The budget is checked whether or not throttling is on, so a bad budget is caught
         // when it is set, not when a policy change turns it on.
         self.space_budget_config().validate()?;
