@@ -42,3 +42,14 @@ pub enum KeyLookup {
         seq: SeqNo,
     },
 }
+
+impl KeyLookup {
+    /// The version's sequence number.
+    pub fn seq(&self) -> SeqNo {
+        match *self {
+            KeyLookup::Handle { seq } | KeyLookup::Inline { seq } | KeyLookup::Deleted { seq } => {
+                seq
+            }
+        }
+    }
+}

@@ -20,11 +20,12 @@ pub fn run(ctx: &Context, args: &DirArgs, out: &mut dyn Write) -> CliResult<Stat
     }
     output(out.flush())?;
     let counts = format!(
-        "{} key tables ({} entries, {} value handles), {} value tables ({} records) and {} WAL \
-         records checked",
+        "{} key tables ({} entries, {} value handles, {} of them of shadowed versions GC already \
+         reclaimed), {} value tables ({} records) and {} WAL records checked",
         report.tables_checked,
         report.entries_checked,
         report.handles_checked,
+        report.handles_reclaimed_early,
         report.value_tables_checked,
         report.records_checked,
         report.wal_records_checked

@@ -181,8 +181,12 @@ fn values(s: &DbStats, lines: &mut Vec<String>) {
     ));
     lines.push(format!(
         "  inheritance records: {}; handles rewritten: {}; tables freed without GC: {}; \
-         unresolved drops: {}",
-        v.inheritance_records, v.handles_rewritten, v.tables_freed_without_gc, v.unresolved_drops
+         drops reclaimed early: {}; unresolved drops: {}",
+        v.inheritance_records,
+        v.handles_rewritten,
+        v.tables_freed_without_gc,
+        v.drops_reclaimed_early,
+        v.unresolved_drops
     ));
     for t in &v.per_table {
         lines.push(format!(

@@ -45,6 +45,17 @@ pub struct LateDrop {
     pub len: u64,
 }
 
+/// What [`GarbageListener::settle`] leaves for the caller.
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// Drops into tables GC jobs hold, per table, for those jobs.
+    pub late: Vec<(u64, LateDrop)>,
+    /// Dropped handles whose record could not be placed (0 unless something is wrong).
+    pub unresolved: u64,
+    /// Dropped handles whose record a GC job had already reclaimed (no garbage to count).
+    pub reclaimed_early: u64,
+}
+
 /// Collects the garbage a compaction creates.
 pub struct GarbageListener {
     version: Arc<Version>,
@@ -55,6 +66,7 @@ pub struct GarbageListener {
     aggregated: BTreeMap<u64, Garbage>,
     detailed: Vec<ClaimedDrop>,
     unresolved: u64,
+    reclaimed_early: u64,
 }
 
 impl GarbageListener {
@@ -68,12 +80,18 @@ impl GarbageListener {
             aggregated: BTreeMap::new(),
             detailed: Vec::new(),
             unresolved: 0,
+            reclaimed_early: 0,
         }
     }
 
     /// Dropped handles whose record could not be placed (should stay 0).
     pub fn unresolved(&self) -> u64 {
         self.unresolved
+    }
+
+    /// Dropped handles whose record a GC job had already reclaimed.
+    pub fn reclaimed_early(&self) -> u64 {
+        self.reclaimed_early
     }
 
     /// Adds the garbage to `edit`, resolved against `current` (the version the edit applies to).
@@ -84,7 +102,7 @@ impl GarbageListener {
         current: &Version,
         claimed_now: &BTreeSet<u64>,
         edit: &mut VersionEdit,
-    ) -> (Vec<(u64, LateDrop)>, u64) {
+    ) -> Settled {
         let values = current.values();
         let mut delta = self.aggregated;
         let mut unresolved = self.unresolved;
@@ -97,10 +115,16 @@ impl GarbageListener {
             live
         });
         for d in std::mem::take(&mut self.detailed) {
-            let target = place(values, &self.cache, d.table, &d.key, d.seq);
-            let Some(t) = target else {
-                unresolved += 1;
-                continue;
+            let t = match place(values, &self.cache, d.table, &d.key, d.seq) {
+                Placement::Table(t) => t,
+                Placement::ReclaimedEarly => {
+                    self.reclaimed_early += 1;
+                    continue;
+                }
+                Placement::Unknown => {
+                    unresolved += 1;
+                    continue;
+                }
             };
             let g = delta.entry(t).or_default();
             g.records += 1;
@@ -124,7 +148,11 @@ impl GarbageListener {
                 }
             }
         }
-        (late, unresolved)
+        Settled {
+            late,
+            unresolved,
+            reclaimed_early: self.reclaimed_early,
+        }
     }
 }
 
@@ -137,15 +165,22 @@ impl DropListener for GarbageListener {
             self.unresolved += 1;
             return;
         };
-        let Some(table) = place(
+        let table = match place(
             self.version.values(),
             &self.cache,
             handle.file_number,
             event.key.user_key,
             event.key.seq,
-        ) else {
-            self.unresolved += 1;
-            return;
+        ) {
+            Placement::Table(t) => t,
+            Placement::ReclaimedEarly => {
+                self.reclaimed_early += 1;
+                return;
+            }
+            Placement::Unknown => {
+                self.unresolved += 1;
+                return;
+            }
         };
         if self.claimed.contains(&table) {
             self.detailed.push(ClaimedDrop {
@@ -162,33 +197,45 @@ impl DropListener for GarbageListener {
     }
 }
 
-/// The live table holding record `(user_key, seq)` that a handle naming table `number` was
-/// written to: the table itself when live; else the one table inheritance leads to by key
-/// range; else (a GC job wrote hot and cold outputs that both cover the key) the candidate
-/// whose dense index has the record. `None` when no live table has it.
+/// Where the record of a dropped handle is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// In this live table: its garbage grows.
+    Table(u64),
+    /// Nowhere: a GC job already reclaimed it while the index tree still held the (shadowed)
+    /// version, so there is no garbage left to count.
+    ReclaimedEarly,
+    /// Unknown: a table could not be opened or read.
+    Unknown,
+}
+
+/// Where record `(user_key, seq)`, written to table `number`, is now: the table itself when
+/// live (a live table holds every record written to it); else the candidate inheritance leads
+/// to whose dense index has the record; else nowhere ([`Placement::ReclaimedEarly`]). Every
+/// candidate is checked, even a single one, because a GC job may have reclaimed the record of
+/// a shadowed version early (see docs/gc.md).
 fn place(
     values: &ValueSet,
     cache: &ValueTableCache,
     number: u64,
     user_key: &[u8],
     seq: SeqNo,
-) -> Option<u64> {
+) -> Placement {
     if values.live(number).is_some() {
-        return Some(number);
+        return Placement::Table(number);
     }
-    let candidates = values.candidates(number, user_key);
-    if let [only] = candidates.as_slice() {
-        return Some(only.number);
-    }
-    candidates.iter().map(|v| v.number).find(|&n| {
-        let Some(v) = values.live(n) else {
-            return false;
-        };
-        cache
+    for v in values.candidates(number, user_key) {
+        // Dense index blocks are cached: neighbouring drops share them.
+        let found = cache
             .get(v.number, v.file_size, IoClass::CompactionRead)
-            .and_then(|t| t.find(user_key, seq, IoClass::CompactionRead, false))
-            .is_ok_and(|found| found.is_some())
-    })
+            .and_then(|t| t.find(user_key, seq, IoClass::CompactionRead, true));
+        match found {
+            Ok(Some(_)) => return Placement::Table(v.number),
+            Ok(None) => {}
+            Err(_) => return Placement::Unknown,
+        }
+    }
+    Placement::ReclaimedEarly
 }
 
 /// Points handles that name collected tables at the table now holding their record, so reads
@@ -198,6 +245,8 @@ pub struct HandleRewriter<'a> {
     cache: &'a ValueTableCache,
     /// Handles rewritten so far.
     pub rewritten: u64,
+    /// Stale handles kept as they are because their record was reclaimed early.
+    pub kept_unlocatable: u64,
 }
 
 impl<'a> HandleRewriter<'a> {
@@ -207,6 +256,7 @@ impl<'a> HandleRewriter<'a> {
             version,
             cache,
             rewritten: 0,
+            kept_unlocatable: 0,
         }
     }
 
@@ -219,14 +269,21 @@ impl<'a> HandleRewriter<'a> {
         if self.version.values().live(handle.file_number).is_some() {
             return Ok(None);
         }
-        let at = self.version.values().locate(
+        // No record: a GC job reclaimed it early because the version is shadowed (no snapshot
+        // can read it). The handle is kept as it is; it is never resolved, and compaction
+        // drops it once it meets the newer version.
+        let Some(at) = self.version.values().try_locate(
             self.cache,
             key.user_key,
             key.seq,
             handle,
             IoClass::CompactionRead,
             false,
-        )?;
+        )?
+        else {
+            self.kept_unlocatable += 1;
+            return Ok(None);
+        };
         self.rewritten += 1;
         Ok(Some(at.handle))
     }

@@ -32,6 +32,10 @@ pub struct DropEvent<'a> {
     pub value: &'a [u8],
     /// Why it was discarded.
     pub reason: DropReason,
+    /// The sequence number of a newer version of the key that hides this entry from every
+    /// reader: for a shadowed entry, the newest version of its snapshot stripe in the input;
+    /// for a dropped tombstone, its own (it hides every older version).
+    pub hidden_by: SeqNo,
 }
 
 /// Consumer of drop events.
@@ -87,6 +91,8 @@ pub struct CompactionIterator<I: InternalIterator> {
     current_user_key: Vec<u8>,
     has_current: bool,
     last_stripe: usize,
+    /// Sequence number of the newest entry of the current key's current stripe.
+    stripe_newest: SeqNo,
     valid: bool,
 }
 
@@ -108,6 +114,7 @@ impl<I: InternalIterator> CompactionIterator<I> {
             current_user_key: Vec::new(),
             has_current: false,
             last_stripe: 0,
+            stripe_newest: 0,
             valid: false,
         }
     }
@@ -154,6 +161,9 @@ impl<I: InternalIterator> CompactionIterator<I> {
                 ));
             }
             let shadowed = same_key && stripe == self.last_stripe;
+            if !shadowed {
+                self.stripe_newest = parsed.seq;
+            }
             self.last_stripe = stripe;
             let reason = if shadowed {
                 Some(DropReason::Shadowed)
@@ -171,6 +181,7 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         key: parsed,
                         value: self.input.value(),
                         reason,
+                        hidden_by: self.stripe_newest,
                     });
                     self.input.next()?;
                 }
@@ -267,6 +278,53 @@ mod tests {
                 (b"a".to_vec(), 2, DropReason::Shadowed),
                 (b"a".to_vec(), 1, DropReason::Shadowed)
             ]
+        );
+    }
+
+    /// `(seq, hidden_by)` of every drop of a bottommost compaction of `entries`.
+    fn hidden_by(
+        entries: &[(&str, SeqNo, ValueKind)],
+        snapshots: Vec<SeqNo>,
+    ) -> Vec<(SeqNo, SeqNo)> {
+        #[derive(Default)]
+        struct HiddenBy(Vec<(SeqNo, SeqNo)>);
+        impl DropListener for HiddenBy {
+            fn on_drop(&mut self, e: &DropEvent<'_>) {
+                self.0.push((e.key.seq, e.hidden_by));
+            }
+        }
+        let mut it =
+            CompactionIterator::new(input(entries), snapshots, Box::new(|_| true), "t".into());
+        let mut rec = HiddenBy::default();
+        it.seek_to_first(&mut rec).expect("seek");
+        while it.valid() {
+            it.next(&mut rec).expect("next");
+        }
+        rec.0
+    }
+
+    #[test]
+    fn each_drop_names_the_version_that_hides_it() {
+        // Snapshots at 5 and 8: a@9 alone above 8, a@7 alone in 6..=8, so both stay; a@4
+        // hides a@2 and a@1 (the snapshot at 5 reads a@4). The tombstone b@6 is above the
+        // snapshot at 5, so it stays and b@3 stays for that snapshot.
+        let a = [
+            ("a", 9, V),
+            ("a", 7, V),
+            ("a", 4, V),
+            ("a", 2, V),
+            ("a", 1, V),
+        ];
+        let b = [("b", 6, D), ("b", 3, V)];
+        assert_eq!(
+            hidden_by(&[&a[..], &b[..]].concat(), vec![5, 8]),
+            vec![(2, 4), (1, 4)]
+        );
+        // Without snapshots a@9 hides a@7; the tombstone b@6 at the bottom hides b@3 and is
+        // dropped itself, hiding everything older (its own number).
+        assert_eq!(
+            hidden_by(&[&a[..2], &b[..]].concat(), vec![]),
+            vec![(7, 9), (6, 6), (3, 6)]
         );
     }
 

@@ -9,7 +9,7 @@ pub mod pending;
 pub mod picker;
 pub mod value_output;
 
-pub use garbage::{ClaimedDrop, GarbageListener, HandleRewriter, LateDrop};
+pub use garbage::{ClaimedDrop, GarbageListener, HandleRewriter, LateDrop, Settled};
 pub use iterator::{
     CompactionIterator, DropCounter, DropEvent, DropListener, DropReason, TeeListener,
 };

@@ -330,7 +330,7 @@ impl DbInner {
         // Garbage is placed against the version the edit applies to, under the manifest lock, so
         // no GC job can commit in between (see compaction::garbage).
         let claimed_now = self.state.lock().gc_claimed.clone();
-        let (late, unresolved) = garbage.settle(versions.current(), &claimed_now, &mut edit);
+        let settled = garbage.settle(versions.current(), &claimed_now, &mut edit);
         // On failure the outputs are deleted as `outputs` drops.
         let version = versions.log_and_apply(edit.clone())?;
         outputs.keep();
@@ -341,14 +341,18 @@ impl DbInner {
                     *slot = Some(key.clone());
                 }
             }
-            for (table, drop) in late {
+            for (table, drop) in settled.late {
                 st.late_drops.entry(table).or_default().push(drop);
             }
             st.version = version;
             self.install_super_version(&st);
         }
         drop(versions);
-        Counters::add(&self.counters.unresolved_drops, unresolved);
+        Counters::add(&self.counters.unresolved_drops, settled.unresolved);
+        Counters::add(
+            &self.counters.drops_reclaimed_early,
+            settled.reclaimed_early,
+        );
         Counters::add(&self.counters.handles_rewritten, stats.handles_rewritten);
         Counters::add(
             &self.counters.value_tables_freed,

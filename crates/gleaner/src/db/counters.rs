@@ -49,6 +49,8 @@ pub struct Counters {
     pub tables_deleted: AtomicU64,
     /// Dropped value handles whose record could not be placed (should stay 0).
     pub unresolved_drops: AtomicU64,
+    /// Dropped value handles whose record a GC job had already reclaimed.
+    pub drops_reclaimed_early: AtomicU64,
     /// Stale value handles compactions pointed at the table now holding their record.
     pub handles_rewritten: AtomicU64,
     /// Value tables deleted because every record became garbage (no GC job needed).

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
-use crate::gc::{GcJobStats, GcValidity, Validity, VictimCandidate, run_gc_job};
+use crate::gc::{
+    GcJobStats, GcValidity, TreeCheck, Validity, ValidityContext, VictimCandidate, run_gc_job,
+};
 use crate::io::IoClass;
-use crate::key::make_lookup_key;
+use crate::key::{MAX_SEQUENCE, make_lookup_key};
 use crate::lookup::{KeyLookup, Lookup};
 use crate::table::ReadCtx;
 use crate::version::{Garbage, Inheritor, VersionEdit};
@@ -175,10 +177,26 @@ impl DbInner {
         };
         let tables = &self.tables;
         let key_lookup = self.gc_policy.validity() == GcValidity::KeyLookup;
+        // Snapshots read after the version was pinned: later ones read above all of its tables.
+        let durable_seq = version
+            .all_files()
+            .map(|(_, f)| f.largest_seq)
+            .max()
+            .unwrap_or(0);
+        let validity = ValidityContext::new(self.snapshots.sequences(), durable_seq);
+        let drop_cache = self.drop_cache.as_deref();
         let mut is_live = |key: &[u8], seq| -> Result<Validity> {
-            // The record is live while the index tree still holds its version as a handle
-            // (snapshots keep such versions; compaction drops the rest and reports the garbage).
-            let lookup = make_lookup_key(key, seq);
+            if validity.dead_by_drop_cache(seq, drop_cache.and_then(|d| d.newest_seq(key))) {
+                return Ok(Validity::DeadByDropCache);
+            }
+            // Newest: live only as the key's newest version (a shadowed version no snapshot
+            // reads is reclaimed even while the tree still holds it). Present: a snapshot may
+            // read it, so it is live while the tree holds its version.
+            let at = match validity.tree_check(seq) {
+                TreeCheck::Newest => MAX_SEQUENCE,
+                TreeCheck::Present => seq,
+            };
+            let lookup = make_lookup_key(key, at);
             let live = if key_lookup {
                 matches!(
                     version.get_key(tables, &lookup, ctx)?,

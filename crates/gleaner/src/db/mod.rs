@@ -416,6 +416,7 @@ impl DbInner {
             handles_rewritten: g(&c.handles_rewritten),
             tables_freed_without_gc: g(&c.value_tables_freed),
             unresolved_drops: g(&c.unresolved_drops),
+            drops_reclaimed_early: g(&c.drops_reclaimed_early),
             per_table,
         };
         let scores = crate::compaction::picker::level_scores(&version, &self.picker);

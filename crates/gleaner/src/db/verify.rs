@@ -6,7 +6,7 @@ use super::DbInner;
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
-use crate::key::{ParsedKey, ValueKind};
+use crate::key::{MAX_SEQUENCE, ParsedKey, ValueKind, make_lookup_key};
 use crate::table::ReadCtx;
 use crate::value::ValueHandle;
 
@@ -17,6 +17,9 @@ pub struct GarbageRecount {
     pub tables: usize,
     /// Handles found in key tables.
     pub handles: u64,
+    /// Of those, handles of shadowed versions whose record GC reclaimed early (a newer version
+    /// of the key is in the tree; nothing reads them).
+    pub reclaimed_early: u64,
     /// Every disagreement between the recount and the recorded garbage, in words.
     pub mismatches: Vec<String>,
 }
@@ -53,7 +56,7 @@ impl DbInner {
                         0,
                     )?;
                     report.handles += 1;
-                    match values.locate(
+                    match values.try_locate(
                         &self.values,
                         key.user_key,
                         key.seq,
@@ -61,10 +64,23 @@ impl DbInner {
                         IoClass::Other,
                         false,
                     ) {
-                        Ok(at) => {
+                        Ok(Some(at)) => {
                             let r = referenced.entry(at.handle.file_number).or_default();
                             r.0 += 1;
                             r.1 += at.handle.len;
+                        }
+                        Ok(None) => {
+                            let lookup = make_lookup_key(key.user_key, MAX_SEQUENCE);
+                            let newest = version.get_key(&self.tables, &lookup, ctx)?;
+                            if newest.is_some_and(|n| n.seq() > key.seq) {
+                                report.reclaimed_early += 1;
+                            } else {
+                                let e = values.dangling(key.user_key, key.seq, handle);
+                                report.mismatches.push(format!(
+                                    "handle in table {} for sequence {} does not resolve: {e}",
+                                    f.number, key.seq
+                                ));
+                            }
                         }
                         Err(e) => report.mismatches.push(format!(
                             "handle in table {} for sequence {} does not resolve: {e}",

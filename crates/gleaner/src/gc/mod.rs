@@ -4,6 +4,7 @@ pub mod job;
 pub mod policy;
 pub mod reader;
 pub mod scavenger;
+pub mod validity;
 
 pub use job::{GcJobOutput, GcJobStats, IsLive, Validity, run_gc_job};
 pub use policy::{
@@ -11,3 +12,4 @@ pub use policy::{
 };
 pub use reader::VictimReader;
 pub use scavenger::{ScavengerPolicy, Techniques};
+pub use validity::{TreeCheck, ValidityContext};

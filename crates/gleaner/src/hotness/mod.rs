@@ -24,11 +24,12 @@ pub const CLASS_COLD: u32 = 2;
 
 /// Feeds compaction and flush drop events into a [`DropCache`]: every dropped version (an
 /// overwritten one, or a tombstone that hides nothing any more) marks its key hot, with the
-/// dropped version's sequence number as a lower bound of the newest one.
+/// sequence number of the version that hides it ([`DropEvent::hidden_by`]), so a GC check can
+/// declare any older record of the key garbage.
 pub struct DropCacheFeeder<'a>(pub &'a DropCache);
 
 impl DropListener for DropCacheFeeder<'_> {
     fn on_drop(&mut self, event: &DropEvent<'_>) {
-        self.0.insert(event.key.user_key, event.key.seq);
+        self.0.insert(event.key.user_key, event.hidden_by);
     }
 }

@@ -169,6 +169,10 @@ pub struct ValueStats {
     pub tables_freed_without_gc: u64,
     /// Dropped handles whose record could not be placed (0 unless something is wrong).
     pub unresolved_drops: u64,
+    /// Dropped handles of shadowed versions whose record a GC job had already reclaimed, so
+    /// there was no garbage left to count.
+    #[serde(default)]
+    pub drops_reclaimed_early: u64,
     /// Per table.
     pub per_table: Vec<ValueTableStats>,
 }

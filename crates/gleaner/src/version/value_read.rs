@@ -34,43 +34,68 @@ impl ValueSet {
         class: IoClass,
         fill_cache: bool,
     ) -> Result<Located> {
+        match self.try_locate(cache, user_key, seq, handle, class, fill_cache)? {
+            Some(at) => Ok(at),
+            None => Err(self.dangling(user_key, seq, handle)),
+        }
+    }
+
+    /// Like [`ValueSet::locate`], but `Ok(None)` when no live table holds the record: its table
+    /// was collected and the record was not copied. For a version the index tree still holds
+    /// that is what a GC job does to a record whose key has a newer version no snapshot can
+    /// see past (see docs/gc.md, "Reclaiming shadowed versions early"); callers that meet such
+    /// a handle decide whether it is shadowed.
+    ///
+    /// Errors: opening a table or reading its dense index fails.
+    pub fn try_locate(
+        &self,
+        cache: &ValueTableCache,
+        user_key: &[u8],
+        seq: SeqNo,
+        handle: ValueHandle,
+        class: IoClass,
+        fill_cache: bool,
+    ) -> Result<Option<Located>> {
         if let Some(v) = self.live(handle.file_number) {
-            return Ok(Located {
+            return Ok(Some(Located {
                 table: cache.get(v.number, v.file_size, class)?,
                 handle,
-            });
+            }));
         }
-        let dangling = |why: String| {
-            Error::corruption(
-                value_table_file_name(handle.file_number),
-                handle.offset,
-                format!("value handle for a key at sequence {seq} cannot be resolved: {why}"),
-            )
-        };
-        let candidates = self.candidates(handle.file_number, user_key);
-        if candidates.is_empty() {
-            return Err(dangling(
-                "the table is gone and no inheritance record covers the key".into(),
-            ));
-        }
-        for v in &candidates {
+        for v in &self.candidates(handle.file_number, user_key) {
             let table = cache.get(v.number, v.file_size, class)?;
             if let Some((offset, len)) = table.find(user_key, seq, class, fill_cache)? {
-                return Ok(Located {
+                return Ok(Some(Located {
                     handle: ValueHandle {
                         file_number: v.number,
                         offset,
                         len,
                     },
                     table,
-                });
+                }));
             }
         }
-        let names: Vec<String> = candidates.iter().map(|v| v.number.to_string()).collect();
-        Err(dangling(format!(
-            "tables {} inherited the key but none has such a record",
-            names.join(", ")
-        )))
+        Ok(None)
+    }
+
+    /// The [`Error::Corruption`] for `handle`, written as `(user_key, seq)`, when it resolves
+    /// to no record.
+    pub fn dangling(&self, user_key: &[u8], seq: SeqNo, handle: ValueHandle) -> Error {
+        let candidates = self.candidates(handle.file_number, user_key);
+        let why = if candidates.is_empty() {
+            "the table is gone and no inheritance record covers the key".to_string()
+        } else {
+            let names: Vec<String> = candidates.iter().map(|v| v.number.to_string()).collect();
+            format!(
+                "tables {} inherited the key but none has such a record",
+                names.join(", ")
+            )
+        };
+        Error::corruption(
+            value_table_file_name(handle.file_number),
+            handle.offset,
+            format!("value handle for a key at sequence {seq} cannot be resolved: {why}"),
+        )
     }
 
     /// Reads the value of the record `(user_key, seq)` that `handle` was written as, checking that

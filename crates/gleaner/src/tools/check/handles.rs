@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::{Checker, Problem};
-use crate::cache::{BlockCache, ValueTableCache};
+use crate::cache::{BlockCache, TableCache, ValueTableCache};
 use crate::filename::{manifest_file_name, value_table_file_name};
 use crate::io::IoClass;
-use crate::key::SeqNo;
+use crate::key::{MAX_SEQUENCE, SeqNo, make_lookup_key};
+use crate::table::ReadCtx;
 use crate::tools::text::render;
 use crate::value::ValueHandle;
-use crate::version::{FileMetaData, Resolved, ValueSet, check_record};
+use crate::version::{FileMetaData, Resolved, ValueSet, Version, check_record};
 
 /// Handle failures reported one by one per key table; the rest are summed up in one line, so a
 /// missing value table does not bury the report under one line per key.
@@ -43,8 +44,13 @@ pub(super) fn show_key(key: &[u8]) -> String {
 
 /// Handle checks across all key tables of the recovered version, and the recount they feed.
 pub(super) struct HandleCheck<'v> {
+    version: &'v Version,
     values: &'v ValueSet,
     cache: ValueTableCache,
+    /// Key tables, for the newest version of a key whose handle finds no record.
+    keys: TableCache,
+    /// Handles of shadowed versions whose record GC reclaimed early (not a problem).
+    pub(super) reclaimed_early: u64,
     /// Records and their bytes that handles reference, per live table they resolve to.
     referenced: BTreeMap<u64, (u64, u64)>,
     /// Live tables some handle resolved to without its record being located (the table does
@@ -109,20 +115,33 @@ impl TableHandles {
 }
 
 impl<'v> HandleCheck<'v> {
-    /// A checker resolving handles against `values`, reading value tables through its own
-    /// cache (counted in `checker`'s I/O statistics, never filling the database's caches).
-    pub(super) fn new(checker: &Checker, values: &'v ValueSet) -> Self {
+    /// A checker resolving handles against `version`'s value tables, reading tables through
+    /// its own caches (counted in `checker`'s I/O statistics, never filling the database's).
+    pub(super) fn new(checker: &Checker, version: &'v Version) -> Self {
+        let values = version.values();
+        let blocks = Arc::new(BlockCache::new(INDEX_CACHE_BYTES));
         let cache = ValueTableCache::new(
             Arc::clone(&checker.fs),
             checker.dir.clone(),
             Arc::clone(&checker.io),
-            Some(Arc::new(BlockCache::new(INDEX_CACHE_BYTES))),
+            Some(Arc::clone(&blocks)),
             values.len().clamp(1, MAX_OPEN_VALUE_TABLES),
             false,
         );
+        let keys = TableCache::new(
+            Arc::clone(&checker.fs),
+            checker.dir.clone(),
+            Arc::clone(&checker.io),
+            Some(blocks),
+            MAX_OPEN_VALUE_TABLES,
+            false,
+        );
         HandleCheck {
+            version,
             values,
             cache,
+            keys,
+            reclaimed_early: 0,
             referenced: BTreeMap::new(),
             incomplete: BTreeSet::new(),
             named: BTreeSet::new(),
@@ -148,19 +167,29 @@ impl<'v> HandleCheck<'v> {
                 value_table_file_name(handle.file_number)
             )
         };
-        let at = match self
-            .values
-            .locate(&self.cache, user_key, seq, handle, IoClass::Other, true)
-        {
-            Ok(at) => at,
-            Err(e) => {
-                if let Resolved::Live(v) = self.values.resolve(handle.file_number, user_key) {
-                    self.incomplete.insert(v.number);
+        let at =
+            match self
+                .values
+                .try_locate(&self.cache, user_key, seq, handle, IoClass::Other, true)
+            {
+                Ok(Some(at)) => at,
+                Ok(None) => {
+                    match self.newest_seq(user_key) {
+                        // Shadowed: GC reclaimed the record early; nothing reads this version.
+                        Ok(Some(newest)) if newest > seq => self.reclaimed_early += 1,
+                        Ok(_) => found.fail(failure(self.values.dangling(user_key, seq, handle))),
+                        Err(e) => found.fail(failure(e)),
+                    }
+                    return;
                 }
-                found.fail(failure(e));
-                return;
-            }
-        };
+                Err(e) => {
+                    if let Resolved::Live(v) = self.values.resolve(handle.file_number, user_key) {
+                        self.incomplete.insert(v.number);
+                    }
+                    found.fail(failure(e));
+                    return;
+                }
+            };
         // Located: the record is referenced from here, whether or not it reads back intact
         // (a damaged record is the value table's problem, reported with it).
         let r = self.referenced.entry(at.handle.file_number).or_default();
@@ -173,6 +202,21 @@ impl<'v> HandleCheck<'v> {
         if let Err(e) = read {
             found.fail(failure(e));
         }
+    }
+}
+
+impl HandleCheck<'_> {
+    /// The sequence number of `user_key`'s newest version in the key tables.
+    fn newest_seq(&self, user_key: &[u8]) -> crate::Result<Option<SeqNo>> {
+        let ctx = ReadCtx {
+            class: IoClass::Other,
+            fill_cache: true,
+        };
+        let lookup = make_lookup_key(user_key, MAX_SEQUENCE);
+        Ok(self
+            .version
+            .get_key(&self.keys, &lookup, ctx)?
+            .map(|k| k.seq()))
     }
 }
 

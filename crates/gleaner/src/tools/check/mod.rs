@@ -127,6 +127,9 @@ pub struct CheckReport {
     /// Value handles found in key tables (each resolved and its record read when the manifest
     /// is usable).
     pub handles_checked: u64,
+    /// Of those, handles of shadowed versions (a newer version of the key exists) whose record
+    /// GC reclaimed early: they are never read, so they are not problems.
+    pub handles_reclaimed_early: u64,
 }
 
 impl CheckReport {
@@ -341,7 +344,7 @@ impl Checker {
             .all_files()
             .map(|(level, f)| (f.number, (level, Arc::clone(f))))
             .collect();
-        let mut handles = HandleCheck::new(self, values);
+        let mut handles = HandleCheck::new(self, &r.version);
         for (level, meta) in live.values() {
             self.check_live_table(r.manifest_number, *level, meta, &mut handles);
         }
@@ -352,6 +355,7 @@ impl Checker {
                 "key table not referenced by the manifest (orphan, removed at next open)",
             );
         }
+        self.report.handles_reclaimed_early += handles.reclaimed_early;
         self.check_garbage(r.manifest_number, values, &handles, &damaged);
         let named = handles.complete.then_some(&handles.named);
         self.check_inheritance(r.manifest_number, values, named);

@@ -1,0 +1,117 @@
+//! Which version of a key a GC validity check compares a record with, and when the DropCache may
+//! answer instead of the index tree. Pure decisions over sequence numbers, so they are tested
+//! without a database.
+//!
+//! A record `(k, s)` is garbage when no reader can reach it: no current read (they see the
+//! newest version of `k`) and no snapshot. A snapshot at `x` reads the newest version at or
+//! below `x`, so it can reach the record only if `s <= x`; when a newer version `S > s` exists
+//! it can only if `s <= x < S`. Without such a snapshot a record whose version is shadowed is
+//! garbage even while the index tree still holds that version ("hidden garbage"): GC reclaims
+//! it early, and the stale handle that remains in the tree is never resolved (see docs/gc.md,
+//! "Reclaiming shadowed versions early").
+//!
+//! The decisions are made against one pinned version of the index tree and the snapshots live
+//! once it was pinned. A snapshot taken later reads at a sequence number at least as high as
+//! every version in the pinned tree, so it cannot fall below one of them.
+
+use crate::key::SeqNo;
+
+/// The facts a GC job's validity checks are decided on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidityContext {
+    /// Sequence numbers of the live snapshots, ascending.
+    snapshots: Vec<SeqNo>,
+    /// The highest sequence number in the pinned tree's key tables: every version at or below
+    /// it that a DropCache entry names is in a key table, so it survives a crash (a version
+    /// still in a memtable may be lost with an unsynced WAL tail).
+    durable_seq: SeqNo,
+}
+
+/// How to check a record against the index tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeCheck {
+    /// Look up the key's newest version: the record is live only if it is that version.
+    Newest,
+    /// A snapshot may read the record at its own sequence number: the record is live while the
+    /// tree holds its version at all.
+    Present,
+}
+
+impl ValidityContext {
+    /// The context of a job that pinned a tree whose key tables hold sequence numbers up to
+    /// `durable_seq`, with `snapshots` (any order) live once the tree was pinned.
+    pub fn new(mut snapshots: Vec<SeqNo>, durable_seq: SeqNo) -> Self {
+        snapshots.sort_unstable();
+        snapshots.dedup();
+        ValidityContext {
+            snapshots,
+            durable_seq,
+        }
+    }
+
+    /// True when some snapshot reads at a sequence number in `lo..hi`.
+    fn snapshot_in(&self, lo: SeqNo, hi: SeqNo) -> bool {
+        let first = self.snapshots.partition_point(|&x| x < lo);
+        self.snapshots.get(first).is_some_and(|&x| x < hi)
+    }
+
+    /// How a record at `seq` is checked against the tree: against the newest version unless a
+    /// snapshot at or above `seq` exists, which might read the record even though a newer
+    /// version exists. (Such a snapshot keeps the record's version in the tree, so `Present`
+    /// is exact for it; it only keeps shadowed records other snapshots no longer need.)
+    pub fn tree_check(&self, seq: SeqNo) -> TreeCheck {
+        if self.snapshot_in(seq, SeqNo::MAX) {
+            TreeCheck::Present
+        } else {
+            TreeCheck::Newest
+        }
+    }
+
+    /// True when the DropCache's `newest` sequence number for the record's key proves the
+    /// record at `seq` garbage without any lookup: a newer version exists, it is in a key table
+    /// (so it survives a crash), and no snapshot reads between the two.
+    pub fn dead_by_drop_cache(&self, seq: SeqNo, newest: Option<SeqNo>) -> bool {
+        newest.is_some_and(|s| s > seq && s <= self.durable_seq && !self.snapshot_in(seq, s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_snapshots_records_are_checked_against_the_newest_version() {
+        let ctx = ValidityContext::new(Vec::new(), 100);
+        assert_eq!(ctx.tree_check(5), TreeCheck::Newest);
+        assert_eq!(ctx.tree_check(100), TreeCheck::Newest);
+    }
+
+    #[test]
+    fn a_snapshot_at_or_above_the_record_keeps_shadowed_versions() {
+        let ctx = ValidityContext::new(vec![50, 20], 100);
+        assert_eq!(ctx.tree_check(10), TreeCheck::Present);
+        assert_eq!(ctx.tree_check(20), TreeCheck::Present);
+        assert_eq!(ctx.tree_check(50), TreeCheck::Present);
+        assert_eq!(ctx.tree_check(51), TreeCheck::Newest);
+    }
+
+    #[test]
+    fn the_drop_cache_answers_only_for_newer_durable_versions_no_snapshot_separates() {
+        let ctx = ValidityContext::new(vec![30], 100);
+        // Nothing cached, or the cached version is the record itself or older.
+        assert!(!ctx.dead_by_drop_cache(10, None));
+        assert!(!ctx.dead_by_drop_cache(10, Some(10)));
+        assert!(!ctx.dead_by_drop_cache(10, Some(9)));
+        // Newer and durable, no snapshot in [10, 25).
+        assert!(ctx.dead_by_drop_cache(10, Some(25)));
+        // The snapshot at 30 reads the record at 10 while the newer version is 40.
+        assert!(!ctx.dead_by_drop_cache(10, Some(40)));
+        // The newer version may still be only in a memtable.
+        assert!(!ctx.dead_by_drop_cache(40, Some(101)));
+        assert!(ctx.dead_by_drop_cache(40, Some(100)));
+        // A snapshot exactly at the record's sequence number reads it.
+        assert!(!ctx.dead_by_drop_cache(30, Some(35)));
+        // A snapshot exactly at the newer version reads the newer version.
+        assert!(ctx.dead_by_drop_cache(20, Some(30)));
+    }
+}
