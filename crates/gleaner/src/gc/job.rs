@@ -100,6 +100,10 @@ pub struct GcJobOutput {
     pub pending: PendingFiles,
 }
 
+/// Most bytes of live records a lazy read holds in memory before copying them: as much as a full
+/// read's chunks for 16 victims.
+const MAX_LAZY_WINDOW: u64 = 16 * GC_READ_CHUNK;
+
 /// How often (in records) the job checks whether it was cancelled.
 const CANCEL_CHECK_INTERVAL: u64 = 256;
 
@@ -255,9 +259,13 @@ impl Job<'_, '_> {
     }
 
     /// Lazy read: the dense indexes merged in key order, each entry checked; live entries
-    /// gathered into windows of about [`GC_READ_CHUNK`] bytes whose records are then read, per
-    /// victim, in runs of adjacent records, and copied in key order.
+    /// gathered into windows of about [`GC_READ_CHUNK`] bytes per victim (at most
+    /// [`MAX_LAZY_WINDOW`]) whose records are then read, per victim, in runs of adjacent
+    /// records, and copied in key order.
     fn run_lazy(&mut self, victims: &[Arc<ValueTable>]) -> Result<()> {
+        // Per victim, not per job: a window shared by all victims of a job would give each of
+        // them reads of a fraction of a chunk, and small reads are what makes lazy read slow.
+        let window_bytes = (GC_READ_CHUNK * victims.len() as u64).min(MAX_LAZY_WINDOW);
         let mut indexes: Vec<ValueIndexIter> = victims
             .iter()
             .map(|t| t.index_iter(IoClass::GcIndexRead))
@@ -282,7 +290,7 @@ impl Job<'_, '_> {
                 continue;
             }
             window.push(i, entry);
-            if window.bytes >= GC_READ_CHUNK {
+            if window.bytes >= window_bytes {
                 self.copy_window(victims, &mut window)?;
             }
         }
