@@ -58,6 +58,9 @@ mod tests {
         assert_eq!(
             files,
             [
+                "bars_gc_jobs.png",
+                "bars_gc_read.png",
+                "bars_gc_write.png",
                 "bars_ops_per_sec.png",
                 "bars_space_amp.png",
                 "bars_write_amp.png",

@@ -34,7 +34,7 @@ pub(super) struct Plot {
 }
 
 /// Every plot, in the order `plots` writes them and `report.md` shows them.
-pub(super) const PLOTS: [Plot; 6] = [
+pub(super) const PLOTS: [Plot; 9] = [
     Plot {
         file: "throughput.png",
         title: "Throughput over time",
@@ -64,6 +64,21 @@ pub(super) const PLOTS: [Plot; 6] = [
         file: "bars_space_amp.png",
         title: "Space amplification per phase",
         draw: bars_space_amp,
+    },
+    Plot {
+        file: "bars_gc_read.png",
+        title: "GC read bytes per phase",
+        draw: bars_gc_read,
+    },
+    Plot {
+        file: "bars_gc_write.png",
+        title: "GC write bytes per phase",
+        draw: bars_gc_write,
+    },
+    Plot {
+        file: "bars_gc_jobs.png",
+        title: "GC jobs per phase",
+        draw: bars_gc_jobs,
     },
 ];
 
@@ -486,6 +501,53 @@ fn bars_space_amp(path: &Path, r: &Results) -> DrawResult {
         "disk ÷ live bytes",
         |p| p.space.space_amp_end,
         Some(|p| p.space.space_amp_peak),
+    )
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// A GC figure of a phase, or NaN (no bar) for engines that report no GC figures.
+fn gc_figure(p: &PhaseResult, f: fn(&crate::results::GcFigures) -> f64) -> f64 {
+    p.gc.as_ref().map_or(f64::NAN, f)
+}
+
+/// Scavenger Fig. 14 (GC read I/O): value records read, and everything GC read.
+fn bars_gc_read(path: &Path, r: &Results) -> DrawResult {
+    bars(
+        path,
+        r,
+        "GC reads (filled: value records; outline: plus indexes and lookups)",
+        "GiB",
+        |p| gc_figure(p, |g| g.value_bytes_read as f64 / GIB),
+        Some(|p| {
+            gc_figure(p, |g| {
+                (g.value_bytes_read + g.index_bytes_read + g.lookup_bytes_read) as f64 / GIB
+            })
+        }),
+    )
+}
+
+/// Scavenger Fig. 15 (GC write I/O): bytes written, of them to hot tables.
+fn bars_gc_write(path: &Path, r: &Results) -> DrawResult {
+    bars(
+        path,
+        r,
+        "GC writes (filled: to hot tables; outline: all)",
+        "GiB",
+        |p| gc_figure(p, |g| g.hot_bytes_written as f64 / GIB),
+        Some(|p| gc_figure(p, |g| g.bytes_written as f64 / GIB)),
+    )
+}
+
+/// Scavenger Table 1 (GC count).
+fn bars_gc_jobs(path: &Path, r: &Results) -> DrawResult {
+    bars(
+        path,
+        r,
+        "GC jobs per phase",
+        "jobs",
+        |p| gc_figure(p, |g| g.jobs as f64),
+        None,
     )
 }
 
