@@ -177,12 +177,12 @@ impl DbInner {
         };
         let tables = &self.tables;
         let key_lookup = self.gc_policy.validity() == GcValidity::KeyLookup;
-        // Snapshots read after the version was pinned: later ones read above all of its tables.
         let durable_seq = version
             .all_files()
             .map(|(_, f)| f.largest_seq)
             .max()
             .unwrap_or(0);
+        // Snapshots read after the version was pinned: later ones read above all of its tables.
         let validity = ValidityContext::new(self.snapshots.sequences(), durable_seq);
         let drop_cache = self.drop_cache.as_deref();
         let mut is_live = |key: &[u8], seq| -> Result<Validity> {
