@@ -1,6 +1,7 @@
 //! Crash tests on the fault-injecting file system.
 //!
-//! A workload of puts, deletes and batches (some synced), with memtables and tables so small
+//! A workload of puts, deletes and batches (some synced), with a snapshot held over stretches of
+//! it, iterator walks, and manual flush, compaction and GC, with memtables and tables so small
 //! that flushes, compactions and manifest writes happen all the time, runs until the file system
 //! "loses power" after a chosen number of mutating operations. The database is then reopened on
 //! what survived (unsynced data dropped, sometimes torn) and must hold exactly the state after
@@ -8,8 +9,9 @@
 //! nothing synced is lost, nothing is resurrected, nothing never written appears.
 //!
 //! Seeded: the seed is printed; rerun with `GLEANER_SEED=<seed>`. `GLEANER_CRASH_POINTS` sets
-//! how many crash points are tried (default 160). Background threads make the exact interleaving
-//! vary between runs; the property is checked whatever the interleaving.
+//! how many crash points are tried per GC variant (default 120: 1,080 over the nine variants);
+//! a failing point prints the variables that run it alone. Background threads make the exact
+//! interleaving vary between runs; the property is checked whatever the interleaving.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -135,9 +137,31 @@ fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
         .collect()
 }
 
-/// Runs `ops` until one fails. Returns how many were acknowledged.
+/// Runs `ops` until one fails. Returns how many were acknowledged. Reads ride along: a snapshot
+/// held for a stretch of writes (so compaction and GC must keep the versions it sees, up to the
+/// crash), and now and then an iterator walk; manual flush, compaction and GC cross the crash
+/// point too.
 fn run(db: &Db, ops: &[(Op, bool)]) -> usize {
+    let mut snapshot = None;
     for (i, (op, sync)) in ops.iter().enumerate() {
+        match i % 150 {
+            20 => snapshot = Some(db.snapshot()),
+            120 => snapshot = None,
+            _ => {}
+        }
+        if i % 89 == 30 {
+            // An open iterator pins tables that compaction and GC must not delete under it.
+            // Its errors do not matter here (past the crash point anything may fail).
+            let walked = db
+                .range(.., &ReadOptions::default())
+                .map(|it| it.take(40).filter(|r| r.is_ok()).count());
+            drop(walked);
+        }
+        if let Some(s) = &snapshot
+            && i % 37 == 0
+        {
+            let _ = db.get_with("k001", &ReadOptions::default().at(s));
+        }
         let wo = WriteOptions { sync: *sync };
         let r = match op {
             Op::Put(k, v) => {
@@ -171,6 +195,9 @@ fn run(db: &Db, ops: &[(Op, bool)]) -> usize {
             }
         }
         if i % 131 == 70 && db.run_gc().is_err() {
+            return i + 1;
+        }
+        if i % 211 == 100 && db.compact_range(None, None).is_err() {
             return i + 1;
         }
     }
@@ -218,71 +245,134 @@ fn seed() -> u64 {
     }
 }
 
+/// One crash point of the simulation: where power is lost and how the unsynced tail survives.
+#[derive(Debug, Clone, Copy)]
+struct CrashPoint {
+    /// Mutating file-system operations before the crash.
+    at: u64,
+    torn: TornMode,
+    /// Seed of the fault file system (it decides what a torn write keeps).
+    fs_seed: u64,
+}
+
+/// Runs the workload on a fresh database with `tune`'s options until power is lost at `point`,
+/// reopens, and checks the prefix property, the garbage accounting, a clean `gleaner check`, and
+/// that the recovered database takes writes and survives a clean reopen.
+fn crash_once(ops: &[(Op, bool)], tune: &common::Tune, point: CrashPoint, ctx: &str) {
+    let path = Path::new("/crash/db");
+    let opts = |fs: &FaultFs| tune(options(fs));
+    let fs = FaultFs::new(point.fs_seed);
+    let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
+    fs.set_crash_after(point.at);
+    let acked = run(&db, ops);
+    // Power is lost: nothing after the freeze reaches the disk; the handle's close fails.
+    drop(db);
+    fs.crash(point.torn);
+    let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen after crash: {e}"));
+    let recovered = contents(&db);
+    check_prefix(&recovered, ops, acked, ctx);
+    check_recovered_state(db, path, &opts(&fs), ctx);
+    let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen after check: {e}"));
+    // The recovered database accepts writes and survives a clean reopen.
+    db.put("after-crash", "ok").expect("write after recovery");
+    db.close().expect("close after recovery");
+    drop(db);
+    let db = Db::open(path, opts(&fs)).expect("clean reopen");
+    assert_eq!(
+        db.get("after-crash").expect("get"),
+        Some(b"ok".to_vec()),
+        "{ctx}"
+    );
+    let mut expect = recovered;
+    expect.insert(b"after-crash".to_vec(), b"ok".to_vec());
+    assert_eq!(contents(&db), expect, "{ctx}: state after a clean reopen");
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|s| {
+        s.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number"))
+    })
+}
+
+/// The seeded crash simulation: under every GC variant, `GLEANER_CRASH_POINTS` crash points
+/// (default 120, so 1,080 in all) spread over the workload's mutating operations, each torn one
+/// of three ways. A failure names the seed, variant and crash point;
+/// `GLEANER_SEED=.. GLEANER_CRASH_VARIANT=.. GLEANER_CRASH_AT=.. GLEANER_CRASH_TORN=..
+/// GLEANER_CRASH_FS_SEED=..` runs just that point again (background threads still interleave
+/// differently from run to run).
 #[test]
 fn recovery_after_a_crash_at_any_point_yields_a_prefix_of_the_writes() {
     let seed = seed();
     eprintln!("crash test seed: {seed} (replay with GLEANER_SEED={seed})");
     let ops = workload(seed, 700);
-    let path = Path::new("/crash/db");
-    // Count the mutating operations of a crash-free run to spread the crash points over it.
-    let total = {
-        let fs = FaultFs::new(seed);
-        let db = Db::open(path, options(&fs)).expect("open");
-        assert_eq!(run(&db, &ops), ops.len());
-        // The crash points must fall inside GC jobs and value-table writes too.
-        let s = db.stats();
-        assert!(
-            s.gc.jobs > 0 && s.values.tables > 0,
-            "the workload exercises GC: {:?}",
-            s.gc
-        );
-        db.close().expect("close");
-        fs.mutating_ops()
-    };
-    let points: u64 = std::env::var("GLEANER_CRASH_POINTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(160);
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let torn_modes = [
         TornMode::None,
         TornMode::KeepRandomPrefix,
         TornMode::KeepPrefixWithGarbage,
     ];
-    for i in 0..points {
-        // Evenly spread, jittered so different seeds probe different operations.
-        let base = total * i / points;
-        let crash_at = base + rng.random_range(0..(total / points).max(1));
-        let torn = torn_modes[(i % 3) as usize];
-        let ctx = format!("seed {seed} crash point {crash_at} of {total} torn {torn:?}");
-        let fs = FaultFs::new(seed.wrapping_add(i));
-        let db = Db::open(path, options(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
-        fs.set_crash_after(crash_at);
-        let acked = run(&db, &ops);
-        // Power is lost: nothing after the freeze reaches the disk; the handle's close fails.
-        drop(db);
-        fs.crash(torn);
-        let db = Db::open(path, options(&fs))
-            .unwrap_or_else(|e| panic!("{ctx}: reopen after crash: {e}"));
-        let recovered = contents(&db);
-        check_prefix(&recovered, &ops, acked, &ctx);
-        check_recovered_state(db, path, &options(&fs), &ctx);
-        let db = Db::open(path, options(&fs))
-            .unwrap_or_else(|e| panic!("{ctx}: reopen after check: {e}"));
-        // The recovered database accepts writes and survives a clean reopen.
-        db.put("after-crash", "ok").expect("write after recovery");
-        db.close().expect("close after recovery");
-        drop(db);
-        let db = Db::open(path, options(&fs)).expect("clean reopen");
-        assert_eq!(
-            db.get("after-crash").expect("get"),
-            Some(b"ok".to_vec()),
-            "{ctx}"
+    let only_variant = std::env::var("GLEANER_CRASH_VARIANT").ok();
+    if let Some(at) = env_u64("GLEANER_CRASH_AT") {
+        let variant = only_variant.expect("GLEANER_CRASH_AT needs GLEANER_CRASH_VARIANT");
+        let (_, tune) = common::gc_variants()
+            .into_iter()
+            .find(|(n, _)| *n == variant)
+            .unwrap_or_else(|| panic!("no GC variant named {variant}"));
+        let torn = torn_modes[env_u64("GLEANER_CRASH_TORN").unwrap_or(0) as usize % 3];
+        let fs_seed = env_u64("GLEANER_CRASH_FS_SEED").unwrap_or(seed);
+        let point = CrashPoint { at, torn, fs_seed };
+        crash_once(
+            &ops,
+            &tune,
+            point,
+            &format!("replay of {variant} {point:?}"),
         );
-        let mut expect = recovered;
-        expect.insert(b"after-crash".to_vec(), b"ok".to_vec());
-        assert_eq!(contents(&db), expect, "{ctx}: state after a clean reopen");
+        return;
     }
+    let points = env_u64("GLEANER_CRASH_POINTS").unwrap_or(120);
+    let mut tried = 0u64;
+    for (v, (variant, tune)) in common::gc_variants().into_iter().enumerate() {
+        if only_variant.as_ref().is_some_and(|o| *o != variant) {
+            continue;
+        }
+        // Count the mutating operations of a crash-free run to spread the crash points over it.
+        let total = {
+            let fs = FaultFs::new(seed);
+            let db = Db::open("/crash/db", tune(options(&fs))).expect("open");
+            assert_eq!(run(&db, &ops), ops.len());
+            // The crash points must fall inside GC jobs and value-table writes too.
+            let s = db.stats();
+            assert!(
+                s.gc.jobs > 0 && s.values.tables > 0,
+                "{variant}: the workload exercises GC: {:?}",
+                s.gc
+            );
+            db.close().expect("close");
+            fs.mutating_ops()
+        };
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed ^ v as u64);
+        for i in 0..points {
+            // Evenly spread, jittered so different seeds probe different operations.
+            let base = total * i / points;
+            let at = base + rng.random_range(0..(total / points).max(1));
+            let torn_index = i % 3;
+            let point = CrashPoint {
+                at,
+                torn: torn_modes[torn_index as usize],
+                fs_seed: seed.wrapping_add(i),
+            };
+            let ctx = format!(
+                "seed {seed} variant {variant} crash point {at} of {total} torn {:?}; replay with \
+                 GLEANER_SEED={seed} GLEANER_CRASH_VARIANT={variant} GLEANER_CRASH_AT={at} \
+                 GLEANER_CRASH_TORN={torn_index} GLEANER_CRASH_FS_SEED={}",
+                point.torn, point.fs_seed
+            );
+            crash_once(&ops, &tune, point, &ctx);
+            tried += 1;
+        }
+    }
+    eprintln!("crash simulation: {tried} crash points");
+    assert!(tried > 0, "no GC variant matched GLEANER_CRASH_VARIANT");
 }
 
 #[test]
