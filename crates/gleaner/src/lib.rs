@@ -13,6 +13,10 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod filename;
+/// Entry points of the fuzz targets (`fuzz/`) and of the seed-corpus tests: each feeds arbitrary
+/// bytes to one on-disk decoder. Not API; exported only so the fuzz crate can reach them.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gc;
 pub mod hotness;
 pub mod io;
