@@ -264,9 +264,12 @@ impl DbInner {
             new_value_tables: done.value_tables,
             ..Default::default()
         };
-        // On failure the flushed tables are deleted as `done.pending` drops.
-        let version = versions.log_and_apply(edit)?;
+        // A failed manifest write may still have put the edit on disk (a failed sync, say), and
+        // a reopen then needs the tables it names: keep them either way. An edit that did not
+        // land leaves them orphans, which the next open deletes.
+        let result = versions.log_and_apply(edit);
         done.pending.keep();
+        let version = result?;
         {
             let mut st = self.state.lock();
             for m in mems {
@@ -331,9 +334,10 @@ impl DbInner {
         // no GC job can commit in between (see compaction::garbage).
         let claimed_now = self.state.lock().gc_claimed.clone();
         let settled = garbage.settle(versions.current(), &claimed_now, &mut edit);
-        // On failure the outputs are deleted as `outputs` drops.
-        let version = versions.log_and_apply(edit.clone())?;
+        // Kept even on failure: the edit may be on disk all the same (see `run_flush`).
+        let result = versions.log_and_apply(edit.clone());
         outputs.keep();
+        let version = result?;
         {
             let mut st = self.state.lock();
             for (level, key) in &edit.compact_pointers {

@@ -260,16 +260,19 @@ impl DbInner {
             }
             edit.value_garbage = garbage.into_iter().collect();
         }
-        let version = match versions.log_and_apply(edit) {
+        // A failed manifest write may still have put the edit on disk (a failed sync, say), and
+        // a reopen then needs the outputs it names: keep them either way. An edit that did not
+        // land leaves them orphans, which the next open deletes.
+        let result = versions.log_and_apply(edit);
+        out.pending.keep();
+        let version = match result {
             Ok(v) => v,
             Err(e) => {
-                // The outputs are deleted as `out.pending` drops.
                 drop(versions);
                 self.set_bg_error(e.clone());
                 return Err(e);
             }
         };
-        out.pending.keep();
         {
             let mut st = self.state.lock();
             st.version = version;
