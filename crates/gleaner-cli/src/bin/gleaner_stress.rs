@@ -1,0 +1,590 @@
+//! `gleaner-stress`: black-box crash loops with real processes and real SIGKILL.
+//!
+//! `write` applies a deterministic stream of synced batches (operation `n` is a pure function
+//! of the seed and `n`) and records, next to the database, how many operations it has
+//! attempted and how many were acknowledged. `verify` replays the stream in memory and checks
+//! that the database holds exactly the state after the acknowledged operations, or after the
+//! one attempted on top of them. `loop` is the driver: it starts `write` as a child process,
+//! kills it with SIGKILL at a random moment, verifies, and starts again.
+//!
+//! Layout of `--dir D`: the database in `D/db`, the counters in `D/acked` and `D/attempted`.
+//!
+//! Exit status: 0 on success, 1 when verification finds a mismatch (or the database cannot be
+//! opened), 2 for usage and I/O errors of the tool itself.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use gleaner::checksum::crc32c;
+use gleaner::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+/// Number of distinct keys the stream writes; small so that overwrites and deletes of live keys
+/// are frequent and GC always finds garbage.
+const KEY_SPACE: u64 = 500;
+/// Values at least this long are separated into value tables (tiny, so both paths are used).
+const MIN_SEPARATED: u64 = 512;
+/// How long `loop` waits for a child (a `write` after SIGKILL, or a `verify`) before giving up.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gleaner-stress",
+    about = "Crash loops with real processes and SIGKILL"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Write the deterministic stream of synced batches until killed (or `--ops` are done).
+    Write {
+        /// Stress directory (the database is in `DIR/db`).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Seed of the operation stream.
+        #[arg(long)]
+        seed: u64,
+        /// First operation to apply; without it, `write` verifies the database first and
+        /// continues after the state it finds.
+        #[arg(long)]
+        start: Option<u64>,
+        /// Stop after this many operations (default: run until killed).
+        #[arg(long)]
+        ops: Option<u64>,
+        /// Also run `compact_range` and `run_gc` back to back in a background thread, so a
+        /// kill very likely lands in the middle of compaction or GC.
+        #[arg(long)]
+        churn: bool,
+    },
+    /// Check the database against the replayed stream; exit 1 on a mismatch.
+    Verify {
+        /// Stress directory (the database is in `DIR/db`).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Seed of the operation stream.
+        #[arg(long)]
+        seed: u64,
+    },
+    /// Driver: start `write`, SIGKILL it after a random delay, verify; `--cycles` times.
+    Loop {
+        /// Stress directory (created if missing; the database is in `DIR/db`).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Seed of the operation stream (and of the kill delays).
+        #[arg(long)]
+        seed: u64,
+        /// Number of kill-verify cycles.
+        #[arg(long, default_value_t = 20)]
+        cycles: u64,
+        /// Shortest delay before the kill, in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        min_ms: u64,
+        /// Longest delay before the kill, in milliseconds.
+        #[arg(long, default_value_t = 1500)]
+        max_ms: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Write {
+            dir,
+            seed,
+            start,
+            ops,
+            churn,
+        } => write_cmd(&dir, seed, start, ops, churn),
+        Cmd::Verify { dir, seed } => verify_cmd(&dir, seed),
+        Cmd::Loop {
+            dir,
+            seed,
+            cycles,
+            min_ms,
+            max_ms,
+        } => loop_cmd(&dir, seed, cycles, min_ms, max_ms),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Mismatch(m)) => {
+            eprintln!("gleaner-stress: VERIFY FAILED: {m}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Tool(m)) => {
+            eprintln!("gleaner-stress: {m}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Why a command failed: the database is wrong (exit 1) or the tool could not do its job (2).
+#[derive(Debug)]
+enum Failure {
+    Mismatch(String),
+    Tool(String),
+}
+
+type Res<T> = Result<T, Failure>;
+
+fn tool<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Failure + '_ {
+    move |e| Failure::Tool(format!("{what}: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The operation stream
+
+/// splitmix64: a good, dependency-free mix of a 64-bit state.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A small deterministic generator (splitmix64 stream).
+struct Rng(u64);
+
+impl Rng {
+    fn new(parts: &[u64]) -> Rng {
+        let mut s = 0x5eed_u64;
+        for p in parts {
+            s = mix(s ^ p);
+        }
+        Rng(s)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix(self.0)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One entry of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+fn key_name(k: u64) -> Vec<u8> {
+    format!("key{k:05}").into_bytes()
+}
+
+/// The value operation `n` puts at key number `k`: a readable header naming its origin (so a
+/// wrong value in a failure message says where it came from) padded with derived bytes.
+fn value_for(seed: u64, n: u64, k: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("s{seed}/op{n}/key{k:05}/len{len}|").into_bytes();
+    let mut rng = Rng::new(&[seed, n, k, 0xda7a]);
+    while v.len() < len {
+        v.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    v.truncate(len.max(1));
+    v
+}
+
+/// Operation `n` of the stream of `seed`: 1 to 5 entries on distinct keys (distinct so the
+/// expected state does not depend on how the engine orders entries of one batch); about a
+/// quarter deletes, the puts mostly small values and a third large (separated) ones.
+fn operation(seed: u64, n: u64) -> Vec<Entry> {
+    let mut rng = Rng::new(&[seed, n]);
+    let count = 1 + rng.below(5);
+    let mut keys: Vec<u64> = Vec::new();
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let k = rng.below(KEY_SPACE);
+        if keys.contains(&k) {
+            continue;
+        }
+        keys.push(k);
+        let roll = rng.below(100);
+        if roll < 25 {
+            out.push(Entry::Delete(key_name(k)));
+        } else {
+            let len = if roll < 75 {
+                20 + rng.below(60) as usize
+            } else {
+                1024 + rng.below(7 * 1024 + 1) as usize
+            };
+            out.push(Entry::Put(key_name(k), value_for(seed, n, k, len)));
+        }
+    }
+    out
+}
+
+fn apply(state: &mut BTreeMap<Vec<u8>, Vec<u8>>, entries: &[Entry]) {
+    for e in entries {
+        match e {
+            Entry::Put(k, v) => {
+                state.insert(k.clone(), v.clone());
+            }
+            Entry::Delete(k) => {
+                state.remove(k);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress counters
+
+/// A counter file holds a count as 8 bytes little-endian plus their crc32c. It is replaced by
+/// write-to-temp, fsync, rename, fsync of the directory, so a reader sees the old or the new
+/// number, never a torn one; the checksum catches anything else.
+fn write_counter(dir: &Path, name: &str, value: u64) -> Res<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut buf = value.to_le_bytes().to_vec();
+    buf.extend_from_slice(&crc32c(&value.to_le_bytes()).to_le_bytes());
+    let mut f = File::create(&tmp).map_err(tool("create counter"))?;
+    f.write_all(&buf).map_err(tool("write counter"))?;
+    f.sync_all().map_err(tool("sync counter"))?;
+    fs::rename(&tmp, dir.join(name)).map_err(tool("rename counter"))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(tool("sync stress directory"))
+}
+
+/// The count in counter file `name`, 0 when it does not exist yet.
+fn read_counter(dir: &Path, name: &str) -> Res<u64> {
+    let buf = match fs::read(dir.join(name)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Failure::Tool(format!("read counter {name}: {e}"))),
+    };
+    if buf.len() != 12 {
+        return Err(Failure::Tool(format!(
+            "counter {name}: {} bytes",
+            buf.len()
+        )));
+    }
+    let value = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(buf[8..].try_into().expect("4 bytes"));
+    if crc != crc32c(&buf[..8]) {
+        return Err(Failure::Tool(format!("counter {name}: bad checksum")));
+    }
+    Ok(value)
+}
+
+/// Counts of acknowledged and attempted operations (operations `0..acked` were acknowledged;
+/// `0..attempted` were submitted; `attempted` is `acked` or `acked + 1`).
+fn read_progress(dir: &Path) -> Res<(u64, u64)> {
+    let acked = read_counter(dir, "acked")?;
+    let attempted = read_counter(dir, "attempted")?;
+    if attempted != acked && attempted != acked + 1 {
+        return Err(Failure::Tool(format!(
+            "progress files disagree: acked {acked}, attempted {attempted}"
+        )));
+    }
+    Ok((acked, attempted))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+/// Options that keep flushes, compactions and GC running nearly all the time: tiny memtables,
+/// key and value tables, a low level-1 target and a GC ratio near 0.
+fn stress_options() -> Options {
+    Options::default()
+        .with_memtable_size(16 << 10)
+        .with_key_table_size(8 << 10)
+        .with_level_base_size(32 << 10)
+        .with_value_table_size(32 << 10)
+        .with_min_separated_value_size(MIN_SEPARATED)
+        .with_gc_garbage_ratio(0.05)
+        .with_gc_threads(2)
+}
+
+fn open_db(dir: &Path) -> Res<Db> {
+    Db::open(dir.join("db"), stress_options())
+        .map_err(|e| Failure::Mismatch(format!("cannot open {}: {e}", dir.join("db").display())))
+}
+
+fn write_cmd(dir: &Path, seed: u64, start: Option<u64>, ops: Option<u64>, churn: bool) -> Res<()> {
+    fs::create_dir_all(dir).map_err(tool("create stress directory"))?;
+    let start = match start {
+        Some(s) => s,
+        None => verify(dir, seed)?.resume_at,
+    };
+    // The database now holds exactly the state after `start` operations. Record that before
+    // writing more (acked first, so `attempted` is never behind `acked` and never two ahead).
+    write_counter(dir, "acked", start)?;
+    write_counter(dir, "attempted", start)?;
+    let db = Arc::new(open_db(dir)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let churner = churn.then(|| {
+        let (db, stop) = (db.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                // Errors here would surface as failed writes or a failed verify; the churn only
+                // exists to keep background work busy when the kill lands.
+                let _ = db.compact_range(None, None);
+                let _ = db.run_gc();
+            }
+        })
+    });
+    let sync = WriteOptions { sync: true };
+    let end = ops.map_or(u64::MAX, |o| start.saturating_add(o));
+    let mut n = start;
+    while n < end {
+        let mut batch = WriteBatch::new();
+        for e in operation(seed, n) {
+            match e {
+                Entry::Put(k, v) => batch.put(k, v),
+                Entry::Delete(k) => batch.delete(k),
+            };
+        }
+        write_counter(dir, "attempted", n + 1)?;
+        db.write(batch, &sync)
+            .map_err(|e| Failure::Tool(format!("write of op {n} (seed {seed}) failed: {e}")))?;
+        write_counter(dir, "acked", n + 1)?;
+        n += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(h) = churner {
+        let _ = h.join();
+    }
+    say(&format!("wrote ops {start}..{end} (seed {seed})"));
+    Ok(())
+}
+
+/// What `verify` found.
+struct Verified {
+    /// Number of operations whose state the database holds; `write` continues here.
+    resume_at: u64,
+    /// Number of live keys.
+    keys: usize,
+}
+
+fn describe(v: Option<&Vec<u8>>) -> String {
+    match v {
+        None => "absent".to_string(),
+        Some(v) => {
+            let head: String = v
+                .iter()
+                .take(40)
+                .take_while(|b| **b != b'|')
+                .map(|&b| b as char)
+                .collect();
+            format!("{} bytes \"{head}\"", v.len())
+        }
+    }
+}
+
+/// The first key where `found` and `expected` differ, described.
+fn first_difference(
+    found: &BTreeMap<Vec<u8>, Vec<u8>>,
+    expected: &BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Option<String> {
+    let key = found
+        .keys()
+        .chain(expected.keys())
+        .filter(|k| found.get(*k) != expected.get(*k))
+        .min()?;
+    Some(format!(
+        "key {}: expected {}, found {}",
+        String::from_utf8_lossy(key),
+        describe(expected.get(key)),
+        describe(found.get(key))
+    ))
+}
+
+/// Checks the database against the replayed stream. It must hold exactly the state after the
+/// acknowledged operations, or (when the kill came between submit and acknowledgement) after
+/// the attempted one as well. When both states match (the attempted batch changed nothing
+/// visible), resuming from either is correct; we take the later.
+fn verify(dir: &Path, seed: u64) -> Res<Verified> {
+    let (acked, attempted) = read_progress(dir)?;
+    let mut state_acked = BTreeMap::new();
+    for n in 0..acked {
+        apply(&mut state_acked, &operation(seed, n));
+    }
+    let mut state_attempted = state_acked.clone();
+    if attempted > acked {
+        apply(&mut state_attempted, &operation(seed, acked));
+    }
+    let db = open_db(dir)?;
+    let mut found = BTreeMap::new();
+    for item in db
+        .range(
+            (Bound::<&[u8]>::Unbounded, Bound::<&[u8]>::Unbounded),
+            &ReadOptions::default(),
+        )
+        .map_err(|e| Failure::Mismatch(format!("scan: {e}")))?
+    {
+        let (k, v) = item.map_err(|e| Failure::Mismatch(format!("scan: {e}")))?;
+        if found.insert(k.clone(), v).is_some() {
+            return Err(Failure::Mismatch(format!(
+                "seed {seed}: scan returned key {} twice",
+                String::from_utf8_lossy(&k)
+            )));
+        }
+    }
+    let (resume_at, expected) = if found == state_attempted {
+        (attempted, &state_attempted)
+    } else if found == state_acked {
+        (acked, &state_acked)
+    } else {
+        let mut msg = format!(
+            "seed {seed}, acked {acked}, attempted {attempted}: scan matches neither state; \
+             against acked: {}",
+            first_difference(&found, &state_acked).unwrap_or_default()
+        );
+        if attempted > acked {
+            msg.push_str(&format!(
+                "; against attempted: {}",
+                first_difference(&found, &state_attempted).unwrap_or_default()
+            ));
+        }
+        return Err(Failure::Mismatch(msg));
+    };
+    // Point reads take a different path (memtable, bloom filters, table search), so check
+    // every key of the key space with `get` too.
+    for k in 0..KEY_SPACE {
+        let key = key_name(k);
+        let got = db.get(&key).map_err(|e| {
+            Failure::Mismatch(format!("get {}: {e}", String::from_utf8_lossy(&key)))
+        })?;
+        if got.as_ref() != expected.get(&key) {
+            return Err(Failure::Mismatch(format!(
+                "seed {seed}, state after {resume_at} ops: get of key {}: expected {}, found {}",
+                String::from_utf8_lossy(&key),
+                describe(expected.get(&key)),
+                describe(got.as_ref())
+            )));
+        }
+    }
+    db.close()
+        .map_err(|e| Failure::Mismatch(format!("close after verify: {e}")))?;
+    Ok(Verified {
+        resume_at,
+        keys: found.len(),
+    })
+}
+
+/// Prints one line of the tool's output. A failed write to stdout (a closed pipe) is ignored:
+/// the exit status carries the result.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+fn verify_cmd(dir: &Path, seed: u64) -> Res<()> {
+    let v = verify(dir, seed)?;
+    say(&format!(
+        "verified: state after {} ops, {} live keys (seed {seed})",
+        v.resume_at, v.keys
+    ));
+    Ok(())
+}
+
+/// Waits for `child` at most `timeout`; on expiry kills it and fails, so a hung child cannot
+/// hang the driver.
+fn wait_bounded(child: &mut Child, what: &str, timeout: Duration) -> Res<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().map_err(tool("wait"))? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Failure::Tool(format!(
+                "{what} did not finish in {timeout:?}"
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res<()> {
+    if min_ms > max_ms {
+        return Err(Failure::Tool("--min-ms is above --max-ms".to_string()));
+    }
+    fs::create_dir_all(dir).map_err(tool("create stress directory"))?;
+    let exe = std::env::current_exe().map_err(tool("current_exe"))?;
+    let began = Instant::now();
+    let mut rng = Rng::new(&[seed, 0x100b]);
+    let mut resume_at = verify(dir, seed)?.resume_at;
+    for cycle in 1..=cycles {
+        // Odd cycles add the churn thread, so kills land during compaction and GC as well as
+        // during plain writes (which also trigger them, with these tiny tables).
+        let churn = cycle % 2 == 1;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("write")
+            .arg("--dir")
+            .arg(dir)
+            .arg("--seed")
+            .arg(seed.to_string())
+            .arg("--start")
+            .arg(resume_at.to_string())
+            .stdout(Stdio::null());
+        if churn {
+            cmd.arg("--churn");
+        }
+        let mut child = cmd.spawn().map_err(tool("spawn write"))?;
+        let delay = min_ms + rng.below(max_ms - min_ms + 1);
+        thread::sleep(Duration::from_millis(delay));
+        let exited_early = child.try_wait().map_err(tool("wait"))?;
+        if let Some(status) = exited_early
+            && !status.success()
+        {
+            return Err(Failure::Tool(format!(
+                "cycle {cycle}: write exited by itself with {status} (seed {seed}, resumed at \
+                 op {resume_at})"
+            )));
+        }
+        // SIGKILL on Unix: no destructors, no close, exactly like a crash of the process.
+        let _ = child.kill();
+        wait_bounded(&mut child, "killed write", CHILD_TIMEOUT)?;
+        // Verify in a separate process, bounded, so a hang in open or recovery is reported
+        // instead of hanging the driver.
+        let mut v = Command::new(&exe)
+            .arg("verify")
+            .arg("--dir")
+            .arg(dir)
+            .arg("--seed")
+            .arg(seed.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(tool("spawn verify"))?;
+        let status = wait_bounded(&mut v, "verify", CHILD_TIMEOUT)?;
+        if !status.success() {
+            return Err(Failure::Mismatch(format!(
+                "cycle {cycle} (seed {seed}, churn {churn}, killed after {delay} ms): verify \
+                 exited with {status}; see its message above"
+            )));
+        }
+        // The few bytes verify prints fit in the pipe buffer, so reading after exit is safe.
+        let mut out = String::new();
+        if let Some(mut s) = v.stdout.take() {
+            std::io::Read::read_to_string(&mut s, &mut out).map_err(tool("read verify output"))?;
+        }
+        resume_at = out
+            .strip_prefix("verified: state after ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| Failure::Tool(format!("unexpected verify output {out:?}")))?;
+        let (acked, _) = read_progress(dir)?;
+        say(&format!(
+            "cycle {cycle}/{cycles}: killed after {delay} ms{}, {acked} ops acked, state after \
+             {resume_at} ops verified",
+            if churn { " (churn)" } else { "" }
+        ));
+    }
+    say(&format!(
+        "ok: {cycles} cycles, {resume_at} ops acked, 0 failures, {:.1} s (seed {seed})",
+        began.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
