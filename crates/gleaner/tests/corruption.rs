@@ -55,38 +55,7 @@ fn a_flipped_byte_in_a_key_table_is_corruption_never_a_wrong_value() {
     for offset in (0..size).step_by((size / 40).max(1) as usize) {
         fs.corrupt_byte(table, offset, 0x10).expect("corrupt");
         let db = Db::open(dir, options(&fs)).expect("open does not read tables");
-        let mut saw_corruption = false;
-        for i in 0..400u32 {
-            match db.get(format!("key{i:05}")) {
-                Ok(v) => assert_eq!(
-                    v,
-                    Some(value(i)),
-                    "flip at {offset}: key{i:05} must read right or fail"
-                ),
-                Err(Error::Corruption { file, .. }) => {
-                    assert_eq!(file, name, "flip at {offset}");
-                    saw_corruption = true;
-                }
-                Err(e) => panic!("flip at {offset}: unexpected error {e}"),
-            }
-        }
-        let scan: Result<Vec<_>, _> = db
-            .range(.., &ReadOptions::default())
-            .expect("range")
-            .collect();
-        match scan {
-            Ok(items) => {
-                assert_eq!(items.len(), 400, "flip at {offset}");
-                for (i, (k, v)) in items.iter().enumerate() {
-                    assert_eq!(k, format!("key{i:05}").as_bytes());
-                    assert_eq!(v, &value(i as u32), "flip at {offset}");
-                }
-            }
-            Err(e) => {
-                assert!(e.is_corruption(), "flip at {offset}: {e}");
-                saw_corruption = true;
-            }
-        }
+        let saw_corruption = read_all_or_corruption(&db, 400, &name, &format!("flip at {offset}"));
         if saw_corruption {
             detected += 1;
         }

@@ -6,7 +6,7 @@ use super::DbInner;
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
-use crate::key::{MAX_SEQUENCE, ParsedKey, ValueKind, make_lookup_key};
+use crate::key::{ParsedKey, ValueKind};
 use crate::table::ReadCtx;
 use crate::value::ValueHandle;
 
@@ -70,9 +70,7 @@ impl DbInner {
                             r.1 += at.handle.len;
                         }
                         Ok(None) => {
-                            let lookup = make_lookup_key(key.user_key, MAX_SEQUENCE);
-                            let newest = version.get_key(&self.tables, &lookup, ctx)?;
-                            if newest.is_some_and(|n| n.seq() > key.seq) {
+                            if version.is_shadowed(&self.tables, key.user_key, key.seq, ctx)? {
                                 report.reclaimed_early += 1;
                             } else {
                                 let e = values.dangling(key.user_key, key.seq, handle);

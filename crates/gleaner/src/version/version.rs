@@ -225,6 +225,22 @@ impl Version {
         self.search(lookup_key, |f| Self::get_from(tables, f, lookup_key, ctx))
     }
 
+    /// True when the key tables hold a version of `user_key` newer than `seq`: a version at
+    /// `seq` is then shadowed, and its record may have been reclaimed early by GC (see
+    /// docs/gc.md). Reads filters, indexes and handle blocks as [`Version::get_key`] does.
+    pub fn is_shadowed(
+        &self,
+        tables: &TableCache,
+        user_key: &[u8],
+        seq: key::SeqNo,
+        ctx: ReadCtx,
+    ) -> Result<bool> {
+        let lookup = key::make_lookup_key(user_key, key::MAX_SEQUENCE);
+        Ok(self
+            .get_key(tables, &lookup, ctx)?
+            .is_some_and(|newest| newest.seq() > seq))
+    }
+
     /// The GC validity lookup ("GetKey", Scavenger §3.3): the same version as [`Version::get`]
     /// finds, reported without its value. In index-decoupled key tables it reads filters,
     /// indexes and handle blocks, and a data block only where the filter says the key may have

@@ -9,7 +9,7 @@ use super::{Checker, Problem};
 use crate::cache::{BlockCache, TableCache, ValueTableCache};
 use crate::filename::{manifest_file_name, value_table_file_name};
 use crate::io::IoClass;
-use crate::key::{MAX_SEQUENCE, SeqNo, make_lookup_key};
+use crate::key::SeqNo;
 use crate::table::ReadCtx;
 use crate::tools::text::render;
 use crate::value::ValueHandle;
@@ -176,13 +176,13 @@ impl<'v> HandleCheck<'v> {
                 self.check_located(&at, user_key, seq, found, failure);
                 return;
             }
-            Ok(None) => match self.newest_seq(user_key) {
+            Ok(None) => match self.is_shadowed(user_key, seq) {
                 // Shadowed: GC reclaimed the record early; nothing reads this version.
-                Ok(Some(newest)) if newest > seq => {
+                Ok(true) => {
                     self.reclaimed_early += 1;
                     return;
                 }
-                Ok(_) => self.values.dangling(user_key, seq, handle),
+                Ok(false) => self.values.dangling(user_key, seq, handle),
                 Err(e) => e,
             },
             Err(e) => e,
@@ -220,17 +220,13 @@ impl<'v> HandleCheck<'v> {
 }
 
 impl HandleCheck<'_> {
-    /// The sequence number of `user_key`'s newest version in the key tables.
-    fn newest_seq(&self, user_key: &[u8]) -> crate::Result<Option<SeqNo>> {
+    /// Whether a newer version of `user_key` than `seq` is in the key tables.
+    fn is_shadowed(&self, user_key: &[u8], seq: SeqNo) -> crate::Result<bool> {
         let ctx = ReadCtx {
             class: IoClass::Other,
             fill_cache: true,
         };
-        let lookup = make_lookup_key(user_key, MAX_SEQUENCE);
-        Ok(self
-            .version
-            .get_key(&self.keys, &lookup, ctx)?
-            .map(|k| k.seq()))
+        self.version.is_shadowed(&self.keys, user_key, seq, ctx)
     }
 }
 
