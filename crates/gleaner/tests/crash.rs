@@ -8,10 +8,13 @@
 //! some prefix of the attempted writes that includes every write acknowledged with `sync`:
 //! nothing synced is lost, nothing is resurrected, nothing never written appears.
 //!
-//! Seeded: the seed is printed; rerun with `GLEANER_SEED=<seed>`. `GLEANER_CRASH_POINTS` sets
-//! how many crash points are tried per GC variant (default 120: 1,080 over the nine variants);
-//! a failing point prints the variables that run it alone. Background threads make the exact
-//! interleaving vary between runs; the property is checked whatever the interleaving.
+//! Seeded: the seed is printed; rerun with `GLEANER_SEED=<seed>`. The main simulation runs
+//! background work inline (`inline_background_work`), so the same seed performs the same file
+//! operations in the same order and a failing crash point, which prints the variables that run
+//! it alone, replays exactly. A second simulation runs the background threads, whose
+//! interleavings vary between runs; the property is checked whatever the interleaving.
+//! `GLEANER_CRASH_POINTS` / `GLEANER_CRASH_THREAD_POINTS` set the crash points per GC variant,
+//! `GLEANER_CRASH_SECS` repeats rounds with new seeds for that long.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -244,6 +247,22 @@ fn seed() -> u64 {
     }
 }
 
+/// How background work runs in a simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schedule {
+    /// On the writing thread at fixed points (`inline_background_work`): every run performs
+    /// the same file operations in the same order, so a crash point replays exactly.
+    Inline,
+    /// On the background threads, as in production: interleavings vary from run to run.
+    Threads,
+}
+
+impl Schedule {
+    fn tune(self, o: Options) -> Options {
+        o.with_inline_background_work(self == Schedule::Inline)
+    }
+}
+
 /// One crash point of the simulation: where power is lost and how the unsynced tail survives.
 #[derive(Debug, Clone, Copy)]
 struct CrashPoint {
@@ -257,9 +276,15 @@ struct CrashPoint {
 /// Runs the workload on a fresh database with `tune`'s options until power is lost at `point`,
 /// reopens, and checks the prefix property, the garbage accounting, a clean `gleaner check`, and
 /// that the recovered database takes writes and survives a clean reopen.
-fn crash_once(ops: &[(Op, bool)], tune: &common::Tune, point: CrashPoint, ctx: &str) {
+fn crash_once(
+    ops: &[(Op, bool)],
+    tune: &common::Tune,
+    schedule: Schedule,
+    point: CrashPoint,
+    ctx: &str,
+) {
     let path = Path::new("/crash/db");
-    let opts = |fs: &FaultFs| tune(options(fs));
+    let opts = |fs: &FaultFs| schedule.tune(tune(options(fs)));
     let fs = FaultFs::new(point.fs_seed);
     let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.set_crash_after(point.at);
@@ -294,22 +319,42 @@ fn env_u64(name: &str) -> Option<u64> {
     })
 }
 
-/// The seeded crash simulation: under every GC variant, `GLEANER_CRASH_POINTS` crash points
-/// (default 120, so 1,080 in all) spread over the workload's mutating operations, each torn one
-/// of three ways. A failure names the seed, variant and crash point;
-/// `GLEANER_SEED=.. GLEANER_CRASH_VARIANT=.. GLEANER_CRASH_AT=.. GLEANER_CRASH_TORN=..
-/// GLEANER_CRASH_FS_SEED=..` runs just that point again (background threads still interleave
-/// differently from run to run).
-#[test]
-fn recovery_after_a_crash_at_any_point_yields_a_prefix_of_the_writes() {
-    let seed = seed();
-    eprintln!("crash test seed: {seed} (replay with GLEANER_SEED={seed})");
-    let ops = workload(seed, 700);
-    let torn_modes = [
-        TornMode::None,
-        TornMode::KeepRandomPrefix,
-        TornMode::KeepPrefixWithGarbage,
-    ];
+const TORN_MODES: [TornMode; 3] = [
+    TornMode::None,
+    TornMode::KeepRandomPrefix,
+    TornMode::KeepPrefixWithGarbage,
+];
+
+/// Runs `ops` to the end without a crash; returns the file system's mutating operations and
+/// their digest.
+fn crash_free_run(
+    ops: &[(Op, bool)],
+    tune: &common::Tune,
+    schedule: Schedule,
+    fs_seed: u64,
+    ctx: &str,
+) -> (u64, u64) {
+    let fs = FaultFs::new(fs_seed);
+    let db = Db::open("/crash/db", schedule.tune(tune(options(&fs)))).expect("open");
+    assert_eq!(run(&db, ops), ops.len(), "{ctx}: crash-free run");
+    // The crash points must fall inside GC jobs and value-table writes too.
+    let s = db.stats();
+    assert!(
+        s.gc.jobs > 0 && s.values.tables > 0,
+        "{ctx}: the workload exercises GC: {:?}",
+        s.gc
+    );
+    db.close().expect("close");
+    (fs.mutating_ops(), fs.operation_digest())
+}
+
+/// The seeded crash simulation under `schedule`: for every GC variant, `points` crash points
+/// spread over the workload's mutating operations, each torn one of three ways. A failure
+/// names the seed, variant and point, and the variables that run that point alone; with
+/// `GLEANER_CRASH_SECS` it runs round after round (each with a new seed) until that many seconds
+/// have passed. Returns the crash points tried.
+fn simulate(test: &str, schedule: Schedule, points: u64) -> u64 {
+    let first_seed = seed();
     let only_variant = std::env::var("GLEANER_CRASH_VARIANT").ok();
     if let Some(at) = env_u64("GLEANER_CRASH_AT") {
         let variant = only_variant.expect("GLEANER_CRASH_AT needs GLEANER_CRASH_VARIANT");
@@ -317,61 +362,135 @@ fn recovery_after_a_crash_at_any_point_yields_a_prefix_of_the_writes() {
             .into_iter()
             .find(|(n, _)| *n == variant)
             .unwrap_or_else(|| panic!("no GC variant named {variant}"));
-        let torn = torn_modes[env_u64("GLEANER_CRASH_TORN").unwrap_or(0) as usize % 3];
-        let fs_seed = env_u64("GLEANER_CRASH_FS_SEED").unwrap_or(seed);
+        let torn = TORN_MODES[env_u64("GLEANER_CRASH_TORN").unwrap_or(0) as usize % 3];
+        let fs_seed = env_u64("GLEANER_CRASH_FS_SEED").unwrap_or(first_seed);
         let point = CrashPoint { at, torn, fs_seed };
-        crash_once(
-            &ops,
-            &tune,
-            point,
-            &format!("replay of {variant} {point:?}"),
-        );
-        return;
+        let ops = workload(first_seed, 700);
+        let ctx = format!("replay of {variant} {schedule:?} {point:?}");
+        crash_once(&ops, &tune, schedule, point, &ctx);
+        return 1;
     }
-    let points = env_u64("GLEANER_CRASH_POINTS").unwrap_or(120);
+    let deadline = env_u64("GLEANER_CRASH_SECS")
+        .map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s));
     let mut tried = 0u64;
-    for (v, (variant, tune)) in common::gc_variants().into_iter().enumerate() {
-        if only_variant.as_ref().is_some_and(|o| *o != variant) {
-            continue;
+    let mut round = 0u64;
+    loop {
+        let seed = first_seed.wrapping_add(round.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        eprintln!(
+            "{test}: {schedule:?} round {round}, seed {seed} (replay with GLEANER_SEED={seed})"
+        );
+        let ops = workload(seed, 700);
+        for (v, (variant, tune)) in common::gc_variants().into_iter().enumerate() {
+            if only_variant.as_ref().is_some_and(|o| *o != variant) {
+                continue;
+            }
+            // Count the mutating operations of a crash-free run to spread the crash points
+            // over it.
+            let (total, _) = crash_free_run(&ops, &tune, schedule, seed, &variant);
+            let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed ^ v as u64);
+            for i in 0..points {
+                // Evenly spread, jittered so different seeds probe different operations.
+                let base = total * i / points;
+                let at = base + rng.random_range(0..(total / points).max(1));
+                let torn_index = i % 3;
+                let point = CrashPoint {
+                    at,
+                    torn: TORN_MODES[torn_index as usize],
+                    fs_seed: seed.wrapping_add(i),
+                };
+                let ctx = format!(
+                    "seed {seed} variant {variant} schedule {schedule:?} crash point {at} of \
+                     {total} torn {:?}; replay with GLEANER_SEED={seed} \
+                     GLEANER_CRASH_VARIANT={variant} GLEANER_CRASH_AT={at} \
+                     GLEANER_CRASH_TORN={torn_index} GLEANER_CRASH_FS_SEED={} cargo test -p \
+                     gleaner --test crash {test}",
+                    point.torn, point.fs_seed
+                );
+                crash_once(&ops, &tune, schedule, point, &ctx);
+                tried += 1;
+            }
         }
-        // Count the mutating operations of a crash-free run to spread the crash points over it.
-        let total = {
-            let fs = FaultFs::new(seed);
-            let db = Db::open("/crash/db", tune(options(&fs))).expect("open");
-            assert_eq!(run(&db, &ops), ops.len());
-            // The crash points must fall inside GC jobs and value-table writes too.
-            let s = db.stats();
-            assert!(
-                s.gc.jobs > 0 && s.values.tables > 0,
-                "{variant}: the workload exercises GC: {:?}",
-                s.gc
-            );
-            db.close().expect("close");
-            fs.mutating_ops()
-        };
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed ^ v as u64);
-        for i in 0..points {
-            // Evenly spread, jittered so different seeds probe different operations.
-            let base = total * i / points;
-            let at = base + rng.random_range(0..(total / points).max(1));
-            let torn_index = i % 3;
-            let point = CrashPoint {
-                at,
-                torn: torn_modes[torn_index as usize],
-                fs_seed: seed.wrapping_add(i),
-            };
-            let ctx = format!(
-                "seed {seed} variant {variant} crash point {at} of {total} torn {:?}; replay with \
-                 GLEANER_SEED={seed} GLEANER_CRASH_VARIANT={variant} GLEANER_CRASH_AT={at} \
-                 GLEANER_CRASH_TORN={torn_index} GLEANER_CRASH_FS_SEED={}",
-                point.torn, point.fs_seed
-            );
-            crash_once(&ops, &tune, point, &ctx);
-            tried += 1;
+        round += 1;
+        if deadline.is_none_or(|d| std::time::Instant::now() >= d) {
+            break;
         }
     }
-    eprintln!("crash simulation: {tried} crash points");
+    eprintln!("{test}: {tried} crash points in {round} round(s)");
     assert!(tried > 0, "no GC variant matched GLEANER_CRASH_VARIANT");
+    tried
+}
+
+/// The seeded crash simulation with background work inline, so every crash point replays
+/// exactly: `GLEANER_CRASH_POINTS` points per GC variant (default 120, so 1,080 in all).
+#[test]
+fn recovery_after_a_crash_at_any_point_yields_a_prefix_of_the_writes() {
+    let points = env_u64("GLEANER_CRASH_POINTS").unwrap_or(120);
+    simulate(
+        "recovery_after_a_crash_at_any_point",
+        Schedule::Inline,
+        points,
+    );
+}
+
+/// The same simulation with background threads, whose interleavings the inline schedule never
+/// produces (a replay repeats the workload and the crash point, not the interleaving):
+/// `GLEANER_CRASH_THREAD_POINTS` points per GC variant (default 30).
+#[test]
+fn recovery_after_a_crash_with_background_threads_yields_a_prefix_of_the_writes() {
+    let points = env_u64("GLEANER_CRASH_THREAD_POINTS").unwrap_or(30);
+    simulate(
+        "recovery_after_a_crash_with_background_threads",
+        Schedule::Threads,
+        points,
+    );
+}
+
+/// The inline schedule is deterministic: under every GC variant two crash-free runs of the
+/// same workload perform the same file operations in the same order, and two runs crashed at
+/// the same point leave byte-identical file systems and recover the same state. This is what
+/// makes a printed crash point replay exactly.
+#[test]
+fn the_inline_schedule_repeats_exactly() {
+    let seed = seed();
+    eprintln!("determinism test seed: {seed} (replay with GLEANER_SEED={seed})");
+    let ops = workload(seed, 700);
+    for (variant, tune) in common::gc_variants() {
+        let first = crash_free_run(&ops, &tune, Schedule::Inline, seed, &variant);
+        let second = crash_free_run(&ops, &tune, Schedule::Inline, seed, &variant);
+        assert_eq!(
+            first, second,
+            "{variant}: (operations, digest) differ between runs"
+        );
+        let image = |at: u64| {
+            let fs = FaultFs::new(seed);
+            let opts = Schedule::Inline.tune(tune(options(&fs)));
+            let db = Db::open("/crash/db", opts.clone()).expect("open");
+            fs.set_crash_after(at);
+            let acked = run(&db, &ops);
+            drop(db);
+            fs.crash(TornMode::KeepPrefixWithGarbage);
+            let files: Vec<_> = fs
+                .list_files()
+                .into_iter()
+                .map(|p| {
+                    let bytes = fs.file_bytes(&p);
+                    (p, bytes)
+                })
+                .collect();
+            let db = Db::open("/crash/db", opts).expect("reopen");
+            (acked, files, contents(&db))
+        };
+        let at = first.0 * 2 / 3;
+        let a = image(at);
+        assert!(
+            a.0 < ops.len(),
+            "{variant}: the crash at {at} stopped the workload"
+        );
+        assert!(
+            a == image(at),
+            "{variant}: two crashes at operation {at} differ"
+        );
+    }
 }
 
 #[test]

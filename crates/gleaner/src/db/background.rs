@@ -104,6 +104,9 @@ impl DbInner {
 
     /// Starts the background threads.
     pub(super) fn spawn_workers(self: &Arc<Self>) -> Result<()> {
+        if self.opts.inline_background_work() {
+            return Ok(());
+        }
         let mut threads = self.threads.lock();
         let kinds = std::iter::repeat_n(WorkerKind::Flush, self.opts.flush_threads() as usize)
             .chain(std::iter::repeat_n(
@@ -134,28 +137,58 @@ impl DbInner {
                 WorkerKind::Gc(n) => self.wait_for_gc(n).map(Work::Gc),
             };
             let Some(work) = work else { return };
-            let result = match work {
-                Work::Flush(mems) => self.run_flush(&mems),
-                Work::Compaction(job) => {
-                    let r = self.run_compaction_plan(&job);
-                    self.finish_running(&job.running);
-                    r
-                }
-                // A failed GC job leaves its victims as they were; only a failed manifest write
-                // (which `run_gc_claim` reports itself) makes the database read-only.
-                Work::Gc(claim) => {
-                    if let Err(e) = self.run_gc_claim(claim) {
-                        self.note_gc_error(&e);
-                    }
-                    Ok(())
-                }
-            };
-            match result {
-                Ok(()) | Err(Error::Closed) => {}
-                Err(e) => self.set_bg_error(e),
-            }
-            self.purge_obsolete_files();
+            self.run_work(work);
         }
+    }
+
+    /// Runs one claimed job, records a failure where it belongs, and deletes the files it made
+    /// obsolete. Returns whether the job succeeded.
+    pub(super) fn run_work(&self, work: Work) -> bool {
+        let result = match work {
+            Work::Flush(mems) => self.run_flush(&mems),
+            Work::Compaction(job) => {
+                let r = self.run_compaction_plan(&job);
+                self.finish_running(&job.running);
+                r
+            }
+            // A failed GC job leaves its victims as they were; only a failed manifest write
+            // (which `run_gc_claim` reports itself) makes the database read-only.
+            Work::Gc(claim) => match self.run_gc_claim(claim) {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    self.note_gc_error(&e);
+                    self.purge_obsolete_files();
+                    return false;
+                }
+            },
+        };
+        let ok = result.is_ok();
+        match result {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => self.set_bg_error(e),
+        }
+        self.purge_obsolete_files();
+        ok
+    }
+
+    /// Claims unclaimed immutable memtables (oldest first, under the state lock), if any.
+    pub(super) fn claim_flush(st: &mut DbState) -> Option<Vec<Arc<MemTable>>> {
+        if st.bg_error.is_some() || st.flush_claimed >= st.imm.len() {
+            return None;
+        }
+        let from = st.flush_claimed;
+        let to = st.imm.len().min(from + MAX_MEMTABLES_PER_FLUSH);
+        st.flush_claimed = to;
+        Some(st.imm.range(from..to).cloned().collect())
+    }
+
+    /// Claims the compaction the picker chooses now (under the state lock), if any.
+    pub(super) fn claim_compaction(&self, st: &mut DbState) -> Option<CompactionJob> {
+        if st.bg_error.is_some() {
+            return None;
+        }
+        let plan = pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)?;
+        Some(Self::register_compaction(st, plan))
     }
 
     /// Waits for unclaimed immutable memtables and claims them (oldest first); `None` at
@@ -166,11 +199,8 @@ impl DbInner {
             if st.shutting_down {
                 return None;
             }
-            if st.bg_error.is_none() && st.flush_claimed < st.imm.len() {
-                let from = st.flush_claimed;
-                let to = st.imm.len().min(from + MAX_MEMTABLES_PER_FLUSH);
-                st.flush_claimed = to;
-                return Some(st.imm.range(from..to).cloned().collect());
+            if let Some(mems) = Self::claim_flush(&mut st) {
+                return Some(mems);
             }
             self.bg_cv.wait_for(&mut st, IDLE_WAIT);
         }
@@ -184,11 +214,8 @@ impl DbInner {
             if st.shutting_down {
                 return None;
             }
-            if st.bg_error.is_none()
-                && let Some(plan) =
-                    pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)
-            {
-                return Some(Self::register_compaction(&mut st, plan));
+            if let Some(job) = self.claim_compaction(&mut st) {
+                return Some(job);
             }
             self.bg_cv.wait_for(&mut st, IDLE_WAIT);
         }
@@ -457,7 +484,8 @@ impl DbInner {
     }
 }
 
-enum Work {
+/// A claimed background job.
+pub(super) enum Work {
     Flush(Vec<Arc<MemTable>>),
     Compaction(CompactionJob),
     Gc(super::gc::GcClaim),

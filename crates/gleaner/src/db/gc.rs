@@ -38,7 +38,7 @@ pub struct GcRunStats {
 
 impl DbInner {
     /// Chooses victims with the policy and claims them (under the state lock).
-    fn claim_victims(&self, st: &mut DbState) -> Option<GcClaim> {
+    pub(super) fn claim_victims(&self, st: &mut DbState) -> Option<GcClaim> {
         let values = st.version.values();
         let candidates: Vec<VictimCandidate> = values
             .tables()

@@ -4,6 +4,7 @@
 mod background;
 mod counters;
 mod gc;
+mod inline;
 mod iter;
 mod open;
 mod read;
@@ -134,6 +135,9 @@ struct DbInner {
     /// The most recent GC failure, for `stats()`.
     last_gc_error: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Taken by whoever runs inline background work (option `inline_background_work`), so
+    /// callers take turns. Lock order: `wal` before this; nothing the work takes needs `wal`.
+    inline_turn: Mutex<()>,
     lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Space-aware throttling, when on and a budget is set.
     space: Option<space::SpaceControl>,

@@ -312,6 +312,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         counters,
         last_gc_error: Mutex::new(None),
         threads: Mutex::new(Vec::new()),
+        inline_turn: Mutex::new(()),
         lock: Mutex::new(Some(lock)),
         space,
         drop_cache,
@@ -319,6 +320,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     inner.spawn_workers()?;
     // Compaction may be due right away (e.g. many L0 tables from replay).
     inner.bg_cv.notify_all();
+    inner.run_inline_work();
     Ok(inner)
 }
 

@@ -242,6 +242,8 @@ impl DbInner {
                     if self.surface_hidden_garbage(control)? {
                         continue;
                     }
+                    // Without workers (`inline_background_work`) the waiting writer runs GC.
+                    self.run_inline_work();
                     self.bg_cv.notify_all();
                     let mut st = self.state.lock();
                     st.check_usable()?;

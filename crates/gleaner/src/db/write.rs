@@ -66,8 +66,16 @@ impl DbInner {
         Ok(())
     }
 
-    /// Queues a writer and either waits for a leader to commit it or becomes the leader.
+    /// Commits a batch (`None`: switches the memtable) through the write queue; with
+    /// `inline_background_work`, then runs the background work it made due.
     pub(super) fn write_impl(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
+        self.commit_queued(batch, sync)?;
+        self.run_inline_work();
+        Ok(())
+    }
+
+    /// Queues a writer and either waits for a leader to commit it or becomes the leader.
+    fn commit_queued(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
         let me = Arc::new(Writer {
             batch,
             sync,
@@ -198,6 +206,7 @@ impl DbInner {
     /// limits. Returns the memtable to write into.
     fn make_room(&self, wal: &mut Wal, force: bool) -> Result<Arc<MemTable>> {
         let mut allow_delay = !force;
+        let mut inline_pending = self.opts.inline_background_work();
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
@@ -220,6 +229,13 @@ impl DbInner {
             let imm_full = st.imm.len() >= self.opts.max_immutable_memtables() as usize;
             let l0_full = l0 >= self.opts.l0_stop_trigger() as usize;
             if imm_full || l0_full {
+                if inline_pending {
+                    // Inline mode has no workers to wait for: do their work, then look again.
+                    inline_pending = false;
+                    MutexGuard::unlocked(&mut st, || self.run_inline_work());
+                    continue;
+                }
+                inline_pending = self.opts.inline_background_work();
                 let start = Instant::now();
                 self.bg_cv.notify_all();
                 self.progress_cv.wait_for(&mut st, STALL_WAIT);
@@ -288,6 +304,14 @@ impl DbInner {
             st.check_usable()?;
             if !st.imm.iter().any(|m| Arc::ptr_eq(m, &target)) {
                 return Ok(());
+            }
+            if self.opts.inline_background_work() {
+                // Normally done by the write above; another thread's turn may have claimed the
+                // memtable and still be running.
+                MutexGuard::unlocked(&mut st, || self.run_inline_work());
+                if !st.imm.iter().any(|m| Arc::ptr_eq(m, &target)) {
+                    return Ok(());
+                }
             }
             self.bg_cv.notify_all();
             self.progress_cv.wait_for(&mut st, STALL_WAIT);

@@ -150,6 +150,8 @@ struct State {
     generation: u64,
     rng: u64,
     mutating_ops: u64,
+    /// FNV-1a digest of every mutating operation attempted, in order (kind and paths).
+    op_digest: u64,
     /// Successful mutating operations left before the freeze.
     countdown: Option<u64>,
     frozen: bool,
@@ -159,6 +161,17 @@ struct State {
     /// Rules with the number of operations each has matched so far.
     rules: Vec<(FaultRule, u64)>,
     locks: BTreeSet<PathBuf>,
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Folds `bytes` into an FNV-1a 64-bit digest.
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// Why an operation was refused before it did anything.
@@ -272,6 +285,11 @@ impl State {
     /// Counts a mutating operation and decides whether it may proceed.
     fn admit(&mut self, op: FaultOp, paths: &[&Path]) -> std::result::Result<(), Refusal> {
         self.mutating_ops += 1;
+        self.op_digest = fnv1a(self.op_digest, &[op as u8]);
+        for p in paths {
+            self.op_digest = fnv1a(self.op_digest, p.as_os_str().as_encoded_bytes());
+            self.op_digest = fnv1a(self.op_digest, &[0]);
+        }
         if self.frozen {
             let in_flight = !self.in_flight_seen;
             self.in_flight_seen = true;
@@ -411,6 +429,7 @@ impl FaultFs {
                     generation: 0,
                     rng: seed,
                     mutating_ops: 0,
+                    op_digest: FNV_OFFSET,
                     countdown: None,
                     frozen: false,
                     in_flight_seen: false,
@@ -454,6 +473,13 @@ impl FaultFs {
     /// count a workload's operations once and then choose crash points within it.
     pub fn mutating_ops(&self) -> u64 {
         self.shared.state.lock().mutating_ops
+    }
+
+    /// A digest of every mutating operation attempted since creation, in order (its kind and
+    /// paths): two runs that performed the same operations on the same files in the same order
+    /// have the same digest. Tests use it to show that a schedule repeats exactly.
+    pub fn operation_digest(&self) -> u64 {
+        self.shared.state.lock().op_digest
     }
 
     /// Adds a fault rule; rules are checked in the order added.
