@@ -59,6 +59,41 @@ fn twenty_sigkill_cycles_keep_every_acknowledged_write() {
     );
 }
 
+/// Two kill-verify cycles under each of the nine GC variants in turn (`--gc all`), so every
+/// policy and technique combination is killed mid-flight, and the database changes GC variant
+/// at every restart.
+#[test]
+fn sigkill_cycles_under_every_gc_variant_keep_every_acknowledged_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = stress(
+        &[
+            "loop", "--seed", "11", "--cycles", "18", "--min-ms", "150", "--max-ms", "500", "--gc",
+            "all",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "crash loop failed\n{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for variant in [
+        "scavenger",
+        "tdb",
+        "tdb-r",
+        "tdb-l",
+        "tdb-w",
+        "tdb-rl",
+        "tdb-rw",
+        "tdb-lw",
+        "tdb-rlw",
+    ] {
+        let cycles = stdout
+            .lines()
+            .filter(|l| l.contains(&format!("(GC {variant})")))
+            .count();
+        assert_eq!(cycles, 2, "cycles under {variant}\n{}", text(&out));
+    }
+    assert!(ops_acked(&out) > 18, "too few operations\n{}", text(&out));
+}
+
 /// The verifier is not vacuous: deleting one acknowledged key behind its back makes `verify`
 /// exit 1 and name that key.
 #[test]

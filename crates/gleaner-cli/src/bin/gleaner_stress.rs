@@ -7,6 +7,9 @@
 //! one attempted on top of them. `loop` is the driver: it starts `write` as a child process,
 //! kills it with SIGKILL at a random moment, verifies, and starts again.
 //!
+//! `--gc` picks the GC variant (`scavenger`, `tdb`, `tdb-r`, ..., `tdb-rlw`); `loop --gc all`
+//! runs the nine in turn, one per cycle.
+//!
 //! Layout of `--dir D`: the database in `D/db`, the counters in `D/acked` and `D/attempted`.
 //!
 //! Exit status: 0 on success, 1 when verification finds a mismatch (or the database cannot be
@@ -25,13 +28,27 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use gleaner::checksum::crc32c;
-use gleaner::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use gleaner::{Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteOptions};
 
 /// Number of distinct keys the stream writes; small so that overwrites and deletes of live keys
 /// are frequent and GC always finds garbage.
 const KEY_SPACE: u64 = 500;
 /// Values at least this long are separated into value tables (tiny, so both paths are used).
 const MIN_SEPARATED: u64 = 512;
+/// The GC variants `--gc` accepts: the `scavenger` policy, and the `terarkdb` policy (`tdb`)
+/// with any of Scavenger's techniques switched on (`r` lazy read, `l` index-decoupled tables and
+/// lookups, `w` hotness-aware writes), named as in the paper's ablation.
+const GC_VARIANTS: &[&str] = &[
+    "scavenger",
+    "tdb",
+    "tdb-r",
+    "tdb-l",
+    "tdb-w",
+    "tdb-rl",
+    "tdb-rw",
+    "tdb-lw",
+    "tdb-rlw",
+];
 /// How long `loop` waits for a child (a `write` after SIGKILL, or a `verify`) before giving up.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -66,6 +83,10 @@ enum Cmd {
         /// kill very likely lands in the middle of compaction or GC.
         #[arg(long)]
         churn: bool,
+        /// GC variant: `scavenger`, `tdb` (the `terarkdb` policy), or `tdb-` with any of `r`,
+        /// `l`, `w` (Scavenger's techniques switched on).
+        #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
+        gc: String,
     },
     /// Check the database against the replayed stream; exit 1 on a mismatch.
     Verify {
@@ -75,6 +96,9 @@ enum Cmd {
         /// Seed of the operation stream.
         #[arg(long)]
         seed: u64,
+        /// GC variant to open the database with (as for `write`).
+        #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
+        gc: String,
     },
     /// Driver: start `write`, SIGKILL it after a random delay, verify; `--cycles` times.
     Loop {
@@ -93,6 +117,10 @@ enum Cmd {
         /// Longest delay before the kill, in milliseconds.
         #[arg(long, default_value_t = 1500)]
         max_ms: u64,
+        /// GC variant of every cycle (as for `write`), or `all`: cycle `i` runs the `i`-th of
+        /// the nine variants in turn, so the database also changes GC policy across restarts.
+        #[arg(long, default_value = "scavenger", value_parser = parse_loop_gc)]
+        gc: String,
     },
 }
 
@@ -105,15 +133,26 @@ fn main() -> ExitCode {
             start,
             ops,
             churn,
-        } => write_cmd(&dir, seed, start, ops, churn),
-        Cmd::Verify { dir, seed } => verify_cmd(&dir, seed),
+            gc,
+        } => write_cmd(&dir, seed, start, ops, churn, &gc),
+        Cmd::Verify { dir, seed, gc } => verify_cmd(&dir, seed, &gc),
         Cmd::Loop {
             dir,
             seed,
             cycles,
             min_ms,
             max_ms,
-        } => loop_cmd(&dir, seed, cycles, min_ms, max_ms),
+            gc,
+        } => loop_cmd(
+            &dir,
+            &LoopPlan {
+                seed,
+                cycles,
+                min_ms,
+                max_ms,
+                gc,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -306,22 +345,76 @@ fn stress_options() -> Options {
         .with_gc_threads(2)
 }
 
-fn open_db(dir: &Path) -> Res<Db> {
-    Db::open(dir.join("db"), stress_options())
+/// Accepts the names in [`GC_VARIANTS`] (and `terarkdb` for `tdb`).
+fn parse_gc_variant(name: &str) -> Result<String, String> {
+    let name = if name == "terarkdb" { "tdb" } else { name };
+    if GC_VARIANTS.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "unknown GC variant `{name}` (known: terarkdb, {})",
+            GC_VARIANTS.join(", ")
+        ))
+    }
+}
+
+/// As [`parse_gc_variant`], or `all`.
+fn parse_loop_gc(name: &str) -> Result<String, String> {
+    if name == "all" {
+        Ok(name.to_string())
+    } else {
+        parse_gc_variant(name).map_err(|e| format!("{e}, or all"))
+    }
+}
+
+/// `opts` with GC variant `variant` (a name [`parse_gc_variant`] returned). Every switch is set
+/// explicitly: a switch the caller leaves unset would come from the OPTIONS file, i.e. from the
+/// variant an earlier cycle ran.
+fn with_gc_variant(opts: Options, variant: &str) -> Options {
+    if variant == "scavenger" {
+        return opts
+            .with_gc_policy(GcPolicyKind::Scavenger)
+            .with_gc_lazy_read(Switch::Auto)
+            .with_index_decoupled_tables(Switch::Auto)
+            .with_hotness_aware_writes(Switch::Auto);
+    }
+    let techniques = variant.strip_prefix("tdb-").unwrap_or("");
+    let on = |letter: char| {
+        if techniques.contains(letter) {
+            Switch::On
+        } else {
+            Switch::Off
+        }
+    };
+    opts.with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_gc_lazy_read(on('r'))
+        .with_index_decoupled_tables(on('l'))
+        .with_hotness_aware_writes(on('w'))
+}
+
+fn open_db(dir: &Path, gc: &str) -> Res<Db> {
+    Db::open(dir.join("db"), with_gc_variant(stress_options(), gc))
         .map_err(|e| Failure::Mismatch(format!("cannot open {}: {e}", dir.join("db").display())))
 }
 
-fn write_cmd(dir: &Path, seed: u64, start: Option<u64>, ops: Option<u64>, churn: bool) -> Res<()> {
+fn write_cmd(
+    dir: &Path,
+    seed: u64,
+    start: Option<u64>,
+    ops: Option<u64>,
+    churn: bool,
+    gc: &str,
+) -> Res<()> {
     fs::create_dir_all(dir).map_err(tool("create stress directory"))?;
     let start = match start {
         Some(s) => s,
-        None => verify(dir, seed)?.resume_at,
+        None => verify(dir, seed, gc)?.resume_at,
     };
     // The database now holds exactly the state after `start` operations. Record that before
     // writing more (acked first, so `attempted` is never behind `acked` and never two ahead).
     write_counter(dir, "acked", start)?;
     write_counter(dir, "attempted", start)?;
-    let db = Arc::new(open_db(dir)?);
+    let db = Arc::new(open_db(dir, gc)?);
     let stop = Arc::new(AtomicBool::new(false));
     let churner = churn.then(|| {
         let (db, stop) = (db.clone(), stop.clone());
@@ -355,7 +448,7 @@ fn write_cmd(dir: &Path, seed: u64, start: Option<u64>, ops: Option<u64>, churn:
     if let Some(h) = churner {
         let _ = h.join();
     }
-    say(&format!("wrote ops {start}..{end} (seed {seed})"));
+    say(&format!("wrote ops {start}..{end} (seed {seed}, GC {gc})"));
     Ok(())
 }
 
@@ -404,7 +497,7 @@ fn first_difference(
 /// acknowledged operations, or (when the kill came between submit and acknowledgement) after
 /// the attempted one as well. When both states match (the attempted batch changed nothing
 /// visible), resuming from either is correct; we take the later.
-fn verify(dir: &Path, seed: u64) -> Res<Verified> {
+fn verify(dir: &Path, seed: u64, gc: &str) -> Res<Verified> {
     let (acked, attempted) = read_progress(dir)?;
     let mut state_acked = BTreeMap::new();
     for n in 0..acked {
@@ -414,7 +507,7 @@ fn verify(dir: &Path, seed: u64) -> Res<Verified> {
     if attempted > acked {
         apply(&mut state_attempted, &operation(seed, acked));
     }
-    let db = open_db(dir)?;
+    let db = open_db(dir, gc)?;
     let mut found = BTreeMap::new();
     for item in db
         .range(
@@ -479,8 +572,8 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
-fn verify_cmd(dir: &Path, seed: u64) -> Res<()> {
-    let v = verify(dir, seed)?;
+fn verify_cmd(dir: &Path, seed: u64, gc: &str) -> Res<()> {
+    let v = verify(dir, seed, gc)?;
     say(&format!(
         "verified: state after {} ops, {} live keys (seed {seed})",
         v.resume_at, v.keys
@@ -507,7 +600,35 @@ fn wait_bounded(child: &mut Child, what: &str, timeout: Duration) -> Res<std::pr
     }
 }
 
-fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res<()> {
+/// What `loop` runs.
+struct LoopPlan {
+    seed: u64,
+    cycles: u64,
+    min_ms: u64,
+    max_ms: u64,
+    /// A GC variant, or `all`.
+    gc: String,
+}
+
+impl LoopPlan {
+    /// The GC variant of cycle `cycle` (counted from 1).
+    fn variant(&self, cycle: u64) -> &str {
+        if self.gc == "all" {
+            GC_VARIANTS[((cycle - 1) % GC_VARIANTS.len() as u64) as usize]
+        } else {
+            &self.gc
+        }
+    }
+}
+
+fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
+    let LoopPlan {
+        seed,
+        cycles,
+        min_ms,
+        max_ms,
+        ..
+    } = *plan;
     if min_ms > max_ms {
         return Err(Failure::Tool("--min-ms is above --max-ms".to_string()));
     }
@@ -515,8 +636,9 @@ fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res
     let exe = std::env::current_exe().map_err(tool("current_exe"))?;
     let began = Instant::now();
     let mut rng = Rng::new(&[seed, 0x100b]);
-    let mut resume_at = verify(dir, seed)?.resume_at;
+    let mut resume_at = verify(dir, seed, plan.variant(1))?.resume_at;
     for cycle in 1..=cycles {
+        let gc = plan.variant(cycle);
         // Odd cycles add the churn thread, so kills land during compaction and GC as well as
         // during plain writes (which also trigger them, with these tiny tables).
         let churn = cycle % 2 == 1;
@@ -528,6 +650,8 @@ fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res
             .arg(seed.to_string())
             .arg("--start")
             .arg(resume_at.to_string())
+            .arg("--gc")
+            .arg(gc)
             .stdout(Stdio::null());
         if churn {
             cmd.arg("--churn");
@@ -540,8 +664,8 @@ fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res
             && !status.success()
         {
             return Err(Failure::Tool(format!(
-                "cycle {cycle}: write exited by itself with {status} (seed {seed}, resumed at \
-                 op {resume_at})"
+                "cycle {cycle}: write exited by itself with {status} (seed {seed}, GC {gc}, \
+                 resumed at op {resume_at})"
             )));
         }
         // SIGKILL on Unix: no destructors, no close, exactly like a crash of the process.
@@ -555,14 +679,16 @@ fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res
             .arg(dir)
             .arg("--seed")
             .arg(seed.to_string())
+            .arg("--gc")
+            .arg(gc)
             .stdout(Stdio::piped())
             .spawn()
             .map_err(tool("spawn verify"))?;
         let status = wait_bounded(&mut v, "verify", CHILD_TIMEOUT)?;
         if !status.success() {
             return Err(Failure::Mismatch(format!(
-                "cycle {cycle} (seed {seed}, churn {churn}, killed after {delay} ms): verify \
-                 exited with {status}; see its message above"
+                "cycle {cycle} (seed {seed}, GC {gc}, churn {churn}, killed after {delay} ms): \
+                 verify exited with {status}; see its message above"
             )));
         }
         // The few bytes verify prints fit in the pipe buffer, so reading after exit is safe.
@@ -577,14 +703,15 @@ fn loop_cmd(dir: &Path, seed: u64, cycles: u64, min_ms: u64, max_ms: u64) -> Res
             .ok_or_else(|| Failure::Tool(format!("unexpected verify output {out:?}")))?;
         let (acked, _) = read_progress(dir)?;
         say(&format!(
-            "cycle {cycle}/{cycles}: killed after {delay} ms{}, {acked} ops acked, state after \
-             {resume_at} ops verified",
+            "cycle {cycle}/{cycles} (GC {gc}): killed after {delay} ms{}, {acked} ops acked, \
+             state after {resume_at} ops verified",
             if churn { " (churn)" } else { "" }
         ));
     }
     say(&format!(
-        "ok: {cycles} cycles, {resume_at} ops acked, 0 failures, {:.1} s (seed {seed})",
-        began.elapsed().as_secs_f64()
+        "ok: {cycles} cycles, {resume_at} ops acked, 0 failures, {:.1} s (seed {seed}, GC {})",
+        began.elapsed().as_secs_f64(),
+        plan.gc
     ));
     Ok(())
 }
