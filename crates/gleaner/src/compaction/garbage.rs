@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::iterator::{DropEvent, DropListener};
 use crate::cache::ValueTableCache;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
 use crate::value::ValueHandle;
@@ -67,6 +67,8 @@ pub struct GarbageListener {
     detailed: Vec<ClaimedDrop>,
     unresolved: u64,
     reclaimed_early: u64,
+    /// The first error that kept a drop from being placed; `settle` returns it.
+    failure: Option<Error>,
 }
 
 impl GarbageListener {
@@ -81,6 +83,7 @@ impl GarbageListener {
             detailed: Vec::new(),
             unresolved: 0,
             reclaimed_early: 0,
+            failure: None,
         }
     }
 
@@ -97,12 +100,21 @@ impl GarbageListener {
     /// Adds the garbage to `edit`, resolved against `current` (the version the edit applies to).
     /// Drops into tables still claimed are returned for the GC jobs holding them; tables that
     /// become entirely garbage (and are not claimed) are deleted by the edit.
+    ///
+    /// # Errors
+    ///
+    /// The first error (other than corruption) met while placing a drop, at drop time or here:
+    /// the compaction must then fail, so that its drops are counted when it runs again rather
+    /// than lost.
     pub fn settle(
         mut self,
         current: &Version,
         claimed_now: &BTreeSet<u64>,
         edit: &mut VersionEdit,
-    ) -> Settled {
+    ) -> Result<Settled> {
+        if let Some(e) = self.failure.take() {
+            return Err(e);
+        }
         let values = current.values();
         let mut delta = self.aggregated;
         let mut unresolved = self.unresolved;
@@ -115,7 +127,7 @@ impl GarbageListener {
             live
         });
         for d in std::mem::take(&mut self.detailed) {
-            let t = match place(values, &self.cache, d.table, &d.key, d.seq) {
+            let t = match place(values, &self.cache, d.table, &d.key, d.seq)? {
                 Placement::Table(t) => t,
                 Placement::ReclaimedEarly => {
                     self.reclaimed_early += 1;
@@ -148,11 +160,11 @@ impl GarbageListener {
                 }
             }
         }
-        Settled {
+        Ok(Settled {
             late,
             unresolved,
             reclaimed_early: self.reclaimed_early,
-        }
+        })
     }
 }
 
@@ -172,13 +184,17 @@ impl DropListener for GarbageListener {
             event.key.user_key,
             event.key.seq,
         ) {
-            Placement::Table(t) => t,
-            Placement::ReclaimedEarly => {
+            Ok(Placement::Table(t)) => t,
+            Ok(Placement::ReclaimedEarly) => {
                 self.reclaimed_early += 1;
                 return;
             }
-            Placement::Unknown => {
+            Ok(Placement::Unknown) => {
                 self.unresolved += 1;
+                return;
+            }
+            Err(e) => {
+                self.failure.get_or_insert(e);
                 return;
             }
         };
@@ -205,7 +221,7 @@ enum Placement {
     /// Nowhere: a GC job already reclaimed it while the index tree still held the (shadowed)
     /// version, so there is no garbage left to count.
     ReclaimedEarly,
-    /// Unknown: a table could not be opened or read.
+    /// Unknown: a table that inheritance leads to is damaged.
     Unknown,
 }
 
@@ -220,9 +236,9 @@ fn place(
     number: u64,
     user_key: &[u8],
     seq: SeqNo,
-) -> Placement {
+) -> Result<Placement> {
     if values.live(number).is_some() {
-        return Placement::Table(number);
+        return Ok(Placement::Table(number));
     }
     for v in values.candidates(number, user_key) {
         // Dense index blocks are cached: neighbouring drops share them.
@@ -230,12 +246,18 @@ fn place(
             .get(v.number, v.file_size, IoClass::CompactionRead)
             .and_then(|t| t.find(user_key, seq, IoClass::CompactionRead, true));
         match found {
-            Ok(Some(_)) => return Placement::Table(v.number),
+            Ok(Some(_)) => return Ok(Placement::Table(v.number)),
             Ok(None) => {}
-            Err(_) => return Placement::Unknown,
+            // A damaged table stays damaged: the drop is counted as unresolved (stats and
+            // `gleaner check` report it) rather than failing every compaction that meets it.
+            Err(e) if e.is_corruption() => return Ok(Placement::Unknown),
+            // An I/O error may pass. Counting the drop as unresolved would lose its garbage for
+            // good (the table would never be collected); failing the compaction keeps its
+            // inputs, and so its drops, for the next run.
+            Err(e) => return Err(e),
         }
     }
-    Placement::ReclaimedEarly
+    Ok(Placement::ReclaimedEarly)
 }
 
 /// Points handles that name collected tables at the table now holding their record, so reads

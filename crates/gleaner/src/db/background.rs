@@ -360,7 +360,9 @@ impl DbInner {
         // Garbage is placed against the version the edit applies to, under the manifest lock, so
         // no GC job can commit in between (see compaction::garbage).
         let claimed_now = self.state.lock().gc_claimed.clone();
-        let settled = garbage.settle(versions.current(), &claimed_now, &mut edit);
+        // An error placing a drop fails the job before its edit is written: the inputs stay, and
+        // the drops are placed again when the compaction reruns.
+        let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
         // Kept even on failure: the edit may be on disk all the same (see `run_flush`).
         let result = versions.log_and_apply(edit.clone());
         outputs.keep();

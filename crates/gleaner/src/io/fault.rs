@@ -152,6 +152,8 @@ struct State {
     mutating_ops: u64,
     /// FNV-1a digest of every mutating operation attempted, in order (kind and paths).
     op_digest: u64,
+    /// Operations fault rules have seen: reads, and mutating operations before a freeze.
+    rule_ops: u64,
     /// Successful mutating operations left before the freeze.
     countdown: Option<u64>,
     frozen: bool,
@@ -260,6 +262,7 @@ impl State {
     /// Advances the rules matching `op` on `paths` and returns the fault of the first one that
     /// fires.
     fn injected_fault(&mut self, op: FaultOp, paths: &[&Path]) -> Option<FaultKind> {
+        self.rule_ops += 1;
         let mut fired = None;
         for (rule, matched) in &mut self.rules {
             if rule.op != op && rule.op != FaultOp::Any {
@@ -430,6 +433,7 @@ impl FaultFs {
                     rng: seed,
                     mutating_ops: 0,
                     op_digest: FNV_OFFSET,
+                    rule_ops: 0,
                     countdown: None,
                     frozen: false,
                     in_flight_seen: false,
@@ -482,9 +486,30 @@ impl FaultFs {
         self.shared.state.lock().op_digest
     }
 
+    /// Operations that fault rules see, counted since creation: every read, and every mutating
+    /// operation attempted before a freeze. A rule with `op: FaultOp::Any`, no path filter and
+    /// `skip: n` added at the start fails the operation numbered `n` (from 0) in this count, so
+    /// a test can count a workload's operations once and then place a fault anywhere in it.
+    pub fn operations(&self) -> u64 {
+        self.shared.state.lock().rule_ops
+    }
+
     /// Adds a fault rule; rules are checked in the order added.
     pub fn add_fault(&self, rule: FaultRule) {
         self.shared.state.lock().rules.push((rule, 0));
+    }
+
+    /// How many operations each fault rule has matched so far (skipped and failed alike), in
+    /// the order the rules were added. A rule that never fires (`skip: u64::MAX`) thus counts
+    /// a workload's operations of one kind on one kind of file.
+    pub fn fault_rule_matches(&self) -> Vec<u64> {
+        self.shared
+            .state
+            .lock()
+            .rules
+            .iter()
+            .map(|(_, n)| *n)
+            .collect()
     }
 
     /// Removes every fault rule.
