@@ -162,6 +162,8 @@ struct State {
     in_flight_seen: bool,
     /// Rules with the number of operations each has matched so far.
     rules: Vec<(FaultRule, u64)>,
+    /// Operations failed by a fault rule since creation.
+    injected: u64,
     locks: BTreeSet<PathBuf>,
 }
 
@@ -281,6 +283,9 @@ impl State {
             if fails && fired.is_none() {
                 fired = Some(rule.kind);
             }
+        }
+        if fired.is_some() {
+            self.injected += 1;
         }
         fired
     }
@@ -438,6 +443,7 @@ impl FaultFs {
                     frozen: false,
                     in_flight_seen: false,
                     rules: Vec::new(),
+                    injected: 0,
                     locks: BTreeSet::new(),
                 }),
             }),
@@ -510,6 +516,12 @@ impl FaultFs {
             .iter()
             .map(|(_, n)| *n)
             .collect()
+    }
+
+    /// Operations that fault rules have failed since creation (power-loss rules included), so a
+    /// test can tell that an injected fault actually struck.
+    pub fn injected_faults(&self) -> u64 {
+        self.shared.state.lock().injected
     }
 
     /// Removes every fault rule.
@@ -1172,6 +1184,7 @@ mod tests {
         log.append(b"d").unwrap();
         // The failed append wrote nothing.
         assert_eq!(fs.file_bytes(&dir.join("1.log")).unwrap(), b"abd");
+        assert_eq!(fs.injected_faults(), 1, "only the third append failed");
 
         fs.add_fault(FaultRule {
             op: FaultOp::Sync,
@@ -1184,6 +1197,7 @@ mod tests {
             let err = log.sync().unwrap_err();
             assert_eq!(raw_os_error(&err), Some(5));
         }
+        assert_eq!(fs.injected_faults(), 4);
         fs.clear_faults();
         fs.sync_dir(&dir).unwrap();
         // The failed syncs left nothing durable; a crash loses the content.
