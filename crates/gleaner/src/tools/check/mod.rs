@@ -259,6 +259,20 @@ impl Checker {
         match &recovered {
             Some(r) => {
                 self.check_live_files(r, &listing);
+                // The WAL the log number names exists from the edit that names it until a later
+                // edit moves past it (an open requires it too): without it, an edit was lost.
+                if !listing.wals.contains(&r.log_number) {
+                    self.problem(Problem::new(
+                        manifest_file_name(r.manifest_number),
+                        None,
+                        format!(
+                            "records log number {}, but {} is missing: an edit that moved the \
+                             log number past it is lost (the open refuses this database)",
+                            r.log_number,
+                            wal_file_name(r.log_number)
+                        ),
+                    ));
+                }
                 for &n in &listing.wals {
                     if n >= r.log_number {
                         self.check_wal(n);
