@@ -11,7 +11,7 @@ use super::{Counters, DbInner, DbState};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::throttle::{
-    Clock, MonotonicClock, SpaceBudget, SpaceInputs, SpaceThrottle, ThrottleStats, WriteKind,
+    Band, Clock, MonotonicClock, SpaceBudget, SpaceInputs, SpaceThrottle, ThrottleStats, WriteKind,
     WriteVerdict,
 };
 
@@ -38,9 +38,20 @@ pub(super) struct SpaceControl {
     gc_threads: AtomicU32,
     /// ...and the victim garbage ratio (`f64` bits).
     gc_ratio: AtomicU64,
-    /// When the last hidden-garbage compaction started (`None`: never), and whether one is
-    /// running (it counts as something to reclaim).
-    surfacing: Mutex<(Option<Instant>, bool)>,
+    /// Hidden-garbage compactions run by stopped writers.
+    surfacing: Mutex<Surfacing>,
+}
+
+/// The state of hidden-garbage compactions ("surfacing").
+#[derive(Debug, Default)]
+struct Surfacing {
+    /// When the last one started (`None`: never).
+    last_start: Option<Instant>,
+    /// Whether one is running (it counts as something to reclaim).
+    running: bool,
+    /// Whether one has started since writes last stopped. The first of each stop may start at
+    /// once; more within the same stop wait out the interval.
+    in_this_stop: bool,
 }
 
 /// The throttle with its cached observation. Lock order: this before `DbInner::state`.
@@ -63,7 +74,7 @@ impl SpaceControl {
             clock: MonotonicClock::new(),
             gc_threads: AtomicU32::new(threads),
             gc_ratio: AtomicU64::new(ratio.to_bits()),
-            surfacing: Mutex::new((None, false)),
+            surfacing: Mutex::new(Surfacing::default()),
         })
     }
 
@@ -77,23 +88,28 @@ impl SpaceControl {
         f64::from_bits(self.gc_ratio.load(Ordering::Relaxed))
     }
 
-    /// Claims the right to run a hidden-garbage compaction: none running, and none started
-    /// within `interval`.
+    /// Claims the right to run a hidden-garbage compaction: none running, and either none
+    /// started since writes stopped this time or none within `interval`. (Limiting them only by
+    /// the interval let a stop that came soon after an earlier one go without any: its writes
+    /// failed for want of reclaimable garbage that a compaction would have made visible.)
     fn start_surfacing(&self, interval: Duration) -> bool {
         let mut s = self.surfacing.lock();
-        let due = !s.1 && s.0.is_none_or(|at| at.elapsed() >= interval);
+        let due = !s.running
+            && (!s.in_this_stop || s.last_start.is_none_or(|at| at.elapsed() >= interval));
         if due {
-            *s = (Some(Instant::now()), true);
+            s.last_start = Some(Instant::now());
+            s.running = true;
+            s.in_this_stop = true;
         }
         due
     }
 
     fn end_surfacing(&self) {
-        self.surfacing.lock().1 = false;
+        self.surfacing.lock().running = false;
     }
 
     fn surfacing_now(&self) -> bool {
-        self.surfacing.lock().1
+        self.surfacing.lock().running
     }
 
     /// The throttle's figures.
@@ -174,6 +190,10 @@ impl DbInner {
             .gc_ratio
             .store(decision.gc.garbage_ratio.to_bits(), Ordering::Relaxed);
         drop(o);
+        if decision.band != Band::Stopped {
+            // Writes go on: the next stop may surface hidden garbage at once.
+            control.surfacing.lock().in_this_stop = false;
+        }
         if decision.gc.threads > before {
             // More GC threads may run now.
             self.bg_cv.notify_all();
@@ -192,8 +212,8 @@ impl DbInner {
     /// garbage: overwritten versions whose handles compaction has not dropped yet (writes are
     /// stopped, so nothing triggers that compaction). The stopped writer then flushes and
     /// compacts the whole tree on its own thread, which turns every such handle into counted
-    /// garbage for GC. At most one runs at a time, and one per stop timeout. Returns whether it
-    /// ran.
+    /// garbage for GC. At most one runs at a time: the first of each stop at once, any more in
+    /// the same stop one per stop timeout (at least a second apart). Returns whether it ran.
     fn surface_hidden_garbage(&self, control: &SpaceControl) -> Result<bool> {
         // Lock order: the throttle before the state (as `evaluate_space`), so never both here.
         let interval = control.throttle.lock().throttle.budget().stop_timeout;
