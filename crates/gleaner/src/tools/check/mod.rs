@@ -393,9 +393,10 @@ impl Checker {
         match self.fs.file_size(&path) {
             Ok(actual) if actual == size => true,
             Ok(actual) => {
+                // A short file's damage starts where it ends; a long one's is not located.
                 self.problem(Problem::new(
                     name,
-                    None,
+                    (actual < size).then_some(actual),
                     format!(
                         "file is {actual} bytes, but {} records {size} (truncated or replaced)",
                         manifest_file_name(manifest)
