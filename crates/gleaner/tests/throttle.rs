@@ -256,3 +256,38 @@ fn a_second_stop_soon_after_the_first_still_surfaces_hidden_garbage() {
         s.stalls
     );
 }
+
+/// Usage is measured at most every 10 ms; in between, the writes let through are added to the
+/// last measurement. Before, a fast writer (here on the in-memory file system) could put several
+/// times the budget on disk before the throttle looked again. Now, when writes fail at the
+/// budget, usage is within a few percent of it.
+#[test]
+fn a_fast_writer_is_stopped_at_the_budget_not_past_it() {
+    const LIMIT: u64 = 400 << 10;
+    let fs = FaultFs::new(9);
+    let opts = options(&fs)
+        .with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_space_throttling(Switch::On)
+        .with_max_disk_bytes(LIMIT)
+        .with_space_stop_timeout_ms(100);
+    let db = Db::open(Path::new("/fast"), opts).expect("open");
+    let mut written = 0u32;
+    // Unique keys: nothing is garbage, so writes must end in a failure at the budget.
+    let err = loop {
+        match db.put(format!("key{written:06}"), value(written, 0, 1000)) {
+            Ok(()) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(
+            written < 20_000,
+            "writes never stopped: {:?}",
+            db.stats().space
+        );
+    };
+    assert!(matches!(err, Error::SpaceBudgetExceeded { .. }), "{err}");
+    let disk = db.stats().space.disk_bytes;
+    assert!(
+        disk <= LIMIT + LIMIT / 20,
+        "{disk} bytes on disk at a budget of {LIMIT} ({written} writes of about 1 KB)"
+    );
+}

@@ -16,7 +16,8 @@ use crate::throttle::{
 };
 
 /// How long one space observation is reused: measuring walks every table of the version, which
-/// is too much for every write group but cheap a hundred times a second.
+/// is too much for every write group but cheap a hundred times a second. In between, the writes
+/// let through are added to it, so a fast writer cannot run past the budget unseen.
 const OBSERVATION_TTL: Duration = Duration::from_millis(10);
 /// Longest single wait of a stopped writer before it looks again.
 const STOP_WAIT_SLICE: Duration = Duration::from_millis(20);
@@ -183,6 +184,16 @@ impl DbInner {
             },
             control.clock.now(),
         );
+        if let (WriteKind::Write { bytes }, WriteVerdict::Proceed | WriteVerdict::Delay(_)) =
+            (write, &decision.write)
+            && let Some((_, seen, _)) = &mut o.last
+        {
+            // The write goes to the WAL and the memtable now; a flush later turns it into
+            // tables of about the same size. Until the next measurement, count it as both
+            // on disk and live.
+            seen.disk_bytes += bytes;
+            seen.live_bytes += bytes;
+        }
         let before = control
             .gc_threads
             .swap(decision.gc.threads, Ordering::Relaxed);
