@@ -274,8 +274,8 @@ fn an_io_error_or_full_disk_anywhere_loses_no_acknowledged_write() {
 /// collected looked the record up in the table it was copied to, and when that read failed
 /// (`EIO`) it counted the drop as unresolved and committed. The garbage was lost for good: the
 /// table's accounting kept a record live that nothing referenced, so it was never collected.
-/// Now the compaction fails (the database turns read-only), and after a reopen it runs again
-/// and counts the drop.
+/// Now the compaction fails before its manifest edit (the database stays writable) and counts
+/// the drop when it runs again.
 #[test]
 fn a_read_error_while_placing_compaction_garbage_fails_the_compaction_instead_of_losing_it() {
     let fs = FaultFs::new(11);

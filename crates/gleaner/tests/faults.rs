@@ -281,6 +281,39 @@ fn assert_failed_safely(
     surfaced
 }
 
+/// After an injected fault failed a compaction before its manifest edit: the caller saw the
+/// I/O error, the failure is counted, every value reads right, and, since nothing changed, the
+/// database stays writable and the compaction succeeds when run again. Returns whether the
+/// caller saw the error.
+fn assert_compaction_failed_softly(
+    db: &Db,
+    result: gleaner::Result<()>,
+    expect: &mut BTreeMap<u32, Vec<u8>>,
+    ctx: &str,
+) -> bool {
+    let surfaced = match result {
+        Ok(()) => false,
+        Err(e) => {
+            assert!(matches!(e, Error::Io { .. }), "{ctx}: the I/O error: {e}");
+            true
+        }
+    };
+    let s = db.stats();
+    assert!(
+        s.compaction.errors >= 1 && s.compaction.last_error.is_some(),
+        "{ctx}: the failure is counted: {:?}",
+        s.compaction
+    );
+    assert!(s.background_error.is_none(), "{ctx}: still writable");
+    assert_all(db, expect, ctx);
+    put_synced(db, expect, 0, value(0, 99))
+        .unwrap_or_else(|e| panic!("{ctx}: a write after the failed compaction: {e}"));
+    db.compact_range(None, None)
+        .unwrap_or_else(|e| panic!("{ctx}: the compaction run again: {e}"));
+    assert_all(db, expect, &format!("{ctx}, compacted again"));
+    surfaced
+}
+
 /// Reopens `dir` (after a power loss when `power_loss`, otherwise after a clean drop): every
 /// acknowledged write is there (all were synced or flushed), the garbage recount agrees, the
 /// database takes writes and compacts again, and `gleaner check` is clean.
@@ -378,9 +411,10 @@ fn io_errors_and_a_full_disk_during_a_flush_lose_nothing() {
 /// writes no value tables in any variant: values are separated at flush, and moved only by GC),
 /// at the first and a later matching operation, under every GC variant (which differ in the
 /// key table format and the garbage the compaction records): `compact_range()` fails with the
-/// I/O error, every value reads right, writes are refused until reopen, and a reopen (after a
-/// clean drop for first-match faults, after a power loss for later ones) recovers everything
-/// with exact garbage accounting and a clean `gleaner check`.
+/// I/O error, every value reads right, the database stays writable (nothing changed before the
+/// manifest edit) and compacts when asked again, and a reopen (after a clean drop for
+/// first-match faults, after a power loss for later ones) recovers everything with exact
+/// garbage accounting and a clean `gleaner check`.
 #[test]
 fn io_errors_and_a_full_disk_during_a_compaction_lose_nothing() {
     let faults: &[(FaultOp, &str, u64, FaultKind)] = &[
@@ -420,7 +454,7 @@ fn io_errors_and_a_full_disk_during_a_compaction_lose_nothing() {
                 before + 1,
                 "{ctx}: the fault must strike the compaction (result {result:?})"
             );
-            if assert_failed_safely(&db, result, &expect, &ctx) {
+            if assert_compaction_failed_softly(&db, result, &mut expect, &ctx) {
                 surfaced += 1;
             }
             reopen_and_verify(&fs, dir, db, &opts, skip > 0, &expect, &ctx);
@@ -532,4 +566,107 @@ fn a_failed_rename_at_open_fails_the_open_and_loses_nothing() {
             assert!(report.problems.is_empty(), "{ctx}: {:#?}", report.problems);
         }
     }
+}
+
+/// A background compaction that fails before its manifest edit (here on reading an input
+/// table) changes nothing, so the database stays writable: the failure is counted, and the
+/// compaction worker retries after a short wait and succeeds once the fault is gone.
+#[test]
+fn a_failed_background_compaction_keeps_the_database_writable_and_is_retried() {
+    let fs = FaultFs::new(700);
+    let dir = Path::new("/compaction-retry/db");
+    let opts = options(&fs).with_l0_compaction_trigger(2);
+    let db = Db::open(dir, opts).expect("open");
+    let mut expect = prepare(&db);
+    // Flushes do not read key tables and GC is off, so the first key-table read is the
+    // background compaction's.
+    fs.add_fault(fault(FaultOp::Read, ".sst", 0, FaultKind::Eio));
+    for round in 2..4 {
+        for i in (0..KEYS).filter(|i| i % 5 == round) {
+            put_synced(&db, &mut expect, i, value(i, round)).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let wait_for = |what: &str, done: &dyn Fn(&gleaner::stats::DbStats) -> bool| loop {
+        let s = db.stats();
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} within 60 s: {:?}",
+            s.compaction
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let failed = wait_for("the compaction fails", &|s| s.compaction.errors >= 1);
+    assert_eq!(fs.injected_faults(), 1);
+    assert!(failed.background_error.is_none(), "still writable");
+    assert!(
+        failed
+            .compaction
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(".sst")),
+        "{:?}",
+        failed.compaction
+    );
+    put_synced(&db, &mut expect, 1, value(1, 50)).expect("a write after the failure");
+    let l0 = |s: &gleaner::stats::DbStats| s.levels.first().map_or(0, |l| l.files);
+    wait_for("the retried compaction empties L0", &|s| l0(s) == 0);
+    assert_all(&db, &expect, "after the retry");
+    let recount = db.recount_garbage().expect("recount");
+    assert!(recount.mismatches.is_empty(), "{:#?}", recount.mismatches);
+}
+
+/// A compaction that keeps failing (a table that cannot be read, here) makes the database
+/// read-only at the eighth failure in a row, so that writers stalled behind compaction get an
+/// error instead of waiting forever; before that, every failure leaves it writable.
+#[test]
+fn eight_compaction_failures_in_a_row_make_the_database_read_only() {
+    let fs = FaultFs::new(701);
+    let dir = Path::new("/compaction-give-up/db");
+    // Inline work and a picker that never fires: only the manual compactions below run.
+    let opts = options(&fs)
+        .with_inline_background_work(true)
+        .with_l0_compaction_trigger(100)
+        .with_l0_slowdown_trigger(100)
+        .with_l0_stop_trigger(200)
+        .with_level_base_size(1 << 30);
+    let db = Db::open(dir, opts).expect("open");
+    let mut expect = prepare(&db);
+    put_synced(&db, &mut expect, 7, value(7, 9)).expect("put");
+    fs.add_fault(FaultRule {
+        op: FaultOp::Read,
+        path_contains: Some(".sst".into()),
+        skip: 0,
+        times: None,
+        kind: FaultKind::Eio,
+    });
+    for attempt in 1..=8 {
+        let err = db
+            .compact_range(None, None)
+            .expect_err("the compaction cannot read its inputs");
+        assert!(matches!(err, Error::Io { .. }), "attempt {attempt}: {err}");
+        let s = db.stats();
+        assert_eq!(s.compaction.errors, attempt, "attempt {attempt}");
+        assert_eq!(
+            s.background_error.is_some(),
+            attempt == 8,
+            "attempt {attempt}: read-only only at the eighth failure"
+        );
+        let put = put_synced(&db, &mut expect, 2, value(2, 10 + attempt as u32));
+        if attempt < 8 {
+            put.unwrap_or_else(|e| panic!("attempt {attempt}: still writable: {e}"));
+        } else {
+            assert!(matches!(put, Err(Error::ReadOnly(_))), "{put:?}");
+        }
+    }
+    fs.clear_faults();
+    drop(db);
+    let db = Db::open(dir, options(&fs)).expect("reopen");
+    assert_all(&db, &expect, "reopened");
+    db.compact_range(None, None)
+        .expect("compacts once the table reads");
 }

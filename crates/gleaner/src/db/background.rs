@@ -32,6 +32,14 @@ use crate::version::{FileKind, Version, VersionEdit};
 pub(super) const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// Most immutable memtables one flush job writes together.
 const MAX_MEMTABLES_PER_FLUSH: usize = 8;
+/// Wait before retrying after the first failed compaction; it doubles with each further one.
+const COMPACTION_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// Longest wait between compaction retries.
+const COMPACTION_RETRY_MAX: Duration = Duration::from_secs(30);
+/// Consecutive failed compactions after which the database turns read-only: with the waits
+/// above about 25 s of retrying, so that writers stalled on L0 get an error rather than wait
+/// forever.
+const MAX_COMPACTION_FAILURES: u32 = 8;
 
 /// The kinds of background worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +157,14 @@ impl DbInner {
             Work::Compaction(job) => {
                 let r = self.run_compaction_plan(&job);
                 self.finish_running(&job.running);
-                r
+                match r {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        self.note_compaction_error(&e);
+                        self.purge_obsolete_files();
+                        return false;
+                    }
+                }
             }
             // A failed GC job leaves its victims as they were; only a failed manifest write
             // (which `run_gc_claim` reports itself) makes the database read-only.
@@ -185,6 +200,15 @@ impl DbInner {
     /// Claims the compaction the picker chooses now (under the state lock), if any.
     pub(super) fn claim_compaction(&self, st: &mut DbState) -> Option<CompactionJob> {
         if st.bg_error.is_some() {
+            return None;
+        }
+        // After a failure, wait before retrying. Inline work retries at its next fixed point
+        // instead: a schedule that depends on the clock would not replay.
+        if !self.opts.inline_background_work()
+            && st
+                .compaction_retry_at
+                .is_some_and(|at| std::time::Instant::now() < at)
+        {
             return None;
         }
         let plan = pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)?;
@@ -233,6 +257,32 @@ impl DbInner {
             running,
             version: Arc::clone(&st.version),
             claimed: st.gc_claimed.clone(),
+        }
+    }
+
+    /// Records a failed compaction. A failure before the manifest edit changed nothing (the
+    /// inputs stay, the outputs are deleted), so the database stays writable and compaction
+    /// retries after a wait that doubles with each consecutive failure; after
+    /// [`MAX_COMPACTION_FAILURES`] the failure becomes the background error. A failed manifest
+    /// write has already made the database read-only (`run_compaction_plan`).
+    fn note_compaction_error(&self, e: &Error) {
+        if matches!(e, Error::Closed) || self.state.lock().bg_error.is_some() {
+            // Closing, or already read-only (a failed manifest write, say).
+            return;
+        }
+        Counters::add(&self.counters.compaction_errors, 1);
+        *self.last_compaction_error.lock() = Some(e.to_string());
+        let mut st = self.state.lock();
+        st.compaction_failures = st.compaction_failures.saturating_add(1);
+        let doublings = (st.compaction_failures - 1).min(16);
+        let wait = COMPACTION_RETRY_FIRST
+            .saturating_mul(1 << doublings)
+            .min(COMPACTION_RETRY_MAX);
+        st.compaction_retry_at = Some(std::time::Instant::now() + wait);
+        let give_up = st.compaction_failures >= MAX_COMPACTION_FAILURES;
+        drop(st);
+        if give_up {
+            self.set_bg_error(e.clone());
         }
     }
 
@@ -363,10 +413,11 @@ impl DbInner {
         // An error placing a drop fails the job before its edit is written: the inputs stay, and
         // the drops are placed again when the compaction reruns.
         let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
-        // Kept even on failure: the edit may be on disk all the same (see `run_flush`).
+        // Kept even on failure: the edit may be on disk all the same (see `run_flush`). Whether
+        // it is cannot be known, so the database turns read-only until reopened.
         let result = versions.log_and_apply(edit.clone());
         outputs.keep();
-        let version = result?;
+        let version = result.inspect_err(|e| self.set_bg_error(e.clone()))?;
         {
             let mut st = self.state.lock();
             for (level, key) in &edit.compact_pointers {
@@ -378,6 +429,8 @@ impl DbInner {
                 st.late_drops.entry(table).or_default().push(drop);
             }
             st.version = version;
+            st.compaction_failures = 0;
+            st.compaction_retry_at = None;
             self.install_super_version(&st);
         }
         drop(versions);
@@ -453,9 +506,8 @@ impl DbInner {
                 self.finish_running(&job.running);
                 Counters::add(&self.counters.manual_compactions, 1);
                 if let Err(e) = r {
-                    if !matches!(e, Error::Closed) {
-                        self.set_bg_error(e.clone());
-                    }
+                    self.note_compaction_error(&e);
+                    self.purge_obsolete_files();
                     return Err(e);
                 }
                 self.purge_obsolete_files();

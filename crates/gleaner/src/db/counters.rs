@@ -57,6 +57,8 @@ pub struct Counters {
     pub value_tables_freed: AtomicU64,
     /// GC jobs that failed (their victims stay as they were).
     pub gc_errors: AtomicU64,
+    /// Compactions that failed before their manifest edit.
+    pub compaction_errors: AtomicU64,
     /// GC jobs committed.
     pub gc_jobs: AtomicU64,
     /// Value tables collected.

@@ -43,7 +43,8 @@ impl DbInner {
                 if is_gc {
                     gc_failed = true;
                 } else {
-                    // Flush and compaction failures made the database read-only.
+                    // A failed flush made the database read-only; a failed compaction is
+                    // retried at the next fixed point.
                     return;
                 }
             }

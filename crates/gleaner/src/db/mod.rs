@@ -72,6 +72,10 @@ struct DbState {
     late_drops: BTreeMap<u64, Vec<LateDrop>>,
     /// Value tables a GC job found damaged; not chosen again until the database is reopened.
     gc_failed: BTreeSet<u64>,
+    /// Consecutive compactions that failed before their manifest edit, and when the next may
+    /// start (see `DbInner::note_compaction_error`).
+    compaction_failures: u32,
+    compaction_retry_at: Option<std::time::Instant>,
     bg_error: Option<Error>,
     shutting_down: bool,
 }
@@ -134,6 +138,8 @@ struct DbInner {
     counters: Counters,
     /// The most recent GC failure, for `stats()`.
     last_gc_error: Mutex<Option<String>>,
+    /// The most recent compaction failure, for `stats()`.
+    last_compaction_error: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Taken by whoever runs inline background work (option `inline_background_work`), so
     /// callers take turns. Lock order: `wal` before this; nothing the work takes needs `wal`.
@@ -266,6 +272,12 @@ impl Db {
     /// Compacts every level's key tables overlapping `[begin, end]` (user keys, inclusive;
     /// `None` unbounded) down the tree, so overwritten versions and tombstones no snapshot
     /// needs are dropped. Flushes the memtable first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a compaction fails: before its manifest edit nothing changed and the
+    /// database stays writable (the eighth such failure in a row makes it read-only, as a
+    /// failed manifest write does at once); the errors of [`Db::flush`].
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.check_open()?;
         self.inner.compact_range(begin, end)
@@ -504,6 +516,8 @@ impl DbInner {
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,
+                errors: g(&c.compaction_errors),
+                last_error: self.last_compaction_error.lock().clone(),
             },
             stalls: StallStats {
                 slowdown_count: g(&c.slowdown_count),

@@ -269,6 +269,8 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         gc_claimed: BTreeSet::new(),
         late_drops: BTreeMap::new(),
         gc_failed: BTreeSet::new(),
+        compaction_failures: 0,
+        compaction_retry_at: None,
         bg_error: None,
         shutting_down: false,
     };
@@ -311,6 +313,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         obsolete,
         counters,
         last_gc_error: Mutex::new(None),
+        last_compaction_error: Mutex::new(None),
         threads: Mutex::new(Vec::new()),
         inline_turn: Mutex::new(()),
         lock: Mutex::new(Some(lock)),

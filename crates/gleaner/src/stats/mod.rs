@@ -72,6 +72,12 @@ pub struct CompactionStats {
     pub tables_deleted: u64,
     /// Compactions running now.
     pub running: usize,
+    /// Compactions that failed before their manifest edit (inputs kept, retried later).
+    #[serde(default)]
+    pub errors: u64,
+    /// The most recent such failure.
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// The block cache.
