@@ -3,7 +3,8 @@
 //! scans, flushes, compactions and reopens — with memtables and tables so small that flush and
 //! compaction run all the time.
 //!
-//! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>`. The number of
+//! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>` (under the
+//! `inline-separated-gc` sets, which run background work inline, exactly). The number of
 //! operations per option set is `GLEANER_MODEL_OPS` (default 2500).
 
 use std::collections::BTreeMap;
@@ -87,6 +88,20 @@ fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
                 .with_gc_threads(0)
                 .with_compaction_threads(2)
                 .with_value_readahead_size(0),
+        ),
+        (
+            // Background work on the writing thread: a failure under this set replays exactly
+            // (the same seed performs the same file operations in the same order).
+            "inline-separated-gc",
+            base()
+                .with_inline_background_work(true)
+                .with_memtable_size(4 << 10)
+                .with_key_table_size(4 << 10)
+                .with_level_base_size(16 << 10)
+                .with_min_separated_value_size(40)
+                .with_value_table_size(3 << 10)
+                .with_gc_garbage_ratio(0.01)
+                .with_gc_max_input_size(8 << 10),
         ),
         (
             "parallel-background",
