@@ -559,3 +559,54 @@ fn gc_options_are_checked_at_open() {
     let db = Db::open("/good-gc", o).expect("open");
     assert_eq!(db.stats().gc.policy, "terarkdb");
 }
+
+/// Point reads are counted by how they found their value: `gets_separated` for a value handle,
+/// and of those `gets_via_inheritance` when the handle names a table GC collected (the record
+/// is looked up in the table it was copied to). A compaction rewrites such handles, after which
+/// reads go straight to the record again.
+#[test]
+fn reads_through_inheritance_are_counted_until_compaction_rewrites_the_handles() {
+    let fs = FaultFs::new(12);
+    let db = Db::open("/inherited-reads", options(&fs).with_gc_threads(0)).expect("open");
+    let n = 300u32;
+    for i in 0..n {
+        db.put(format!("key{i:05}"), value(i, 0)).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    // Half the records become garbage; GC copies the rest, whose handles still name the
+    // collected tables until the next compaction.
+    for i in (0..n).filter(|i| i.is_multiple_of(2)) {
+        db.put(format!("key{i:05}"), value(i, 1))
+            .expect("overwrite");
+    }
+    // Compaction drops the old versions, which counts their records as garbage.
+    db.compact_range(None, None).expect("compact");
+    let gc = db.run_gc().expect("gc");
+    assert!(gc.jobs > 0, "GC collected tables");
+    let reads = |db: &Db| {
+        let before = db.stats().operations;
+        for i in 0..n {
+            let round = u32::from(i.is_multiple_of(2));
+            assert_eq!(
+                db.get(format!("key{i:05}")).expect("get"),
+                Some(value(i, round))
+            );
+        }
+        let after = db.stats().operations;
+        (
+            after.gets_separated - before.gets_separated,
+            after.gets_via_inheritance - before.gets_via_inheritance,
+        )
+    };
+    let (separated, inherited) = reads(&db);
+    assert_eq!(separated, u64::from(n), "every value is separated");
+    // The odd keys were copied by GC; the even ones were rewritten into new tables.
+    assert!(
+        inherited > 0 && inherited <= u64::from(n / 2),
+        "reads of copied records go through inheritance: {inherited}"
+    );
+    db.compact_range(None, None).expect("compact");
+    let (separated, inherited) = reads(&db);
+    assert_eq!(separated, u64::from(n));
+    assert_eq!(inherited, 0, "compaction rewrote every stale handle");
+}

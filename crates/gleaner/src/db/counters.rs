@@ -15,6 +15,10 @@ pub struct Counters {
     pub user_bytes_written: AtomicU64,
     /// Point reads served.
     pub gets: AtomicU64,
+    /// Point reads that found a value handle.
+    pub gets_separated: AtomicU64,
+    /// Of those, reads whose handle named a collected table.
+    pub gets_via_inheritance: AtomicU64,
     /// Memtable flushes.
     pub flushes: AtomicU64,
     /// Bytes written by flushes.

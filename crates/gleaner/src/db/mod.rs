@@ -501,6 +501,8 @@ impl DbInner {
                 wal_syncs: g(&c.wal_syncs),
                 user_bytes_written: g(&c.user_bytes_written),
                 gets: g(&c.gets),
+                gets_separated: g(&c.gets_separated),
+                gets_via_inheritance: g(&c.gets_via_inheritance),
             },
             compaction: CompactionStats {
                 flushes: g(&c.flushes),

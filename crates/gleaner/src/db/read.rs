@@ -57,18 +57,23 @@ impl DbInner {
         }
         match found {
             Some(Lookup::Value(v)) => Ok(Some(v)),
-            Some(Lookup::Handle { handle, seq }) => sv
-                .version
-                .values()
-                .read_value(
-                    &self.values,
-                    key,
-                    seq,
-                    handle,
-                    IoClass::UserRead,
-                    opts.fill_cache,
-                )
-                .map(Some),
+            Some(Lookup::Handle { handle, seq }) => {
+                let values = sv.version.values();
+                Counters::add(&self.counters.gets_separated, 1);
+                if values.live(handle.file_number).is_none() {
+                    Counters::add(&self.counters.gets_via_inheritance, 1);
+                }
+                values
+                    .read_value(
+                        &self.values,
+                        key,
+                        seq,
+                        handle,
+                        IoClass::UserRead,
+                        opts.fill_cache,
+                    )
+                    .map(Some)
+            }
             Some(Lookup::Deleted) | None => Ok(None),
         }
     }

@@ -122,6 +122,14 @@ pub struct OperationStats {
     pub user_bytes_written: u64,
     /// Point reads.
     pub gets: u64,
+    /// Point reads that found a separated value (a value handle).
+    #[serde(default)]
+    pub gets_separated: u64,
+    /// Of those, reads whose handle named a table GC had collected, so that the record was
+    /// looked up in the table inheritance leads to (an extra dense-index lookup) until a
+    /// compaction rewrites the handle.
+    #[serde(default)]
+    pub gets_via_inheritance: u64,
 }
 
 /// Figures from the last open's recovery.
