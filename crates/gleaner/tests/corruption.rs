@@ -30,6 +30,14 @@ fn files_with(fs: &FaultFs, dir: &Path, suffix: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The manifest in `dir` (there is one once the database is closed).
+fn manifest_of(fs: &FaultFs, dir: &Path) -> PathBuf {
+    files_with(fs, dir, "")
+        .into_iter()
+        .find(|p| name_of(p).starts_with("MANIFEST-"))
+        .expect("a manifest")
+}
+
 /// The file name of `path`, as the engine's errors and `gleaner check` name files.
 fn name_of(path: &Path) -> String {
     path.file_name()
@@ -135,13 +143,7 @@ fn a_flipped_byte_in_the_manifest_or_current_fails_the_open() {
     db.flush().expect("flush");
     db.close().expect("close");
     drop(db);
-    let manifest = files_with(&fs, dir, "")
-        .into_iter()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
-        })
-        .expect("manifest");
+    let manifest = manifest_of(&fs, dir);
     let name = name_of(&manifest);
     let size = fs.file_bytes(&manifest).expect("bytes").len() as u64;
     for offset in [0, 4, 7, size / 2, size - 1] {
@@ -509,13 +511,7 @@ fn manifest_workload(db: &Db, fs: &FaultFs, dir: &Path) -> (PathBuf, Expect) {
         "{err}"
     );
     fs.clear_faults();
-    let manifest = files_with(fs, dir, "")
-        .into_iter()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
-        })
-        .expect("manifest");
+    let manifest = manifest_of(fs, dir);
     (manifest, expect)
 }
 
@@ -677,13 +673,7 @@ fn gleaner_check_reports_a_manifest_whose_log_number_wal_is_missing() {
     db.flush().expect("flush");
     db.close().expect("close");
     drop(db);
-    let manifest = files_with(&fs, dir, "")
-        .into_iter()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
-        })
-        .expect("manifest");
+    let manifest = manifest_of(&fs, dir);
     let name = name_of(&manifest);
     let bytes = fs.file_bytes(&manifest).expect("bytes");
     let ends = record_ends(&bytes);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gleaner::io::FaultFs;
+use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule};
 use gleaner::{Db, Options, ReadOptions, Switch};
 
 fn options(fs: &FaultFs) -> Options {
@@ -159,4 +159,72 @@ fn a_write_held_at_the_space_budget_runs_gc_itself() {
         throttle.disk_bytes <= BUDGET,
         "usage stays within the budget: {throttle:?}"
     );
+}
+
+/// The waiting writer's own GC, alone. Counted garbage (half of every value table, below the
+/// normal victim ratio) sits on disk when writes reach the budget. The GC job the fixed point
+/// after the crossing write starts fails (an injected read error), so the next write stops with
+/// garbage visible: no hidden-garbage compaction runs, no worker exists, and only the stopped
+/// writer itself can collect it. Without that it would wait until the throttle gave up.
+#[test]
+fn a_stopped_writer_collects_counted_garbage_itself() {
+    let fs = FaultFs::new(4);
+    let path = "/inline-stopped/db";
+    let opts = || {
+        options(&fs)
+            .with_value_table_size(64 << 10)
+            .with_hotness_aware_writes(Switch::Off)
+            .with_gc_garbage_ratio(0.9)
+    };
+    let db = Db::open(path, opts()).expect("open");
+    for key in 0..300u32 {
+        db.put(format!("k{key:04}"), value(key, 0)).expect("load");
+    }
+    for key in (0..300u32).filter(|k| k.is_multiple_of(2)) {
+        db.put(format!("k{key:04}"), value(key, 1))
+            .expect("overwrite");
+    }
+    // The overwritten versions become counted garbage, about half of each table.
+    db.compact_range(None, None).expect("compact");
+    let s = db.stats();
+    assert!(
+        s.values.garbage_bytes > 0 && s.gc.jobs == 0,
+        "{:?}",
+        s.values
+    );
+    let on_disk = s.space.disk_bytes;
+    db.close().expect("close");
+    drop(db);
+    // A budget a little above today's usage, with a stop timeout far below the throttle's
+    // give-up time: a writer that waited for GC that never runs would fail.
+    let budget = on_disk + (on_disk / 10);
+    let db = Db::open(
+        path,
+        opts()
+            .with_max_disk_bytes(budget)
+            .with_space_stop_timeout_ms(200),
+    )
+    .expect("reopen with a budget");
+    // The first value-table read is GC's, at the fixed point after usage crosses the budget.
+    fs.add_fault(FaultRule {
+        op: FaultOp::Read,
+        path_contains: Some(".vst".into()),
+        skip: 0,
+        times: Some(1),
+        kind: FaultKind::Eio,
+    });
+    // About 50 KB of new values: past the budget unless GC frees the ~100 KB of garbage.
+    for key in 300..380u32 {
+        db.put(format!("k{key:04}"), value(key, 0))
+            .unwrap_or_else(|e| panic!("key {key}: {e}"));
+    }
+    let s = db.stats();
+    let t = s.throttle.expect("throttling is on");
+    assert!(t.stop_waits > 0, "writes reached the budget: {t:?}");
+    assert!(
+        s.gc.errors == 1 && s.gc.jobs > 0,
+        "the first GC job failed, the stopped writer's succeeded: {:?}",
+        s.gc
+    );
+    assert_eq!(t.failed_writes, 0);
 }

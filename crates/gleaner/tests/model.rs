@@ -38,6 +38,15 @@ fn option_sets(fs: &FaultFs) -> Vec<(String, Options)> {
 
 fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
     let base = || Options::default().with_file_system(Arc::new(fs.clone()));
+    let separated_gc = base()
+        .with_memtable_size(4 << 10)
+        .with_key_table_size(4 << 10)
+        .with_level_base_size(16 << 10)
+        .with_min_separated_value_size(40)
+        .with_value_table_size(3 << 10)
+        .with_gc_garbage_ratio(0.01)
+        .with_gc_max_input_size(8 << 10)
+        .with_value_readahead_size(2 << 10);
     vec![
         (
             "tiny-lz4",
@@ -64,17 +73,12 @@ fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
                 .with_compression(Compression::None)
                 .with_block_cache_size(0),
         ),
+        ("separated-gc", separated_gc.clone()),
         (
-            "separated-gc",
-            base()
-                .with_memtable_size(4 << 10)
-                .with_key_table_size(4 << 10)
-                .with_level_base_size(16 << 10)
-                .with_min_separated_value_size(40)
-                .with_value_table_size(3 << 10)
-                .with_gc_garbage_ratio(0.01)
-                .with_gc_max_input_size(8 << 10)
-                .with_value_readahead_size(2 << 10),
+            // Background work on the writing thread: a failure under this set replays exactly
+            // (the same seed performs the same file operations in the same order).
+            "inline-separated-gc",
+            separated_gc.with_inline_background_work(true),
         ),
         (
             "separate-everything-manual-gc",
@@ -88,20 +92,6 @@ fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
                 .with_gc_threads(0)
                 .with_compaction_threads(2)
                 .with_value_readahead_size(0),
-        ),
-        (
-            // Background work on the writing thread: a failure under this set replays exactly
-            // (the same seed performs the same file operations in the same order).
-            "inline-separated-gc",
-            base()
-                .with_inline_background_work(true)
-                .with_memtable_size(4 << 10)
-                .with_key_table_size(4 << 10)
-                .with_level_base_size(16 << 10)
-                .with_min_separated_value_size(40)
-                .with_value_table_size(3 << 10)
-                .with_gc_garbage_ratio(0.01)
-                .with_gc_max_input_size(8 << 10),
         ),
         (
             "parallel-background",

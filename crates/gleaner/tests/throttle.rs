@@ -26,6 +26,24 @@ fn value(i: u32, round: u32, len: usize) -> Vec<u8> {
     v
 }
 
+/// Writes about 1 KB values under new keys until a write fails, at most `most` of them: with
+/// unique keys nothing ever becomes garbage, so GC can free nothing. Returns the writes that
+/// succeeded and the error.
+fn write_unique_keys_until_refused(db: &Db, most: u32) -> (u32, Error) {
+    let mut written = 0u32;
+    loop {
+        match db.put(format!("key{written:06}"), value(written, 0, 1000)) {
+            Ok(()) => written += 1,
+            Err(e) => return (written, e),
+        }
+        assert!(
+            written < most,
+            "writes never stopped: {:?}",
+            db.stats().space
+        );
+    }
+}
+
 #[test]
 fn writes_fail_at_the_budget_when_nothing_can_be_reclaimed_and_the_rest_keeps_working() {
     let fs = FaultFs::new(5);
@@ -36,20 +54,8 @@ fn writes_fail_at_the_budget_when_nothing_can_be_reclaimed_and_the_rest_keeps_wo
         .with_space_stop_timeout_ms(200);
     let db = Db::open(Path::new("/full"), opts).expect("open");
     assert!(db.stats().throttle.is_some_and(|t| t.enabled));
-    // Unique keys only: nothing ever becomes garbage, so GC can free nothing.
     let started = Instant::now();
-    let mut written = 0u32;
-    let err = loop {
-        match db.put(format!("key{written:06}"), value(written, 0, 1000)) {
-            Ok(()) => written += 1,
-            Err(e) => break e,
-        }
-        assert!(
-            written < 5_000,
-            "writes never stopped: {:?}",
-            db.stats().space
-        );
-    };
+    let (written, err) = write_unique_keys_until_refused(&db, 5_000);
     assert!(
         matches!(err, Error::SpaceBudgetExceeded { limit_bytes, .. } if limit_bytes == 400 << 10),
         "{err}"
@@ -271,19 +277,7 @@ fn a_fast_writer_is_stopped_at_the_budget_not_past_it() {
         .with_max_disk_bytes(LIMIT)
         .with_space_stop_timeout_ms(100);
     let db = Db::open(Path::new("/fast"), opts).expect("open");
-    let mut written = 0u32;
-    // Unique keys: nothing is garbage, so writes must end in a failure at the budget.
-    let err = loop {
-        match db.put(format!("key{written:06}"), value(written, 0, 1000)) {
-            Ok(()) => written += 1,
-            Err(e) => break e,
-        }
-        assert!(
-            written < 20_000,
-            "writes never stopped: {:?}",
-            db.stats().space
-        );
-    };
+    let (written, err) = write_unique_keys_until_refused(&db, 20_000);
     assert!(matches!(err, Error::SpaceBudgetExceeded { .. }), "{err}");
     let disk = db.stats().space.disk_bytes;
     assert!(

@@ -58,21 +58,19 @@ impl DbInner {
         match found {
             Some(Lookup::Value(v)) => Ok(Some(v)),
             Some(Lookup::Handle { handle, seq }) => {
-                let values = sv.version.values();
+                let (value, via_inheritance) = sv.version.values().read_value(
+                    &self.values,
+                    key,
+                    seq,
+                    handle,
+                    IoClass::UserRead,
+                    opts.fill_cache,
+                )?;
                 Counters::add(&self.counters.gets_separated, 1);
-                if values.live(handle.file_number).is_none() {
+                if via_inheritance {
                     Counters::add(&self.counters.gets_via_inheritance, 1);
                 }
-                values
-                    .read_value(
-                        &self.values,
-                        key,
-                        seq,
-                        handle,
-                        IoClass::UserRead,
-                        opts.fill_cache,
-                    )
-                    .map(Some)
+                Ok(Some(value))
             }
             Some(Lookup::Deleted) | None => Ok(None),
         }
