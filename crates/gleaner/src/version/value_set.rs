@@ -130,10 +130,6 @@ pub struct Dependence {
     pub bytes: u64,
 }
 
-/// Most inheritance steps followed to resolve one handle; a longer chain means the records are
-/// corrupt (each step is a GC generation, and entries are pruned when unreferenced).
-pub const MAX_INHERITANCE_DEPTH: usize = 1000;
-
 /// Where a handle's record is now.
 #[derive(Debug, Clone)]
 pub enum Resolved {
@@ -205,17 +201,25 @@ impl ValueSet {
 
     /// Every live table that may hold the record of `user_key` that a handle naming table
     /// `number` points at: the table itself when live, else the live tables reached by
-    /// following inheritance records through every child whose key range covers the key,
-    /// hot run before cold run as recorded. Each step follows one GC generation; the walk gives
-    /// up (returning what it found) after [`MAX_INHERITANCE_DEPTH`] tables visited.
+    /// following inheritance records through every child whose key range covers the key, hot
+    /// run before cold run as recorded, each listed once.
+    ///
+    /// The records form a DAG, not a tree: every victim of a job names all of the job's
+    /// outputs, so when hot and cold outputs that both cover a key are collected together, the
+    /// paths to a live table double with each such generation while the live tables stay few.
+    /// The walk therefore visits each table once (a visited set), which bounds it by the number
+    /// of distinct tables in the records, not by the number of paths, and never gives up before
+    /// it has reached every live table that covers the key.
     pub fn candidates(&self, number: u64, user_key: &[u8]) -> Vec<Arc<ValueFile>> {
+        if let Some(t) = self.tables.get(&number) {
+            return vec![Arc::clone(t)];
+        }
         let mut out = Vec::new();
+        let mut visited: BTreeSet<u64> = BTreeSet::new();
         let mut stack = vec![number];
-        let mut visited = 0;
         while let Some(n) = stack.pop() {
-            visited += 1;
-            if visited > MAX_INHERITANCE_DEPTH {
-                break;
+            if !visited.insert(n) {
+                continue;
             }
             if let Some(t) = self.tables.get(&n) {
                 out.push(Arc::clone(t));
@@ -230,12 +234,15 @@ impl ValueSet {
                     .iter()
                     .rev()
                     .filter(|c| {
-                        c.smallest_key.as_slice() <= user_key
+                        !visited.contains(&c.number)
+                            && c.smallest_key.as_slice() <= user_key
                             && user_key <= c.largest_key.as_slice()
                     })
                     .map(|c| c.number),
             );
         }
+        // Every table is visited at most once, and only tables named by the records are.
+        debug_assert!(visited.len() <= self.tables.len() + self.inheritance.len() + 1);
         out
     }
 
@@ -420,6 +427,46 @@ mod tests {
             "3 is neither live nor inherited"
         );
         assert!(matches!(s.resolve(5, b"x"), Resolved::Live(t) if t.number == 5));
+    }
+
+    /// Hot and cold outputs that both cover a key, collected together generation after
+    /// generation, double the paths through the records while the live tables stay few. The
+    /// record of the key sits in the cold child of the first generation, which the walk reaches
+    /// last; a walk bounded by visits instead of distinct tables gave up inside the hot subtree
+    /// after about ten generations and never reached it.
+    #[test]
+    fn a_walk_through_many_overlapping_generations_reaches_every_live_table_once() {
+        const GENERATIONS: u64 = 24;
+        let mut s = ValueSet::default();
+        // Generation 1: victim 1 into hot 10 and cold 11; 11 stays live (it holds the record).
+        s.add_inheritance(1, vec![child(10, "a", "z"), child(11, "a", "z")])
+            .expect("inherit");
+        s.add_table(meta(11, "a", "z")).expect("add");
+        // Generation g ≥ 2: the hot and cold outputs of g - 1 are collected together into a
+        // new hot (even numbers) and cold (odd) table; in generation 2, 10 goes with a cold
+        // table 13 of other records.
+        let (mut hot, mut cold) = (10, 13);
+        for _ in 2..=GENERATIONS {
+            let children = vec![child(hot + 2, "a", "z"), child(cold + 2, "a", "z")];
+            s.add_inheritance(hot, children.clone()).expect("inherit");
+            s.add_inheritance(cold, children).expect("inherit");
+            hot += 2;
+            cold += 2;
+        }
+        s.add_table(meta(hot, "a", "z")).expect("add");
+        s.add_table(meta(cold, "a", "z")).expect("add");
+        let found: Vec<u64> = s.candidates(1, b"m").iter().map(|t| t.number).collect();
+        assert_eq!(
+            found,
+            vec![hot, cold, 11],
+            "every live table once, hot run first"
+        );
+        assert!(
+            matches!(s.resolve(1, b"m"), Resolved::Gone),
+            "three candidates"
+        );
+        // Outside every child's range nothing is a candidate.
+        assert!(s.candidates(1, b"~").is_empty());
     }
 
     #[test]
