@@ -328,6 +328,9 @@ impl DbInner {
             }
         }
         let mut versions = self.versions.lock();
+        // Closing: give up before the edit (the tables are deleted as `done` drops; the WAL
+        // still holds their data), so nothing is committed while `close` waits for this job.
+        self.check_open()?;
         let log_number = {
             let st = self.state.lock();
             st.imm
@@ -407,6 +410,8 @@ impl DbInner {
             )?
         };
         let mut versions = self.versions.lock();
+        // Closing: give up before the edit (the outputs are deleted as they drop).
+        self.check_open()?;
         // Garbage is placed against the version the edit applies to, under the manifest lock, so
         // no GC job can commit in between (see compaction::garbage).
         let claimed_now = self.state.lock().gc_claimed.clone();

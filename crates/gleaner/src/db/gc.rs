@@ -245,6 +245,8 @@ impl DbInner {
             edit.inheritance = victims.iter().map(|v| (*v, children.clone())).collect();
         }
         let mut versions = self.versions.lock();
+        // Closing: give up before the edit (the outputs are deleted as `out` drops).
+        self.check_open()?;
         {
             // Holding the manifest lock: no compaction can commit more drops until this edit is in.
             let st = self.state.lock();

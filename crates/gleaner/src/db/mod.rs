@@ -19,7 +19,7 @@ mod write;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
@@ -134,6 +134,9 @@ struct DbInner {
     /// Wakes waiters for background progress (stalled writers, `flush`, `compact_range`).
     progress_cv: Condvar,
     shutting_down: AtomicBool,
+    /// Calls running on callers' threads that may write files or the manifest (see
+    /// [`DbInner::begin_foreground`]); `close` waits until none is left.
+    foreground: AtomicUsize,
     obsolete: Arc<ObsoleteTables>,
     counters: Counters,
     /// The most recent GC failure, for `stats()`.
@@ -214,7 +217,7 @@ impl Db {
     /// With a budget, a write may also be delayed (usage between the low and high limits) or
     /// wait (at the high limit) before it is applied; a batch of deletions only is never held.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        self.inner.check_open()?;
+        let _call = self.inner.begin_foreground()?;
         self.inner.validate_batch(&batch)?;
         if batch.is_empty() {
             return Ok(());
@@ -265,7 +268,7 @@ impl Db {
     /// Writes the memtable (and any waiting immutable ones) to L0 key tables and waits until
     /// they are installed.
     pub fn flush(&self) -> Result<()> {
-        self.inner.check_open()?;
+        let _call = self.inner.begin_foreground()?;
         self.inner.flush_and_wait()
     }
 
@@ -279,14 +282,14 @@ impl Db {
     /// database stays writable (the eighth such failure in a row makes it read-only, as a
     /// failed manifest write does at once); the errors of [`Db::flush`].
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.check_open()?;
+        let _call = self.inner.begin_foreground()?;
         self.inner.compact_range(begin, end)
     }
 
     /// Runs garbage collection on the caller's thread until the policy finds no value table
     /// worth collecting (background GC threads keep running too).
     pub fn run_gc(&self) -> Result<GcRunStats> {
-        self.inner.check_open()?;
+        let _call = self.inner.begin_foreground()?;
         self.inner.run_gc_to_quiescence()
     }
 
@@ -307,6 +310,14 @@ impl Db {
     /// durable (syncs the WAL), deletes unreferenced files and releases the lock. Later calls
     /// on this handle fail with [`Error::Closed`]; iterators and snapshots keep working on the
     /// state they hold. Closing twice is harmless.
+    ///
+    /// Calls running on other threads at the time (`write`, `flush`, `compact_range`,
+    /// `run_gc`) are waited for too: a job that has not yet written its manifest edit abandons
+    /// its outputs and its call fails with [`Error::Closed`]; one whose edit is being written
+    /// finishes it. Either way no file of the database is written or deleted by this handle
+    /// once `close` returns, so the database can be reopened at once. The wait lasts until each
+    /// job reaches its next cancellation check (between the entries a compaction or GC job
+    /// copies, and before its edit).
     pub fn close(&self) -> Result<()> {
         self.inner.close()
     }
@@ -319,12 +330,62 @@ impl Drop for Db {
     }
 }
 
+/// A call running on a caller's thread that may write files or the manifest; `close` waits
+/// until every one has ended (see [`DbInner::begin_foreground`]).
+struct ForegroundCall<'a> {
+    inner: &'a DbInner,
+}
+
+impl Drop for ForegroundCall<'_> {
+    fn drop(&mut self) {
+        if self.inner.foreground.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.inner.shutting_down.load(Ordering::SeqCst)
+        {
+            // `close` waits under the state lock: notify under it, so the wake-up is not lost.
+            let _st = self.inner.state.lock();
+            self.inner.progress_cv.notify_all();
+        }
+    }
+}
+
+/// Longest single wait of `close` for calls on other threads before it looks again (a
+/// backstop: the last call to end wakes it).
+const FOREGROUND_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl DbInner {
     fn check_open(&self) -> Result<()> {
-        if self.shutting_down.load(Ordering::Acquire) {
+        if self.shutting_down.load(Ordering::SeqCst) {
             Err(Error::Closed)
         } else {
             Ok(())
+        }
+    }
+
+    /// Registers a call that runs on the caller's thread and may write files or the manifest:
+    /// a write (which may run inline work or, stopped at the space budget, a compaction),
+    /// `flush`, `compact_range` or `run_gc`. Fails with [`Error::Closed`] once `close` has
+    /// begun; otherwise `close` waits until the returned guard is dropped, so no job of a
+    /// closed handle commits into the manifest or deletes a file after the lock is released.
+    fn begin_foreground(&self) -> Result<ForegroundCall<'_>> {
+        // Counted before the flag is read, and `close` sets the flag before it reads the count
+        // (both sequentially consistent): either the call sees the flag, or `close` sees the
+        // call.
+        self.foreground.fetch_add(1, Ordering::SeqCst);
+        let call = ForegroundCall { inner: self };
+        self.check_open()?;
+        Ok(call)
+    }
+
+    /// Waits until every call registered by [`DbInner::begin_foreground`] has ended. Each sees
+    /// the shutdown at its next check and gives up before its manifest edit (or finishes an
+    /// edit already being written), so the wait is as long as the longest stretch between two
+    /// checks of a job. Leaving earlier is not an option: the job could still write the
+    /// manifest or delete files after the lock is released and another handle has opened the
+    /// database.
+    fn wait_for_foreground_calls(&self) {
+        let mut st = self.state.lock();
+        while self.foreground.load(Ordering::SeqCst) > 0 {
+            self.progress_cv.wait_for(&mut st, FOREGROUND_WAIT);
         }
     }
 
@@ -351,7 +412,7 @@ impl DbInner {
     }
 
     fn close(&self) -> Result<()> {
-        if self.shutting_down.swap(true, Ordering::AcqRel) {
+        if self.shutting_down.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         {
@@ -365,6 +426,9 @@ impl DbInner {
             // A worker that panicked has nothing left to clean up.
             let _ = t.join();
         }
+        // Manual compactions, GC runs, flushes and writes on other threads (which may be
+        // running inline work or surfacing hidden garbage) end too before the lock is released.
+        self.wait_for_foreground_calls();
         // Wait out an in-flight group commit (its leader holds the WAL), then sync and retire
         // the WAL so every acknowledged write is durable.
         let mut result = Ok(());

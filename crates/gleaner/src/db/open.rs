@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -310,6 +310,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),
         shutting_down: AtomicBool::new(false),
+        foreground: AtomicUsize::new(0),
         obsolete,
         counters,
         last_gc_error: Mutex::new(None),

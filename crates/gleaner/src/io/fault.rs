@@ -110,6 +110,8 @@ pub struct FaultFs {
 
 struct Shared {
     state: Mutex<State>,
+    /// Checked before `state` is locked, so a held operation stops no other.
+    gates: super::fault_gate::Gates,
 }
 
 /// A file's content. Shared between directory entries (current and durable) and open handles,
@@ -446,6 +448,7 @@ impl FaultFs {
                     injected: 0,
                     locks: BTreeSet::new(),
                 }),
+                gates: super::fault_gate::Gates::default(),
             }),
         }
     }
@@ -522,6 +525,22 @@ impl FaultFs {
     /// test can tell that an injected fault actually struck.
     pub fn injected_faults(&self) -> u64 {
         self.shared.state.lock().injected
+    }
+
+    /// Adds a gate: of the operations of kind `op` (any kind for [`FaultOp::Any`]) whose path
+    /// contains `path_contains` (every path when `None`), the one numbered `skip` (from 0)
+    /// stops there until [`FaultGate::open`](super::FaultGate::open) is called. A test holds a
+    /// job at an exact operation this way while another thread acts; every other operation
+    /// goes on meanwhile. Gates survive [`FaultFs::crash`].
+    pub fn add_gate(
+        &self,
+        op: FaultOp,
+        path_contains: Option<&str>,
+        skip: u64,
+    ) -> super::FaultGate {
+        self.shared
+            .gates
+            .add(op, path_contains.map(str::to_string), skip)
     }
 
     /// Removes every fault rule.
@@ -625,6 +644,7 @@ impl fmt::Debug for FaultFs {
 
 impl FileSystem for FaultFs {
     fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.shared.gates.pass(FaultOp::Any, &[path]);
         let mut st = self.shared.state.lock();
         let context = || format!("creating directory {}", path.display());
         // No dedicated FaultOp: passing Any means only rules for every operation match.
@@ -636,6 +656,7 @@ impl FileSystem for FaultFs {
     }
 
     fn new_writable(&self, path: &Path, _opts: WriteFileOptions) -> Result<Box<dyn WritableFile>> {
+        self.shared.gates.pass(FaultOp::Create, &[path]);
         let mut st = self.shared.state.lock();
         let context = || format!("creating {}", path.display());
         st.admit(FaultOp::Create, &[path])
@@ -677,6 +698,7 @@ impl FileSystem for FaultFs {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.shared.gates.pass(FaultOp::Rename, &[from, to]);
         let mut st = self.shared.state.lock();
         let context = || format!("renaming {} to {}", from.display(), to.display());
         st.admit(FaultOp::Rename, &[from, to])
@@ -713,6 +735,7 @@ impl FileSystem for FaultFs {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
+        self.shared.gates.pass(FaultOp::Remove, &[path]);
         let mut st = self.shared.state.lock();
         let context = || format!("removing {}", path.display());
         st.admit(FaultOp::Remove, &[path])
@@ -757,6 +780,7 @@ impl FileSystem for FaultFs {
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {
+        self.shared.gates.pass(FaultOp::SyncDir, &[path]);
         let mut st = self.shared.state.lock();
         let context = || format!("syncing directory {}", path.display());
         st.admit(FaultOp::SyncDir, &[path])
@@ -829,6 +853,7 @@ impl fmt::Debug for FaultWriter {
 impl FaultWriter {
     /// Runs a mutating operation other than append: checks the handle, admits, applies `apply`.
     fn simple_op(&mut self, op: FaultOp, what: &str, apply: impl FnOnce(&mut Inode)) -> Result<()> {
+        self.shared.gates.pass(op, &[&self.path]);
         let mut st = self.shared.state.lock();
         let context = || format!("{what} {}", self.path.display());
         st.check_handle(self.generation, context)?;
@@ -842,6 +867,7 @@ impl FaultWriter {
 
 impl WritableFile for FaultWriter {
     fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.shared.gates.pass(FaultOp::Append, &[&self.path]);
         let mut st = self.shared.state.lock();
         let context = || format!("appending to {}", self.path.display());
         st.check_handle(self.generation, context)?;
@@ -895,6 +921,7 @@ impl fmt::Debug for FaultReader {
 
 impl RandomAccessFile for FaultReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.shared.gates.pass(FaultOp::Read, &[&self.path]);
         let mut st = self.shared.state.lock();
         let context = || {
             format!(

@@ -7,6 +7,7 @@
 
 pub mod accounting;
 pub mod fault;
+mod fault_gate;
 pub mod posix;
 
 use std::fmt;
@@ -17,6 +18,7 @@ use crate::error::Result;
 
 pub use accounting::{CountedReader, CountedWriter, IoClass, IoCounters, IoStats};
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
+pub use fault_gate::FaultGate;
 pub use posix::PosixFs;
 
 /// Options for opening a file for reading.
