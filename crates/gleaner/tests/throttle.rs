@@ -99,15 +99,18 @@ fn gc_keeps_usage_within_the_budget_and_no_write_fails() {
         .with_max_disk_bytes(LIMIT)
         .with_gc_garbage_ratio(0.3)
         .with_space_stop_timeout_ms(5_000);
-    let db = Db::open(Path::new("/churn"), opts).expect("open");
+    let dir = Path::new("/churn");
+    let db = Db::open(dir, opts).expect("open");
     let keys = 300u32;
     // Rewrite until the throttle has had to act (background GC sometimes keeps up alone for a
     // while), within a bound.
     let mut rounds = 0u32;
+    let mut peak = 0u64;
     while rounds < 8 || (rounds < 60 && db.stats().throttle.is_some_and(|t| t.transitions == 0)) {
         for i in 0..keys {
             db.put(format!("key{i:05}"), value(i, rounds, 1500))
                 .unwrap_or_else(|e| panic!("round {rounds} key {i}: {e}"));
+            peak = peak.max(real_bytes(&fs, dir));
         }
         rounds += 1;
     }
@@ -117,6 +120,13 @@ fn gc_keeps_usage_within_the_budget_and_no_write_fails() {
             Some(value(i, rounds - 1, 1500))
         );
     }
+    // What the directory really held: writes are let in below the budget; past it only by
+    // what the background jobs running at that moment had written before deleting their inputs
+    // (a flush, a compaction, a GC job). Measured 725-755 KB here at a budget of 700 KiB.
+    assert!(
+        peak <= LIMIT + LIMIT / 2,
+        "the directory reached {peak} bytes at a budget of {LIMIT}"
+    );
     let t = db.stats().throttle.expect("throttle stats");
     assert_eq!(t.failed_writes, 0, "{t:?}");
     // Usage reached the budget (writes were slowed or stopped) and GC brought it back.
@@ -284,4 +294,172 @@ fn a_fast_writer_is_stopped_at_the_budget_not_past_it() {
         disk <= LIMIT + LIMIT / 20,
         "{disk} bytes on disk at a budget of {LIMIT} ({written} writes of about 1 KB)"
     );
+    let real = real_bytes(&fs, Path::new("/fast"));
+    assert!(
+        real <= LIMIT + LIMIT / 20,
+        "the directory holds {real} bytes at a budget of {LIMIT}"
+    );
+}
+
+/// Bytes of every file under `dir` on the fault-injecting file system: what the directory
+/// really holds, whatever the engine believes.
+fn real_bytes(fs: &FaultFs, dir: &Path) -> u64 {
+    fs.list_files()
+        .iter()
+        .filter(|p| p.starts_with(dir))
+        .map(|p| fs.file_bytes(p).map_or(0, |b| b.len() as u64))
+        .sum()
+}
+
+/// The usage the throttle sees is what the directory holds: every file, including the tables of
+/// older versions an iterator pins, WALs, the manifest and OPTIONS. It used to be the current
+/// version's tables plus the memtables, which missed all of those. With the background work
+/// inline, nothing runs between a write's return and the check, so the two must be equal.
+#[test]
+fn usage_is_the_bytes_of_every_file_in_the_directory() {
+    let fs = FaultFs::new(10);
+    let dir = Path::new("/exact");
+    let opts = options(&fs)
+        .with_inline_background_work(true)
+        .with_gc_policy(GcPolicyKind::Scavenger)
+        .with_gc_garbage_ratio(0.2);
+    let db = Db::open(dir, opts).expect("open");
+    let keys = 200u32;
+    let mut iter = None;
+    let mut checks = 0;
+    for round in 0..8u32 {
+        if round == 2 {
+            // Pins the tables of this version for the next rounds, through GC and compaction.
+            iter = Some(db.iter(&ReadOptions::default()).expect("iter"));
+        }
+        if round == 6 {
+            iter = None;
+        }
+        for i in 0..keys {
+            db.put(format!("key{i:05}"), value(i, round, 1500))
+                .expect("put");
+            if i % 25 == 0 {
+                assert_eq!(
+                    db.stats().space.disk_bytes,
+                    real_bytes(&fs, dir),
+                    "round {round} key {i}"
+                );
+                checks += 1;
+            }
+        }
+    }
+    drop(iter);
+    let s = db.stats();
+    assert!(s.gc.jobs > 0 && s.compaction.compactions > 0, "{:?}", s.gc);
+    assert!(checks > 50);
+    db.close().expect("close");
+}
+
+/// An iterator held while GC rewrites the tables keeps the old tables on disk. The throttle
+/// used to count only the current version's tables, so writes went on while the directory grew
+/// past the budget with every GC job. Now it counts them, writes stop, and once nothing more
+/// can be reclaimed they fail; the directory stays near the budget. When the iterator is
+/// dropped, its tables go and writes go on.
+#[test]
+fn a_long_lived_iterator_does_not_let_the_directory_grow_past_the_budget() {
+    const LIMIT: u64 = 1 << 20;
+    let fs = FaultFs::new(11);
+    let dir = Path::new("/pinned");
+    let opts = options(&fs)
+        .with_inline_background_work(true)
+        .with_gc_policy(GcPolicyKind::Scavenger)
+        .with_max_disk_bytes(LIMIT)
+        .with_gc_garbage_ratio(0.2)
+        .with_gc_max_input_size(128 << 10)
+        .with_space_stop_timeout_ms(100);
+    let db = Db::open(dir, opts).expect("open");
+    // About 600 KB of live data, which the iterator pins once it has all been rewritten.
+    let keys = 400u32;
+    for i in 0..keys {
+        db.put(format!("key{i:05}"), value(i, 0, 1500))
+            .expect("put");
+    }
+    let iter = db.iter(&ReadOptions::default()).expect("iter");
+    let mut peak = 0u64;
+    let mut refused = None;
+    'rounds: for round in 1..40u32 {
+        for i in 0..keys {
+            match db.put(format!("key{i:05}"), value(i, round, 1500)) {
+                Ok(()) => peak = peak.max(real_bytes(&fs, dir)),
+                Err(e) => {
+                    refused = Some((round, e));
+                    break 'rounds;
+                }
+            }
+        }
+    }
+    let (round, err) = refused.expect("writes stop failing only if the budget is ignored");
+    assert!(
+        matches!(err, Error::SpaceBudgetExceeded { .. }),
+        "round {round}: {err}"
+    );
+    // Past the budget by at most what one admitted write brings with the work it runs inline:
+    // a memtable's flush (64 KiB), a compaction's outputs before its inputs go, a GC job's
+    // outputs (victims of at most 128 KiB, which the iterator keeps). Counting only the current
+    // version's tables, writes went on to 1.5 MB here and never failed.
+    assert!(
+        peak <= LIMIT + LIMIT / 4,
+        "the directory reached {peak} bytes at a budget of {LIMIT}"
+    );
+    assert!(db.stats().space.disk_bytes >= LIMIT, "the throttle saw it");
+    drop(iter);
+    db.put("after", value(0, 99, 1500))
+        .expect("the pinned tables are gone: writes go on");
+    assert!(real_bytes(&fs, dir) < LIMIT, "{}", real_bytes(&fs, dir));
+    db.close().expect("close");
+}
+
+/// A stopped writer used to run the hidden-garbage compaction on its own thread, after its last
+/// give-up check, and a failure of that compaction came back as the write's error. A compaction
+/// worker runs it now: the writer only waits, and gets `SpaceBudgetExceeded` when nothing could
+/// be reclaimed, while the failed compaction is counted as one.
+#[test]
+fn a_failed_hidden_garbage_compaction_is_not_the_writers_error() {
+    const LIMIT: u64 = 400 << 10;
+    let fs = FaultFs::new(12);
+    let opts = options(&fs)
+        .with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_space_throttling(Switch::On)
+        .with_max_disk_bytes(LIMIT)
+        .with_l0_compaction_trigger(1000)
+        .with_l0_slowdown_trigger(1000)
+        .with_l0_stop_trigger(1000)
+        .with_space_stop_timeout_ms(200);
+    let db = Db::open(Path::new("/surface-fails"), opts).expect("open");
+    // Compactions read key tables; flushes do not (and the test reads nothing until the end).
+    fs.add_fault(gleaner::io::FaultRule {
+        op: gleaner::io::FaultOp::Read,
+        path_contains: Some(".sst".into()),
+        skip: 0,
+        times: None,
+        kind: gleaner::io::FaultKind::Eio,
+    });
+    let mut refused = None;
+    'rounds: for round in 0..100u32 {
+        for i in 0..200u32 {
+            if let Err(e) = db.put(format!("key{i:05}"), value(i, round, 1500)) {
+                refused = Some(e);
+                break 'rounds;
+            }
+        }
+    }
+    let err = refused.expect("writes stop at the budget");
+    assert!(
+        matches!(err, Error::SpaceBudgetExceeded { .. }),
+        "the write fails for the budget, not for the compaction: {err}"
+    );
+    let s = db.stats();
+    assert!(
+        s.stalls.space_compactions >= 1 && s.compaction.errors >= 1,
+        "a hidden-garbage compaction ran and failed: {:?} {:?}",
+        s.stalls,
+        s.compaction
+    );
+    fs.clear_faults();
+    db.close().expect("close");
 }

@@ -141,7 +141,7 @@ impl DbInner {
         loop {
             let work = match kind {
                 WorkerKind::Flush => self.wait_for_flush().map(Work::Flush),
-                WorkerKind::Compaction => self.wait_for_compaction().map(Work::Compaction),
+                WorkerKind::Compaction => self.wait_for_compaction(),
                 WorkerKind::Gc(n) => self.wait_for_gc(n).map(Work::Gc),
             };
             let Some(work) = work else { return };
@@ -165,6 +165,11 @@ impl DbInner {
                         return false;
                     }
                 }
+            }
+            // Its failures are recorded as compaction failures; writers never see them.
+            Work::SurfaceHiddenGarbage => {
+                self.surface_hidden_garbage();
+                Ok(())
             }
             // A failed GC job leaves its victims as they were; only a failed manifest write
             // (which `run_gc_claim` reports itself) makes the database read-only.
@@ -230,16 +235,23 @@ impl DbInner {
         }
     }
 
-    /// Waits until the picker finds a compaction and registers it as running; `None` at
-    /// shutdown.
-    fn wait_for_compaction(&self) -> Option<CompactionJob> {
+    /// Waits until the picker finds a compaction and registers it as running, or a stopped
+    /// writer asks for hidden garbage to be surfaced; `None` at shutdown.
+    fn wait_for_compaction(&self) -> Option<Work> {
         let mut st = self.state.lock();
         loop {
             if st.shutting_down {
                 return None;
             }
             if let Some(job) = self.claim_compaction(&mut st) {
-                return Some(job);
+                return Some(Work::Compaction(job));
+            }
+            if self
+                .space
+                .as_ref()
+                .is_some_and(|s| s.take_surfacing_request())
+            {
+                return Some(Work::SurfaceHiddenGarbage);
             }
             self.bg_cv.wait_for(&mut st, IDLE_WAIT);
         }
@@ -521,9 +533,10 @@ impl DbInner {
         }
     }
 
-    /// Deletes tables whose last reference was dropped.
-    pub(super) fn purge_obsolete_files(&self) {
+    /// Deletes tables whose last reference was dropped; returns how many it deleted.
+    pub(super) fn purge_obsolete_files(&self) -> usize {
         let files: Vec<(FileKind, u64)> = std::mem::take(&mut *self.obsolete.queue.lock());
+        let mut deleted = 0;
         for (kind, n) in files {
             let name = match kind {
                 FileKind::KeyTable => {
@@ -538,8 +551,10 @@ impl DbInner {
             // A table that cannot be deleted now is an orphan that the next open removes.
             if self.fs.remove_file(&self.dir.join(name)).is_ok() {
                 Counters::add(&self.counters.tables_deleted, 1);
+                deleted += 1;
             }
         }
+        deleted
     }
 }
 
@@ -547,6 +562,8 @@ impl DbInner {
 pub(super) enum Work {
     Flush(Vec<Arc<MemTable>>),
     Compaction(CompactionJob),
+    /// A flush and compaction of the whole tree a stopped writer asked for (`db::space`).
+    SurfaceHiddenGarbage,
     Gc(super::gc::GcClaim),
 }
 

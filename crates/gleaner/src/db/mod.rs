@@ -150,6 +150,9 @@ struct DbInner {
     lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Space-aware throttling, when on and a budget is set.
     space: Option<space::SpaceControl>,
+    /// Bytes of every file in the directory (what `stats().space.disk_bytes` and the space
+    /// throttle report).
+    disk: Arc<crate::io::DiskUsage>,
     /// The DropCache, when hotness-aware writing is on.
     drop_cache: Option<Arc<crate::hotness::DropCache>>,
 }
@@ -466,7 +469,7 @@ impl DbInner {
                 st.bg_error.as_ref().map(|e| e.to_string()),
                 st.gc_claimed.len(),
                 // The same figures the space throttle sees.
-                Self::space_usage(&st),
+                self.space_usage(&st),
             )
         };
         let vs = version.values();

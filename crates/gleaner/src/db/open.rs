@@ -21,7 +21,7 @@ use crate::filename::{
 };
 use crate::io::{
     CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
-    WriteFileOptions, write_file_atomically,
+    TrackedFs, WriteFileOptions, write_file_atomically,
 };
 use crate::key::ValueKind;
 use crate::memtable::MemTable;
@@ -49,6 +49,9 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     }
     let dir = path.to_path_buf();
     let lock = fs.lock(&dir.join(LOCK))?;
+    // From here every file operation goes through the byte count the space throttle reads.
+    let (tracked, disk) = TrackedFs::new(fs, &dir)?;
+    let fs: Arc<dyn FileSystem> = Arc::new(tracked);
     let exists = fs.path_kind(&dir.join(CURRENT))?.is_some();
     if exists && opts.error_if_exists() {
         return Err(Error::invalid(format!(
@@ -311,6 +314,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         progress_cv: Condvar::new(),
         shutting_down: AtomicBool::new(false),
         foreground: AtomicUsize::new(0),
+        disk,
         obsolete,
         counters,
         last_gc_error: Mutex::new(None),

@@ -25,7 +25,9 @@ const STOP_WAIT_SLICE: Duration = Duration::from_millis(20);
 /// Bytes on disk and the live-data estimate (what `stats().space` reports).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct SpaceUsage {
-    /// Key tables + value tables + unflushed WAL data (estimated as the memtables' size).
+    /// Every file in the database directory: the tables of every version still pinned by an
+    /// iterator, snapshot read or job, tables waiting to be deleted, WALs, manifest, OPTIONS
+    /// (counted as they are written and removed, `io::TrackedFs`).
     pub disk_bytes: u64,
     /// Key tables + value-table records that are not garbage + the same WAL estimate.
     pub live_bytes: u64,
@@ -46,10 +48,12 @@ pub(super) struct SpaceControl {
 /// The state of hidden-garbage compactions ("surfacing").
 #[derive(Debug, Default)]
 struct Surfacing {
-    /// When the last one started (`None`: never).
+    /// When the last one was asked for (`None`: never).
     last_start: Option<Instant>,
-    /// Whether one is running (it counts as something to reclaim).
+    /// Whether one is asked for or running (it counts as something to reclaim).
     running: bool,
+    /// Whether one is asked for and no worker has taken it yet.
+    requested: bool,
     /// Whether one has started since writes last stopped. The first of each stop may start at
     /// once; more within the same stop wait out the interval.
     in_this_stop: bool,
@@ -89,24 +93,34 @@ impl SpaceControl {
         f64::from_bits(self.gc_ratio.load(Ordering::Relaxed))
     }
 
-    /// Claims the right to run a hidden-garbage compaction: none running, and either none
-    /// started since writes stopped this time or none within `interval`. (Limiting them only by
-    /// the interval let a stop that came soon after an earlier one go without any: its writes
-    /// failed for want of reclaimable garbage that a compaction would have made visible.)
-    fn start_surfacing(&self, interval: Duration) -> bool {
+    /// Asks for a hidden-garbage compaction when one is due: none asked for or running, and
+    /// either none started since writes stopped this time or none within `interval`. (Limiting
+    /// them only by the interval let a stop that came soon after an earlier one go without any:
+    /// its writes failed for want of reclaimable garbage that a compaction would have made
+    /// visible.) Returns whether it asked.
+    fn request_surfacing(&self, interval: Duration) -> bool {
         let mut s = self.surfacing.lock();
         let due = !s.running
             && (!s.in_this_stop || s.last_start.is_none_or(|at| at.elapsed() >= interval));
         if due {
             s.last_start = Some(Instant::now());
             s.running = true;
+            s.requested = true;
             s.in_this_stop = true;
         }
         due
     }
 
+    /// Takes the request for a hidden-garbage compaction, if there is one; the taker runs it
+    /// (`DbInner::surface_hidden_garbage`).
+    pub(super) fn take_surfacing_request(&self) -> bool {
+        std::mem::take(&mut self.surfacing.lock().requested)
+    }
+
     fn end_surfacing(&self) {
-        self.surfacing.lock().running = false;
+        let mut s = self.surfacing.lock();
+        s.running = false;
+        s.requested = false;
     }
 
     fn surfacing_now(&self) -> bool {
@@ -122,24 +136,24 @@ impl SpaceControl {
 
 impl DbInner {
     /// Bytes on disk and the live-data estimate of the current state.
-    pub(super) fn space_usage(st: &DbState) -> SpaceUsage {
+    pub(super) fn space_usage(&self, st: &DbState) -> SpaceUsage {
         let version = &st.version;
         let key_bytes: u64 = (0..version.num_levels())
             .map(|l| version.level_bytes(l))
             .sum();
         let values = version.values();
-        let (mut file_bytes, mut live_records) = (0u64, 0u64);
-        for v in values.tables() {
-            file_bytes += v.file_size;
-            live_records += v
-                .record_bytes
-                .saturating_sub(values.garbage(v.number).bytes);
-        }
+        let live_records: u64 = values
+            .tables()
+            .map(|v| {
+                v.record_bytes
+                    .saturating_sub(values.garbage(v.number).bytes)
+            })
+            .sum();
         // Unflushed data lives in WALs roughly the size of the memtables it filled.
         let wal_bytes =
             st.mem.approximate_bytes() + st.imm.iter().map(|m| m.approximate_bytes()).sum::<u64>();
         SpaceUsage {
-            disk_bytes: key_bytes + file_bytes + wal_bytes,
+            disk_bytes: self.disk.total(),
             live_bytes: key_bytes + live_records + wal_bytes,
         }
     }
@@ -167,7 +181,7 @@ impl DbInner {
             _ => {
                 let st = self.state.lock();
                 let observed = (
-                    Self::space_usage(&st),
+                    self.space_usage(&st),
                     Self::reclaimable(&st) || control.surfacing_now(),
                 );
                 drop(st);
@@ -221,23 +235,39 @@ impl DbInner {
 
     /// When writes are stopped and GC sees no garbage, the space is usually held by *hidden*
     /// garbage: overwritten versions whose handles compaction has not dropped yet (writes are
-    /// stopped, so nothing triggers that compaction). The stopped writer then flushes and
-    /// compacts the whole tree on its own thread, which turns every such handle into counted
-    /// garbage for GC. At most one runs at a time: the first of each stop at once, any more in
-    /// the same stop one per stop timeout (at least a second apart). Returns whether it ran.
-    fn surface_hidden_garbage(&self, control: &SpaceControl) -> Result<bool> {
+    /// stopped, so nothing triggers that compaction). A stopped writer then asks for a flush and
+    /// a compaction of the whole tree, which turns every such handle into counted garbage for
+    /// GC; a compaction worker runs it (`surface_hidden_garbage`), so the writer only waits,
+    /// with its deadline, and a failed compaction is the compaction's error, not the write's.
+    /// At most one is asked for or running at a time: the first of each stop at once, any more
+    /// in the same stop one per stop timeout (at least a second apart). Returns whether it
+    /// asked.
+    fn request_hidden_garbage_surfacing(&self, control: &SpaceControl) -> bool {
         // Lock order: the throttle before the state (as `evaluate_space`), so never both here.
         let interval = control.throttle.lock().throttle.budget().stop_timeout;
         let visible = Self::reclaimable(&self.state.lock());
-        if visible || !control.start_surfacing(interval.max(Duration::from_secs(1))) {
-            return Ok(false);
+        if visible || !control.request_surfacing(interval.max(Duration::from_secs(1))) {
+            return false;
         }
-        let r = self.compact_range(None, None);
+        self.bg_cv.notify_all();
+        true
+    }
+
+    /// Runs an asked-for hidden-garbage compaction: flushes and compacts the whole tree. Its
+    /// failure is recorded as a compaction failure (stats, retries, and after repeated
+    /// failures the background error), like any compaction's.
+    pub(super) fn surface_hidden_garbage(&self) {
+        let Some(control) = &self.space else {
+            return;
+        };
+        // Errors were recorded where they happened (`compact_range` counts a failed compaction,
+        // a failed flush is the background error); closing ends it early.
+        let _ = self.compact_range(None, None);
         control.end_surfacing();
         // The next observation must see what the compaction freed or made collectable.
         control.throttle.lock().last = None;
         Counters::add(&self.counters.space_compactions, 1);
-        r.map(|()| true)
+        self.progress_cv.notify_all();
     }
 
     /// Applies the space budget to a write of `batch` before it joins a write group: returns at
@@ -261,7 +291,17 @@ impl DbInner {
         let stop_timeout = control.throttle.lock().throttle.budget().stop_timeout;
         let give_up = started + stop_timeout * 3 + Duration::from_secs(10);
         loop {
-            match self.evaluate_space(control, write) {
+            let verdict = self.evaluate_space(control, write);
+            if matches!(verdict, WriteVerdict::Wait | WriteVerdict::Fail(_))
+                && self.purge_obsolete_files() > 0
+            {
+                // Tables the last iterator or job let go of were still on disk: they are deleted
+                // by whoever runs a job next, which with writes stopped may be nobody. Look
+                // again without them (each round deletes files, so this ends).
+                control.throttle.lock().last = None;
+                continue;
+            }
+            match verdict {
                 WriteVerdict::Proceed => break,
                 WriteVerdict::Delay(d) => {
                     std::thread::sleep(d);
@@ -270,7 +310,13 @@ impl DbInner {
                 }
                 WriteVerdict::Wait if Instant::now() < give_up => {
                     self.check_open()?;
-                    if self.surface_hidden_garbage(control)? {
+                    if self.request_hidden_garbage_surfacing(control)
+                        && self.opts.inline_background_work()
+                    {
+                        // No workers: this is one of the fixed points where the caller does the
+                        // background work, so the bound holds between jobs, not within one.
+                        control.take_surfacing_request();
+                        self.surface_hidden_garbage();
                         continue;
                     }
                     // Without workers (`inline_background_work`) the waiting writer runs GC.

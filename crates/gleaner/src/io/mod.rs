@@ -9,6 +9,7 @@ pub mod accounting;
 pub mod fault;
 mod fault_gate;
 pub mod posix;
+mod usage;
 
 use std::fmt;
 use std::path::Path;
@@ -20,6 +21,7 @@ pub use accounting::{CountedReader, CountedWriter, IoClass, IoCounters, IoStats}
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
 pub use fault_gate::FaultGate;
 pub use posix::PosixFs;
+pub(crate) use usage::{DiskUsage, TrackedFs};
 
 /// Options for opening a file for reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -251,7 +251,9 @@ pub struct GcStats {
 /// Space: what is on disk against what is live.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SpaceStats {
-    /// Bytes of key tables, value tables and WALs on disk.
+    /// Bytes of every file in the database directory: tables of the current version and of
+    /// older versions iterators or jobs still pin, tables waiting for deletion, WALs, the
+    /// manifest and OPTIONS.
     pub disk_bytes: u64,
     /// Estimate of live data: key-table bytes plus value-table record bytes that are not
     /// garbage (hidden garbage, not yet found by compaction, counts as live).
