@@ -437,8 +437,13 @@ fn io_errors_and_a_full_disk_during_a_compaction_lose_nothing() {
             let fs = FaultFs::new(400 + cases);
             let dir = Path::new("/compaction-faults/db");
             // Small key tables, so that the compaction writes several (for the later create
-            // and sync to fail) in every variant.
-            let opts = || tune(options(&fs).with_key_table_size(4 << 10));
+            // and sync to fail) in every variant. No workers: a background compaction (the
+            // level sizes often call for one) could otherwise take the fault before
+            // `compact_range` does, and its error would reach only the background state. Inline,
+            // the picker's work is done at the flush, before the fault is armed.
+            let opts = || {
+                tune(options(&fs).with_key_table_size(4 << 10)).with_inline_background_work(true)
+            };
             let db = Db::open(dir, opts()).expect("open");
             let mut expect = prepare(&db);
             // Overwrites in L0 over the compacted tree, so the compaction rewrites all of it.
