@@ -10,6 +10,11 @@ use clap::{Args, Parser, Subcommand};
 /// hex-encoded (lower-case on output, either case on input), so any bytes work. Text output is
 /// written as is: use --hex for data holding tabs, newlines or bytes that are not UTF-8.
 ///
+/// `get`, `scan`, `stats`, `check` and `dump` only read: they change nothing in the directory
+/// (writes still in the WAL are replayed in memory) and run side by side. `put`, `delete`,
+/// `load`, `compact` and `gc` write: while one runs, every other command but `dump` fails with
+/// `locked`, and it fails while any other command but `dump` runs.
+///
 /// Exit status: 0 on success; 1 when `get` finds no value or `check` finds damage; 2 for every
 /// error (the message is one line on stderr, prefixed `gleaner:`).
 #[derive(Debug, Parser)]
@@ -67,10 +72,14 @@ pub enum Command {
     ///
     /// Prints one `FILE[@OFFSET]: DETAIL` line per problem on stdout and warnings on stderr.
     /// Exit status 0 when clean (warnings allowed), 1 when damage was found, 2 when the check
-    /// could not run (e.g. the database is open elsewhere).
+    /// could not run (e.g. a command that writes has the database open). Holds the lock shared,
+    /// so it runs beside the other read commands.
     Check(DirArgs),
     /// Print one file of the database (a `.sst` key table, a `.vst` value table, a `.log` WAL,
     /// a MANIFEST, CURRENT or OPTIONS) in readable form.
+    ///
+    /// Reads that one file only, without opening the database or taking its lock, so it also
+    /// works on a database open elsewhere.
     Dump(DumpArgs),
 }
 

@@ -623,3 +623,186 @@ fn check_names_a_damaged_value_table_and_dump_lists_its_records() {
     let e = run(&["dump", &dir, &name]).failed().to_string();
     assert!(e.contains(&name), "{e}");
 }
+
+/// Every file of a directory: size, modification time and a digest of the contents, by name.
+type Listing = std::collections::BTreeMap<String, (u64, std::time::SystemTime, u64)>;
+
+/// A digest of a file's contents (FNV-1a), so a changed listing prints briefly.
+fn content_digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn listing(dir: &str) -> Listing {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            let meta = e.metadata().expect("metadata");
+            let digest = content_digest(&std::fs::read(e.path()).expect("read"));
+            (
+                e.file_name().into_string().expect("utf-8 name"),
+                (meta.len(), meta.modified().expect("mtime"), digest),
+            )
+        })
+        .collect()
+}
+
+/// L0 tables at which the database made by [`busy_db`] is due for compaction.
+const BUSY_L0_TRIGGER: u32 = 4;
+
+/// A database on which a read-write open has work to do at once: its WAL holds writes never
+/// flushed, L0 holds more tables than `l0_compaction_trigger`, and value tables hold more
+/// garbage than `gc_garbage_ratio`, with GC on. It is written with compaction and GC held
+/// off, then its OPTIONS file is replaced by the settings that make them due (every open merges
+/// them). Returns the directory and the key-value pairs it holds.
+fn busy_db() -> (tempfile::TempDir, String, Vec<(String, String)>) {
+    use gleaner::{Db, Options};
+    let (tmp, dir) = db_dir();
+    let due = Options::default()
+        .with_memtable_size(16 << 10)
+        .with_key_table_size(8 << 10)
+        .with_level_base_size(16 << 20)
+        .with_min_separated_value_size(200)
+        .with_value_table_size(32 << 10)
+        .with_l0_compaction_trigger(BUSY_L0_TRIGGER)
+        .with_gc_threads(1)
+        .with_gc_garbage_ratio(0.1);
+    let held_off = due
+        .clone()
+        .with_l0_compaction_trigger(100)
+        .with_l0_slowdown_trigger(200)
+        .with_l0_stop_trigger(300)
+        .with_gc_threads(0)
+        .with_inline_background_work(true);
+    let mut model = std::collections::BTreeMap::new();
+    let db = Db::open(&dir, held_off).expect("open");
+    let mut put = |k: String, v: String| {
+        db.put(&k, &v).expect("put");
+        model.insert(k, v);
+    };
+    for i in 0..200 {
+        put(format!("key{i:05}"), big_value(i, 0));
+    }
+    db.flush().expect("flush");
+    for i in (0..200).step_by(2) {
+        put(format!("key{i:05}"), big_value(i, 1));
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None)
+        .expect("compact: the overwritten values become garbage");
+    for round in 0..=BUSY_L0_TRIGGER {
+        for i in 0..20 {
+            put(format!("small{round}-{i:02}"), format!("s{round}.{i}"));
+        }
+        db.flush().expect("flush");
+    }
+    for i in 0..30 {
+        put(format!("wal{i:02}"), big_value(i, 9));
+    }
+    let s = db.stats();
+    assert!(
+        s.levels[0].files > BUSY_L0_TRIGGER as usize,
+        "{:?}",
+        s.levels
+    );
+    assert!(s.values.garbage_bytes > 0, "{:?}", s.values);
+    assert!(s.memtable_bytes > 0, "writes left in the WAL");
+    db.close().expect("close");
+    drop(db);
+    let options = Path::new(&dir).join("OPTIONS");
+    std::fs::write(&options, gleaner::options::render_options_file(&due)).expect("OPTIONS");
+    (tmp, dir, model.into_iter().collect())
+}
+
+/// The read commands change nothing in the directory (names, sizes, modification times,
+/// contents), on a database where a read-write open would flush the WAL, compact L0 and run
+/// GC at once, and they run beside a read-only handle (shared lock) while a writer is refused.
+#[test]
+fn read_commands_leave_the_directory_untouched() {
+    let (_tmp, dir, model) = busy_db();
+    let before = listing(&dir);
+    let one = |kind: &str| -> String {
+        before
+            .keys()
+            .find(|n| n.ends_with(kind) || n.starts_with(kind))
+            .unwrap_or_else(|| panic!("a {kind} file"))
+            .clone()
+    };
+    let expected_scan: String = model.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+    let dumps = [
+        one(".sst"),
+        one(".vst"),
+        one(".log"),
+        one("MANIFEST-"),
+        "CURRENT".to_string(),
+        "OPTIONS".to_string(),
+    ];
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["get", &dir, "wal07"],
+        vec!["get", &dir, "key00004"],
+        vec!["get", &dir, "absent"],
+        vec!["scan", &dir],
+        vec!["scan", &dir, "--reverse", "--limit", "5"],
+        vec!["stats", &dir],
+        vec!["stats", &dir, "--json"],
+        vec!["check", &dir],
+    ];
+    for d in &dumps {
+        commands.push(vec!["dump", &dir, d]);
+    }
+    // Alone, and again beside a read-only handle of this process (the lock is shared).
+    for beside_a_reader in [false, true] {
+        let reader = beside_a_reader
+            .then(|| gleaner::Db::open_read_only(&dir, gleaner::Options::default()).expect("ro"));
+        for args in &commands {
+            let r = run(args);
+            let expected_code = if args.get(2) == Some(&"absent") { 1 } else { 0 };
+            assert_eq!(r.code, expected_code, "{args:?}: {r:#?}");
+            assert_eq!(listing(&dir), before, "{args:?} changed the directory");
+        }
+        if let Some(reader) = reader {
+            // A writer is refused while a reader holds the lock.
+            let e = run(&["put", &dir, "k", "v"]).failed().to_string();
+            assert!(e.contains("locked"), "{e}");
+            reader.close().expect("close");
+        }
+    }
+    // What they printed is the recovered state, the WAL's unflushed writes included.
+    assert_eq!(
+        run(&["get", &dir, "wal07"]).ok(),
+        format!("{}\n", big_value(7, 9))
+    );
+    assert_eq!(run(&["scan", &dir]).ok(), expected_scan);
+    let json = run(&["stats", &dir, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats --json is JSON");
+    assert!(
+        v["memtable_bytes"].as_u64().expect("memtable") > 0,
+        "{json}"
+    );
+    assert!(
+        v["levels"][0]["files"].as_u64().expect("L0 files") > u64::from(BUSY_L0_TRIGGER),
+        "{json}"
+    );
+    assert_eq!(v["gc"]["jobs"], 0, "{json}");
+    assert_eq!(listing(&dir), before);
+
+    // The premise: on a copy, a command that opens read-write changes the directory at once
+    // (WAL flushed, L0 compacted, GC run), before doing anything itself.
+    let copy = tempfile::tempdir().expect("tempdir");
+    let copy_dir = copy.path().to_str().expect("utf-8").to_string();
+    for name in before.keys() {
+        std::fs::copy(Path::new(&dir).join(name), copy.path().join(name)).expect("copy");
+    }
+    let copied = listing(&copy_dir);
+    run(&["compact", &copy_dir]).ok();
+    let after = listing(&copy_dir);
+    assert!(
+        copied.keys().any(|n| !after.contains_key(n)),
+        "the read-write open deleted files: {:?} -> {:?}",
+        copied.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(run(&["scan", &copy_dir]).ok(), expected_scan);
+}

@@ -61,6 +61,19 @@ pub enum Error {
         /// How long writes had been stopped with nothing reclaimable.
         stopped_ms: u64,
     },
+    /// The handle was opened with [`Db::open_read_only`](crate::Db::open_read_only), which
+    /// serves reads only: `operation` (a write, flush, compaction or GC run) was refused and
+    /// nothing was written. Open the database with [`Db::open`](crate::Db::open) to change it.
+    #[error(
+        "database at {path} was opened read-only (Db::open_read_only): {operation} refused; \
+         open it read-write to change it"
+    )]
+    OpenedReadOnly {
+        /// The database directory.
+        path: String,
+        /// What was refused: `write`, `flush`, `compact_range` or `run_gc`.
+        operation: &'static str,
+    },
     /// The database was closed; no further operations are accepted on this handle.
     #[error("database is closed")]
     Closed,

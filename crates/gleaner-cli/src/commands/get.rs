@@ -10,7 +10,7 @@ use crate::error::{CliResult, output, stop_quietly_on_broken_pipe};
 /// (`not found` on stderr, exit status 1).
 pub fn run(ctx: &Context, args: &KeyArgs, out: &mut dyn Write) -> CliResult<Status> {
     let key = ctx.key(&args.key)?;
-    let value = ctx.with_db(&args.dir, false, |db| Ok(db.get(&key)?))?;
+    let value = ctx.with_read_only_db(&args.dir, |db| Ok(db.get(&key)?))?;
     let Some(value) = value else {
         return Ok(Status::NotFound);
     };

@@ -81,9 +81,10 @@ impl Context {
         Ok(opts)
     }
 
-    /// Opens the database in `dir`, runs `f` on it and closes it explicitly, so a failure to
-    /// make the writes durable at close is reported rather than lost in a drop. An error of
-    /// `f` wins over an error of the close (the close error is appended to its message).
+    /// Opens the database in `dir` read-write, runs `f` on it and closes it explicitly, so a
+    /// failure to make the writes durable at close is reported rather than lost in a drop. An
+    /// error of `f` wins over an error of the close (the close error is appended to its
+    /// message). For the commands that write: `put`, `delete`, `load`, `compact`, `gc`.
     pub fn with_db<T>(
         &self,
         dir: &Path,
@@ -91,16 +92,20 @@ impl Context {
         f: impl FnOnce(&Db) -> CliResult<T>,
     ) -> CliResult<T> {
         let db = Db::open(dir, self.options(create_if_missing)?)?;
-        let result = f(&db);
-        let closed = db.close();
-        match (result, closed) {
-            (Ok(v), Ok(())) => Ok(v),
-            (Ok(_), Err(e)) => Err(CliError::Close(e)),
-            (Err(e), Ok(())) => Err(e),
-            (Err(e), Err(close)) => Err(CliError::Invalid(format!(
-                "{e} (closing the database also failed: {close})"
-            ))),
-        }
+        run_and_close(db, f)
+    }
+
+    /// Opens the existing database in `dir` read-only ([`Db::open_read_only`]: the WAL is
+    /// replayed in memory, nothing on disk changes, no background work runs, and the LOCK is
+    /// held shared, so read commands run beside each other but not beside a writer), runs `f`
+    /// on it and closes it. For `get`, `scan` and `stats`.
+    pub fn with_read_only_db<T>(
+        &self,
+        dir: &Path,
+        f: impl FnOnce(&Db) -> CliResult<T>,
+    ) -> CliResult<T> {
+        let db = Db::open_read_only(dir, self.options(false)?)?;
+        run_and_close(db, f)
     }
 
     /// Decodes a key given on the command line.
@@ -114,6 +119,21 @@ impl Context {
             .decode(what, text)
             .map(|b| b.into_owned())
             .map_err(CliError::Invalid)
+    }
+}
+
+/// Runs `f` on `db` and closes it; an error of `f` wins over an error of the close (the close
+/// error is appended to its message).
+fn run_and_close<T>(db: Db, f: impl FnOnce(&Db) -> CliResult<T>) -> CliResult<T> {
+    let result = f(&db);
+    let closed = db.close();
+    match (result, closed) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(CliError::Close(e)),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(close)) => Err(CliError::Invalid(format!(
+            "{e} (closing the database also failed: {close})"
+        ))),
     }
 }
 

@@ -15,7 +15,7 @@ pub fn run(ctx: &Context, args: &ScanArgs, out: &mut dyn Write) -> CliResult<Sta
     let from = args.from.as_deref().map(|k| ctx.key(k)).transpose()?;
     let to = args.to.as_deref().map(|k| ctx.key(k)).transpose()?;
     let limit = args.limit.unwrap_or(usize::MAX);
-    ctx.with_db(&args.dir, false, |db| {
+    ctx.with_read_only_db(&args.dir, |db| {
         let range = (
             from.as_deref().map_or(Bound::Unbounded, Bound::Included),
             to.as_deref().map_or(Bound::Unbounded, Bound::Excluded),

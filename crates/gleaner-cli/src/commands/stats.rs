@@ -11,7 +11,7 @@ use crate::error::{CliError, CliResult, output, stop_quietly_on_broken_pipe};
 /// `gleaner stats DIR [--json]`. The shape (levels, tables) is the database's; the activity
 /// counters cover this invocation, which includes the open and its recovery.
 pub fn run(ctx: &Context, args: &StatsArgs, out: &mut dyn Write) -> CliResult<Status> {
-    let stats = ctx.with_db(&args.dir, false, |db| Ok(db.stats()))?;
+    let stats = ctx.with_read_only_db(&args.dir, |db| Ok(db.stats()))?;
     let text = if args.json {
         let mut json = serde_json::to_string_pretty(&stats)
             .map_err(|e| CliError::Invalid(format!("rendering stats as JSON: {e}")))?;

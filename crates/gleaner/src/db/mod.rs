@@ -155,6 +155,9 @@ struct DbInner {
     disk: Arc<crate::io::DiskUsage>,
     /// The DropCache, when hotness-aware writing is on.
     drop_cache: Option<Arc<crate::hotness::DropCache>>,
+    /// Opened with [`Db::open_read_only`]: no WAL, no background work, and every operation
+    /// that would write is refused (see [`DbInner::check_writable`]).
+    read_only: bool,
 }
 
 /// An open database. `Db` is `Send + Sync`: share it across threads behind an `Arc`. Dropping
@@ -181,6 +184,42 @@ impl Db {
     /// [`Error::Corruption`] for damaged metadata or logs; [`Error::Io`].
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         open::open(path.as_ref(), opts).map(|inner| Db { inner })
+    }
+
+    /// Opens the existing database in directory `path` for reading only (like RocksDB's
+    /// `OpenForReadOnly`). Recovery is the same as [`Db::open`]'s, including the merge of the
+    /// saved OPTIONS file, but nothing on disk changes: the WALs are replayed into memtables
+    /// kept in memory (a WAL larger than `memtable_size` becomes several immutable memtables,
+    /// so memory is bounded by the WALs' size on disk), and no table, WAL, manifest or OPTIONS
+    /// file is written, no file is created, renamed or deleted (not even files a read-write
+    /// open would remove as orphans), and no background work starts (no worker thread, and no
+    /// inline work under `inline_background_work`). Reads, snapshots, iterators,
+    /// [`Db::range`], [`Db::stats`] and [`Db::recount_garbage`] see exactly the recovered
+    /// state, including writes the WALs hold that were never flushed. [`Db::write`],
+    /// [`Db::put`], [`Db::delete`], [`Db::flush`], [`Db::compact_range`] and [`Db::run_gc`]
+    /// fail with [`Error::OpenedReadOnly`]; [`Db::close`] writes, syncs and deletes nothing
+    /// and releases the lock.
+    ///
+    /// Locking: a read-only handle holds a *shared* lock on the LOCK file, so any number of
+    /// read-only handles (in this process or others) coexist, a [`Db::open`] fails with
+    /// [`Error::Locked`] while one exists, and this open fails with [`Error::Locked`] while a
+    /// read-write handle exists (its flushes, compactions and GC delete files a reader may
+    /// still need). The LOCK file is opened for reading and never created: when it is absent
+    /// (a copy of the files without it, say), the open goes on without a lock, and then
+    /// nothing keeps a later read-write open from changing the directory underneath; reads of
+    /// a file it deleted then fail with an I/O error (file numbers are never reused, so they
+    /// never return another file's data).
+    ///
+    /// `create_if_missing` is ignored (nothing is ever created); `error_if_exists` fails the
+    /// open as it does for [`Db::open`].
+    ///
+    /// Errors: [`Error::InvalidArgument`] for invalid options (naming the option), a path that
+    /// is a file, a missing directory or one without a database (no `CURRENT` file), or
+    /// `error_if_exists`; [`Error::Locked`] while a read-write handle has the database open;
+    /// [`Error::Corruption`] for damaged metadata or logs (a torn WAL tail is not damage: it
+    /// is skipped, and left as it is on disk); [`Error::Io`].
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        open::open_read_only(path.as_ref(), opts).map(|inner| Db { inner })
     }
 
     /// The directory of the database.
@@ -213,7 +252,8 @@ impl Db {
     /// Errors: [`Error::InvalidArgument`] when a key is longer than
     /// [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE), a value longer than `max_value_size`, or
     /// the batch larger than `max_batch_size` (nothing is written);
-    /// [`Error::ReadOnly`] after an earlier unrecoverable failure; [`Error::Closed`];
+    /// [`Error::ReadOnly`] after an earlier unrecoverable failure; [`Error::OpenedReadOnly`] on
+    /// a handle from [`Db::open_read_only`]; [`Error::Closed`];
     /// [`Error::Io`] when the WAL write fails (the database then becomes read-only);
     /// [`Error::SpaceBudgetExceeded`] when space-aware throttling stopped writes at the space
     /// budget and GC found nothing to reclaim for `space_stop_timeout_ms` (nothing is written).
@@ -221,6 +261,7 @@ impl Db {
     /// wait (at the high limit) before it is applied; a batch of deletions only is never held.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("write")?;
         self.inner.validate_batch(&batch)?;
         if batch.is_empty() {
             return Ok(());
@@ -269,9 +310,10 @@ impl Db {
     }
 
     /// Writes the memtable (and any waiting immutable ones) to L0 key tables and waits until
-    /// they are installed.
+    /// they are installed. Fails with [`Error::OpenedReadOnly`] on a read-only handle.
     pub fn flush(&self) -> Result<()> {
         let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("flush")?;
         self.inner.flush_and_wait()
     }
 
@@ -283,16 +325,20 @@ impl Db {
     ///
     /// [`Error::Io`] when a compaction fails: before its manifest edit nothing changed and the
     /// database stays writable (the eighth such failure in a row makes it read-only, as a
-    /// failed manifest write does at once); the errors of [`Db::flush`].
+    /// failed manifest write does at once); the errors of [`Db::flush`], including
+    /// [`Error::OpenedReadOnly`] on a read-only handle.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("compact_range")?;
         self.inner.compact_range(begin, end)
     }
 
     /// Runs garbage collection on the caller's thread until the policy finds no value table
-    /// worth collecting (background GC threads keep running too).
+    /// worth collecting (background GC threads keep running too). Fails with
+    /// [`Error::OpenedReadOnly`] on a read-only handle.
     pub fn run_gc(&self) -> Result<GcRunStats> {
         let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("run_gc")?;
         self.inner.run_gc_to_quiescence()
     }
 
@@ -389,6 +435,18 @@ impl DbInner {
         let mut st = self.state.lock();
         while self.foreground.load(Ordering::SeqCst) > 0 {
             self.progress_cv.wait_for(&mut st, FOREGROUND_WAIT);
+        }
+    }
+
+    /// `Err(OpenedReadOnly)` naming `operation` on a handle from [`Db::open_read_only`].
+    fn check_writable(&self, operation: &'static str) -> Result<()> {
+        if self.read_only {
+            Err(Error::OpenedReadOnly {
+                path: self.dir.display().to_string(),
+                operation,
+            })
+        } else {
+            Ok(())
         }
     }
 

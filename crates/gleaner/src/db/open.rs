@@ -1,8 +1,14 @@
-//! Opening a database: directory and lock checks, options merge, manifest recovery, WAL replay,
-//! a fresh manifest and WAL, and removal of files nothing references.
+//! Opening a database, LevelDB-style in two parts. [`recover`] is what every open does and
+//! writes nothing: directory and lock checks, the options merge, manifest recovery, and the
+//! check that every needed file is present; [`replay_wals`] then reads the write-ahead logs
+//! into memtables and hands each full one to its caller. The read-write tail ([`open`]) flushes
+//! the replayed memtables to L0 tables, starts a fresh WAL, installs both in one manifest edit,
+//! rewrites OPTIONS, removes files nothing references and starts the background work. The
+//! read-only tail ([`open_read_only`]) keeps the replayed memtables in memory and does none of
+//! that.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -20,8 +26,8 @@ use crate::filename::{
     value_table_file_name, wal_file_name,
 };
 use crate::io::{
-    CountedReader, CountedWriter, FileSystem, IoClass, IoStats, PathKind, ReadFileOptions,
-    TrackedFs, WriteFileOptions, write_file_atomically,
+    CountedReader, CountedWriter, DiskUsage, FileLock, FileSystem, IoClass, IoStats, PathKind,
+    ReadFileOptions, TrackedFs, WriteFileOptions, write_file_atomically,
 };
 use crate::key::ValueKind;
 use crate::memtable::MemTable;
@@ -29,12 +35,177 @@ use crate::options::{Options, parse_options_file, render_options_file};
 use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
 use crate::wal::{LogWriter, decode_wal_record, wal_reader};
 
-pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
+/// Which open is recovering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// [`open`]: may create the database, takes the exclusive lock.
+    ReadWrite,
+    /// [`open_read_only`]: the database must exist; takes the shared lock, never creates it.
+    ReadOnly,
+}
+
+/// What [`recover`] found. Nothing has been written yet, whatever the mode.
+struct Recovery {
+    dir: PathBuf,
+    /// The caller's options merged with the saved OPTIONS file, validated.
+    opts: Options,
+    fs: Arc<dyn FileSystem>,
+    /// Bytes of every file in the directory, counted by `fs`.
+    disk: Arc<DiskUsage>,
+    io: Arc<IoStats>,
+    /// The LOCK guard: exclusive (read-write), shared (read-only), or none (read-only open of
+    /// a directory without a LOCK file).
+    lock: Option<Box<dyn FileLock>>,
+    block_cache: Option<Arc<BlockCache>>,
+    tables: Arc<TableCache>,
+    values: Arc<ValueTableCache>,
+    obsolete: Arc<ObsoleteTables>,
+    next_file_number: Arc<AtomicU64>,
+    versions: VersionSet,
+    /// The manifest's last sequence number (0 for a new database).
+    last_seq: u64,
+    /// WALs to replay (numbered at or above the manifest's log number), oldest first.
+    wals: Vec<u64>,
+    counters: Counters,
+}
+
+/// The read-write open: recovery, then the replayed memtables flushed to L0, a fresh WAL, one
+/// manifest edit, OPTIONS, orphan removal, and the background work.
+pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
+    let mut rec = recover(path, opts, Mode::ReadWrite)?;
+    let (fs, dir, io, opts) = (&rec.fs, &rec.dir, &rec.io, &rec.opts);
+    let next_file_number = &rec.next_file_number;
+    let table_opts = table_options(opts);
+    let mut edit = VersionEdit::default();
+    // Replayed memtables go straight to L0 tables (no snapshot exists yet, so shadowed versions
+    // are dropped).
+    // Tables written from the logs are deleted again unless the edit installing them lands.
+    let mut recovered_files = crate::compaction::PendingFiles::new(Arc::clone(fs), dir.clone());
+    let mut flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
+        let out = crate::compaction::OutputConfig {
+            fs: Arc::clone(fs),
+            dir: dir.clone(),
+            stats: Arc::clone(io),
+            table: table_opts,
+            direct: opts.use_direct_io_for_background_writes(),
+            class: IoClass::Flush,
+            next_file_number: Arc::clone(next_file_number),
+            target_file_size: u64::MAX,
+            max_grandparent_overlap: u64::MAX,
+        };
+        let values = crate::compaction::ValueOutputConfig {
+            fs: Arc::clone(fs),
+            dir: dir.clone(),
+            stats: Arc::clone(io),
+            class: IoClass::Flush,
+            next_file_number: Arc::clone(next_file_number),
+            target_size: opts.value_table_size(),
+            index_compression: opts.compression(),
+            direct: opts.use_direct_io_for_background_writes(),
+        };
+        // Recovery has no hotness yet: replayed values go to default-class tables.
+        let separation = Some((values, opts.min_separated_value_size(), None));
+        let (done, _) = flush_memtables(
+            &[mem],
+            Vec::new(),
+            out,
+            separation,
+            &mut DropCounter::default(),
+        )?;
+        edit.new_tables.extend(done.key_tables);
+        edit.new_value_tables.extend(done.value_tables);
+        recovered_files.absorb(done.pending);
+        Ok(())
+    };
+    // Each memtable is flushed as soon as it is full, so replay holds one memtable at a time.
+    let (mem, last_seq) = replay_wals(&rec, &mut |mem| flush_recovered(mem, &mut edit))?;
+    if !mem.is_empty() {
+        flush_recovered(mem, &mut edit)?;
+    }
+
+    // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
+    // replayed logs (VersionSet writes a new manifest and points CURRENT at it).
+    let wal_number = next_file_number.fetch_add(1, Ordering::SeqCst);
+    let wal_file = fs.new_writable(
+        &dir.join(wal_file_name(wal_number)),
+        WriteFileOptions {
+            direct: false,
+            buffer_size: 64 << 10,
+        },
+    )?;
+    let wal_writer = LogWriter::new(Box::new(CountedWriter::new(
+        wal_file,
+        IoClass::Wal,
+        Arc::clone(io),
+    )));
+    fs.sync_dir(dir)?;
+    edit.log_number = Some(wal_number);
+    edit.last_sequence = Some(last_seq);
+    let version = rec.versions.log_and_apply(edit)?;
+    recovered_files.keep();
+    write_file_atomically(
+        fs.as_ref(),
+        dir,
+        OPTIONS,
+        render_options_file(opts).as_bytes(),
+        io,
+        IoClass::Manifest,
+    )?;
+
+    let live_manifest = rec.versions.manifest_number();
+    remove_unreferenced_files(fs.as_ref(), dir, &version, wal_number, live_manifest)?;
+
+    let live = Live {
+        mem: Arc::new(MemTable::new(wal_number)),
+        imm: VecDeque::new(),
+        version,
+        last_seq,
+        wal: Some(Wal { writer: wal_writer }),
+    };
+    let inner = assemble(rec, live, false)?;
+    inner.spawn_workers()?;
+    // Compaction may be due right away (e.g. many L0 tables from replay).
+    inner.bg_cv.notify_all();
+    inner.run_inline_work();
+    Ok(inner)
+}
+
+/// The read-only open: recovery and WAL replay into memtables kept in memory; nothing is
+/// written, created, renamed or deleted, and no background work (thread or inline) starts.
+pub(super) fn open_read_only(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
+    let rec = recover(path, opts, Mode::ReadOnly)?;
+    // Full memtables stay as immutable ones: memory is bounded by the WALs' size on disk.
+    let mut imm = VecDeque::new();
+    let (mem, last_seq) = replay_wals(&rec, &mut |mem| {
+        imm.push_back(mem);
+        Ok(())
+    })?;
+    let live = Live {
+        mem,
+        imm,
+        version: Arc::clone(rec.versions.current()),
+        last_seq,
+        wal: None,
+    };
+    assemble(rec, live, true)
+}
+
+/// Directory and lock checks, the options merge, manifest recovery and the check that every
+/// needed file is present. A read-only recovery writes nothing; a read-write one may create
+/// the directory (with `create_if_missing`) and the LOCK file, and probes direct writes with a
+/// temporary file (with `use_direct_io_for_background_writes`).
+fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     let fs = Arc::clone(opts.file_system());
     match fs.path_kind(path)? {
         Some(PathKind::File) => {
             return Err(Error::invalid(format!(
                 "{} is a file; a database is a directory",
+                path.display()
+            )));
+        }
+        None if mode == Mode::ReadOnly => {
+            return Err(Error::invalid(format!(
+                "no database at {}: no such directory (a read-only open never creates one)",
                 path.display()
             )));
         }
@@ -48,7 +219,12 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         Some(PathKind::Dir) => {}
     }
     let dir = path.to_path_buf();
-    let lock = fs.lock(&dir.join(LOCK))?;
+    let lock = match mode {
+        Mode::ReadWrite => Some(fs.lock(&dir.join(LOCK))?),
+        // Shared: readers coexist, a writer is excluded (it could delete files under them).
+        // A directory without a LOCK file is opened unlocked rather than given one.
+        Mode::ReadOnly => fs.lock_shared(&dir.join(LOCK))?,
+    };
     // From here every file operation goes through the byte count the space throttle reads.
     let (tracked, disk) = TrackedFs::new(fs, &dir)?;
     let fs: Arc<dyn FileSystem> = Arc::new(tracked);
@@ -56,6 +232,12 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     if exists && opts.error_if_exists() {
         return Err(Error::invalid(format!(
             "a database exists at {} and option `error_if_exists` is true",
+            path.display()
+        )));
+    }
+    if !exists && mode == Mode::ReadOnly {
+        return Err(Error::invalid(format!(
+            "no database at {} (no CURRENT file); a read-only open never creates one",
             path.display()
         )));
     }
@@ -74,7 +256,11 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         }
     }
     opts.validate()?;
-    probe_direct_io(fs.as_ref(), &dir, &opts)?;
+    match mode {
+        Mode::ReadWrite => probe_direct_io(fs.as_ref(), &dir, &opts, LOCK, true)?,
+        // No background write ever happens, and LOCK may be absent: probe reads on CURRENT.
+        Mode::ReadOnly => probe_direct_io(fs.as_ref(), &dir, &opts, CURRENT, false)?,
+    }
 
     let block_cache = (opts.block_cache_size() > 0)
         .then(|| Arc::new(BlockCache::new(opts.block_cache_size() as usize)));
@@ -106,14 +292,14 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         max_manifest_size: opts.max_manifest_size(),
         num_levels,
     };
-    let (mut versions, recovered) = if exists {
+    let (versions, recovered) = if exists {
         let (vs, counters) = VersionSet::recover(cfg)?;
         (vs, Some(counters))
     } else {
         (VersionSet::new_empty(cfg), None)
     };
     let log_number = recovered.map_or(0, |c| c.log_number);
-    let mut last_seq = recovered.map_or(0, |c| c.last_sequence);
+    let last_seq = recovered.map_or(0, |c| c.last_sequence);
     // Bring the file-number counter past every file in the directory, so no number is reused
     // even for files the manifest does not know (orphans from an interrupted job).
     let names = fs.list_dir(&dir)?;
@@ -136,56 +322,40 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
     if let Some(counters) = recovered {
         check_recovered_files(&names, versions.current(), &counters)?;
     }
+    Ok(Recovery {
+        dir,
+        opts,
+        fs,
+        disk,
+        io,
+        lock,
+        block_cache,
+        tables,
+        values,
+        obsolete,
+        next_file_number,
+        versions,
+        last_seq,
+        wals,
+        counters: Counters::default(),
+    })
+}
 
-    let counters = Counters::default();
-    let table_opts = table_options(&opts);
-    let mut edit = VersionEdit::default();
+/// Replays `rec`'s WALs, oldest first, into memtables. Each memtable that reaches
+/// `memtable_size` goes to `full` and a new one starts; the last one (possibly empty) is
+/// returned with the highest sequence number recovered. Reads only.
+fn replay_wals(
+    rec: &Recovery,
+    full: &mut dyn FnMut(Arc<MemTable>) -> Result<()>,
+) -> Result<(Arc<MemTable>, u64)> {
+    let (fs, dir, io, opts, counters) = (&rec.fs, &rec.dir, &rec.io, &rec.opts, &rec.counters);
+    let mut last_seq = rec.last_seq;
     let mut mem = Arc::new(MemTable::new(0));
-    // Replayed memtables go straight to L0 tables (no snapshot exists yet, so shadowed versions
-    // are dropped).
-    // Tables written from the logs are deleted again unless the edit installing them lands.
-    let mut recovered_files = crate::compaction::PendingFiles::new(Arc::clone(&fs), dir.clone());
-    let mut flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
-        let out = crate::compaction::OutputConfig {
-            fs: Arc::clone(&fs),
-            dir: dir.clone(),
-            stats: Arc::clone(&io),
-            table: table_opts,
-            direct: opts.use_direct_io_for_background_writes(),
-            class: IoClass::Flush,
-            next_file_number: Arc::clone(&next_file_number),
-            target_file_size: u64::MAX,
-            max_grandparent_overlap: u64::MAX,
-        };
-        let values = crate::compaction::ValueOutputConfig {
-            fs: Arc::clone(&fs),
-            dir: dir.clone(),
-            stats: Arc::clone(&io),
-            class: IoClass::Flush,
-            next_file_number: Arc::clone(&next_file_number),
-            target_size: opts.value_table_size(),
-            index_compression: opts.compression(),
-            direct: opts.use_direct_io_for_background_writes(),
-        };
-        // Recovery has no hotness yet: replayed values go to default-class tables.
-        let separation = Some((values, opts.min_separated_value_size(), None));
-        let (done, _) = flush_memtables(
-            &[mem],
-            Vec::new(),
-            out,
-            separation,
-            &mut DropCounter::default(),
-        )?;
-        edit.new_tables.extend(done.key_tables);
-        edit.new_value_tables.extend(done.value_tables);
-        recovered_files.absorb(done.pending);
-        Ok(())
-    };
-    for &number in &wals {
+    for &number in &rec.wals {
         let name = wal_file_name(number);
         let file = fs.open_readable(&dir.join(&name), ReadFileOptions::default())?;
         let mut reader = wal_reader(
-            CountedReader::new(file, Arc::clone(&io)),
+            CountedReader::new(file, Arc::clone(io)),
             name.clone(),
             IoClass::Wal,
             opts.wal_recovery_mode(),
@@ -206,7 +376,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             last_seq = last_seq.max(seq - 1);
             Counters::add(&counters.recovered_records, 1);
             if mem.approximate_bytes() >= opts.memtable_size() {
-                flush_recovered(mem, &mut edit)?;
+                full(mem)?;
                 mem = Arc::new(MemTable::new(0));
             }
         }
@@ -214,43 +384,40 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
             Counters::add(&counters.recovered_dropped_bytes, region.len);
         }
     }
-    if !mem.is_empty() {
-        flush_recovered(mem, &mut edit)?;
-    }
+    Ok((mem, last_seq))
+}
 
-    // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
-    // replayed logs (VersionSet writes a new manifest and points CURRENT at it).
-    let wal_number = next_file_number.fetch_add(1, Ordering::SeqCst);
-    let wal_file = fs.new_writable(
-        &dir.join(wal_file_name(wal_number)),
-        WriteFileOptions {
-            direct: false,
-            buffer_size: 64 << 10,
-        },
-    )?;
-    let wal_writer = LogWriter::new(Box::new(CountedWriter::new(
-        wal_file,
-        IoClass::Wal,
-        Arc::clone(&io),
-    )));
-    fs.sync_dir(&dir)?;
-    edit.log_number = Some(wal_number);
-    edit.last_sequence = Some(last_seq);
-    let version = versions.log_and_apply(edit)?;
-    recovered_files.keep();
-    write_file_atomically(
-        fs.as_ref(),
-        &dir,
-        OPTIONS,
-        render_options_file(&opts).as_bytes(),
-        &io,
-        IoClass::Manifest,
-    )?;
+/// The in-memory state an open ends with.
+struct Live {
+    /// The active memtable.
+    mem: Arc<MemTable>,
+    /// Immutable memtables, oldest first.
+    imm: VecDeque<Arc<MemTable>>,
+    version: Arc<Version>,
+    last_seq: u64,
+    /// The WAL writes go to (`None` for a read-only open).
+    wal: Option<Wal>,
+}
 
-    let live_manifest = versions.manifest_number();
-    remove_unreferenced_files(fs.as_ref(), &dir, &version, wal_number, live_manifest)?;
-
-    let mem = Arc::new(MemTable::new(wal_number));
+/// Builds the database handle's shared state. No I/O.
+fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> {
+    let Recovery {
+        dir,
+        opts,
+        fs,
+        disk,
+        io,
+        lock,
+        block_cache,
+        tables,
+        values,
+        obsolete,
+        next_file_number,
+        versions,
+        counters,
+        ..
+    } = rec;
+    let num_levels = opts.num_levels() as usize;
     let picker = PickerConfig {
         num_levels,
         l0_compaction_trigger: opts.l0_compaction_trigger() as usize,
@@ -262,10 +429,10 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         .map(|l| versions.compact_pointer(l).map(<[u8]>::to_vec))
         .collect();
     let state = DbState {
-        mem: Arc::clone(&mem),
-        imm: VecDeque::new(),
+        mem: Arc::clone(&live.mem),
+        imm: live.imm.clone(),
         flush_claimed: 0,
-        version: Arc::clone(&version),
+        version: Arc::clone(&live.version),
         compact_pointers,
         running: Vec::new(),
         next_compaction_id: 0,
@@ -287,7 +454,7 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         .space_budget()
         .map(super::space::SpaceControl::new)
         .transpose()?;
-    let inner = Arc::new(DbInner {
+    Ok(Arc::new(DbInner {
         dir,
         opts,
         fs,
@@ -298,38 +465,35 @@ pub(super) fn open(path: &Path, mut opts: Options) -> Result<Arc<DbInner>> {
         picker,
         gc_policy,
         next_file_number,
-        visible_seq: AtomicU64::new(last_seq),
+        visible_seq: AtomicU64::new(live.last_seq),
         super_version: ArcSwap::from_pointee(SuperVersion {
-            mem,
-            imm: Vec::new(),
-            version,
+            mem: live.mem,
+            // Newest first, as `install_super_version` orders them.
+            imm: live.imm.into_iter().rev().collect(),
+            version: live.version,
         }),
         snapshots: Arc::new(SnapshotList::default()),
         writers: Mutex::new(VecDeque::new()),
         writers_cv: Condvar::new(),
-        wal: Mutex::new(Some(Wal { writer: wal_writer })),
+        wal: Mutex::new(live.wal),
         versions: Mutex::new(versions),
         state: Mutex::new(state),
         bg_cv: Condvar::new(),
         progress_cv: Condvar::new(),
         shutting_down: AtomicBool::new(false),
         foreground: AtomicUsize::new(0),
-        disk,
         obsolete,
         counters,
         last_gc_error: Mutex::new(None),
         last_compaction_error: Mutex::new(None),
         threads: Mutex::new(Vec::new()),
         inline_turn: Mutex::new(()),
-        lock: Mutex::new(Some(lock)),
+        lock: Mutex::new(lock),
         space,
+        disk,
         drop_cache,
-    });
-    inner.spawn_workers()?;
-    // Compaction may be due right away (e.g. many L0 tables from replay).
-    inner.bg_cv.notify_all();
-    inner.run_inline_work();
-    Ok(inner)
+        read_only,
+    }))
 }
 
 /// Checks that every file the recovered state needs is present: each live key table, and the
@@ -375,12 +539,20 @@ fn check_recovered_files(
     Ok(())
 }
 
-/// Fails the open early when direct I/O is asked for but the file system cannot do it.
-fn probe_direct_io(fs: &dyn FileSystem, dir: &Path, opts: &Options) -> Result<()> {
+/// Fails the open early when direct I/O is asked for but the file system cannot do it: reads
+/// are probed by opening `read_probe` (an existing file) with direct I/O, background writes
+/// (when `writes`) by creating and removing a temporary file.
+fn probe_direct_io(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    read_probe: &str,
+    writes: bool,
+) -> Result<()> {
     if opts.use_direct_io_for_reads() {
-        drop(fs.open_readable(&dir.join(LOCK), ReadFileOptions { direct: true })?);
+        drop(fs.open_readable(&dir.join(read_probe), ReadFileOptions { direct: true })?);
     }
-    if opts.use_direct_io_for_background_writes() {
+    if writes && opts.use_direct_io_for_background_writes() {
         let probe = dir.join("IO_PROBE.tmp");
         let r = fs.new_writable(
             &probe,

@@ -7,7 +7,7 @@
 //! Everything random is drawn from one seeded generator in a fixed order, so a test is
 //! reproducible from its seed and its sequence of operations.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -166,7 +166,8 @@ struct State {
     rules: Vec<(FaultRule, u64)>,
     /// Operations failed by a fault rule since creation.
     injected: u64,
-    locks: BTreeSet<PathBuf>,
+    /// Held locks by normalized path: `None` exclusive, `Some(n)` held by `n` shared guards.
+    locks: BTreeMap<PathBuf, Option<usize>>,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -446,7 +447,7 @@ impl FaultFs {
                     in_flight_seen: false,
                     rules: Vec::new(),
                     injected: 0,
-                    locks: BTreeSet::new(),
+                    locks: BTreeMap::new(),
                 }),
                 gates: super::fault_gate::Gates::default(),
             }),
@@ -801,12 +802,8 @@ impl FileSystem for FaultFs {
             return Err(Error::io(context(), not_found()));
         }
         let norm = normalize(path);
-        if st.locks.contains(&norm) {
-            let shown = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
-                _ => ".".to_string(),
-            };
-            return Err(Error::Locked { path: shown });
+        if st.locks.contains_key(&norm) {
+            return Err(locked_error(path));
         }
         match st.entry(path) {
             Some(Entry::File(_)) => {}
@@ -823,13 +820,49 @@ impl FileSystem for FaultFs {
             }
             None => {}
         }
-        st.locks.insert(norm.clone());
+        st.locks.insert(norm.clone(), None);
         Ok(Box::new(FaultLock {
             shared: Arc::clone(&self.shared),
             path: norm,
             generation: st.generation,
         }))
     }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        let mut st = self.shared.state.lock();
+        let context = || format!("opening lock file {}", path.display());
+        let (dir, _) = split(path)?;
+        if !st.dirs.contains_key(&dir) {
+            return Err(Error::io(context(), not_found()));
+        }
+        match st.entry(path) {
+            Some(Entry::File(_)) => {}
+            Some(Entry::Dir) => return Err(Error::io(context(), is_a_directory())),
+            // Opened without O_CREAT: nothing appears, and there is nothing to lock.
+            None => return Ok(None),
+        }
+        let norm = normalize(path);
+        let holders = match st.locks.get(&norm) {
+            Some(None) => return Err(locked_error(path)),
+            Some(Some(n)) => *n,
+            None => 0,
+        };
+        st.locks.insert(norm.clone(), Some(holders + 1));
+        Ok(Some(Box::new(FaultLock {
+            shared: Arc::clone(&self.shared),
+            path: norm,
+            generation: st.generation,
+        })))
+    }
+}
+
+/// The error for a lock someone else holds: names the directory holding the lock file.
+fn locked_error(path: &Path) -> Error {
+    let shown = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+        _ => ".".to_string(),
+    };
+    Error::Locked { path: shown }
 }
 
 /// A writer appending straight into its inode.
@@ -960,7 +993,7 @@ impl RandomAccessFile for FaultReader {
     }
 }
 
-/// Guard of an in-memory lock.
+/// Guard of an in-memory lock, exclusive or shared.
 struct FaultLock {
     shared: Arc<Shared>,
     path: PathBuf,
@@ -982,13 +1015,20 @@ impl Drop for FaultLock {
         let mut st = self.shared.state.lock();
         // After a crash the lock was already released and may belong to a new holder.
         if st.generation == self.generation {
-            st.locks.remove(&self.path);
+            match st.locks.get_mut(&self.path) {
+                Some(Some(n)) if *n > 1 => *n -= 1,
+                _ => {
+                    st.locks.remove(&self.path);
+                }
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn opts() -> WriteFileOptions {
@@ -1318,6 +1358,45 @@ mod tests {
         assert!(matches!(fs.lock(&p), Err(Error::Locked { .. })));
         drop(g2);
         fs.lock(&p).unwrap();
+    }
+
+    #[test]
+    fn shared_locks_coexist_exclude_the_exclusive_one_and_create_nothing() {
+        let (fs, dir) = setup(12);
+        let p = dir.join("LOCK");
+        let ops = fs.operations();
+        assert!(fs.lock_shared(&p).unwrap().is_none());
+        assert!(fs.list_dir(&dir).unwrap().is_empty(), "nothing created");
+        assert_eq!(fs.operations(), ops, "a shared lock is no file operation");
+        drop(fs.lock(&p).unwrap());
+        let a = fs.lock_shared(&p).unwrap().expect("file exists");
+        let b = fs
+            .lock_shared(&dir.join("./LOCK"))
+            .unwrap()
+            .expect("exists");
+        assert!(matches!(fs.lock(&p), Err(Error::Locked { .. })));
+        drop(a);
+        assert!(
+            matches!(fs.lock(&p), Err(Error::Locked { .. })),
+            "b still holds it"
+        );
+        drop(b);
+        let g = fs.lock(&p).unwrap();
+        match fs.lock_shared(&p) {
+            Err(Error::Locked { path }) => assert_eq!(path, "/db"),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        drop(g);
+        let s = fs.lock_shared(&p).unwrap().expect("free");
+        fs.crash(TornMode::None);
+        let g = fs.lock(&p).unwrap();
+        // Dropping the pre-crash shared guard must not release the new holder's lock.
+        drop(s);
+        assert!(matches!(fs.lock_shared(&p), Err(Error::Locked { .. })));
+        drop(g);
+        // A frozen file system still grants shared locks (they write nothing).
+        fs.set_crash_after(0);
+        drop(fs.lock_shared(&p).unwrap().expect("frozen but present"));
     }
 
     #[test]

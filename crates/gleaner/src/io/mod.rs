@@ -97,9 +97,18 @@ pub trait FileSystem: Send + Sync + fmt::Debug + 'static {
     fn sync_dir(&self, path: &Path) -> Result<()>;
 
     /// Takes an exclusive lock on `path` (creating the file if needed). Fails with
-    /// [`Error::Locked`](crate::Error::Locked) when another holder, in this process or
-    /// another, has it. The lock is released when the returned guard is dropped.
+    /// [`Error::Locked`](crate::Error::Locked) when another holder, exclusive or shared, in this
+    /// process or another, has it. The lock is released when the returned guard is dropped.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+
+    /// Takes a shared lock on the existing file `path`, which is opened for reading only and
+    /// never created. Any number of shared holders, in this process or others, coexist; it
+    /// fails with [`Error::Locked`](crate::Error::Locked) while an exclusive holder
+    /// ([`FileSystem::lock`]) has the file, and an exclusive `lock` fails while a shared holder
+    /// has it. Returns `Ok(None)` when `path` does not exist (nothing is created, so a caller
+    /// that must not write anything can still go on, unprotected). The lock is released when
+    /// the returned guard is dropped.
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>>;
 
     /// Reads a whole (small) file into memory.
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {

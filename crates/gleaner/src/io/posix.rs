@@ -5,7 +5,7 @@
 //! offsets, lengths and memory for them. Reads are positional (`pread`), so one handle serves
 //! many threads without a shared cursor.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -24,10 +24,29 @@ use crate::error::{Error, Result};
 /// of every device we run on (512 or 4096), and the page size for the memory side.
 const DIRECT_ALIGN: usize = 4096;
 
-/// Canonical paths of the lock files held by this process. `flock` already excludes a second
-/// open file description, but this set makes the rule independent of how the platform treats
-/// locks within one process, and turns a double lock into a clear error without a syscall.
-static LOCKED: LazyLock<Mutex<HashSet<PathBuf>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+/// Canonical paths of the lock files held by this process, with how they are held. `flock`
+/// already excludes a second open file description, but this map makes the rule independent of
+/// how the platform treats locks within one process, and turns a conflicting lock into a clear
+/// error without a syscall.
+static LOCKED: LazyLock<Mutex<HashMap<PathBuf, Holders>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// How this process holds a lock file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holders {
+    Exclusive,
+    /// This many shared guards (each with its own open file and shared `flock`).
+    Shared(usize),
+}
+
+/// The error for a lock file someone else holds: names the directory holding it.
+fn locked_error(path: &Path) -> Error {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+        _ => ".".to_string(),
+    };
+    Error::Locked { path: dir }
+}
 
 /// The real file system, backed by `std::fs` and, for direct I/O, `O_DIRECT`.
 #[derive(Debug, Default, Clone, Copy)]
@@ -219,34 +238,64 @@ impl FileSystem for PosixFs {
         let canonical = path
             .canonicalize()
             .map_err(|e| Error::io(format!("resolving lock file {}", path.display()), e))?;
-        let locked_err = || {
-            let dir = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
-                _ => ".".to_string(),
-            };
-            Error::Locked { path: dir }
-        };
-        // Hold the set's mutex across the flock so the two guards never disagree.
-        let mut set = LOCKED.lock();
-        if set.contains(&canonical) {
-            return Err(locked_err());
+        // Hold the map's mutex across the flock so the two guards never disagree.
+        let mut held = LOCKED.lock();
+        if held.contains_key(&canonical) {
+            return Err(locked_error(path));
         }
         match file.try_lock() {
             Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(locked_err()),
+            Err(TryLockError::WouldBlock) => return Err(locked_error(path)),
             Err(TryLockError::Error(e)) => {
                 return Err(Error::io(format!("locking {}", path.display()), e));
             }
         }
-        set.insert(canonical.clone());
+        held.insert(canonical.clone(), Holders::Exclusive);
         Ok(Box::new(PosixLock {
             file,
             path: canonical,
         }))
     }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        // Read-only and without O_CREAT: a shared holder writes nothing, so this works on
+        // read-only media too, and an absent file stays absent.
+        let file = match OpenOptions::new().read(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(Error::io(
+                    format!("opening lock file {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| Error::io(format!("resolving lock file {}", path.display()), e))?;
+        let mut held = LOCKED.lock();
+        let count = match held.get(&canonical) {
+            Some(Holders::Exclusive) => return Err(locked_error(path)),
+            Some(Holders::Shared(n)) => *n,
+            None => 0,
+        };
+        match file.try_lock_shared() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(locked_error(path)),
+            Err(TryLockError::Error(e)) => {
+                return Err(Error::io(format!("locking {} (shared)", path.display()), e));
+            }
+        }
+        held.insert(canonical.clone(), Holders::Shared(count + 1));
+        Ok(Some(Box::new(PosixLock {
+            file,
+            path: canonical,
+        })))
+    }
 }
 
-/// Guard of a lock file: holds the `flock` and the entry in the process-wide set.
+/// Guard of a lock file: holds the `flock` (exclusive or shared) and its share of the
+/// process-wide map's entry.
 #[derive(Debug)]
 struct PosixLock {
     file: File,
@@ -257,13 +306,18 @@ impl FileLock for PosixLock {}
 
 impl Drop for PosixLock {
     fn drop(&mut self) {
-        let mut set = LOCKED.lock();
-        // Release the flock before the set entry, under the set's mutex, so a concurrent locker
-        // never finds the set free while the flock is still held. Closing the file would release
+        let mut held = LOCKED.lock();
+        // Release the flock before the map entry, under the map's mutex, so a concurrent locker
+        // never finds the map free while the flock is still held. Closing the file would release
         // it too; an explicit unlock makes the order certain. An unlock error leaves nothing to
         // do: the close that follows releases the lock anyway.
         let _ = self.file.unlock();
-        set.remove(&self.path);
+        match held.get_mut(&self.path) {
+            Some(Holders::Shared(n)) if *n > 1 => *n -= 1,
+            _ => {
+                held.remove(&self.path);
+            }
+        }
     }
 }
 
@@ -702,6 +756,49 @@ mod tests {
         drop(guard);
         let again = fs.lock(&path).unwrap();
         drop(again);
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_exclude_the_exclusive_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("LOCK");
+        // An absent lock file is neither locked nor created.
+        assert!(fs.lock_shared(&path).unwrap().is_none());
+        assert!(!path.exists(), "a shared lock never creates the file");
+        drop(fs.lock(&path).unwrap());
+        let a = fs.lock_shared(&path).unwrap().expect("file exists");
+        let b = fs
+            .lock_shared(&dir.path().join(".").join("LOCK"))
+            .unwrap()
+            .expect("exists");
+        assert!(matches!(fs.lock(&path), Err(Error::Locked { .. })));
+        // At the flock level too: another open file description can share but not exclude.
+        let other = File::open(&path).unwrap();
+        assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
+        other.try_lock_shared().unwrap();
+        other.unlock().unwrap();
+        drop(a);
+        // One shared holder left: still no exclusive lock.
+        assert!(matches!(fs.lock(&path), Err(Error::Locked { .. })));
+        drop(b);
+        let exclusive = fs.lock(&path).unwrap();
+        match fs.lock_shared(&path) {
+            Err(Error::Locked { path: p }) => assert_eq!(p, dir.path().display().to_string()),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        let other = File::open(&path).unwrap();
+        assert!(matches!(
+            other.try_lock_shared(),
+            Err(TryLockError::WouldBlock)
+        ));
+        drop(exclusive);
+        drop(fs.lock_shared(&path).unwrap().expect("free again"));
+        // A read-only lock file (read-only media) can still be locked shared.
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        perms.set_readonly(true);
+        std::fs::set_permissions(&path, perms).unwrap();
+        drop(fs.lock_shared(&path).unwrap().expect("read-only file"));
     }
 
     #[test]

@@ -178,6 +178,10 @@ impl FileSystem for TrackedFs {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         self.inner.lock(path)
     }
+
+    fn lock_shared(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        self.inner.lock_shared(path)
+    }
 }
 
 /// A writer whose appends count towards its file's length. Bytes count when appended, even

@@ -257,6 +257,25 @@ fn refuses_locked_and_non_database_directories() {
     assert!(check_db(&missing, &Options::default()).is_err());
 }
 
+#[test]
+fn check_shares_the_lock_with_readers_and_creates_no_lock_file() {
+    let dir = wal_db(50);
+    // Beside a read-only handle: both hold the lock shared.
+    let reader = Db::open_read_only(dir.path(), Options::default()).expect("read-only open");
+    assert!(check(dir.path()).is_clean());
+    // The check released its share; the reader's keeps a writer out.
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked { .. })
+    ));
+    reader.close().expect("close");
+    // Without a LOCK file the check runs unlocked and leaves none behind.
+    std::fs::remove_file(dir.path().join("LOCK")).expect("remove LOCK");
+    let before = snapshot(dir.path());
+    assert!(check(dir.path()).is_clean());
+    assert_eq!(snapshot(dir.path()), before, "nothing created");
+}
+
 fn dump(path: &Path, hex: bool) -> String {
     let mut out = Vec::new();
     dump_file(path, &mut out, hex).expect("dump");

@@ -2,8 +2,10 @@
 //!
 //! The checker reads every file the database needs and verifies it the way an open would use it,
 //! but more strictly and without stopping at the first failure: it reports every damaged file it
-//! can find. It takes the LOCK first and never writes (no recovery, no WAL replay, no new
-//! manifest), so it is safe to run on a database that may be damaged and must not be touched.
+//! can find. It takes a shared lock on LOCK first (so it runs beside read-only handles and other
+//! checks, but not beside a writer) and never writes (no recovery, no WAL replay, no new
+//! manifest, not even a LOCK file), so it is safe to run on a database that may be damaged and
+//! must not be touched.
 //!
 //! What is verified:
 //! - `CURRENT`: its checksum, and that it names a manifest that exists;
@@ -144,8 +146,14 @@ impl CheckReport {
 ///
 /// Damage is reported in the returned [`CheckReport`], not as an error. Errors are reserved for
 /// what prevents checking: [`Error::InvalidArgument`] when `path` is not a database directory
-/// (missing, a file, or without `CURRENT`), [`Error::Locked`] when a process has the database
-/// open, [`Error::Io`] when the directory cannot be listed.
+/// (missing, a file, or without `CURRENT`), [`Error::Locked`] when a read-write handle (in
+/// this process or another) has the database open, [`Error::Io`] when the directory cannot be
+/// listed.
+///
+/// Locking: a shared lock on the LOCK file, like [`Db::open_read_only`](crate::Db::open_read_only)'s,
+/// so checks and read-only handles run side by side, and a read-write open waits for neither
+/// but fails with [`Error::Locked`] while one runs. A directory without a LOCK file is checked
+/// unlocked (the file is never created).
 pub fn check_db(path: &Path, opts: &Options) -> Result<CheckReport> {
     let fs = Arc::clone(opts.file_system());
     match fs.path_kind(path)? {
@@ -163,15 +171,14 @@ pub fn check_db(path: &Path, opts: &Options) -> Result<CheckReport> {
             )));
         }
     }
-    // Without CURRENT this is not a database; refuse before taking the lock so that checking a
-    // wrong directory does not leave a LOCK file in it.
+    // Without CURRENT this is not a database.
     if fs.path_kind(&path.join(CURRENT))?.is_none() {
         return Err(Error::invalid(format!(
             "no database at {} (no CURRENT file)",
             path.display()
         )));
     }
-    let _lock = fs.lock(&path.join(LOCK))?;
+    let _lock = fs.lock_shared(&path.join(LOCK))?;
     let names = fs.list_dir(path)?;
     let mut checker = Checker {
         fs,
