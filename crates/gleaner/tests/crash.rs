@@ -27,8 +27,8 @@ mod common;
 mod sim;
 
 use sim::{
-    Map, Op, Schedule, TORN_MODES, check_prefix, check_recovered_state, contents, crash_free_run,
-    env_u64, options, run, seed, workload,
+    Checks, Map, Op, Schedule, TORN_MODES, check_prefix, check_recovered_state, contents,
+    crash_free_run, env_u64, options, run, seed, workload,
 };
 
 /// One crash point of the simulation: where power is lost and how the unsynced tail survives.
@@ -56,7 +56,7 @@ fn crash_once(
     let fs = FaultFs::new(point.fs_seed);
     let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.set_crash_after(point.at);
-    let acked = run(&db, ops);
+    let acked = run(&db, ops, &Checks::new(&fs, ctx));
     // Power is lost: nothing after the freeze reaches the disk; the handle's close fails.
     drop(db);
     fs.crash(point.torn);
@@ -198,7 +198,8 @@ fn the_inline_schedule_repeats_exactly() {
             let opts = Schedule::Inline.tune(tune(options(&fs)));
             let db = Db::open("/crash/db", opts.clone()).expect("open");
             fs.set_crash_after(at);
-            let acked = run(&db, &ops);
+            let ctx = format!("{variant}: crash at {at}");
+            let acked = run(&db, &ops, &Checks::new(&fs, &ctx));
             drop(db);
             fs.crash(TornMode::KeepPrefixWithGarbage);
             let files: Vec<_> = fs
@@ -276,7 +277,7 @@ fn crashes_inside_flush_compaction_manifest_and_recovery_keep_the_prefix_propert
                 times: Some(1),
                 kind: FaultKind::PowerLoss,
             });
-            let acked = run(&db, &ops);
+            let acked = run(&db, &ops, &Checks::new(&fs, &ctx));
             drop(db);
             if fs.is_frozen() {
                 fired += 1;
