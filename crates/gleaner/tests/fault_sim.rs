@@ -7,6 +7,9 @@
 //!
 //! - surface it: the run stops at a failed call, or the failure is confined to a GC job or a
 //!   read that the workload retries;
+//! - return exactly the model's state from every read during the run (through the snapshot it
+//!   holds, as of when it was taken; of the current state, the acknowledged writes), or an error
+//!   only from a read the injected fault strikes (`tests/sim`);
 //! - refuse writes after a failed write until reopened (a failed fsync poisons the WAL);
 //! - stay readable, with exactly the acknowledged writes visible;
 //! - and after a reopen (with or without a power loss first) hold a prefix of the writes that
