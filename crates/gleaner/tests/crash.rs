@@ -6,10 +6,10 @@
 //! "loses power" after a chosen number of mutating operations. The database is then reopened on
 //! what survived (unsynced data dropped, sometimes torn) and must hold exactly the state after
 //! some prefix of the attempted writes that includes every write acknowledged with `sync`:
-//! nothing synced is lost, nothing is resurrected, nothing never written appears. Before the
-//! crash, every read of the run (walks and gets through the snapshot it holds, walks of the
-//! current state) must return exactly the model's state at that snapshot or of the acknowledged
-//! writes (`tests/sim`).
+//! nothing synced is lost, nothing is resurrected, nothing never written appears. Every read of
+//! the run, before the power loss and after it until the reopen (walks and gets through the
+//! snapshot it holds, walks of the current state), must return exactly the model's state at
+//! that snapshot or of the acknowledged writes (`tests/sim`).
 //!
 //! Seeded: the seed is printed; rerun with `GLEANER_SEED=<seed>`. The main simulation runs
 //! background work inline (`inline_background_work`), so the same seed performs the same file
