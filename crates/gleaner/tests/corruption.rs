@@ -7,7 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule, FileSystem};
+use gleaner::io::{
+    CountedReader, FaultFs, FaultKind, FaultOp, FaultRule, FileSystem, IoClass, IoStats,
+    ReadFileOptions,
+};
+use gleaner::wal::{BLOCK_SIZE, decode_wal_record, wal_reader};
 use gleaner::{Db, Error, Options, ReadOptions, WalRecoveryMode, WriteBatch, WriteOptions};
 
 mod common;
@@ -102,6 +106,14 @@ fn a_flipped_byte_in_the_wal_fails_the_open_or_is_skipped_by_request() {
         .expect("a WAL with data");
     let name = name_of(wal);
     let size = fs.file_bytes(wal).expect("bytes").len() as u64;
+    let records = wal_records(&fs, wal);
+    assert_eq!(
+        records.iter().map(|(_, keys)| keys.len()).sum::<usize>(),
+        300,
+        "the WAL holds every write"
+    );
+    // One block: no record is split across blocks, so the damaged record is the only loss.
+    assert!(size < BLOCK_SIZE as u64, "{size}");
     fs.corrupt_byte(wal, size / 3, 0x01).expect("corrupt");
     match Db::open(dir, options(&fs)) {
         Err(Error::Corruption { file, offset, .. }) => {
@@ -113,25 +125,84 @@ fn a_flipped_byte_in_the_wal_fails_the_open_or_is_skipped_by_request() {
         }
         other => panic!("expected corruption naming {name}, got {other:?}"),
     }
-    // Asking to skip damaged records recovers everything else.
+    // Asking to skip damaged records recovers everything else: exactly the writes outside the
+    // record the flipped byte is in, whose bytes are exactly what is dropped.
+    let (start, end, lost) = record_holding(&records, size / 3);
+    assert_eq!(lost.len(), 1, "the damaged record is one write: {lost:?}");
     let db = Db::open(
         dir,
         options(&fs).with_wal_recovery_mode(WalRecoveryMode::SkipAnyCorruptedRecords),
     )
     .expect("open skipping damage");
     let stats = db.stats();
-    assert!(stats.recovery.wal_dropped_bytes > 0, "{stats:?}");
-    let mut present = 0;
-    for i in 0..300u32 {
-        if let Some(v) = db.get(format!("key{i:05}")).expect("get") {
-            assert_eq!(v, value(i));
-            present += 1;
-        }
-    }
-    assert!(
-        (295..300).contains(&present),
-        "only the damaged record is lost: {present}"
+    assert_eq!(
+        stats.recovery.wal_dropped_bytes,
+        end - start,
+        "the damaged record's bytes [{start}, {end}) are dropped: {stats:?}"
     );
+    for i in 0..300u32 {
+        let k = format!("key{i:05}").into_bytes();
+        let want = (k != lost[0]).then(|| value(i));
+        assert_eq!(
+            db.get(&k).expect("get"),
+            want,
+            "key{i:05} (the damaged record, at [{start}, {end}), holds {:?})",
+            String::from_utf8_lossy(&lost[0])
+        );
+    }
+    let scanned: BTreeMap<Vec<u8>, Vec<u8>> = db
+        .range(.., &ReadOptions::default())
+        .expect("range")
+        .map(|r| r.expect("scan item"))
+        .collect();
+    let expect: BTreeMap<Vec<u8>, Vec<u8>> = (0..300u32)
+        .map(|i| (format!("key{i:05}").into_bytes(), value(i)))
+        .filter(|(k, _)| *k != lost[0])
+        .collect();
+    assert_eq!(scanned.len(), 299);
+    assert!(
+        scanned == expect,
+        "a scan returns every write but the damaged one"
+    );
+}
+
+/// The records of a WAL, read before it is damaged: each record's offset and the keys its write
+/// batch writes (none for a sync marker).
+fn wal_records(fs: &FaultFs, wal: &Path) -> Vec<(u64, Vec<Vec<u8>>)> {
+    let name = name_of(wal);
+    let file = fs
+        .open_readable(wal, ReadFileOptions::default())
+        .expect("open the WAL");
+    let mut reader = wal_reader(
+        CountedReader::new(file, Arc::new(IoStats::default())),
+        name.clone(),
+        IoClass::Other,
+        WalRecoveryMode::TolerateCorruptedTail,
+    )
+    .expect("WAL reader");
+    let mut records = Vec::new();
+    while let Some((offset, payload)) = reader.read_record().expect("the WAL is intact") {
+        let keys = decode_wal_record(payload, &name, offset)
+            .expect("the WAL record decodes")
+            .map(|batch| {
+                batch
+                    .iter()
+                    .map(|op| op.expect("a batch entry").key().to_vec())
+                    .collect()
+            })
+            .unwrap_or_default();
+        records.push((offset, keys));
+    }
+    assert!(reader.dropped().is_empty(), "{:?}", reader.dropped());
+    records
+}
+
+/// The record whose bytes hold offset `at`: its start, its end (the next record's start, or the
+/// end of the file) and the keys it writes.
+fn record_holding(records: &[(u64, Vec<Vec<u8>>)], at: u64) -> (u64, u64, Vec<Vec<u8>>) {
+    let i = records.partition_point(|(offset, _)| *offset <= at) - 1;
+    let end = records.get(i + 1).map_or(u64::MAX, |(offset, _)| *offset);
+    (records[i].0, end, records[i].1.clone())
 }
 
 #[test]

@@ -6,7 +6,10 @@
 //! "loses power" after a chosen number of mutating operations. The database is then reopened on
 //! what survived (unsynced data dropped, sometimes torn) and must hold exactly the state after
 //! some prefix of the attempted writes that includes every write acknowledged with `sync`:
-//! nothing synced is lost, nothing is resurrected, nothing never written appears.
+//! nothing synced is lost, nothing is resurrected, nothing never written appears. Every read of
+//! the run, before the power loss and after it until the reopen (walks and gets through the
+//! snapshot it holds, walks of the current state), must return exactly the model's state at
+//! that snapshot or of the acknowledged writes (`tests/sim`).
 //!
 //! Seeded: the seed is printed; rerun with `GLEANER_SEED=<seed>`. The main simulation runs
 //! background work inline (`inline_background_work`), so the same seed performs the same file
@@ -27,8 +30,8 @@ mod common;
 mod sim;
 
 use sim::{
-    Map, Op, Schedule, TORN_MODES, check_prefix, check_recovered_state, contents, crash_free_run,
-    env_u64, options, run, seed, workload,
+    Checks, Map, Op, Schedule, TORN_MODES, check_prefix, check_recovered_state, contents,
+    crash_free_run, env_u64, options, run, seed, workload,
 };
 
 /// One crash point of the simulation: where power is lost and how the unsynced tail survives.
@@ -56,7 +59,7 @@ fn crash_once(
     let fs = FaultFs::new(point.fs_seed);
     let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.set_crash_after(point.at);
-    let acked = run(&db, ops);
+    let acked = run(&db, ops, &Checks::new(&fs, ctx));
     // Power is lost: nothing after the freeze reaches the disk; the handle's close fails.
     drop(db);
     fs.crash(point.torn);
@@ -198,7 +201,8 @@ fn the_inline_schedule_repeats_exactly() {
             let opts = Schedule::Inline.tune(tune(options(&fs)));
             let db = Db::open("/crash/db", opts.clone()).expect("open");
             fs.set_crash_after(at);
-            let acked = run(&db, &ops);
+            let ctx = format!("{variant}: crash at {at}");
+            let acked = run(&db, &ops, &Checks::new(&fs, &ctx));
             drop(db);
             fs.crash(TornMode::KeepPrefixWithGarbage);
             let files: Vec<_> = fs
@@ -276,7 +280,7 @@ fn crashes_inside_flush_compaction_manifest_and_recovery_keep_the_prefix_propert
                 times: Some(1),
                 kind: FaultKind::PowerLoss,
             });
-            let acked = run(&db, &ops);
+            let acked = run(&db, &ops, &Checks::new(&fs, &ctx));
             drop(db);
             if fs.is_frozen() {
                 fired += 1;
@@ -385,88 +389,160 @@ fn out_of_space_in_a_flush_stops_writes_and_loses_nothing() {
     assert_eq!(contents(&db), acked, "every acknowledged write survives");
 }
 
+/// The mutating operations the GC test tells apart, one counting rule each (in this order).
+const GC_OP_KINDS: [FaultOp; 7] = [
+    FaultOp::Create,
+    FaultOp::Append,
+    FaultOp::Flush,
+    FaultOp::Sync,
+    FaultOp::Rename,
+    FaultOp::Remove,
+    FaultOp::SyncDir,
+];
+
+/// The steps of a GC job the test must see among its operations: writing outputs, syncing them,
+/// syncing the directory, writing and syncing the manifest edit, deleting victims.
+const GC_STEPS: [(FaultOp, &str); 7] = [
+    (FaultOp::Create, ".vst"),
+    (FaultOp::Append, ".vst"),
+    (FaultOp::Sync, ".vst"),
+    (FaultOp::SyncDir, "/gc-crash"),
+    (FaultOp::Append, "MANIFEST"),
+    (FaultOp::Sync, "MANIFEST"),
+    (FaultOp::Remove, ".vst"),
+];
+
+/// Adds rules that never fire and only count: one per kind of mutating operation
+/// ([`GC_OP_KINDS`]), then one per step of [`GC_STEPS`]. Rules see the operations attempted
+/// before a freeze, so after a crash at the job's operation `k` the kind counts sum to `k`.
+fn add_counting_rules(fs: &FaultFs) {
+    let kinds = GC_OP_KINDS.iter().map(|&op| (op, None));
+    let steps = GC_STEPS.iter().map(|&(op, f)| (op, Some(f.to_string())));
+    for (op, path_contains) in kinds.chain(steps) {
+        fs.add_fault(FaultRule {
+            op,
+            path_contains,
+            skip: u64::MAX,
+            times: None,
+            kind: FaultKind::Eio,
+        });
+    }
+}
+
 #[test]
 fn power_loss_at_every_step_of_a_gc_job_loses_nothing() {
-    // A database with garbage spread over its value tables, GC only on request, so each case
-    // crashes inside exactly one GC job: while it writes outputs, syncs them, writes or syncs
-    // the manifest edit, or deletes its victims.
-    let steps: &[(FaultOp, &str)] = &[
-        (FaultOp::Create, ".vst"),
-        (FaultOp::Append, ".vst"),
-        (FaultOp::Sync, ".vst"),
-        (FaultOp::SyncDir, "/gc-crash"),
-        (FaultOp::Append, "MANIFEST"),
-        (FaultOp::Sync, "MANIFEST"),
-        (FaultOp::Remove, ".vst"),
-    ];
+    // A database with garbage spread over its value tables, GC only on request and background
+    // work inline, so every run of the setup performs the same file operations and `run_gc`
+    // the same jobs. A fault-free run counts the jobs' mutating operations; then, under every GC
+    // variant, power is lost at each of them in turn (while GC writes outputs, syncs them, writes
+    // or syncs the manifest edit, deletes victims, ...), and every case must strike inside GC.
     let key = |i: u32| format!("key{i:04}").into_bytes();
     let value = |i: u32, round: u32| {
         let mut v = format!("{i}-{round}-").into_bytes();
         v.resize(300 + (i as usize % 5) * 40, b'a' + round as u8);
         v
     };
-    let mut struck = 0;
-    let variants = common::gc_variants();
-    for (case, &(op, file)) in steps.iter().enumerate() {
-        for (torn, (variant, tune)) in [TornMode::None, TornMode::KeepPrefixWithGarbage]
-            .into_iter()
-            .flat_map(|t| variants.iter().map(move |v| (t, v)))
-        {
-            let ctx = format!(
-                "GC {variant}: power loss at the first {op:?} of {file} during GC, torn {torn:?}"
-            );
-            let fs = FaultFs::new(case as u64);
-            let path = Path::new("/gc-crash/db");
-            let opts = || tune(options(&fs).with_gc_threads(0).with_gc_garbage_ratio(0.1));
-            let db = Db::open(path, opts()).expect("open");
-            let mut expect = Map::new();
-            for i in 0..400u32 {
-                db.put(key(i), value(i, 0)).expect("put");
-                expect.insert(key(i), value(i, 0));
-            }
-            for i in (0..400u32).filter(|i| i % 3 == 0) {
-                db.put(key(i), value(i, 1)).expect("overwrite");
-                expect.insert(key(i), value(i, 1));
-            }
-            let mut sync = WriteBatch::new();
-            sync.put("synced", "yes");
-            db.write(sync, &WriteOptions::sync()).expect("synced write");
-            expect.insert(b"synced".to_vec(), b"yes".to_vec());
-            db.compact_range(None, None).expect("compact");
+    let keys_n: u32 = std::env::var("KEYSN").map_or(60, |v| v.parse().unwrap());
+    #[allow(non_snake_case)]
+    let KEYS = keys_n;
+    let path = Path::new("/gc-crash/db");
+    // Opens a fresh database on `fs` and fills it; returns it and what it must hold.
+    let setup = |fs: &FaultFs, opts: &gleaner::Options, ctx: &str| {
+        let db = Db::open(path, opts.clone()).expect("open");
+        let mut expect = Map::new();
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 0)).expect("put");
+            expect.insert(key(i), value(i, 0));
+        }
+        for i in (0..KEYS).filter(|i| i % 3 == 0) {
+            db.put(key(i), value(i, 1)).expect("overwrite");
+            expect.insert(key(i), value(i, 1));
+        }
+        let mut sync = WriteBatch::new();
+        sync.put("synced", "yes");
+        db.write(sync, &WriteOptions::sync()).expect("synced write");
+        expect.insert(b"synced".to_vec(), b"yes".to_vec());
+        db.compact_range(None, None).expect("compact");
+        assert!(
+            db.stats().values.garbage_records > 0,
+            "{ctx}: garbage to collect"
+        );
+        add_counting_rules(fs);
+        (db, expect)
+    };
+    let kinds = GC_OP_KINDS.len();
+    let mut cases = 0u64;
+    for (variant, tune) in common::gc_variants() {
+        let opts = |fs: &FaultFs| {
+            Schedule::Inline.tune(tune(
+                options(fs).with_gc_threads(0).with_gc_garbage_ratio(0.1),
+            ))
+        };
+        // The fault-free run: how many mutating operations GC performs, and of which kinds.
+        let fs = FaultFs::new(7);
+        let (db, _) = setup(&fs, &opts(&fs), &variant);
+        let before = fs.mutating_ops();
+        let gc = db.run_gc().expect("fault-free GC");
+        let ops = fs.mutating_ops() - before;
+        let all = fs.fault_rule_matches();
+        drop(db);
+        assert!(gc.jobs > 0 && ops > 0, "{variant}: GC ran: {gc:?}");
+        assert_eq!(
+            all[..kinds].iter().sum::<u64>(),
+            ops,
+            "{variant}: every operation of the job is one of the kinds counted: {all:?}"
+        );
+        for (s, (op, file)) in GC_STEPS.iter().enumerate() {
             assert!(
-                db.stats().values.garbage_records > 0,
-                "{ctx}: garbage to collect"
+                all[kinds + s] > 0,
+                "{variant}: the GC jobs never {op:?} {file}"
             );
-            fs.add_fault(FaultRule {
-                op,
-                path_contains: Some(file.to_string()),
-                skip: 0,
-                times: Some(1),
-                kind: FaultKind::PowerLoss,
-            });
-            let gc = db.run_gc();
-            if fs.is_frozen() {
-                struck += 1;
-                // Deleting victims is best effort (the job has committed; a victim left behind is
-                // an orphan the next open removes); any earlier step fails the job.
+        }
+        eprintln!("{variant}: {} GC jobs, {ops} mutating operations", gc.jobs);
+        // Crash at each operation, last first: the counts of the run that crashed one operation
+        // later say which kind of operation this one is. Each crash loses the unsynced tails,
+        // once whole and once torn with garbage.
+        let mut later = all;
+        for at in (0..ops).rev() {
+            let mut now = None;
+            for torn in [TornMode::None, TornMode::KeepPrefixWithGarbage] {
+                let ctx = format!(
+                    "GC {variant}: power loss at mutating operation {at} of {ops} of run_gc, \
+                     torn {torn:?}"
+                );
+                let fs = FaultFs::new(7);
+                let (db, expect) = setup(&fs, &opts(&fs), &ctx);
+                fs.set_crash_after(at);
+                let gc = db.run_gc();
+                assert!(fs.is_frozen(), "{ctx}: power loss did not strike inside GC");
+                let counts = fs.fault_rule_matches();
+                let diff: Vec<usize> = (0..kinds).filter(|&i| later[i] != counts[i]).collect();
+                assert!(
+                    diff.len() == 1 && later[diff[0]] == counts[diff[0]] + 1,
+                    "{ctx}: the operations before the crash differ from the fault-free run's \
+                     ({counts:?}, one operation later {later:?})"
+                );
+                let op = GC_OP_KINDS[diff[0]];
+                // Deleting victims is best effort (the job has committed; a victim left behind
+                // is an orphan the next open removes); any earlier step fails the job.
                 assert!(
                     gc.is_err() || op == FaultOp::Remove,
-                    "{ctx}: GC cannot succeed after power loss"
+                    "{ctx}: GC cannot succeed after power loss at a {op:?}"
                 );
+                drop(db);
+                fs.crash(torn);
+                let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                assert_eq!(contents(&db), expect, "{ctx}: every value survives");
+                // GC after the crash finishes the job that was interrupted.
+                db.run_gc()
+                    .unwrap_or_else(|e| panic!("{ctx}: gc after recovery: {e}"));
+                assert_eq!(contents(&db), expect, "{ctx}: and after GC");
+                check_recovered_state(db, path, &opts(&fs), &ctx);
+                cases += 1;
+                now = Some(counts);
             }
-            drop(db);
-            fs.crash(torn);
-            let db = Db::open(path, opts()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-            assert_eq!(contents(&db), expect, "{ctx}: every value survives");
-            // GC after the crash finishes the job that was interrupted.
-            db.run_gc()
-                .unwrap_or_else(|e| panic!("{ctx}: gc after recovery: {e}"));
-            assert_eq!(contents(&db), expect, "{ctx}: and after GC");
-            check_recovered_state(db, path, &opts(), &ctx);
+            later = now.expect("two crashes at this operation");
         }
     }
-    assert!(
-        struck >= steps.len() * variants.len(),
-        "power loss struck inside GC in {struck} cases"
-    );
+    eprintln!("power loss struck inside GC in all {cases} cases");
 }

@@ -7,6 +7,9 @@
 //!
 //! - surface it: the run stops at a failed call, or the failure is confined to a GC job or a
 //!   read that the workload retries;
+//! - return exactly the model's state from every read during the run (through the snapshot it
+//!   holds, as of when it was taken; of the current state, the acknowledged writes), or an error
+//!   only from a read the injected fault strikes (`tests/sim`);
 //! - refuse writes after a failed write until reopened (a failed fsync poisons the WAL);
 //! - stay readable, with exactly the acknowledged writes visible;
 //! - and after a reopen (with or without a power loss first) hold a prefix of the writes that
@@ -27,8 +30,8 @@ mod common;
 mod sim;
 
 use sim::{
-    Map, Op, Schedule, TORN_MODES, check_prefix, check_prefix_between, check_recovered_state,
-    contents, env_u64, options, run, run_until_error, seed, workload,
+    Checks, Map, Op, Schedule, TORN_MODES, check_prefix, check_prefix_between,
+    check_recovered_state, contents, env_u64, options, run, run_until_error, seed, workload,
 };
 
 /// The injected error.
@@ -87,7 +90,11 @@ fn count_operations(ops: &[(Op, bool)], tune: &common::Tune, fs_seed: u64) -> (u
             kind: FaultKind::Eio,
         });
     }
-    assert_eq!(run(&db, ops), ops.len(), "fault-free run");
+    assert_eq!(
+        run(&db, ops, &Checks::new(&fs, "fault-free run")),
+        ops.len(),
+        "fault-free run"
+    );
     let counts = fs.fault_rule_matches();
     (counts[0], counts[1])
 }
@@ -123,7 +130,7 @@ fn fault_once(
     let fs = FaultFs::new(point.fs_seed);
     let db = Db::open(path, opts(&fs, tune)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.add_fault(point.rule());
-    let (acked, stop) = run_until_error(&db, ops);
+    let (acked, stop) = run_until_error(&db, ops, &Checks::new(&fs, ctx));
     let struck = fs.fault_rule_matches()[0] > point.at;
     tally.tried += 1;
     tally.struck += u64::from(struck);

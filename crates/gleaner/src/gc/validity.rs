@@ -41,6 +41,10 @@ impl ValidityContext {
     /// The context of a job that pinned a tree whose key tables hold sequence numbers up to
     /// `durable_seq`, with `snapshots` (any order) live once the tree was pinned.
     pub fn new(mut snapshots: Vec<SeqNo>, durable_seq: SeqNo) -> Self {
+        #[cfg(test)]
+        if test_hook::IGNORE_SNAPSHOTS.with(std::cell::Cell::get) {
+            snapshots.clear();
+        }
         snapshots.sort_unstable();
         snapshots.dedup();
         ValidityContext {
@@ -72,6 +76,35 @@ impl ValidityContext {
     /// (so it survives a crash), and no snapshot reads between the two.
     pub fn dead_by_drop_cache(&self, seq: SeqNo, newest: Option<SeqNo>) -> bool {
         newest.is_some_and(|s| s > seq && s <= self.durable_seq && !self.snapshot_in(seq, s))
+    }
+}
+
+/// A fault for the crate's own tests: GC jobs that ignore the live snapshots, so a test can make
+/// GC wrongly reclaim a record a snapshot still reads and prove that the garbage recount
+/// (`db/verify.rs`) reports it. Only in `cfg(test)` builds; per thread, so it affects only GC
+/// jobs run on the thread that set it (`Db::run_gc` with `gc_threads` 0).
+#[cfg(test)]
+pub(crate) mod test_hook {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(super) static IGNORE_SNAPSHOTS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// While alive, GC jobs started on this thread see no snapshots.
+    pub(crate) struct IgnoreSnapshots(());
+
+    impl IgnoreSnapshots {
+        pub(crate) fn new() -> Self {
+            IGNORE_SNAPSHOTS.with(|c| c.set(true));
+            IgnoreSnapshots(())
+        }
+    }
+
+    impl Drop for IgnoreSnapshots {
+        fn drop(&mut self) {
+            IGNORE_SNAPSHOTS.with(|c| c.set(false));
+        }
     }
 }
 

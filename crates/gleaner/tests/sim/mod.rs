@@ -8,16 +8,19 @@
     reason = "each simulation uses its own part of the shared helpers"
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use gleaner::io::{FaultFs, TornMode};
-use gleaner::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use gleaner::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A key and its value, as scans return them.
+type Entry = (Vec<u8>, Vec<u8>);
 
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -27,6 +30,14 @@ pub enum Op {
 }
 
 impl Op {
+    /// The keys the operation writes.
+    pub fn keys(&self) -> Box<dyn Iterator<Item = &Vec<u8>> + '_> {
+        match self {
+            Op::Put(k, _) | Op::Delete(k) => Box::new(std::iter::once(k)),
+            Op::Batch(items) => Box::new(items.iter().map(|(k, _)| k)),
+        }
+    }
+
     /// Applies the operation to a model map.
     pub fn apply(&self, m: &mut Map) {
         match self {
@@ -99,7 +110,7 @@ pub fn check_recovered_state(db: Db, path: &Path, opts: &Options, ctx: &str) {
 
 pub fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let key = |rng: &mut StdRng| format!("k{:03}", rng.random_range(0..150u32)).into_bytes();
+    let any_key = |rng: &mut StdRng| key(rng.random_range(0..KEY_SPACE));
     let value = |rng: &mut StdRng, i: usize| {
         let len = if rng.random_bool(0.05) {
             rng.random_range(3000..9000)
@@ -113,13 +124,13 @@ pub fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
     (0..len)
         .map(|i| {
             let op = match rng.random_range(0..10) {
-                0..=5 => Op::Put(key(&mut rng), value(&mut rng, i)),
-                6..=7 => Op::Delete(key(&mut rng)),
+                0..=5 => Op::Put(any_key(&mut rng), value(&mut rng, i)),
+                6..=7 => Op::Delete(any_key(&mut rng)),
                 _ => Op::Batch(
                     (0..rng.random_range(1..8))
                         .map(|_| {
                             (
-                                key(&mut rng),
+                                any_key(&mut rng),
                                 rng.random_bool(0.7).then(|| value(&mut rng, i)),
                             )
                         })
@@ -131,12 +142,183 @@ pub fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
         .collect()
 }
 
-/// Runs `ops` until one fails. Returns how many were acknowledged. Reads ride along: a snapshot
-/// held for a stretch of writes (so compaction and GC must keep the versions it sees, up to the
-/// crash), and now and then an iterator walk; manual flush, compaction and GC cross the crash
-/// point too.
-pub fn run(db: &Db, ops: &[(Op, bool)]) -> usize {
-    run_until_error(db, ops).0
+/// Distinct keys the workload writes: `k000` to `k149`.
+pub const KEY_SPACE: u32 = 150;
+
+/// Key `i` of the workload's key space.
+pub fn key(i: u32) -> Vec<u8> {
+    format!("k{i:03}").into_bytes()
+}
+
+/// What a run checks its reads against, and what makes a failed read acceptable.
+pub struct Checks<'a> {
+    /// The database's file system: a read may fail only while a fault it injects strikes.
+    pub fs: &'a FaultFs,
+    /// Names the run in failures (seed, variant, point and how to replay it).
+    pub ctx: &'a str,
+    /// Also recount the garbage each time a held snapshot is released, while it is still held,
+    /// so a GC that reclaimed a record the snapshot reads is reported by the recount as well as
+    /// by the reads. Crash-free runs only: the recount reads every key table, and its reads
+    /// would shift the operation counts the fault points are placed by.
+    pub recount_under_snapshot: bool,
+}
+
+impl<'a> Checks<'a> {
+    /// Checks for a run on `fs`, without recounts.
+    pub fn new(fs: &'a FaultFs, ctx: &'a str) -> Self {
+        Checks {
+            fs,
+            ctx,
+            recount_under_snapshot: false,
+        }
+    }
+
+    /// A read failed with `e`. That is acceptable only when a fault was injected while it ran
+    /// (after an `EIO` a read may fail, it must never return a wrong or missing value).
+    fn read_failed(&self, what: &str, faults_before: u64, e: &gleaner::Error) {
+        assert!(
+            self.fs.injected_faults() > faults_before,
+            "{}: {what} failed with no fault injected during it: {e}",
+            self.ctx
+        );
+    }
+
+    /// Walks the whole database as of `snapshot` (or now), forward or in reverse, and requires
+    /// exactly the entries of `expect`, in order (or an error while a fault strikes, after
+    /// exactly the entries expected up to there).
+    fn walk(&self, db: &Db, snapshot: Option<&Snapshot>, expect: &Map, reverse: bool, what: &str) {
+        let faults = self.fs.injected_faults();
+        let ro = match snapshot {
+            Some(s) => ReadOptions::default().at(s),
+            None => ReadOptions::default(),
+        };
+        let what = format!("{what} ({})", if reverse { "reverse" } else { "forward" });
+        let it = match db.range(.., &ro) {
+            Ok(it) => it,
+            Err(e) => return self.read_failed(&what, faults, &e),
+        };
+        let mut want: Box<dyn Iterator<Item = (&Vec<u8>, &Vec<u8>)>> = if reverse {
+            Box::new(expect.iter().rev())
+        } else {
+            Box::new(expect.iter())
+        };
+        let got: Box<dyn Iterator<Item = gleaner::Result<Entry>>> = if reverse {
+            Box::new(it.rev())
+        } else {
+            Box::new(it)
+        };
+        for (n, item) in got.enumerate() {
+            match item {
+                Ok((k, v)) => {
+                    let w = want.next();
+                    assert!(
+                        w == Some((&k, &v)),
+                        "{}: {what}: entry {n} is {} = {}, expected {}",
+                        self.ctx,
+                        show(&k),
+                        show(&v),
+                        w.map_or("the end".to_string(), |(k, v)| format!(
+                            "{} = {}",
+                            show(k),
+                            show(v)
+                        )),
+                    );
+                }
+                Err(e) => return self.read_failed(&what, faults, &e),
+            }
+        }
+        if let Some((k, v)) = want.next() {
+            panic!(
+                "{}: {what} ended before {} = {}",
+                self.ctx,
+                show(k),
+                show(v)
+            );
+        }
+    }
+
+    /// Gets each of `keys` as of `snapshot` (or now) and requires exactly its value in
+    /// `expect`, or its absence (or an error while a fault strikes).
+    fn gets<'k>(
+        &self,
+        db: &Db,
+        snapshot: Option<&Snapshot>,
+        keys: impl IntoIterator<Item = &'k Vec<u8>>,
+        expect: &Map,
+        what: &str,
+    ) {
+        let ro = match snapshot {
+            Some(s) => ReadOptions::default().at(s),
+            None => ReadOptions::default(),
+        };
+        for k in keys {
+            let faults = self.fs.injected_faults();
+            match db.get_with(k, &ro) {
+                Ok(got) => assert!(
+                    got.as_ref() == expect.get(k),
+                    "{}: {what}: get {} returned {}, expected {}",
+                    self.ctx,
+                    show(k),
+                    got.as_deref().map_or("nothing".to_string(), show),
+                    expect.get(k).map_or("nothing".to_string(), |v| show(v))
+                ),
+                Err(e) => self.read_failed(&format!("{what}: get {}", show(k)), faults, &e),
+            }
+        }
+    }
+
+    /// A snapshot read whole: a walk each way must equal the state it was taken at, and so must
+    /// a get of every key written since (the keys whose versions the snapshot reads are
+    /// shadowed, so only a snapshot keeps GC and compaction from dropping them).
+    fn whole_snapshot(&self, db: &Db, held: &Held, what: &str) {
+        let what = format!("{what} (snapshot taken after {} writes)", held.after);
+        self.walk(db, Some(&held.snapshot), &held.state, false, &what);
+        self.walk(db, Some(&held.snapshot), &held.state, true, &what);
+        self.gets(
+            db,
+            Some(&held.snapshot),
+            &held.written_since,
+            &held.state,
+            &what,
+        );
+    }
+}
+
+/// A snapshot the run holds, with the state it must read: the model after the writes
+/// acknowledged before it was taken.
+pub struct Held {
+    snapshot: Snapshot,
+    state: Map,
+    /// Writes acknowledged when it was taken.
+    after: usize,
+    /// Keys written (and acknowledged) since it was taken.
+    written_since: BTreeSet<Vec<u8>>,
+}
+
+/// A value or key for a failure message: its length and first bytes.
+fn show(b: &[u8]) -> String {
+    let head = String::from_utf8_lossy(&b[..b.len().min(16)]).into_owned();
+    if b.len() > 16 {
+        format!("{head:?}... ({} bytes)", b.len())
+    } else {
+        format!("{head:?}")
+    }
+}
+
+/// Runs `ops` until one fails. Returns how many were acknowledged. Reads ride along and are
+/// checked exactly against a model of the acknowledged writes (a read may fail only while an
+/// injected fault strikes it; it may never return a wrong or missing value):
+///
+/// - a snapshot is held over writes 20 to 120 of every 150 (so compaction and GC must keep the
+///   versions it sees, up to the crash) with the model as of when it was taken; it is walked
+///   every 37 writes (forward and reverse by turns) and read whole (a walk each way and a get
+///   of every key written since it was taken) before it is released, and when the run stops,
+///   after whatever failed;
+/// - every 89 writes the current state is walked (forward and reverse by turns).
+///
+/// Manual flush, compaction and GC cross the crash point too.
+pub fn run(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> usize {
+    run_until_error(db, ops, checks).0
 }
 
 /// What stopped a run early: the failed call (a write, or a manual flush, GC or compaction)
@@ -149,25 +331,60 @@ pub struct Stop {
 }
 
 /// As [`run`], and also returns what stopped the run early, if anything did.
-pub fn run_until_error(db: &Db, ops: &[(Op, bool)]) -> (usize, Option<Stop>) {
-    let mut snapshot = None;
+pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, Option<Stop>) {
+    let mut held: Option<Held> = None;
+    // The acknowledged writes: ops[..i] when op i is about to run.
+    let mut model = Map::new();
+    let stop = |i: usize, write: bool, error, held: Option<Held>| {
+        // The snapshot must read exactly what it did before, whatever failed.
+        if let Some(h) = &held {
+            checks.whole_snapshot(
+                db,
+                h,
+                &format!("snapshot read after the run stopped at {i}"),
+            );
+        }
+        (i, Some(Stop { write, error }))
+    };
     for (i, (op, sync)) in ops.iter().enumerate() {
         match i % 150 {
-            20 => snapshot = Some(db.snapshot()),
-            120 => snapshot = None,
+            20 => {
+                held = Some(Held {
+                    snapshot: db.snapshot(),
+                    state: model.clone(),
+                    after: i,
+                    written_since: BTreeSet::new(),
+                })
+            }
+            120 => {
+                if let Some(h) = held.take() {
+                    checks.whole_snapshot(db, &h, &format!("snapshot read before release at {i}"));
+                    if checks.recount_under_snapshot {
+                        let r = db
+                            .recount_garbage()
+                            .unwrap_or_else(|e| panic!("{}: recount at {i}: {e}", checks.ctx));
+                        assert!(
+                            r.mismatches.is_empty(),
+                            "{}: recount under the snapshot at {i}: {:#?}",
+                            checks.ctx,
+                            r.mismatches
+                        );
+                    }
+                }
+            }
             _ => {}
         }
         if i % 89 == 30 {
-            // A short walk between writes: it pins the version it reads while background work
-            // goes on. Its errors do not matter here (past the crash point anything may fail).
-            if let Ok(it) = db.range(.., &ReadOptions::default()) {
-                it.take(40).for_each(drop);
-            }
+            // A walk between writes, forward and reverse by turns: it pins the version it reads
+            // while background work goes on.
+            let what = format!("walk of the current state at {i}");
+            checks.walk(db, None, &model, (i / 89) % 2 == 1, &what);
         }
-        if let Some(s) = &snapshot
+        if let Some(h) = &held
             && i % 37 == 0
         {
-            let _ = db.get_with("k001", &ReadOptions::default().at(s));
+            let what = format!("snapshot walk at {i}");
+            checks.walk(db, Some(&h.snapshot), &h.state, (i / 37) % 2 == 1, &what);
         }
         let wo = WriteOptions { sync: *sync };
         let r = match op {
@@ -193,42 +410,31 @@ pub fn run_until_error(db: &Db, ops: &[(Op, bool)]) -> (usize, Option<Stop>) {
             }
         };
         if let Err(error) = r {
-            return (i, Some(Stop { write: true, error }));
+            return stop(i, true, error, held);
+        }
+        op.apply(&mut model);
+        if let Some(h) = &mut held {
+            h.written_since.extend(op.keys().cloned());
         }
         if i % 97 == 50 {
             // Manual work also crosses the crash point now and then.
             if let Err(error) = db.flush() {
-                return (
-                    i + 1,
-                    Some(Stop {
-                        write: false,
-                        error,
-                    }),
-                );
+                return stop(i + 1, false, error, held);
             }
         }
         if i % 131 == 70
             && let Err(error) = db.run_gc()
         {
-            return (
-                i + 1,
-                Some(Stop {
-                    write: false,
-                    error,
-                }),
-            );
+            return stop(i + 1, false, error, held);
         }
         if i % 211 == 100
             && let Err(error) = db.compact_range(None, None)
         {
-            return (
-                i + 1,
-                Some(Stop {
-                    write: false,
-                    error,
-                }),
-            );
+            return stop(i + 1, false, error, held);
         }
+    }
+    if let Some(h) = &held {
+        checks.whole_snapshot(db, h, "snapshot read at the end of the run");
     }
     (ops.len(), None)
 }
@@ -331,7 +537,11 @@ pub fn crash_free_run(
 ) -> (u64, u64, u64) {
     let fs = FaultFs::new(fs_seed);
     let db = Db::open("/crash/db", schedule.tune(tune(options(&fs)))).expect("open");
-    assert_eq!(run(&db, ops), ops.len(), "{ctx}: crash-free run");
+    let checks = Checks {
+        recount_under_snapshot: true,
+        ..Checks::new(&fs, ctx)
+    };
+    assert_eq!(run(&db, ops, &checks), ops.len(), "{ctx}: crash-free run");
     // The crash points must fall inside GC jobs and value-table writes too.
     let s = db.stats();
     assert!(

@@ -177,7 +177,9 @@ impl<'v> HandleCheck<'v> {
                 return;
             }
             Ok(None) => match self.is_shadowed(user_key, seq) {
-                // Shadowed: GC reclaimed the record early; nothing reads this version.
+                // Shadowed: GC reclaimed the record early; nothing reads this version. Offline
+                // there are no snapshots, so a newer version anywhere in the tree hides it from
+                // every reader (online, `Db::recount_garbage` also asks the live snapshots).
                 Ok(true) => {
                     self.reclaimed_early += 1;
                     return;
@@ -220,7 +222,9 @@ impl<'v> HandleCheck<'v> {
 }
 
 impl HandleCheck<'_> {
-    /// Whether a newer version of `user_key` than `seq` is in the key tables.
+    /// Whether a newer version of `user_key` than `seq` is in the key tables: with no snapshot
+    /// (the checker runs on a closed database) that is exactly when no reader can reach the
+    /// version.
     fn is_shadowed(&self, user_key: &[u8], seq: SeqNo) -> crate::Result<bool> {
         let ctx = ReadCtx {
             class: IoClass::Other,

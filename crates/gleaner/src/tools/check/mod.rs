@@ -22,7 +22,12 @@
 //!   sequence ranges, class), its whole dense index walks cleanly (order, contiguity, counts),
 //!   and every record is read, in chunks of consecutive records, and its CRC verified;
 //! - every value handle in every live key table resolves, through inheritance records where its
-//!   table was collected, to a record that is exactly that `(user key, sequence)`;
+//!   table was collected, to a record that is exactly that `(user key, sequence)`; or, when no
+//!   record is left, a newer version of the key is in the key tables (GC reclaimed the shadowed
+//!   record early). The checker runs offline, where no snapshot exists, so nothing can read such
+//!   a version any more; it cannot tell whether a snapshot of the process that ran GC still read
+//!   it. [`Db::recount_garbage`](crate::Db::recount_garbage) checks that online, against the
+//!   live snapshots;
 //! - garbage accounting: per live value table, the records and bytes the handles reference
 //!   equal its records minus the garbage the manifest records;
 //! - inheritance records: children's key ranges are disjoint, no cycles, every child is live
@@ -130,7 +135,9 @@ pub struct CheckReport {
     /// is usable).
     pub handles_checked: u64,
     /// Of those, handles of shadowed versions (a newer version of the key exists) whose record
-    /// GC reclaimed early: they are never read, so they are not problems.
+    /// GC reclaimed early: they are never read, so they are not problems. The check runs offline
+    /// with no snapshots, so it does not ask whether a snapshot read them before the database
+    /// was closed (the online recount, `Db::recount_garbage`, does).
     pub handles_reclaimed_early: u64,
 }
 
