@@ -156,7 +156,7 @@ pub struct Space {
 }
 
 /// Garbage collection during one phase (differences of Gleaner's counters).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GcFigures {
     /// GC jobs committed.
     pub jobs: u64,
@@ -172,12 +172,10 @@ pub struct GcFigures {
     pub drop_cache_answers: u64,
     /// Bytes of value tables GC wrote.
     pub bytes_written: u64,
-    /// Of those, bytes of hot tables (hotness-aware writing; 0 without it or in older results).
+    /// Of those, bytes per value class, by the policy's names for the classes (`hot` and
+    /// `cold` with hotness-aware writing, `default` otherwise; empty in older results).
     #[serde(default)]
-    pub hot_bytes_written: u64,
-    /// Of those, bytes of cold tables (hotness-aware writing; 0 without it or in older results).
-    #[serde(default)]
-    pub cold_bytes_written: u64,
+    pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
     /// Seconds reading victims.
     pub read_seconds: f64,
     /// Seconds checking validity.

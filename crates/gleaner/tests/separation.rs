@@ -303,13 +303,18 @@ fn hotness_aware_writing_separates_hot_and_cold_values() {
     db.compact_range(None, None).expect("compact");
     let run = db.run_gc().expect("gc");
     assert!(run.totals.records_written > 0, "{run:?}");
+    // Classes 1 and 2 are the router's hot and cold.
+    let by_class = run.totals.bytes_written_by_class;
     assert!(
-        run.totals.hot_bytes_written > 0 && run.totals.cold_bytes_written > 0,
+        by_class[1] > 0 && by_class[2] > 0,
         "GC wrote hot and cold outputs: {run:?}"
     );
+    assert_eq!(run.totals.bytes_written, by_class.iter().sum::<u64>());
+    let named = db.stats().gc.bytes_written_by_class;
     assert_eq!(
-        run.totals.bytes_written,
-        run.totals.hot_bytes_written + run.totals.cold_bytes_written
+        (named.get("hot"), named.get("cold")),
+        (Some(&by_class[1]), Some(&by_class[2])),
+        "stats name the classes"
     );
     assert_recount_clean(&db);
     for i in 0..keys {

@@ -58,7 +58,7 @@ impl Found {
 }
 
 /// Garbage-collection counters of an engine (cumulative since open).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GcCounters {
     /// Jobs committed.
     pub jobs: u64,
@@ -72,10 +72,9 @@ pub struct GcCounters {
     pub drop_cache_answers: u64,
     /// Bytes written.
     pub bytes_written: u64,
-    /// Of those, bytes of hot value tables (hotness-aware writing).
-    pub hot_bytes_written: u64,
-    /// Of those, bytes of cold value tables (hotness-aware writing).
-    pub cold_bytes_written: u64,
+    /// Of those, bytes per value class, by the policy's names for the classes (`hot` and
+    /// `cold` with hotness-aware writing).
+    pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
     /// Microseconds reading.
     pub read_micros: u64,
     /// Microseconds checking validity.

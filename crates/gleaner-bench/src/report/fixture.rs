@@ -59,8 +59,9 @@ fn gleaner() -> EngineResult {
         lookup_bytes_read: 100 * MIB,
         drop_cache_answers: 1_000,
         bytes_written: 3 * GIB,
-        hot_bytes_written: GIB,
-        cold_bytes_written: 2 * GIB,
+        bytes_written_by_class: [("hot".to_string(), GIB), ("cold".to_string(), 2 * GIB)]
+            .into_iter()
+            .collect(),
         read_seconds: 12.5,
         lookup_seconds: 3.25,
         write_seconds: 8.0,

@@ -283,13 +283,13 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
         );
         t.figure("GC bytes written", gc(|g| format::bytes(g.bytes_written)));
         t.figure(
-            "GC hot / cold bytes written",
+            "GC bytes written by class",
             gc(|g| {
-                format!(
-                    "{} / {}",
-                    format::bytes(g.hot_bytes_written),
-                    format::bytes(g.cold_bytes_written)
-                )
+                g.bytes_written_by_class
+                    .iter()
+                    .map(|(class, n)| format!("{class} {}", format::bytes(*n)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }),
         );
         t.figure("GC read seconds", gc(|g| format::fixed(g.read_seconds, 1)));

@@ -534,7 +534,11 @@ fn bars_gc_write(path: &Path, r: &Results) -> DrawResult {
         r,
         "GC writes (filled: to hot tables; outline: all)",
         "GiB",
-        |p| gc_figure(p, |g| g.hot_bytes_written as f64 / GIB),
+        |p| {
+            gc_figure(p, |g| {
+                g.bytes_written_by_class.get("hot").copied().unwrap_or(0) as f64 / GIB
+            })
+        },
         Some(|p| gc_figure(p, |g| g.bytes_written as f64 / GIB)),
     )
 }

@@ -422,8 +422,14 @@ fn run_one_phase(
                 lookup_bytes_read: b.lookup_bytes_read.saturating_sub(a.lookup_bytes_read),
                 drop_cache_answers: b.drop_cache_answers.saturating_sub(a.drop_cache_answers),
                 bytes_written: b.bytes_written.saturating_sub(a.bytes_written),
-                hot_bytes_written: b.hot_bytes_written.saturating_sub(a.hot_bytes_written),
-                cold_bytes_written: b.cold_bytes_written.saturating_sub(a.cold_bytes_written),
+                bytes_written_by_class: b
+                    .bytes_written_by_class
+                    .iter()
+                    .map(|(class, n)| {
+                        let before = a.bytes_written_by_class.get(class).copied().unwrap_or(0);
+                        (class.clone(), n.saturating_sub(before))
+                    })
+                    .collect(),
                 read_seconds: b.read_micros.saturating_sub(a.read_micros) as f64 / 1e6,
                 lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,
                 write_seconds: b.write_micros.saturating_sub(a.write_micros) as f64 / 1e6,

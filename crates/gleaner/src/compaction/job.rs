@@ -10,10 +10,10 @@ use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::picker::CompactionPlan;
-use super::value_output::{RoutedValueOutputs, ValueOutputConfig};
+use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
-use crate::hotness::DropCache;
+use crate::gc::router::{RouteOrigin, ValueRouter};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, compare_internal};
@@ -95,16 +95,26 @@ fn drain<I: InternalIterator>(
     Ok(())
 }
 
-/// Writes the memtables (oldest first) into one or more L0 tables, separating values of at least
-/// `separation.1` bytes into value tables when `separation` is given (hot and cold tables when it
-/// carries a DropCache). Shadowed versions no
-/// snapshot needs are dropped (before separation, so they never reach a value table); tombstones
-/// are kept (older data may sit below).
+/// How a flush separates values: those of at least `min_size` bytes go to value tables written
+/// with `values`, in the classes `router` chooses.
+pub struct Separation {
+    /// Where and how value tables are written.
+    pub values: ValueOutputConfig,
+    /// The separation threshold (option `min_separated_value_size`).
+    pub min_size: u64,
+    /// The policy's value router.
+    pub router: Arc<dyn ValueRouter>,
+}
+
+/// Writes the memtables (oldest first) into one or more L0 tables, separating values as
+/// `separation` says when it is given. Shadowed versions no snapshot needs are dropped (before
+/// separation, so they never reach a value table); tombstones are kept (older data may sit
+/// below).
 pub fn flush_memtables(
     mems: &[Arc<MemTable>],
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
-    separation: Option<(ValueOutputConfig, u64, Option<Arc<DropCache>>)>,
+    separation: Option<Separation>,
     listener: &mut dyn DropListener,
 ) -> Result<(FinishedOutputs, JobStats)> {
     let start = Instant::now();
@@ -115,8 +125,9 @@ pub fn flush_memtables(
     let merged = MergingIterator::new(children, compare_internal);
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into());
     let mut outputs = TableOutputs::new(out, 0, Vec::new());
-    if let Some((cfg, min, hotness)) = separation {
-        outputs = outputs.with_separation(RoutedValueOutputs::new(cfg, hotness), min);
+    if let Some(sep) = separation {
+        let values = ClassedValueOutputs::new(sep.values, sep.router, RouteOrigin::Flush);
+        outputs = outputs.with_separation(values, sep.min_size);
     }
     let mut stats = JobStats {
         input_files: mems.len() as u64,

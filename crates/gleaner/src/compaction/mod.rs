@@ -13,10 +13,10 @@ pub use garbage::{ClaimedDrop, GarbageListener, HandleRewriter, LateDrop, Settle
 pub use iterator::{
     CompactionIterator, DropCounter, DropEvent, DropListener, DropReason, TeeListener,
 };
-pub use job::{JobStats, flush_memtables, run_compaction};
+pub use job::{JobStats, Separation, flush_memtables, run_compaction};
 pub use output::{FinishedOutputs, OutputConfig, TableOutputs};
 pub use pending::PendingFiles;
 pub use picker::{
     CompactionPlan, CompactionReason, PickerConfig, RunningCompaction, pick_compaction, plan_manual,
 };
-pub use value_output::{RoutedFinish, RoutedValueOutputs, ValueOutputConfig, ValueOutputs};
+pub use value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig, ValueOutputs};

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::BTreeMap;
 
 use super::pending::PendingFiles;
-use super::value_output::RoutedValueOutputs;
+use super::value_output::ClassedValueOutputs;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
+use crate::gc::router::MAX_VALUE_CLASSES;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};
@@ -52,6 +53,8 @@ pub struct FinishedOutputs {
     pub value_tables: Vec<ValueTableMeta>,
     /// Bytes of the value tables.
     pub value_bytes: u64,
+    /// Of those, bytes per value class.
+    pub value_bytes_by_class: [u64; MAX_VALUE_CLASSES],
     /// The files written: keep them once the edit naming them is installed.
     pub pending: PendingFiles,
 }
@@ -71,7 +74,7 @@ pub struct TableOutputs {
     pending: PendingFiles,
     bytes_written: u64,
     /// Flushes only: values at least this long go to `values`.
-    separation: Option<(RoutedValueOutputs, u64)>,
+    separation: Option<(ClassedValueOutputs, u64)>,
     /// Handles in the current table, per value table (its dependence).
     dependence: BTreeMap<u64, Dependence>,
     scratch_key: Vec<u8>,
@@ -103,7 +106,7 @@ impl TableOutputs {
 
     /// Separates values of at least `min_size` bytes into `values` (flushes).
     #[must_use]
-    pub fn with_separation(mut self, values: RoutedValueOutputs, min_size: u64) -> Self {
+    pub fn with_separation(mut self, values: ClassedValueOutputs, min_size: u64) -> Self {
         self.separation = Some((values, min_size));
         self
     }
@@ -240,11 +243,11 @@ impl TableOutputs {
     /// are deleted unless the caller keeps them once the edit is installed.
     pub fn finish(mut self) -> Result<FinishedOutputs> {
         let mut value_tables = Vec::new();
-        let mut value_bytes = 0;
+        let mut value_bytes_by_class = [0; MAX_VALUE_CLASSES];
         if let Some((values, _)) = self.separation.take() {
             let done = values.finish()?;
             value_tables = done.tables;
-            value_bytes = done.hot_bytes + done.cold_bytes;
+            value_bytes_by_class = done.bytes_by_class;
             self.pending.absorb(done.pending);
         }
         self.finish_current()?;
@@ -257,7 +260,8 @@ impl TableOutputs {
             key_tables: std::mem::take(&mut self.finished),
             key_bytes: self.bytes_written,
             value_tables,
-            value_bytes,
+            value_bytes: value_bytes_by_class.iter().sum(),
+            value_bytes_by_class,
             pending,
         })
     }

@@ -1,15 +1,15 @@
-//! Writes separated values into value tables for flushes and GC jobs, cutting a new table at
-//! the target size, only between user keys (so the tables of one run have disjoint key ranges,
-//! which inheritance records rely on).
+//! Writes separated values into value tables for flushes, GC jobs and compactions that relocate
+//! values, cutting a new table at the target size, only between user keys (so the tables of one
+//! run have disjoint key ranges, which inheritance records rely on), one run per value class.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::pending::PendingFiles;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
-use crate::hotness::{CLASS_COLD, CLASS_DEFAULT, CLASS_HOT, DropCache};
+use crate::gc::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
 use crate::value::{ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
@@ -160,69 +160,82 @@ impl ValueOutputs {
     }
 }
 
-/// Value tables written in one run per temperature: with a [`DropCache`], values of keys it
-/// knows as hot go to hot tables ([`CLASS_HOT`]) and the rest to cold ones ([`CLASS_COLD`]);
-/// without one, every value goes to one run of default-class tables. Each run has disjoint key
-/// ranges; the two runs overlap.
-pub struct RoutedValueOutputs {
-    cold: ValueOutputs,
-    hot: Option<(ValueOutputs, Arc<DropCache>)>,
+/// Value tables written in one sorted run per class, the class of each value chosen by the
+/// policy's [`ValueRouter`]. Each run has disjoint key ranges; runs of different classes overlap.
+pub struct ClassedValueOutputs {
+    cfg: ValueOutputConfig,
+    router: Arc<dyn ValueRouter>,
+    origin: RouteOrigin,
+    /// The run of each class, opened at its first value.
+    runs: Vec<Option<ValueOutputs>>,
 }
 
-/// What [`RoutedValueOutputs::finish`] returns.
-pub struct RoutedFinish {
-    /// Every table written (hot run first).
+/// What [`ClassedValueOutputs::finish`] returns.
+pub struct ClassedFinish {
+    /// Every table written, by ascending class (so, with hot and cold classes, hot run first).
     pub tables: Vec<ValueTableMeta>,
-    /// Bytes of hot tables.
-    pub hot_bytes: u64,
-    /// Bytes of cold (or default-class) tables.
-    pub cold_bytes: u64,
+    /// Bytes written per class.
+    pub bytes_by_class: [u64; MAX_VALUE_CLASSES],
     /// The files, deleted unless kept.
     pub pending: PendingFiles,
 }
 
-impl RoutedValueOutputs {
-    /// One run of default-class tables, or hot and cold runs routed by `hotness`.
-    pub fn new(cfg: ValueOutputConfig, hotness: Option<Arc<DropCache>>) -> Self {
-        match hotness {
-            None => RoutedValueOutputs {
-                cold: ValueOutputs::new(cfg, CLASS_DEFAULT),
-                hot: None,
-            },
-            Some(cache) => RoutedValueOutputs {
-                cold: ValueOutputs::new(cfg.clone(), CLASS_COLD),
-                hot: Some((ValueOutputs::new(cfg, CLASS_HOT), cache)),
-            },
+impl ClassedFinish {
+    /// Bytes written in all classes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_by_class.iter().sum()
+    }
+}
+
+impl ClassedValueOutputs {
+    /// Runs of value tables for values `router` places, written at `origin`.
+    pub fn new(cfg: ValueOutputConfig, router: Arc<dyn ValueRouter>, origin: RouteOrigin) -> Self {
+        ClassedValueOutputs {
+            cfg,
+            router,
+            origin,
+            runs: Vec::new(),
         }
     }
 
-    /// Appends a record (in internal-key order) to the run its key's temperature picks and
+    /// Appends a record (in internal-key order) to the run of the class the router picks and
     /// returns its handle.
+    ///
+    /// Errors: writing fails; [`Error::InvalidArgument`] when the router names a class of
+    /// [`MAX_VALUE_CLASSES`] or more (a policy bug, refused before anything is written).
     pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<ValueHandle> {
-        match &mut self.hot {
-            Some((hot, cache)) if cache.is_hot(user_key) => hot.add(user_key, seq, value),
-            _ => self.cold.add(user_key, seq, value),
+        let class = self
+            .router
+            .class_for(user_key, seq, value.len() as u64, self.origin);
+        let i = class as usize;
+        if i >= MAX_VALUE_CLASSES {
+            return Err(Error::invalid(format!(
+                "value router {:?} chose class {class}; classes are below {MAX_VALUE_CLASSES}",
+                self.router
+            )));
         }
+        if self.runs.len() <= i {
+            self.runs.resize_with(i + 1, || None);
+        }
+        self.runs[i]
+            .get_or_insert_with(|| ValueOutputs::new(self.cfg.clone(), class))
+            .add(user_key, seq, value)
     }
 
-    /// Finishes both runs.
-    pub fn finish(self) -> Result<RoutedFinish> {
-        let (mut tables, hot_bytes, mut pending) = match self.hot {
-            Some((hot, _)) => hot.finish()?,
-            None => (
-                Vec::new(),
-                0,
-                PendingFiles::new(Arc::clone(&self.cold.cfg.fs), self.cold.cfg.dir.clone()),
-            ),
+    /// Finishes every run.
+    pub fn finish(self) -> Result<ClassedFinish> {
+        let mut done = ClassedFinish {
+            tables: Vec::new(),
+            bytes_by_class: [0; MAX_VALUE_CLASSES],
+            pending: PendingFiles::new(Arc::clone(&self.cfg.fs), self.cfg.dir.clone()),
         };
-        let (cold_tables, cold_bytes, cold_files) = self.cold.finish()?;
-        tables.extend(cold_tables);
-        pending.absorb(cold_files);
-        Ok(RoutedFinish {
-            tables,
-            hot_bytes,
-            cold_bytes,
-            pending,
-        })
+        for (class, run) in self.runs.into_iter().enumerate() {
+            let Some(run) = run else { continue };
+            let (tables, bytes, files) = run.finish()?;
+            done.tables.extend(tables);
+            done.bytes_by_class[class] = bytes;
+            done.pending.absorb(files);
+        }
+        Ok(done)
     }
 }

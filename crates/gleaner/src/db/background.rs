@@ -15,12 +15,11 @@ use std::collections::BTreeSet;
 use super::{Counters, DbInner, DbState};
 use crate::compaction::{
     CompactionPlan, DropCounter, DropListener, GarbageListener, JobStats, OutputConfig,
-    RunningCompaction, TeeListener, ValueOutputConfig, flush_memtables, pick_compaction,
-    plan_manual, run_compaction,
+    RunningCompaction, Separation, TeeListener, ValueOutputConfig, flush_memtables,
+    pick_compaction, plan_manual, run_compaction,
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
-use crate::hotness::DropCacheFeeder;
 use crate::io::IoClass;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -313,19 +312,20 @@ impl DbInner {
         let snapshots = self.snapshots.sequences();
         let mut drops = DropCounter::default();
         let out = self.output_config(IoClass::Flush, u64::MAX);
-        let separation = Some((
-            self.value_output_config(IoClass::Flush),
-            self.opts.min_separated_value_size(),
-            self.drop_cache.clone(),
-        ));
-        let (done, stats) = match &self.drop_cache {
-            // Versions a flush drops were overwritten while in the memtable: their keys are hot.
-            Some(cache) => flush_memtables(
+        let separation = Some(Separation {
+            values: self.value_output_config(IoClass::Flush),
+            min_size: self.opts.min_separated_value_size(),
+            router: Arc::clone(&self.policy.router),
+        });
+        let (done, stats) = match self.policy.hooks.drop_listener() {
+            // Versions a flush drops were overwritten while in the memtable; the policy may
+            // want to hear of them (Scavenger's DropCache: their keys are hot).
+            Some(mut extra) => flush_memtables(
                 mems,
                 snapshots,
                 out,
                 separation,
-                &mut TeeListener(&mut drops, &mut DropCacheFeeder(cache)),
+                &mut TeeListener(&mut drops, extra.as_mut()),
             )?,
             None => flush_memtables(mems, snapshots, out, separation, &mut drops)?,
         };
@@ -401,11 +401,11 @@ impl DbInner {
         );
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
         let (mut edit, stats, outputs) = {
-            let mut feeder = self.drop_cache.as_deref().map(DropCacheFeeder);
+            let mut extra = self.policy.hooks.drop_listener();
             let mut tee;
-            let listener: &mut dyn DropListener = match &mut feeder {
+            let listener: &mut dyn DropListener = match &mut extra {
                 Some(f) => {
-                    tee = TeeListener(&mut garbage, f);
+                    tee = TeeListener(&mut garbage, f.as_mut());
                     &mut tee
                 }
                 None => &mut garbage,

@@ -83,10 +83,8 @@ pub struct Counters {
     pub space_compactions: AtomicU64,
     /// GC validity checks the DropCache answered.
     pub gc_drop_cache_answers: AtomicU64,
-    /// Bytes of hot value tables GC wrote.
-    pub gc_hot_bytes_written: AtomicU64,
-    /// Bytes of cold value tables GC wrote.
-    pub gc_cold_bytes_written: AtomicU64,
+    /// Bytes of value tables GC wrote, per value class (the router's numbering).
+    pub gc_bytes_by_class: [AtomicU64; crate::gc::MAX_VALUE_CLASSES],
     /// Bytes of value tables GC wrote.
     pub gc_bytes_written: AtomicU64,
     /// Microseconds GC spent reading victims.

@@ -9,11 +9,10 @@ use std::time::Duration;
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
 use crate::gc::{
-    GcJobStats, GcValidity, TreeCheck, Validity, ValidityContext, VictimCandidate, run_gc_job,
+    CommitStyle, GcJobStats, OracleEnv, PickContext, RecordRef, ValidityContext, VictimCandidate,
+    run_gc_job,
 };
 use crate::io::IoClass;
-use crate::key::{MAX_SEQUENCE, make_lookup_key};
-use crate::lookup::{KeyLookup, Lookup};
 use crate::table::ReadCtx;
 use crate::version::{Garbage, Inheritor, VersionEdit};
 
@@ -53,13 +52,17 @@ impl DbInner {
                     garbage_records: g.records,
                     garbage_bytes: g.bytes,
                     class: v.class,
+                    smallest_seq: v.smallest_seq,
+                    largest_seq: v.largest_seq,
                 }
             })
             .collect();
-        let ratio = self.space.as_ref().map(|s| s.gc_ratio());
-        let victims =
-            self.gc_policy
-                .pick_victims(&candidates, self.opts.gc_max_input_size(), ratio);
+        let ctx = PickContext {
+            max_input: self.opts.gc_max_input_size(),
+            garbage_ratio: self.space.as_ref().map(|s| s.gc_ratio()),
+            latest_seq: self.visible_seq.load(std::sync::atomic::Ordering::Acquire),
+        };
+        let victims = self.policy.picker.pick(&candidates, &ctx);
         if victims.is_empty() {
             return None;
         }
@@ -171,12 +174,6 @@ impl DbInner {
                     .get(meta.number, meta.file_size, IoClass::GcRead)?,
             );
         }
-        let ctx = ReadCtx {
-            class: IoClass::GcLookup,
-            fill_cache: true,
-        };
-        let tables = &self.tables;
-        let key_lookup = self.gc_policy.validity() == GcValidity::KeyLookup;
         let durable_seq = version
             .all_files()
             .map(|(_, f)| f.largest_seq)
@@ -184,43 +181,30 @@ impl DbInner {
             .unwrap_or(0);
         // Snapshots read after the version was pinned: later ones read above all of its tables.
         let validity = ValidityContext::new(self.snapshots.sequences(), durable_seq);
-        let drop_cache = self.drop_cache.as_deref();
-        let mut is_live = |key: &[u8], seq| -> Result<Validity> {
-            if validity.dead_by_drop_cache(seq, drop_cache.and_then(|d| d.newest_seq(key))) {
-                return Ok(Validity::DeadByDropCache);
-            }
-            // Newest: live only as the key's newest version (a shadowed version no snapshot
-            // reads is reclaimed even while the tree still holds it). Present: a snapshot may
-            // read it, so it is live while the tree holds its version.
-            let at = match validity.tree_check(seq) {
-                TreeCheck::Newest => MAX_SEQUENCE,
-                TreeCheck::Present => seq,
-            };
-            let lookup = make_lookup_key(key, at);
-            let live = if key_lookup {
-                matches!(
-                    version.get_key(tables, &lookup, ctx)?,
-                    Some(KeyLookup::Handle { seq: s }) if s == seq
-                )
-            } else {
-                matches!(
-                    version.get(tables, &lookup, ctx)?,
-                    Some(Lookup::Handle { seq: s, .. }) if s == seq
-                )
-            };
-            Ok(if live { Validity::Live } else { Validity::Dead })
+        let env = OracleEnv {
+            version: &version,
+            tables: &self.tables,
+            validity: &validity,
+            ctx: ReadCtx {
+                class: IoClass::GcLookup,
+                fill_cache: true,
+            },
         };
+        let oracle = self.policy.oracle.as_ref();
+        let mut is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
         let out = run_gc_job(
             &victims,
-            self.gc_policy.as_ref(),
+            self.policy.read_mode,
             &mut is_live,
             self.value_output_config(IoClass::GcWrite),
-            self.drop_cache.clone(),
+            Arc::clone(&self.policy.router),
             self.opts.gc_read_gap(),
             Some(&self.shutting_down),
         )?;
         drop(victims);
-        self.commit_gc(&live, out)
+        match self.policy.commit {
+            CommitStyle::Inheritance => self.commit_gc(&live, out),
+        }
     }
 
     /// Installs a job's outputs in one edit: outputs added, victims removed, inheritance
@@ -302,8 +286,9 @@ impl DbInner {
         Counters::add(&c.gc_bytes_read, s.bytes_read);
         Counters::add(&c.gc_drop_cache_answers, s.drop_cache_answers);
         Counters::add(&c.gc_bytes_written, s.bytes_written);
-        Counters::add(&c.gc_hot_bytes_written, s.hot_bytes_written);
-        Counters::add(&c.gc_cold_bytes_written, s.cold_bytes_written);
+        for (counter, bytes) in c.gc_bytes_by_class.iter().zip(s.bytes_written_by_class) {
+            Counters::add(counter, bytes);
+        }
         Counters::add(&c.gc_read_micros, s.read_micros);
         Counters::add(&c.gc_lookup_micros, s.lookup_micros);
         Counters::add(&c.gc_write_micros, s.write_micros);

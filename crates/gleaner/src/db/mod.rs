@@ -29,7 +29,8 @@ use crate::batch::WriteBatch;
 use crate::cache::{BlockCache, CachePriority, TableCache, ValueTableCache};
 use crate::compaction::{LateDrop, PickerConfig, RunningCompaction};
 use crate::error::{Error, Result};
-use crate::gc::GcPolicy;
+use crate::gc::PolicySet;
+use crate::gc::router::class_name;
 use crate::io::{FileLock, FileSystem, IoStats};
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -116,7 +117,8 @@ struct DbInner {
     tables: Arc<TableCache>,
     values: Arc<ValueTableCache>,
     picker: PickerConfig,
-    gc_policy: Box<dyn GcPolicy>,
+    /// The GC policy's roles.
+    policy: PolicySet,
     next_file_number: Arc<AtomicU64>,
     /// Highest sequence number whose write is fully applied to the memtable.
     visible_seq: AtomicU64,
@@ -153,8 +155,6 @@ struct DbInner {
     /// Bytes of every file in the directory (what `stats().space.disk_bytes` and the space
     /// throttle report).
     disk: Arc<crate::io::DiskUsage>,
-    /// The DropCache, when hotness-aware writing is on.
-    drop_cache: Option<Arc<crate::hotness::DropCache>>,
     /// Opened with [`Db::open_read_only`]: no WAL, no background work, and every operation
     /// that would write is refused (see [`DbInner::check_writable`]).
     read_only: bool,
@@ -580,7 +580,7 @@ impl DbInner {
             },
         };
         let gc = GcStats {
-            policy: self.gc_policy.name().to_string(),
+            policy: self.policy.name.to_string(),
             jobs: g(&c.gc_jobs),
             errors: g(&c.gc_errors),
             last_error: self.last_gc_error.lock().clone(),
@@ -594,9 +594,14 @@ impl DbInner {
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
             drop_cache_answers: g(&c.gc_drop_cache_answers),
             hotness_aware: self.opts.hotness_enabled(),
-            hot_bytes_written: g(&c.gc_hot_bytes_written),
-            cold_bytes_written: g(&c.gc_cold_bytes_written),
-            drop_cache: self.drop_cache.as_ref().map(|d| d.stats()),
+            bytes_written_by_class: c
+                .gc_bytes_by_class
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| g(n) > 0)
+                .map(|(class, n)| (class_name(self.policy.router.as_ref(), class as u32), g(n)))
+                .collect(),
+            drop_cache: self.policy.drop_cache.as_ref().map(|d| d.stats()),
             lookup_bytes_read: self.io.get(crate::io::IoClass::GcLookup).read_bytes,
             bytes_written: g(&c.gc_bytes_written),
             read_micros: g(&c.gc_read_micros),

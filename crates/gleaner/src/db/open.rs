@@ -104,7 +104,11 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             direct: opts.use_direct_io_for_background_writes(),
         };
         // Recovery has no hotness yet: replayed values go to default-class tables.
-        let separation = Some((values, opts.min_separated_value_size(), None));
+        let separation = Some(crate::compaction::Separation {
+            values,
+            min_size: opts.min_separated_value_size(),
+            router: Arc::new(crate::gc::SingleClass),
+        });
         let (done, _) = flush_memtables(
             &[mem],
             Vec::new(),
@@ -444,12 +448,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         bg_error: None,
         shutting_down: false,
     };
-    let gc_policy = crate::gc::policy_for(&opts);
-    let drop_cache = opts.hotness_enabled().then(|| {
-        Arc::new(crate::hotness::DropCache::new(
-            usize::try_from(opts.drop_cache_bytes()).unwrap_or(usize::MAX),
-        ))
-    });
+    let policy = crate::gc::policy_set(&opts);
     let space = opts
         .space_budget()
         .map(super::space::SpaceControl::new)
@@ -463,7 +462,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         tables,
         values,
         picker,
-        gc_policy,
+        policy,
         next_file_number,
         visible_seq: AtomicU64::new(live.last_seq),
         super_version: ArcSwap::from_pointee(SuperVersion {
@@ -491,7 +490,6 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         lock: Mutex::new(lock),
         space,
         disk,
-        drop_cache,
         read_only,
     }))
 }

@@ -14,14 +14,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use super::policy::{GcOutputRouting, GcPolicy, GcReadMode};
+use super::oracle::RecordRef;
+use super::policy::GcReadMode;
 use super::reader::{GC_READ_CHUNK, VictimReader};
-use crate::compaction::{PendingFiles, RoutedValueOutputs, ValueOutputConfig};
+use super::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
+use crate::compaction::{ClassedValueOutputs, PendingFiles, ValueOutputConfig};
 use crate::error::{Error, Result};
-use crate::hotness::DropCache;
 use crate::io::IoClass;
 use crate::key::SeqNo;
-use crate::value::{IndexEntry, OwnedRecord, ValueIndexIter, ValueTable, decode_record};
+use crate::value::{
+    IndexEntry, OwnedRecord, ValueHandle, ValueIndexIter, ValueTable, decode_record,
+};
 use crate::version::ValueTableMeta;
 
 /// The answer of a GC validity check for one record.
@@ -56,10 +59,8 @@ pub struct GcJobStats {
     pub drop_cache_answers: u64,
     /// Bytes of output tables written.
     pub bytes_written: u64,
-    /// Of those, bytes of hot tables (hotness-aware writing).
-    pub hot_bytes_written: u64,
-    /// Of those, bytes of cold tables (hotness-aware writing).
-    pub cold_bytes_written: u64,
+    /// Of those, bytes per value class (the policy's router numbers and names the classes).
+    pub bytes_written_by_class: [u64; MAX_VALUE_CLASSES],
     /// Microseconds reading victims (indexes and records).
     pub read_micros: u64,
     /// Microseconds checking validity.
@@ -79,8 +80,13 @@ impl GcJobStats {
         self.index_bytes_read += other.index_bytes_read;
         self.drop_cache_answers += other.drop_cache_answers;
         self.bytes_written += other.bytes_written;
-        self.hot_bytes_written += other.hot_bytes_written;
-        self.cold_bytes_written += other.cold_bytes_written;
+        for (a, b) in self
+            .bytes_written_by_class
+            .iter_mut()
+            .zip(other.bytes_written_by_class)
+        {
+            *a += b;
+        }
         self.read_micros += other.read_micros;
         self.lookup_micros += other.lookup_micros;
         self.write_micros += other.write_micros;
@@ -107,39 +113,34 @@ const MAX_LAZY_WINDOW: u64 = 16 * GC_READ_CHUNK;
 /// How often (in records) the job checks whether it was cancelled.
 const CANCEL_CHECK_INTERVAL: u64 = 256;
 
-/// The validity check a job calls for every record `(user_key, seq)`.
-pub type IsLive<'a> = dyn FnMut(&[u8], SeqNo) -> Result<Validity> + 'a;
+/// The validity check a job calls for every record it reads.
+pub type IsLive<'a> = dyn FnMut(&RecordRef<'_>) -> Result<Validity> + 'a;
 
-/// Runs one GC job over `victims` with `policy`. `is_live(key, seq)` is the validity check the
-/// policy asked for; `hotness` is the DropCache that routes live records to hot and cold
-/// outputs when the policy asks for [`GcOutputRouting::HotCold`]; a lazy read reads through
-/// garbage gaps of at most `max_gap` bytes between live records. On any error the outputs
-/// written so far are deleted (they are only kept once the caller installs them).
+/// Runs one GC job over `victims`, reading them as `read_mode` says. `is_live` is the policy's
+/// validity check; `router` chooses the output class of every live record; a lazy read reads
+/// through garbage gaps of at most `max_gap` bytes between live records. On any error the
+/// outputs written so far are deleted (they are only kept once the caller installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
-    policy: &dyn GcPolicy,
+    read_mode: GcReadMode,
     is_live: &mut IsLive<'_>,
     outputs: ValueOutputConfig,
-    hotness: Option<Arc<DropCache>>,
+    router: Arc<dyn ValueRouter>,
     max_gap: u64,
     cancel: Option<&AtomicBool>,
 ) -> Result<GcJobOutput> {
-    let hotness = match policy.output_routing() {
-        GcOutputRouting::SingleRun => None,
-        GcOutputRouting::HotCold => hotness,
-    };
     let mut job = Job {
         stats: GcJobStats {
             victims: victims.len() as u64,
             ..Default::default()
         },
-        out: RoutedValueOutputs::new(outputs, hotness),
+        out: ClassedValueOutputs::new(outputs, router, RouteOrigin::Gc),
         copied: HashMap::new(),
         is_live,
         cancel,
         max_gap,
     };
-    match policy.read_mode() {
+    match read_mode {
         GcReadMode::Full => job.run_full(victims)?,
         GcReadMode::Lazy => job.run_lazy(victims)?,
     }
@@ -152,9 +153,8 @@ pub fn run_gc_job(
     let start = Instant::now();
     let done = out.finish()?;
     stats.write_micros += micros_since(start);
-    stats.hot_bytes_written = done.hot_bytes;
-    stats.cold_bytes_written = done.cold_bytes;
-    stats.bytes_written = done.hot_bytes + done.cold_bytes;
+    stats.bytes_written_by_class = done.bytes_by_class;
+    stats.bytes_written = done.bytes();
     Ok(GcJobOutput {
         tables: done.tables,
         copied,
@@ -170,7 +170,7 @@ fn micros_since(start: Instant) -> u64 {
 /// The state one job threads through its passes.
 struct Job<'a, 'b> {
     stats: GcJobStats,
-    out: RoutedValueOutputs,
+    out: ClassedValueOutputs,
     copied: HashMap<SeqNo, u64>,
     is_live: &'a mut IsLive<'b>,
     cancel: Option<&'a AtomicBool>,
@@ -190,7 +190,7 @@ fn smallest<'h>(heads: impl Iterator<Item = Option<(&'h [u8], SeqNo)>>) -> Optio
 
 impl Job<'_, '_> {
     /// Counts one examined record, checks for cancellation, and asks whether it is live.
-    fn check(&mut self, key: &[u8], seq: SeqNo) -> Result<bool> {
+    fn check(&mut self, record: &RecordRef<'_>) -> Result<bool> {
         self.stats.records_read += 1;
         if self
             .stats
@@ -201,7 +201,7 @@ impl Job<'_, '_> {
             return Err(Error::Closed);
         }
         let start = Instant::now();
-        let validity = (self.is_live)(key, seq)?;
+        let validity = (self.is_live)(record)?;
         self.stats.lookup_micros += micros_since(start);
         match validity {
             Validity::Live => Ok(true),
@@ -232,22 +232,31 @@ impl Job<'_, '_> {
             .iter()
             .map(|t| VictimReader::new(Arc::clone(t)))
             .collect();
-        let mut heads: Vec<Option<OwnedRecord>> = Vec::with_capacity(readers.len());
+        let mut heads: Vec<Option<(u64, u64, OwnedRecord)>> = Vec::with_capacity(readers.len());
         let start = Instant::now();
         for r in &mut readers {
-            heads.push(r.next_record()?);
+            heads.push(r.next_record_at()?);
         }
         self.stats.read_micros += micros_since(start);
         while let Some(i) = smallest(
             heads
                 .iter()
-                .map(|h| h.as_ref().map(|r| (r.key.as_slice(), r.seq))),
+                .map(|h| h.as_ref().map(|(_, _, r)| (r.key.as_slice(), r.seq))),
         ) {
-            let record = heads[i].take().expect("chosen head exists");
+            let (offset, len, record) = heads[i].take().expect("chosen head exists");
             let start = Instant::now();
-            heads[i] = readers[i].next_record()?;
+            heads[i] = readers[i].next_record_at()?;
             self.stats.read_micros += micros_since(start);
-            if self.check(&record.key, record.seq)? {
+            let at = RecordRef {
+                user_key: &record.key,
+                seq: record.seq,
+                location: ValueHandle {
+                    file_number: victims[i].file_number(),
+                    offset,
+                    len,
+                },
+            };
+            if self.check(&at)? {
                 self.copy(&record)?;
             }
         }
@@ -286,7 +295,16 @@ impl Job<'_, '_> {
             let start = Instant::now();
             heads[i] = indexes[i].next().transpose()?;
             self.stats.read_micros += micros_since(start);
-            if !self.check(&entry.user_key, entry.seq)? {
+            let at = RecordRef {
+                user_key: &entry.user_key,
+                seq: entry.seq,
+                location: ValueHandle {
+                    file_number: victims[i].file_number(),
+                    offset: entry.offset,
+                    len: entry.len,
+                },
+            };
+            if !self.check(&at)? {
                 continue;
             }
             window.push(i, entry);

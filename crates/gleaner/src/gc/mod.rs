@@ -1,15 +1,20 @@
-//! Garbage collection of value tables: the policy interface, the policies, and the GC job.
+//! Garbage collection of value tables: the roles a policy is composed of, the policies, and
+//! the GC job.
 
 pub mod job;
+pub mod oracle;
+pub mod picker;
 pub mod policy;
 pub mod reader;
+pub mod router;
 pub mod scavenger;
 pub mod validity;
 
 pub use job::{GcJobOutput, GcJobStats, IsLive, Validity, run_gc_job};
-pub use policy::{
-    GcOutputRouting, GcPolicy, GcReadMode, GcValidity, IndexUpdate, VictimCandidate, policy_for,
-};
+pub use oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
+pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
+pub use policy::{CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, policy_set};
 pub use reader::VictimReader;
-pub use scavenger::{ScavengerPolicy, Techniques};
+pub use router::{MAX_VALUE_CLASSES, RouteOrigin, SingleClass, ValueRouter};
+pub use scavenger::RatioPicker;
 pub use validity::{TreeCheck, ValidityContext};

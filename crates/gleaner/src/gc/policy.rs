@@ -1,37 +1,26 @@
-//! The GC-policy interface: every garbage-collection scheme Gleaner implements (DESIGN.md, "GC
-//! policies") is one implementation of [`GcPolicy`] over the same job runner.
+//! A GC policy is a composition of roles (DESIGN.md, "GC policies"), built once at open into one
+//! [`PolicySet`] that the engine consults wherever schemes differ:
+//!
+//! - **victim selection** ([`VictimPicker`], `gc/picker.rs`): which value tables a job collects;
+//! - **read mode** ([`GcReadMode`]): how a job reads its victims;
+//! - **validity oracle** ([`ValidityOracle`], `gc/oracle.rs`): which records are live;
+//! - **value router** ([`ValueRouter`], `gc/router.rs`): which class, and so which run of value
+//!   tables, a value goes to at flush, in GC and in compaction;
+//! - **commit style** ([`CommitStyle`]): how references to moved records stay valid;
+//! - **compaction hooks** ([`CompactionHooks`]): what a policy adds to flushes and compactions.
+//!
+//! Each policy module builds its own set (`gc/scavenger.rs` for `terarkdb`, `scavenger` and the
+//! ablation variants); [`policy_set`] is the registry from option `gc_policy` to those builders,
+//! the one place that names every policy.
 
+use std::sync::Arc;
+
+use super::oracle::ValidityOracle;
+use super::picker::VictimPicker;
+use super::router::ValueRouter;
+use crate::compaction::DropListener;
+use crate::hotness::DropCache;
 use crate::options::{GcPolicyKind, Options};
-
-/// What a policy sees of one live value table when choosing victims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VictimCandidate {
-    /// Table number.
-    pub number: u64,
-    /// File size in bytes.
-    pub file_size: u64,
-    /// Records in the table.
-    pub records: u64,
-    /// Bytes of those records.
-    pub record_bytes: u64,
-    /// Records known to be garbage.
-    pub garbage_records: u64,
-    /// Bytes of those records.
-    pub garbage_bytes: u64,
-    /// Class tag of the table.
-    pub class: u32,
-}
-
-impl VictimCandidate {
-    /// Garbage bytes ÷ record bytes (1 for an empty table).
-    pub fn garbage_ratio(&self) -> f64 {
-        if self.record_bytes == 0 {
-            1.0
-        } else {
-            self.garbage_bytes as f64 / self.record_bytes as f64
-        }
-    }
-}
 
 /// How a GC job reads its victims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,111 +32,56 @@ pub enum GcReadMode {
     Lazy,
 }
 
-/// How a GC job decides whether a record is still referenced.
+/// How references to records a GC job moved stay valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GcValidity {
-    /// A point lookup in the index tree: the record is live when the tree still holds the
-    /// version `(key, seq)` as a handle.
-    IndexLookup,
-    /// The same question asked with GetKey, which reads no value and, in index-decoupled key
-    /// tables, handle blocks instead of data blocks (Scavenger §3.3).
-    KeyLookup,
-}
-
-/// Where a job writes the live records it keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GcOutputRouting {
-    /// One sorted run of output tables (class 0); the outputs of one job have disjoint key
-    /// ranges, so an inheritance record resolves a key to exactly one of them.
-    SingleRun,
-    /// A hot and a cold run (Scavenger §3.4): records of keys the DropCache knows as hot go to
-    /// hot tables, the rest to cold ones. The runs overlap, so a handle naming a victim is
-    /// resolved by looking the record up in the candidates.
-    HotCold,
-}
-
-/// How references to moved records are kept valid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexUpdate {
-    /// The index tree is not touched: inheritance records map the victim to its outputs, and
-    /// compaction rewrites stale handles as it passes them.
+pub enum CommitStyle {
+    /// The index tree is not touched: inheritance records map each victim to the job's
+    /// outputs, handles naming a victim resolve through them, and compaction rewrites stale
+    /// handles as it passes them.
     Inheritance,
 }
 
-/// A garbage-collection scheme. Victim choice is a pure function of the candidates, so policies
-/// are testable without I/O; the job runner does the reading, checking and writing the policy
-/// asks for.
-pub trait GcPolicy: Send + Sync + std::fmt::Debug {
+/// What a policy adds to flushes and compactions.
+pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
+    /// A listener for the drop events of flushes and compactions, besides the garbage
+    /// accounting every policy has.
+    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>>;
+}
+
+/// A policy that adds nothing to flushes and compactions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHooks;
+
+impl CompactionHooks for NoHooks {
+    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>> {
+        None
+    }
+}
+
+/// The roles of the policy a database runs, built once at open.
+#[derive(Debug)]
+pub struct PolicySet {
     /// The policy's name (as in option `gc_policy`).
-    fn name(&self) -> &'static str;
-
-    /// Chooses the victims of the next job among `candidates` (live tables no job is
-    /// collecting), reading at most `max_input` bytes of them (a single larger table is still
-    /// chosen alone). `garbage_ratio`, when given, replaces the policy's own victim threshold
-    /// (the space throttle lowers it while writes are stopped). Empty when nothing is worth
-    /// collecting.
-    fn pick_victims(
-        &self,
-        candidates: &[VictimCandidate],
-        max_input: u64,
-        garbage_ratio: Option<f64>,
-    ) -> Vec<u64>;
-
+    pub name: &'static str,
+    /// Victim selection.
+    pub picker: Box<dyn VictimPicker>,
     /// How victims are read.
-    fn read_mode(&self) -> GcReadMode;
-
-    /// How validity is checked.
-    fn validity(&self) -> GcValidity;
-
-    /// Where live records go.
-    fn output_routing(&self) -> GcOutputRouting;
-
-    /// How references to moved records stay valid.
-    fn index_update(&self) -> IndexUpdate;
+    pub read_mode: GcReadMode,
+    /// Which records are live.
+    pub oracle: Box<dyn ValidityOracle>,
+    /// Which class a value goes to.
+    pub router: Arc<dyn ValueRouter>,
+    /// How moved records stay reachable.
+    pub commit: CommitStyle,
+    /// What the policy adds to flushes and compactions.
+    pub hooks: Box<dyn CompactionHooks>,
+    /// The DropCache, when the policy keeps one (for `stats()`).
+    pub drop_cache: Option<Arc<DropCache>>,
 }
 
-/// The policy selected by `opts`.
-pub fn policy_for(opts: &Options) -> Box<dyn GcPolicy> {
-    let techniques = super::scavenger::Techniques {
-        lazy_read: opts.lazy_read_enabled(),
-        key_lookup: opts.index_decoupled_enabled(),
-        hotness: opts.hotness_enabled(),
-    };
+/// The policy `opts` select (option `gc_policy`, with the technique switches it resolves).
+pub fn policy_set(opts: &Options) -> PolicySet {
     match opts.gc_policy() {
-        kind @ (GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger) => {
-            Box::new(super::scavenger::ScavengerPolicy::new(
-                kind.name(),
-                opts.gc_garbage_ratio(),
-                techniques,
-            ))
-        }
+        GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::policy_set(opts),
     }
-}
-
-/// Picks candidates whose garbage ratio is at least `threshold`, highest ratio first, while
-/// their file sizes fit in `max_input` (the first always fits).
-pub fn pick_by_ratio(candidates: &[VictimCandidate], threshold: f64, max_input: u64) -> Vec<u64> {
-    let mut eligible: Vec<&VictimCandidate> = candidates
-        .iter()
-        .filter(|c| c.garbage_bytes > 0 && c.garbage_ratio() >= threshold)
-        .collect();
-    // Highest ratio first; at equal ratio hot tables first (Scavenger §3.4: their garbage
-    // keeps growing, so they are the better victims), then the oldest.
-    let hot = |c: &VictimCandidate| c.class == crate::hotness::CLASS_HOT;
-    eligible.sort_by(|a, b| {
-        b.garbage_ratio()
-            .total_cmp(&a.garbage_ratio())
-            .then(hot(b).cmp(&hot(a)))
-            .then(a.number.cmp(&b.number))
-    });
-    let mut total = 0u64;
-    let mut out = Vec::new();
-    for c in eligible {
-        if !out.is_empty() && total.saturating_add(c.file_size) > max_input {
-            break;
-        }
-        total = total.saturating_add(c.file_size);
-        out.push(c.number);
-    }
-    out
 }

@@ -17,7 +17,8 @@ pub struct VictimReader {
     table: Arc<ValueTable>,
     index: ValueIndexIter,
     peeked: Option<IndexEntry>,
-    ready: VecDeque<OwnedRecord>,
+    /// Records read but not yet returned, with their offset and length.
+    ready: VecDeque<(u64, u64, OwnedRecord)>,
     /// Bytes of records read so far.
     pub bytes_read: u64,
 }
@@ -95,13 +96,18 @@ impl VictimReader {
                     "record does not match its dense-index entry",
                 ));
             }
-            self.ready.push_back(r.into());
+            self.ready.push_back((e.offset, e.len, r.into()));
         }
         Ok(())
     }
 
     /// The next record, or `None` after the last.
     pub fn next_record(&mut self) -> Result<Option<OwnedRecord>> {
+        Ok(self.next_record_at()?.map(|(_, _, r)| r))
+    }
+
+    /// The next record with its offset and length in the table, or `None` after the last.
+    pub fn next_record_at(&mut self) -> Result<Option<(u64, u64, OwnedRecord)>> {
         if self.ready.is_empty() {
             self.fill()?;
         }

@@ -6,179 +6,136 @@
 //! `terarkdb` is the family with every Scavenger technique off: each record is read in full and
 //! checked with an index-tree lookup. `scavenger` turns the techniques on; each has its own
 //! switch, so the paper's ablation variants (TDB-R, TDB-L, TDB-W, ...) are the same policy with
-//! some switches flipped.
+//! some switches flipped. Each technique is one role:
+//!
+//! - lazy read (§3.2, "R"): the read mode;
+//! - index-decoupled lookups (§3.3, "L"): the oracle's lookup (GetKey);
+//! - hotness-aware writing (§3.4, "W"): a DropCache fed by every drop event (a compaction
+//!   hook), which routes values to hot and cold tables (the router), answers validity checks
+//!   without a lookup (the oracle's shortcut) and makes the picker take hot tables first at
+//!   equal garbage ratio.
 
-use super::policy::{
-    GcOutputRouting, GcPolicy, GcReadMode, GcValidity, IndexUpdate, VictimCandidate, pick_by_ratio,
-};
+use std::sync::Arc;
 
-/// Which of Scavenger's techniques a policy uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Techniques {
-    /// Lazy read (§3.2, "R"): index first, live values only.
-    pub lazy_read: bool,
-    /// Index-decoupled lookups (§3.3, "L"): validity checked with GetKey, which reads handle
-    /// blocks instead of data blocks of index-decoupled key tables.
-    pub key_lookup: bool,
-    /// Hotness-aware writing (§3.4, "W"): live records routed to hot and cold outputs by the
-    /// DropCache.
-    pub hotness: bool,
-}
+use super::oracle::{IndexOracle, LookupKind};
+use super::picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
+use super::policy::{CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet};
+use super::router::{CLASS_HOT, HotCold, SingleClass, ValueRouter};
+use crate::compaction::DropListener;
+use crate::hotness::{DropCache, DropCacheFeeder};
+use crate::options::Options;
 
-/// A TerarkDB-family policy.
+/// Victims by garbage ratio, highest first (at equal ratio hot tables first when hotness-aware
+/// writing is on: their garbage keeps growing, so they are the better victims, §3.4).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScavengerPolicy {
-    name: &'static str,
-    garbage_ratio: f64,
-    techniques: Techniques,
+pub struct RatioPicker {
+    /// Victim threshold (option `gc_garbage_ratio`).
+    pub garbage_ratio: f64,
+    /// Prefer tables of the hot class at equal ratio.
+    pub hot_first: bool,
 }
 
-impl ScavengerPolicy {
-    /// The policy called `name` (as in option `gc_policy`) with victim threshold
-    /// `garbage_ratio` (option `gc_garbage_ratio`) and `techniques`.
-    pub fn new(name: &'static str, garbage_ratio: f64, techniques: Techniques) -> Self {
-        ScavengerPolicy {
-            name,
-            garbage_ratio,
-            techniques,
-        }
-    }
-
-    /// The techniques in use.
-    pub fn techniques(&self) -> Techniques {
-        self.techniques
+impl VictimPicker for RatioPicker {
+    fn pick(&self, candidates: &[VictimCandidate], ctx: &PickContext) -> Vec<u64> {
+        let threshold = ctx.garbage_ratio.unwrap_or(self.garbage_ratio);
+        pick_by_ratio(candidates, threshold, ctx.max_input, |c| {
+            self.hot_first && c.class == CLASS_HOT
+        })
     }
 }
 
-impl GcPolicy for ScavengerPolicy {
-    fn name(&self) -> &'static str {
-        self.name
-    }
+/// Feeds every drop event of flushes and compactions into the DropCache.
+#[derive(Debug)]
+struct HotnessHooks(Arc<DropCache>);
 
-    fn pick_victims(
-        &self,
-        candidates: &[VictimCandidate],
-        max_input: u64,
-        garbage_ratio: Option<f64>,
-    ) -> Vec<u64> {
-        pick_by_ratio(
-            candidates,
-            garbage_ratio.unwrap_or(self.garbage_ratio),
-            max_input,
-        )
+impl CompactionHooks for HotnessHooks {
+    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>> {
+        Some(Box::new(DropCacheFeeder(&self.0)))
     }
+}
 
-    fn read_mode(&self) -> GcReadMode {
-        if self.techniques.lazy_read {
+/// The roles of `terarkdb` or `scavenger` with the technique switches of `opts` resolved.
+pub fn policy_set(opts: &Options) -> PolicySet {
+    let drop_cache = opts.hotness_enabled().then(|| {
+        Arc::new(DropCache::new(
+            usize::try_from(opts.drop_cache_bytes()).unwrap_or(usize::MAX),
+        ))
+    });
+    let lookup = if opts.index_decoupled_enabled() {
+        LookupKind::GetKey
+    } else {
+        LookupKind::Get
+    };
+    let (router, hooks): (Arc<dyn ValueRouter>, Box<dyn CompactionHooks>) = match &drop_cache {
+        Some(cache) => (
+            Arc::new(HotCold::new(Arc::clone(cache))),
+            Box::new(HotnessHooks(Arc::clone(cache))),
+        ),
+        None => (Arc::new(SingleClass), Box::new(NoHooks)),
+    };
+    PolicySet {
+        name: opts.gc_policy().name(),
+        picker: Box::new(RatioPicker {
+            garbage_ratio: opts.gc_garbage_ratio(),
+            hot_first: drop_cache.is_some(),
+        }),
+        read_mode: if opts.lazy_read_enabled() {
             GcReadMode::Lazy
         } else {
             GcReadMode::Full
-        }
-    }
-
-    fn validity(&self) -> GcValidity {
-        if self.techniques.key_lookup {
-            GcValidity::KeyLookup
-        } else {
-            GcValidity::IndexLookup
-        }
-    }
-
-    fn output_routing(&self) -> GcOutputRouting {
-        if self.techniques.hotness {
-            GcOutputRouting::HotCold
-        } else {
-            GcOutputRouting::SingleRun
-        }
-    }
-
-    fn index_update(&self) -> IndexUpdate {
-        IndexUpdate::Inheritance
+        },
+        oracle: Box::new(IndexOracle::new(lookup, drop_cache.clone())),
+        router,
+        commit: CommitStyle::Inheritance,
+        hooks,
+        drop_cache,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gc::picker::tests::cand;
+    use crate::gc::router::RouteOrigin;
+    use crate::options::{GcPolicyKind, Switch};
 
-    fn cand(number: u64, size: u64, garbage: u64) -> VictimCandidate {
-        VictimCandidate {
-            number,
-            file_size: size,
-            records: 10,
-            record_bytes: size,
-            garbage_records: 1,
-            garbage_bytes: garbage,
-            class: 0,
+    fn ctx(max_input: u64, garbage_ratio: Option<f64>) -> PickContext {
+        PickContext {
+            max_input,
+            garbage_ratio,
+            latest_seq: 1000,
         }
     }
 
-    fn terarkdb(ratio: f64) -> ScavengerPolicy {
-        ScavengerPolicy::new("terarkdb", ratio, Techniques::default())
+    #[test]
+    fn the_throttles_ratio_overrides_the_policys() {
+        let p = RatioPicker {
+            garbage_ratio: 0.2,
+            hot_first: false,
+        };
+        let cands = [cand(1, 100, 10), cand(2, 100, 90), cand(3, 100, 50)];
+        assert_eq!(p.pick(&cands, &ctx(1000, None)), vec![2, 3]);
+        assert_eq!(p.pick(&cands, &ctx(1000, Some(0.1))), vec![2, 3, 1]);
     }
 
     #[test]
-    fn victims_by_ratio_highest_first_within_the_input_bound() {
-        let p = terarkdb(0.2);
-        let cands = [
-            cand(1, 100, 10),
-            cand(2, 100, 90),
-            cand(3, 100, 50),
-            cand(4, 100, 20),
-            cand(5, 100, 0),
-        ];
-        assert_eq!(
-            p.pick_victims(&cands, 1000, None),
-            vec![2, 3, 4],
-            "1 is below 0.2, 5 has none"
+    fn switches_select_the_roles() {
+        let tdb = policy_set(&Options::default().with_gc_policy(GcPolicyKind::Terarkdb));
+        assert_eq!(tdb.name, "terarkdb");
+        assert_eq!(tdb.read_mode, GcReadMode::Full);
+        assert!(tdb.drop_cache.is_none() && tdb.hooks.drop_listener().is_none());
+        assert_eq!(tdb.router.class_for(b"k", 1, 1, RouteOrigin::Flush), 0);
+        let scav = policy_set(&Options::default());
+        assert_eq!(scav.name, "scavenger");
+        assert_eq!(scav.read_mode, GcReadMode::Lazy);
+        assert!(scav.drop_cache.is_some() && scav.hooks.drop_listener().is_some());
+        assert_eq!(scav.router.class_names(), &["default", "hot", "cold"]);
+        let r_only = policy_set(
+            &Options::default()
+                .with_gc_policy(GcPolicyKind::Terarkdb)
+                .with_gc_lazy_read(Switch::On),
         );
-        assert_eq!(p.pick_victims(&cands, 250, None), vec![2, 3]);
-        assert_eq!(
-            p.pick_victims(&cands, 10, None),
-            vec![2],
-            "a single large victim is still taken"
-        );
-        assert!(terarkdb(0.95).pick_victims(&cands, 1000, None).is_empty());
-        // Ratio 0 still requires some garbage: collecting a clean table frees nothing.
-        assert_eq!(
-            terarkdb(0.0).pick_victims(&cands, 1000, None),
-            vec![2, 3, 4, 1]
-        );
-        // The throttle's urgent ratio overrides the policy's.
-        assert_eq!(p.pick_victims(&cands, 1000, Some(0.1)), vec![2, 3, 4, 1]);
-    }
-
-    #[test]
-    fn switches_select_the_read_mode_and_the_validity_check() {
-        assert_eq!(terarkdb(0.2).read_mode(), GcReadMode::Full);
-        let r = ScavengerPolicy::new(
-            "scavenger",
-            0.2,
-            Techniques {
-                lazy_read: true,
-                key_lookup: false,
-                hotness: false,
-            },
-        );
-        assert_eq!(r.read_mode(), GcReadMode::Lazy);
-        assert_eq!(r.validity(), GcValidity::IndexLookup);
-        assert_eq!(r.name(), "scavenger");
-        let l = ScavengerPolicy::new(
-            "terarkdb",
-            0.2,
-            Techniques {
-                lazy_read: false,
-                key_lookup: true,
-                hotness: true,
-            },
-        );
-        assert_eq!(
-            (l.read_mode(), l.validity(), l.output_routing()),
-            (
-                GcReadMode::Full,
-                GcValidity::KeyLookup,
-                GcOutputRouting::HotCold
-            )
-        );
+        assert_eq!(r_only.read_mode, GcReadMode::Lazy);
+        assert!(r_only.drop_cache.is_none());
     }
 }

@@ -14,14 +14,6 @@ pub use drop_cache::{DEFAULT_DROP_CACHE_BYTES, DropCache, DropCacheStats, entry_
 
 use crate::compaction::{DropEvent, DropListener};
 
-/// Value-table class tag of tables written without hotness-aware writing.
-pub const CLASS_DEFAULT: u32 = 0;
-/// Value-table class tag of a hot table: values of keys the DropCache knew as recently
-/// overwritten or deleted.
-pub const CLASS_HOT: u32 = 1;
-/// Value-table class tag of a cold table: values of keys the DropCache did not know.
-pub const CLASS_COLD: u32 = 2;
-
 /// Feeds compaction and flush drop events into a [`DropCache`]: every dropped version (an
 /// overwritten one, or a tombstone that hides nothing any more) marks its key hot, with the
 /// sequence number of the version that hides it ([`DropEvent::hidden_by`]), so a GC check can

@@ -225,12 +225,11 @@ pub struct GcStats {
     /// `hotness_aware_writes` resolved against the policy).
     #[serde(default)]
     pub hotness_aware: bool,
-    /// Bytes of hot value tables GC wrote.
+    /// Bytes of value tables GC wrote, per value class by the policy's names for them (`hot`
+    /// and `cold` with hotness-aware writing, `default` otherwise); classes without bytes are
+    /// left out.
     #[serde(default)]
-    pub hot_bytes_written: u64,
-    /// Bytes of cold value tables GC wrote.
-    #[serde(default)]
-    pub cold_bytes_written: u64,
+    pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
     /// The DropCache (`None` without hotness-aware writing).
     #[serde(default)]
     pub drop_cache: Option<crate::hotness::DropCacheStats>,
