@@ -26,8 +26,8 @@ pub enum ValueKind {
     /// The value is stored inline.
     Value = 1,
     /// The value lives in a value table; the entry's value is an encoded
-    /// [`ValueHandle`](crate::value::ValueHandle). Only key tables hold this kind (flushes create
-    /// it); the memtable and write batches never do.
+    /// [`StoredHandle`](crate::value::StoredHandle). Flushes create it in key tables; the
+    /// memtable and write batches hold it only for the engine's own writes (GC write-backs).
     ValueHandle = 2,
 }
 

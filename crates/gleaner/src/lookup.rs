@@ -1,7 +1,34 @@
 //! The answer of a point lookup in a memtable or the index tree.
 
-use crate::key::SeqNo;
+use std::sync::Arc;
+
+use crate::cache::TableCache;
+use crate::error::Result;
+use crate::key::{SeqNo, make_lookup_key};
+use crate::memtable::MemTable;
+use crate::table::ReadCtx;
 use crate::value::ValueHandle;
+use crate::version::Version;
+
+/// The newest version of `user_key` at or below `seq`: in `memtables` (newest first), else in
+/// `version`'s key tables (read through `tables` as `ctx` says). What a point read finds.
+///
+/// Errors: reading a key table fails, or an entry there is damaged.
+pub fn newest_version<'m>(
+    memtables: impl IntoIterator<Item = &'m Arc<MemTable>>,
+    version: &Version,
+    tables: &TableCache,
+    user_key: &[u8],
+    seq: SeqNo,
+    ctx: ReadCtx,
+) -> Result<Option<Lookup>> {
+    for m in memtables {
+        if let Some(found) = m.get(user_key, seq)? {
+            return Ok(Some(found));
+        }
+    }
+    version.get(tables, &make_lookup_key(user_key, seq), ctx)
+}
 
 /// What a memtable or the index tree holds for a key at a sequence number: the newest version
 /// at or below it.
@@ -9,13 +36,16 @@ use crate::value::ValueHandle;
 pub enum Lookup {
     /// The value, stored inline.
     Value(Vec<u8>),
-    /// The value is separated: its record is at `handle` (possibly moved by GC), written at
-    /// sequence number `seq`.
+    /// The value is separated: its record is at `handle` (possibly moved by GC since).
     Handle {
         /// Where the record was written.
         handle: ValueHandle,
-        /// Sequence number of the version (identifies the record when it has moved).
+        /// Sequence number of the version.
         seq: SeqNo,
+        /// Sequence number of the record, which identifies it wherever it has moved: the
+        /// version's own, or for a handle written back after the record moved, the record's
+        /// ([`StoredHandle`](crate::value::StoredHandle)).
+        record_seq: SeqNo,
     },
     /// The newest version is a deletion.
     Deleted,
@@ -26,10 +56,13 @@ pub enum Lookup {
 /// number, without its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyLookup {
-    /// A separated value written at `seq`.
+    /// A separated value: the version at `seq` names the record written at `record_seq`.
     Handle {
         /// The version's sequence number.
         seq: SeqNo,
+        /// The record's sequence number (the version's own unless the handle was written back
+        /// after the record moved).
+        record_seq: SeqNo,
     },
     /// An inline value written at `seq`.
     Inline {
@@ -47,9 +80,9 @@ impl KeyLookup {
     /// The version's sequence number.
     pub fn seq(&self) -> SeqNo {
         match *self {
-            KeyLookup::Handle { seq } | KeyLookup::Inline { seq } | KeyLookup::Deleted { seq } => {
-                seq
-            }
+            KeyLookup::Handle { seq, .. }
+            | KeyLookup::Inline { seq }
+            | KeyLookup::Deleted { seq } => seq,
         }
     }
 }

@@ -47,8 +47,15 @@ fn reclaim_with(
     tune: fn(Options) -> Options,
 ) -> (gleaner::DbStats, gleaner::GcRunStats) {
     let fs = FaultFs::new(1);
-    // GC only when asked, so the test sees what `run_gc` does.
-    let opts = || tune(options(&fs).with_gc_threads(0));
+    // GC only when asked, so the test sees what `run_gc` does; no workers, so no background
+    // job still holds (and keeps on disk) a table GC collected when the bytes are measured.
+    let opts = || {
+        tune(
+            options(&fs)
+                .with_gc_threads(0)
+                .with_inline_background_work(true),
+        )
+    };
     let db = Db::open(dir, opts()).expect("open");
     let n = 600u32;
     let latest = |i: u32| {

@@ -35,11 +35,12 @@ use gleaner::{Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteO
 const KEY_SPACE: u64 = 500;
 /// Values at least this long are separated into value tables (tiny, so both paths are used).
 const MIN_SEPARATED: u64 = 512;
-/// The GC variants `--gc` accepts: the `scavenger` policy, and the `terarkdb` policy (`tdb`)
+/// The GC variants `--gc` accepts: the `scavenger` policy, the `terarkdb` policy (`tdb`)
 /// with any of Scavenger's techniques switched on (`r` lazy read, `l` index-decoupled tables and
-/// lookups, `w` hotness-aware writes), named as in the paper's ablation.
+/// lookups, `w` hotness-aware writes), named as in the paper's ablation, and `titan`.
 const GC_VARIANTS: &[&str] = &[
     "scavenger",
+    "titan",
     "tdb",
     "tdb-r",
     "tdb-l",
@@ -371,6 +372,15 @@ fn parse_loop_gc(name: &str) -> Result<String, String> {
 /// explicitly: a switch the caller leaves unset would come from the OPTIONS file, i.e. from the
 /// variant an earlier cycle ran.
 fn with_gc_variant(opts: Options, variant: &str) -> Options {
+    if variant == "titan" {
+        // As frequent as the others' GC (`gc_garbage_ratio` above).
+        return opts
+            .with_gc_policy(GcPolicyKind::Titan)
+            .with_titan_discardable_ratio(0.05)
+            .with_gc_lazy_read(Switch::Auto)
+            .with_index_decoupled_tables(Switch::Auto)
+            .with_hotness_aware_writes(Switch::Auto);
+    }
     if variant == "scavenger" {
         return opts
             .with_gc_policy(GcPolicyKind::Scavenger)

@@ -20,7 +20,7 @@ use crate::cache::ValueTableCache;
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
-use crate::value::ValueHandle;
+use crate::value::StoredHandle;
 use crate::version::{Garbage, ValueSet, Version, VersionEdit};
 
 /// A dropped handle into a table a GC job had claimed, kept in detail.
@@ -54,6 +54,9 @@ pub struct Settled {
     pub unresolved: u64,
     /// Dropped handles whose record a GC job had already reclaimed (no garbage to count).
     pub reclaimed_early: u64,
+    /// Dropped handles whose record is in a retired table (no garbage to count: the table has
+    /// no account, and a newer version references the live copy).
+    pub retired: u64,
 }
 
 /// Collects the garbage a compaction creates.
@@ -67,6 +70,7 @@ pub struct GarbageListener {
     detailed: Vec<ClaimedDrop>,
     unresolved: u64,
     reclaimed_early: u64,
+    retired: u64,
     /// The first error that kept a drop from being placed; `settle` returns it.
     failure: Option<Error>,
 }
@@ -83,6 +87,7 @@ impl GarbageListener {
             detailed: Vec::new(),
             unresolved: 0,
             reclaimed_early: 0,
+            retired: 0,
             failure: None,
         }
     }
@@ -137,6 +142,10 @@ impl GarbageListener {
                     unresolved += 1;
                     continue;
                 }
+                Placement::Retired => {
+                    self.retired += 1;
+                    continue;
+                }
             };
             let g = delta.entry(t).or_default();
             g.records += 1;
@@ -164,6 +173,7 @@ impl GarbageListener {
             late,
             unresolved,
             reclaimed_early: self.reclaimed_early,
+            retired: self.retired,
         })
     }
 }
@@ -173,16 +183,17 @@ impl DropListener for GarbageListener {
         if event.key.kind != ValueKind::ValueHandle {
             return;
         }
-        let Ok(handle) = ValueHandle::decode(event.value, "compaction input", 0) else {
+        let Ok(stored) = StoredHandle::decode(event.value, "compaction input", 0) else {
             self.unresolved += 1;
             return;
         };
+        let (handle, record_seq) = (stored.location, stored.record_seq(event.key.seq));
         let table = match place(
             self.version.values(),
             &self.cache,
             handle.file_number,
             event.key.user_key,
-            event.key.seq,
+            record_seq,
         ) {
             Ok(Placement::Table(t)) => t,
             Ok(Placement::ReclaimedEarly) => {
@@ -191,6 +202,10 @@ impl DropListener for GarbageListener {
             }
             Ok(Placement::Unknown) => {
                 self.unresolved += 1;
+                return;
+            }
+            Ok(Placement::Retired) => {
+                self.retired += 1;
                 return;
             }
             Err(e) => {
@@ -202,7 +217,7 @@ impl DropListener for GarbageListener {
             self.detailed.push(ClaimedDrop {
                 table,
                 key: event.key.user_key.to_vec(),
-                seq: event.key.seq,
+                seq: record_seq,
                 len: handle.len,
             });
         } else {
@@ -223,6 +238,9 @@ enum Placement {
     ReclaimedEarly,
     /// Unknown: a table that inheritance leads to is damaged.
     Unknown,
+    /// In a retired table (collected by write-back): it has no garbage account, and the
+    /// record's live copy, if any, is referenced by a newer version.
+    Retired,
 }
 
 /// Where record `(user_key, seq)`, written to table `number`, is now: the table itself when
@@ -240,12 +258,16 @@ fn place(
     if values.live(number).is_some() {
         return Ok(Placement::Table(number));
     }
+    if values.retired_table(number).is_some() {
+        return Ok(Placement::Retired);
+    }
     for v in values.candidates(number, user_key) {
         // Dense index blocks are cached: neighbouring drops share them.
         let found = cache
             .get(v.number, v.file_size, IoClass::CompactionRead)
             .and_then(|t| t.find(user_key, seq, IoClass::CompactionRead, true));
         match found {
+            Ok(Some(_)) if values.live(v.number).is_none() => return Ok(Placement::Retired),
             Ok(Some(_)) => return Ok(Placement::Table(v.number)),
             Ok(None) => {}
             // A damaged table stays damaged: the drop is counted as unresolved (stats and
@@ -282,13 +304,20 @@ impl<'a> HandleRewriter<'a> {
         }
     }
 
-    /// The replacement value of entry `ikey` / `value`, if it is a stale handle.
-    pub fn rewrite(&mut self, key: &ParsedKey<'_>, value: &[u8]) -> Result<Option<ValueHandle>> {
+    /// The replacement value of entry `ikey` / `value`, if it is a stale handle: the same
+    /// record (and record sequence number) at its current place.
+    pub fn rewrite(&mut self, key: &ParsedKey<'_>, value: &[u8]) -> Result<Option<StoredHandle>> {
         if key.kind != ValueKind::ValueHandle {
             return Ok(None);
         }
-        let handle = ValueHandle::decode(value, "compaction input", 0)?;
-        if self.version.values().live(handle.file_number).is_some() {
+        let stored = StoredHandle::decode(value, "compaction input", 0)?;
+        let handle = stored.location;
+        let values = self.version.values();
+        // A live table holds the record where the handle says; so does a retired one, which
+        // only versions a newer one shadows still name (they go when compaction drops them).
+        if values.live(handle.file_number).is_some()
+            || values.retired_table(handle.file_number).is_some()
+        {
             return Ok(None);
         }
         // No record: a GC job reclaimed it early because the version is shadowed (no snapshot
@@ -297,7 +326,7 @@ impl<'a> HandleRewriter<'a> {
         let Some(at) = self.version.values().try_locate(
             self.cache,
             key.user_key,
-            key.seq,
+            stored.record_seq(key.seq),
             handle,
             IoClass::CompactionRead,
             false,
@@ -307,6 +336,9 @@ impl<'a> HandleRewriter<'a> {
             return Ok(None);
         };
         self.rewritten += 1;
-        Ok(Some(at.handle))
+        Ok(Some(StoredHandle {
+            location: at.handle,
+            record_seq: stored.record_seq,
+        }))
     }
 }

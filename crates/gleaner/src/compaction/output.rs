@@ -16,7 +16,7 @@ use crate::gc::router::MAX_VALUE_CLASSES;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};
-use crate::value::ValueHandle;
+use crate::value::{StoredHandle, ValueHandle};
 use crate::version::{Dependence, FileMetaData, NewTable, TableMeta, ValueTableMeta};
 
 /// Where and how output tables are written.
@@ -188,8 +188,8 @@ impl TableOutputs {
                 }
             }
             ValueKind::ValueHandle => {
-                let handle = ValueHandle::decode(value, "compaction input", 0)?;
-                self.note_handle(&handle);
+                let stored = StoredHandle::decode(value, "compaction input", 0)?;
+                self.note_handle(&stored.location);
             }
             ValueKind::Deletion => {}
         }

@@ -186,6 +186,10 @@ impl DbInner {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => self.set_bg_error(e),
         }
+        // A flush may have moved the last write-backs below a retired table's obsolete
+        // sequence number into key tables. A failure to log the release is the background error
+        // already (a failed manifest write); closing just leaves it for the next open.
+        let _ = self.release_retired();
         self.purge_obsolete_files();
         ok
     }
@@ -317,17 +321,31 @@ impl DbInner {
             min_size: self.opts.min_separated_value_size(),
             router: Arc::clone(&self.policy.router),
         });
-        let (done, stats) = match self.policy.hooks.drop_listener() {
-            // Versions a flush drops were overwritten while in the memtable; the policy may
-            // want to hear of them (Scavenger's DropCache: their keys are hot).
-            Some(mut extra) => flush_memtables(
-                mems,
-                snapshots,
-                out,
-                separation,
-                &mut TeeListener(&mut drops, extra.as_mut()),
-            )?,
-            None => flush_memtables(mems, snapshots, out, separation, &mut drops)?,
+        // Memtables hold handles only where a GC wrote them back (policy `titan`); a flush that
+        // drops one (the key was overwritten again before the flush) makes its record garbage,
+        // counted here as a compaction counts its drops.
+        let mut garbage = {
+            let st = self.state.lock();
+            GarbageListener::new(
+                Arc::clone(&st.version),
+                Arc::clone(&self.values),
+                st.gc_claimed.clone(),
+            )
+        };
+        let (done, stats) = {
+            let mut counted = TeeListener(&mut drops, &mut garbage);
+            match self.policy.hooks.drop_listener() {
+                // Versions a flush drops were overwritten while in the memtable; the policy may
+                // want to hear of them (Scavenger's DropCache: their keys are hot).
+                Some(mut extra) => flush_memtables(
+                    mems,
+                    snapshots,
+                    out,
+                    separation,
+                    &mut TeeListener(&mut counted, extra.as_mut()),
+                )?,
+                None => flush_memtables(mems, snapshots, out, separation, &mut counted)?,
+            }
         };
         // Install strictly in memtable order: wait until ours are the oldest.
         {
@@ -349,21 +367,34 @@ impl DbInner {
                 .get(mems.len())
                 .map_or(st.mem.wal_number(), |m| m.wal_number())
         };
-        let edit = VersionEdit {
+        let mut edit = VersionEdit {
             log_number: Some(log_number),
             last_sequence: Some(self.visible_seq.load(Ordering::Acquire)),
             new_tables: done.key_tables,
             new_value_tables: done.value_tables,
             ..Default::default()
         };
+        // As a compaction's: placed against the version the edit applies to, under the manifest
+        // lock; an error placing a drop fails the flush before its edit.
+        let claimed_now = self.state.lock().gc_claimed.clone();
+        let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
         // A failed manifest write may still have put the edit on disk (a failed sync, say), and
         // a reopen then needs the tables it names: keep them either way. An edit that did not
         // land leaves them orphans, which the next open deletes.
         let result = versions.log_and_apply(edit);
         done.pending.keep();
         let version = result?;
+        Counters::add(&self.counters.unresolved_drops, settled.unresolved);
+        Counters::add(
+            &self.counters.drops_reclaimed_early,
+            settled.reclaimed_early,
+        );
+        Counters::add(&self.counters.drops_into_retired, settled.retired);
         {
             let mut st = self.state.lock();
+            for (table, drop) in settled.late {
+                st.late_drops.entry(table).or_default().push(drop);
+            }
             for m in mems {
                 let front = st.imm.pop_front();
                 debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, m)));
@@ -456,6 +487,7 @@ impl DbInner {
             &self.counters.drops_reclaimed_early,
             settled.reclaimed_early,
         );
+        Counters::add(&self.counters.drops_into_retired, settled.retired);
         Counters::add(&self.counters.handles_rewritten, stats.handles_rewritten);
         Counters::add(
             &self.counters.value_tables_freed,

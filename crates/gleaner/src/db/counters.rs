@@ -55,6 +55,8 @@ pub struct Counters {
     pub unresolved_drops: AtomicU64,
     /// Dropped value handles whose record a GC job had already reclaimed.
     pub drops_reclaimed_early: AtomicU64,
+    /// Dropped handles whose record was in a retired table.
+    pub drops_into_retired: AtomicU64,
     /// Stale value handles compactions pointed at the table now holding their record.
     pub handles_rewritten: AtomicU64,
     /// Value tables deleted because every record became garbage (no GC job needed).
@@ -81,6 +83,12 @@ pub struct Counters {
     pub space_wait_micros: AtomicU64,
     /// Whole-tree compactions run by stopped writers to surface hidden garbage.
     pub space_compactions: AtomicU64,
+    /// Handles a write-back GC job wrote back into the index tree (policy `titan`).
+    pub gc_written_back: AtomicU64,
+    /// Retired value tables released (deleted once unreferenced).
+    pub value_tables_released: AtomicU64,
+    /// Write-backs skipped because a user write to the key got there first.
+    pub gc_write_back_conflicts: AtomicU64,
     /// GC validity checks the DropCache answered.
     pub gc_drop_cache_answers: AtomicU64,
     /// Bytes of value tables GC wrote, per value class (the router's numbering).

@@ -9,11 +9,12 @@ use std::time::Duration;
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
 use crate::gc::{
-    CommitStyle, GcJobStats, OracleEnv, PickContext, RecordRef, ValidityContext, VictimCandidate,
-    run_gc_job,
+    CommitStyle, GcJobStats, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
+    VictimCandidate, run_gc_job,
 };
 use crate::io::IoClass;
 use crate::table::ReadCtx;
+use crate::value::StoredHandle;
 use crate::version::{Garbage, Inheritor, VersionEdit};
 
 /// Longest single wait before GC re-checks its conditions.
@@ -80,6 +81,8 @@ impl DbInner {
             // The space throttle's directive (threads, victim ratio) follows disk usage even
             // when no write asks.
             self.space_tick();
+            // Snapshots released since the last look may let retired tables go.
+            let _ = self.release_retired();
             let mut st = self.state.lock();
             if st.shutting_down {
                 return None;
@@ -138,6 +141,8 @@ impl DbInner {
         self.progress_cv.notify_all();
         let stats = result?;
         self.record_gc(&stats);
+        // The job may have retired its victims; a failure here is the background error already.
+        let _ = self.release_retired();
         self.purge_obsolete_files();
         Ok(stats)
     }
@@ -153,7 +158,8 @@ impl DbInner {
             }
             st.check_usable()?;
         }
-        let version = Arc::clone(&self.super_version.load().version);
+        let sv = self.super_version.load_full();
+        let version = Arc::clone(&sv.version);
         // A victim may have been deleted meanwhile: a compaction that was committing while the
         // claim was made can still have found it entirely garbage. There is nothing left to do
         // for such a table.
@@ -181,7 +187,14 @@ impl DbInner {
             .unwrap_or(0);
         // Snapshots read after the version was pinned: later ones read above all of its tables.
         let validity = ValidityContext::new(self.snapshots.sequences(), durable_seq);
+        // Loaded after the super version, as a read does: every write the memtables hold at
+        // or below it is in them already.
+        let memtable_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+        let memtables = sv.memtables();
+        drop(sv);
         let env = OracleEnv {
+            memtables: &memtables,
+            memtable_seq,
             version: &version,
             tables: &self.tables,
             validity: &validity,
@@ -192,19 +205,174 @@ impl DbInner {
         };
         let oracle = self.policy.oracle.as_ref();
         let mut is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
+        let plan = JobPlan {
+            read_mode: self.policy.read_mode,
+            router: Arc::clone(&self.policy.router),
+            max_gap: self.opts.gc_read_gap(),
+            record_moves: self.policy.commit == CommitStyle::WriteBack,
+        };
         let out = run_gc_job(
             &victims,
-            self.policy.read_mode,
+            plan,
             &mut is_live,
             self.value_output_config(IoClass::GcWrite),
-            Arc::clone(&self.policy.router),
-            self.opts.gc_read_gap(),
             Some(&self.shutting_down),
         )?;
         drop(victims);
+        drop(memtables);
         match self.policy.commit {
             CommitStyle::Inheritance => self.commit_gc(&live, out),
+            CommitStyle::WriteBack => self.commit_write_back(&live, out),
         }
+    }
+
+    /// Commits a job by writing the new places back into the index tree (policy `titan`):
+    ///
+    /// 1. one edit installs the outputs, marked as awaiting their write-back (their records are
+    ///    referenced by nothing yet; should the database stop before step 3, the next open
+    ///    counts what the written-back handles reference and sets their garbage from that);
+    /// 2. each moved record's new handle is written through the write path, if the key's newest
+    ///    version still names the record — checked by the write group's leader, so no other
+    ///    write can come in between; a user write that got there first wins, and the copy is
+    ///    garbage at once; then the WAL is synced, so every write-back, and every version the
+    ///    checks saw, survives a crash;
+    /// 3. one edit clears the marks, adds the copies that lost as garbage, and retires the
+    ///    victims at the newest sequence number: versions naming them are all shadowed at or
+    ///    below it, so they are released once no snapshot reads below it.
+    ///
+    /// Drops of the victims' handles are moot from step 3 on (a retired table keeps no account),
+    /// and the outputs stay claimed until then, so no other job picks them.
+    fn commit_write_back(
+        &self,
+        victims: &[u64],
+        out: crate::gc::GcJobOutput,
+    ) -> Result<GcJobStats> {
+        let outputs: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
+        let installed = VersionEdit {
+            write_back: outputs.iter().map(|n| (*n, true)).collect(),
+            new_value_tables: out.tables,
+            ..Default::default()
+        };
+        self.state.lock().gc_claimed.extend(outputs.iter().copied());
+        let result = self
+            .log_gc_edit(installed, Some(out.pending))
+            .and_then(|()| {
+                let mut lost: BTreeMap<u64, Garbage> = BTreeMap::new();
+                let mut written = 0u64;
+                for m in &out.moved {
+                    let stored = StoredHandle {
+                        location: m.to,
+                        record_seq: Some(m.seq),
+                    };
+                    if self.write_back(&m.key, m.from, &stored)? {
+                        written += 1;
+                    } else {
+                        let g = lost.entry(m.to.file_number).or_default();
+                        g.records += 1;
+                        g.bytes += m.to.len;
+                    }
+                }
+                self.sync_wal()?;
+                Counters::add(&self.counters.gc_written_back, written);
+                Counters::add(
+                    &self.counters.gc_write_back_conflicts,
+                    out.moved.len() as u64 - written,
+                );
+                let obsolete_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+                let finished = VersionEdit {
+                    write_back: outputs.iter().map(|n| (*n, false)).collect(),
+                    value_garbage: lost.into_iter().collect(),
+                    retired_value_tables: victims.iter().map(|v| (*v, obsolete_seq)).collect(),
+                    ..Default::default()
+                };
+                self.log_gc_edit(finished, None)
+            });
+        let mut st = self.state.lock();
+        for n in &outputs {
+            st.gc_claimed.remove(n);
+        }
+        drop(st);
+        result.map(|()| out.stats)
+    }
+
+    /// Releases the retired value tables (policy `titan`) no reader can reach any more: every
+    /// version naming one is shadowed at or below its obsolete sequence number, so it is
+    /// unreachable once every snapshot is above that number (Titan's rule) and every version up
+    /// to it is in a key table (ours: so that the garbage recount and `gleaner check`, which see
+    /// key tables, find the shadowing version beside each handle naming a released table).
+    /// Called after flushes and GC jobs, and by idle GC workers, which see snapshots go.
+    pub(super) fn release_retired(&self) -> Result<()> {
+        let mut versions = self.versions.lock();
+        let releasable: Vec<u64> = {
+            let retired = versions.current().values().retired();
+            if retired.is_empty() {
+                return Ok(());
+            }
+            let oldest_snapshot = self.snapshots.oldest();
+            let st = self.state.lock();
+            let unflushed_from = std::iter::once(&st.mem)
+                .chain(st.imm.iter())
+                .filter_map(|m| m.smallest_seq())
+                .min();
+            retired
+                .iter()
+                .filter(|(_, r)| {
+                    oldest_snapshot.is_none_or(|s| s > r.obsolete_seq)
+                        && unflushed_from.is_none_or(|u| u > r.obsolete_seq)
+                })
+                .map(|(n, _)| *n)
+                .collect()
+        };
+        if releasable.is_empty() {
+            return Ok(());
+        }
+        self.check_open()?;
+        let n = releasable.len() as u64;
+        let edit = VersionEdit {
+            released_value_tables: releasable,
+            ..Default::default()
+        };
+        self.apply_gc_edit(&mut versions, edit, None)?;
+        drop(versions);
+        Counters::add(&self.counters.value_tables_released, n);
+        self.purge_obsolete_files();
+        Ok(())
+    }
+
+    /// Logs and installs a GC edit (keeping `pending`, the files it names, whether or not the
+    /// write reports success: the edit may be on disk all the same). A failed manifest write
+    /// makes the database read-only, as for every edit.
+    fn log_gc_edit(
+        &self,
+        edit: VersionEdit,
+        pending: Option<crate::compaction::PendingFiles>,
+    ) -> Result<()> {
+        let mut versions = self.versions.lock();
+        // Closing: give up before the edit (the outputs are deleted as `pending` drops).
+        self.check_open()?;
+        self.apply_gc_edit(&mut versions, edit, pending)
+    }
+
+    /// Logs `edit` and installs the version it makes, under the manifest lock the caller holds.
+    /// The files `pending` names are kept whether or not the write reports success (a failed
+    /// sync may have put the edit on disk all the same, and a reopen then needs them; an edit
+    /// that did not land leaves orphans the next open deletes). A failed manifest write makes
+    /// the database read-only, as for every edit.
+    fn apply_gc_edit(
+        &self,
+        versions: &mut crate::version::VersionSet,
+        edit: VersionEdit,
+        pending: Option<crate::compaction::PendingFiles>,
+    ) -> Result<()> {
+        let result = versions.log_and_apply(edit);
+        if let Some(p) = pending {
+            p.keep();
+        }
+        let version = result.inspect_err(|e| self.set_bg_error(e.clone()))?;
+        let mut st = self.state.lock();
+        st.version = version;
+        self.install_super_version(&st);
+        Ok(())
     }
 
     /// Installs a job's outputs in one edit: outputs added, victims removed, inheritance
@@ -246,24 +414,7 @@ impl DbInner {
             }
             edit.value_garbage = garbage.into_iter().collect();
         }
-        // A failed manifest write may still have put the edit on disk (a failed sync, say), and
-        // a reopen then needs the outputs it names: keep them either way. An edit that did not
-        // land leaves them orphans, which the next open deletes.
-        let result = versions.log_and_apply(edit);
-        out.pending.keep();
-        let version = match result {
-            Ok(v) => v,
-            Err(e) => {
-                drop(versions);
-                self.set_bg_error(e.clone());
-                return Err(e);
-            }
-        };
-        {
-            let mut st = self.state.lock();
-            st.version = version;
-            self.install_super_version(&st);
-        }
+        self.apply_gc_edit(&mut versions, edit, Some(out.pending))?;
         drop(versions);
         Ok(out.stats)
     }

@@ -16,7 +16,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::merge::MergingIterator;
 use crate::table::ReadCtx;
-use crate::value::ValueHandle;
+use crate::value::StoredHandle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -214,12 +214,12 @@ impl DbIterator {
                 self.saved_value.as_slice(),
             ),
         };
-        let handle = ValueHandle::decode(stored, "iterator input", 0)?;
+        let stored = StoredHandle::decode(stored, "iterator input", 0)?;
         self.fetcher.fetch(
             self.sv.version.values(),
             user_key,
-            seq,
-            handle,
+            stored.record_seq(seq),
+            stored.location,
             &mut self.value_buf,
         )?;
         self.fetched = true;

@@ -558,6 +558,10 @@ impl DbInner {
             tables_freed_without_gc: g(&c.value_tables_freed),
             unresolved_drops: g(&c.unresolved_drops),
             drops_reclaimed_early: g(&c.drops_reclaimed_early),
+            drops_into_retired: g(&c.drops_into_retired),
+            retired_tables: vs.retired().len(),
+            retired_bytes: vs.retired().values().map(|r| r.file.file_size).sum(),
+            tables_released: g(&c.value_tables_released),
             per_table,
         };
         let scores = crate::compaction::picker::level_scores(&version, &self.picker);
@@ -588,12 +592,12 @@ impl DbInner {
             records_read: g(&c.gc_records_read),
             records_dropped: g(&c.gc_records_dropped),
             records_written: g(&c.gc_records_written),
-            lazy_read: self.opts.lazy_read_enabled(),
+            lazy_read: self.policy.read_mode == crate::gc::GcReadMode::Lazy,
             index_decoupled: self.opts.index_decoupled_enabled(),
             value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
             drop_cache_answers: g(&c.gc_drop_cache_answers),
-            hotness_aware: self.opts.hotness_enabled(),
+            hotness_aware: self.policy.drop_cache.is_some(),
             bytes_written_by_class: c
                 .gc_bytes_by_class
                 .iter()
@@ -608,6 +612,8 @@ impl DbInner {
             lookup_micros: g(&c.gc_lookup_micros),
             write_micros: g(&c.gc_write_micros),
             claimed,
+            written_back: g(&c.gc_written_back),
+            write_back_conflicts: g(&c.gc_write_back_conflicts),
         };
         DbStats {
             throttle: self.space.as_ref().map(space::SpaceControl::stats),

@@ -19,7 +19,7 @@ use super::background::table_options;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
 use crate::batch::BatchOp;
 use crate::cache::{BlockCache, TableCache, ValueTableCache};
-use crate::compaction::{DropCounter, PickerConfig, flush_memtables};
+use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_memtables};
 use crate::error::{Error, Result};
 use crate::filename::{
     CURRENT, FileType, LOCK, OPTIONS, manifest_file_name, parse_file_name, table_file_name,
@@ -81,6 +81,13 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
     // are dropped).
     // Tables written from the logs are deleted again unless the edit installing them lands.
     let mut recovered_files = crate::compaction::PendingFiles::new(Arc::clone(fs), dir.clone());
+    // A replayed handle a GC wrote back (policy `titan`) that a later replayed write shadows is
+    // dropped by the flush: its record becomes garbage, counted as any flush counts it.
+    let mut garbage = GarbageListener::new(
+        Arc::clone(rec.versions.current()),
+        Arc::clone(&rec.values),
+        BTreeSet::new(),
+    );
     let mut flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
         let out = crate::compaction::OutputConfig {
             fs: Arc::clone(fs),
@@ -114,7 +121,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             Vec::new(),
             out,
             separation,
-            &mut DropCounter::default(),
+            &mut TeeListener(&mut DropCounter::default(), &mut garbage),
         )?;
         edit.new_tables.extend(done.key_tables);
         edit.new_value_tables.extend(done.value_tables);
@@ -126,6 +133,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
     if !mem.is_empty() {
         flush_recovered(mem, &mut edit)?;
     }
+    garbage.settle(rec.versions.current(), &BTreeSet::new(), &mut edit)?;
 
     // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
     // replayed logs (VersionSet writes a new manifest and points CURRENT at it).
@@ -145,8 +153,9 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
     fs.sync_dir(dir)?;
     edit.log_number = Some(wal_number);
     edit.last_sequence = Some(last_seq);
-    let version = rec.versions.log_and_apply(edit)?;
+    rec.versions.log_and_apply(edit)?;
     recovered_files.keep();
+    let version = settle_write_backs(&mut rec.versions)?;
     write_file_atomically(
         fs.as_ref(),
         dir,
@@ -374,6 +383,9 @@ fn replay_wals(
                 match op {
                     BatchOp::Put { key, value } => mem.add(seq, ValueKind::Value, key, value),
                     BatchOp::Delete { key } => mem.add(seq, ValueKind::Deletion, key, &[]),
+                    BatchOp::PutHandle { key, handle } => {
+                        mem.add(seq, ValueKind::ValueHandle, key, handle);
+                    }
                 }
                 seq += 1;
             }
@@ -524,7 +536,11 @@ fn check_recovered_files(
             return Err(missing(name));
         }
     }
-    for v in version.values().tables() {
+    let values = version.values();
+    for v in values
+        .tables()
+        .chain(values.retired().values().map(|r| &r.file))
+    {
         let name = value_table_file_name(v.number);
         if !present.contains(name.as_str()) {
             return Err(missing(name));
@@ -535,6 +551,66 @@ fn check_recovered_files(
         return Err(missing(wal));
     }
     Ok(())
+}
+
+/// What a read-write open does for write-back GC (policy `titan`, docs/gc.md): it releases every
+/// retired value table (no snapshot exists yet, and the replayed WALs are in key tables now, so
+/// no reader can reach a version naming one), and settles the tables whose write-back a stop
+/// interrupted: the handles that name such a table in key tables (their dependences) are its
+/// references, every other record is garbage, and a table nothing references is deleted. One
+/// more edit, only when there is something to do.
+fn settle_write_backs(versions: &mut VersionSet) -> Result<Arc<Version>> {
+    let current = Arc::clone(versions.current());
+    let values = current.values();
+    if values.retired().is_empty() && values.awaiting_write_back().is_empty() {
+        return Ok(current);
+    }
+    let mut edit = VersionEdit {
+        released_value_tables: values.retired().keys().copied().collect(),
+        ..Default::default()
+    };
+    for &n in values.awaiting_write_back() {
+        let (count, bytes) = current
+            .all_files()
+            .flat_map(|(_, f)| f.dependence.iter())
+            .filter(|d| d.value_table == n)
+            .fold((0u64, 0u64), |(c, b), d| (c + d.count, b + d.bytes));
+        let Some(t) = values.live(n) else { continue };
+        if count == 0 {
+            edit.deleted_value_tables.push(n);
+            continue;
+        }
+        // What is not referenced is garbage; some may be counted already (the replay's flush
+        // counts the handles it drops), so only the rest is added.
+        let counted = values.garbage(n);
+        let unreferenced = t
+            .records
+            .checked_sub(count)
+            .filter(|&g| g >= counted.records)
+            .ok_or_else(|| {
+                Error::corruption(
+                    value_table_file_name(n),
+                    0,
+                    format!(
+                        "key tables hold {count} handles to a table of {} records, {} of them \
+                         garbage",
+                        t.records, counted.records
+                    ),
+                )
+            })?;
+        let garbage = crate::version::Garbage {
+            records: unreferenced - counted.records,
+            bytes: t
+                .record_bytes
+                .saturating_sub(bytes)
+                .saturating_sub(counted.bytes),
+        };
+        if garbage.records > 0 {
+            edit.value_garbage.push((n, garbage));
+        }
+        edit.write_back.push((n, false));
+    }
+    versions.log_and_apply(edit)
 }
 
 /// Fails the open early when direct I/O is asked for but the file system cannot do it: reads

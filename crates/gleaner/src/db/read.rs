@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use super::{Counters, DbInner, ReadOptions, SuperVersion};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
-use crate::key::{SeqNo, make_lookup_key};
+use crate::key::SeqNo;
 use crate::lookup::Lookup;
 use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
@@ -39,29 +39,19 @@ impl DbInner {
         }
         Counters::add(&self.counters.gets, 1);
         let (sv, seq) = self.read_state(opts);
-        let mut found = sv.mem.get(key, seq)?;
-        for m in &sv.imm {
-            if found.is_some() {
-                break;
-            }
-            found = m.get(key, seq)?;
-        }
-        if found.is_none() {
-            let ctx = ReadCtx {
-                class: IoClass::UserRead,
-                fill_cache: opts.fill_cache,
-            };
-            found = sv
-                .version
-                .get(&self.tables, &make_lookup_key(key, seq), ctx)?;
-        }
-        match found {
+        let ctx = ReadCtx {
+            class: IoClass::UserRead,
+            fill_cache: opts.fill_cache,
+        };
+        match sv.get(&self.tables, key, seq, ctx)? {
             Some(Lookup::Value(v)) => Ok(Some(v)),
-            Some(Lookup::Handle { handle, seq }) => {
+            Some(Lookup::Handle {
+                handle, record_seq, ..
+            }) => {
                 let (value, via_inheritance) = sv.version.values().read_value(
                     &self.values,
                     key,
-                    seq,
+                    record_seq,
                     handle,
                     IoClass::UserRead,
                     opts.fill_cache,

@@ -44,6 +44,11 @@ impl SnapshotList {
         self.live.lock().keys().copied().collect()
     }
 
+    /// The sequence number of the oldest live snapshot, if any.
+    pub fn oldest(&self) -> Option<SeqNo> {
+        self.live.lock().keys().next().copied()
+    }
+
     /// Number of live snapshots.
     pub fn count(&self) -> usize {
         self.live.lock().values().sum()

@@ -3,7 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::cache::TableCache;
+use crate::error::Result;
+use crate::key::SeqNo;
+use crate::lookup::{Lookup, newest_version};
 use crate::memtable::MemTable;
+use crate::table::ReadCtx;
 use crate::version::Version;
 
 /// One consistent read state.
@@ -15,4 +20,27 @@ pub struct SuperVersion {
     pub imm: Vec<Arc<MemTable>>,
     /// The key tables.
     pub version: Arc<Version>,
+}
+
+impl SuperVersion {
+    /// The memtables, newest first.
+    pub fn memtables(&self) -> Vec<Arc<MemTable>> {
+        std::iter::once(Arc::clone(&self.mem))
+            .chain(self.imm.iter().cloned())
+            .collect()
+    }
+
+    /// The newest version of `user_key` at or below `seq` in this state.
+    ///
+    /// Errors: reading a key table fails, or an entry there is damaged.
+    pub fn get(
+        &self,
+        tables: &TableCache,
+        user_key: &[u8],
+        seq: SeqNo,
+        ctx: ReadCtx,
+    ) -> Result<Option<Lookup>> {
+        let memtables = std::iter::once(&self.mem).chain(&self.imm);
+        newest_version(memtables, &self.version, tables, user_key, seq, ctx)
+    }
 }

@@ -13,9 +13,11 @@ use crate::batch::{BATCH_HEADER_LEN, BatchOp, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::io::{CountedWriter, IoClass, WriteFileOptions};
-use crate::key::{MAX_SEQUENCE, ValueKind};
+use crate::key::{MAX_SEQUENCE, SeqNo, ValueKind};
 use crate::memtable::MemTable;
 use crate::options::MAX_KEY_SIZE;
+use crate::table::ReadCtx;
+use crate::value::{StoredHandle, ValueHandle};
 use crate::wal::LogWriter;
 
 /// Largest group a leader assembles when its own batch is small: its batch plus 128 KiB.
@@ -31,7 +33,18 @@ const STALL_WAIT: Duration = Duration::from_millis(100);
 pub(super) struct Writer {
     batch: Option<WriteBatch>,
     sync: bool,
+    /// A GC write-back: applied only if the key's newest version still names the record.
+    /// Always a group of its own, checked by its own leader.
+    condition: Option<Condition>,
     done: Mutex<Option<Result<()>>>,
+}
+
+/// The condition of a write-back: the newest version of `key` names the record written at
+/// `record_seq` that is at `location` (where the GC job read it).
+struct Condition {
+    key: Vec<u8>,
+    record_seq: SeqNo,
+    location: ValueHandle,
 }
 
 impl DbInner {
@@ -69,23 +82,78 @@ impl DbInner {
     /// Commits a batch (`None`: switches the memtable) through the write queue; with
     /// `inline_background_work`, then runs the background work it made due.
     pub(super) fn write_impl(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
-        self.commit_queued(batch, sync)?;
+        self.commit_queued(batch, sync, None)?;
         self.run_inline_work();
         Ok(())
     }
 
+    /// Writes `key` → `handle` (a moved record's new place) if the key's newest version still
+    /// names the record written at `record_seq`; returns whether it did. The check and the
+    /// write are one step of the write queue's leader, so no other write comes in between
+    /// (Titan's `WriteWithCallback`). Not synced: the caller syncs the WAL once it is done.
+    pub(super) fn write_back(
+        &self,
+        key: &[u8],
+        from: ValueHandle,
+        handle: &StoredHandle,
+    ) -> Result<bool> {
+        let mut batch = WriteBatch::new();
+        batch.put_handle(key, handle);
+        let condition = Condition {
+            key: key.to_vec(),
+            record_seq: handle.record_seq.unwrap_or_default(),
+            location: from,
+        };
+        self.commit_queued(Some(batch), false, Some(condition))
+    }
+
+    /// Makes every write so far durable (earlier WALs were synced when their memtables were
+    /// sealed). A failure poisons the WAL: writes are refused until the database is reopened.
+    pub(super) fn sync_wal(&self) -> Result<()> {
+        let mut wal = self.wal.lock();
+        let Some(w) = wal.as_mut() else {
+            return Err(Error::Closed);
+        };
+        w.writer
+            .sync()
+            .inspect_err(|e| self.set_bg_error(e.clone()))
+    }
+
+    /// Whether the newest version of `key`, in the memtables or the index tree, names the
+    /// record written at `record_seq` at `location`.
+    fn names_record(&self, key: &[u8], record_seq: SeqNo, location: ValueHandle) -> Result<bool> {
+        let sv = self.super_version.load();
+        let ctx = ReadCtx {
+            class: IoClass::GcLookup,
+            fill_cache: true,
+        };
+        let newest = sv.get(&self.tables, key, MAX_SEQUENCE, ctx)?;
+        Ok(sv
+            .version
+            .values()
+            .names_record(newest.as_ref(), record_seq, location))
+    }
+
     /// Queues a writer and either waits for a leader to commit it or becomes the leader.
-    fn commit_queued(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
+    /// Returns whether the batch was applied: always, unless `condition` failed.
+    fn commit_queued(
+        &self,
+        batch: Option<WriteBatch>,
+        sync: bool,
+        condition: Option<Condition>,
+    ) -> Result<bool> {
         let me = Arc::new(Writer {
             batch,
             sync,
+            condition,
             done: Mutex::new(None),
         });
         let mut queue = self.writers.lock();
         queue.push_back(Arc::clone(&me));
         loop {
             if let Some(r) = me.done.lock().take() {
-                return r;
+                // Conditional writers lead their own group, so a follower's batch was applied.
+                return r.map(|()| true);
             }
             if Arc::ptr_eq(&queue[0], &me) {
                 break;
@@ -100,7 +168,7 @@ impl DbInner {
             let front = queue.pop_front();
             debug_assert!(front.is_some_and(|f| Arc::ptr_eq(&f, w)));
             if !Arc::ptr_eq(w, &me) {
-                *w.done.lock() = Some(result.clone());
+                *w.done.lock() = Some(result.clone().map(|_| ()));
             }
         }
         drop(queue);
@@ -109,10 +177,10 @@ impl DbInner {
     }
 
     /// The leader's group: the writers at the front of the queue, up to a byte budget. A switch
-    /// request is always a group of its own.
+    /// request and a conditional write are always groups of their own.
     fn build_group(queue: &std::collections::VecDeque<Arc<Writer>>) -> Vec<Arc<Writer>> {
         let leader = &queue[0];
-        let Some(first) = &leader.batch else {
+        let Some(first) = leader.batch.as_ref().filter(|_| leader.condition.is_none()) else {
             return vec![Arc::clone(leader)];
         };
         let first_size = first.encoded_size();
@@ -124,7 +192,9 @@ impl DbInner {
         let mut size = first_size;
         let mut group = vec![Arc::clone(leader)];
         for w in queue.iter().skip(1) {
-            let Some(b) = &w.batch else { break };
+            let Some(b) = w.batch.as_ref().filter(|_| w.condition.is_none()) else {
+                break;
+            };
             size += b.encoded_size() - BATCH_HEADER_LEN;
             if size > limit {
                 break;
@@ -134,7 +204,9 @@ impl DbInner {
         group
     }
 
-    fn write_group(&self, group: &[Arc<Writer>]) -> Result<()> {
+    /// Writes the group's batches to the WAL and the memtable; returns whether it did (a
+    /// conditional write whose condition fails writes nothing).
+    fn write_group(&self, group: &[Arc<Writer>]) -> Result<bool> {
         let mut wal_guard = self.wal.lock();
         let Some(wal) = wal_guard.as_mut() else {
             return Err(Error::Closed);
@@ -142,7 +214,14 @@ impl DbInner {
         let force_switch = group[0].batch.is_none();
         let mem = self.make_room(wal, force_switch)?;
         if force_switch {
-            return Ok(());
+            return Ok(true);
+        }
+        // Checked holding the WAL, after any memtable switch: no other write can land between
+        // the check and this one.
+        if let Some(c) = &group[0].condition
+            && !self.names_record(&c.key, c.record_seq, c.location)?
+        {
+            return Ok(false);
         }
         let batches: Vec<&WriteBatch> = group.iter().filter_map(|w| w.batch.as_ref()).collect();
         let count: u64 = batches.iter().map(|b| u64::from(b.count())).sum();
@@ -186,6 +265,10 @@ impl DbInner {
                         mem.add(seq, ValueKind::Deletion, key, &[]);
                         user_bytes += key.len() as u64;
                     }
+                    // The engine's own write (a GC write-back), not user data.
+                    BatchOp::PutHandle { key, handle } => {
+                        mem.add(seq, ValueKind::ValueHandle, key, handle);
+                    }
                 }
                 seq += 1;
             }
@@ -198,7 +281,7 @@ impl DbInner {
         if sync {
             Counters::add(&self.counters.wal_syncs, 1);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Ensures the active memtable has room (or, with `force`, switches a non-empty one),

@@ -93,6 +93,19 @@ impl GcJobStats {
     }
 }
 
+/// A record a job copied, and where the copy is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovedRecord {
+    /// The record's user key.
+    pub key: Vec<u8>,
+    /// The record's sequence number.
+    pub seq: SeqNo,
+    /// Where the job read it (in a victim).
+    pub from: ValueHandle,
+    /// The copy.
+    pub to: ValueHandle,
+}
+
 /// What a finished job produced.
 #[derive(Debug)]
 pub struct GcJobOutput {
@@ -100,6 +113,9 @@ pub struct GcJobOutput {
     pub tables: Vec<ValueTableMeta>,
     /// For every copied record (by its unique sequence number), the output table holding it.
     pub copied: HashMap<SeqNo, u64>,
+    /// Every copied record with its copy, in key order, when the job was asked to record them
+    /// (a write-back commit writes each new place into the index tree); empty otherwise.
+    pub moved: Vec<MovedRecord>,
     /// Figures.
     pub stats: GcJobStats,
     /// The output files: keep them once the edit naming them is installed.
@@ -116,19 +132,34 @@ const CANCEL_CHECK_INTERVAL: u64 = 256;
 /// The validity check a job calls for every record it reads.
 pub type IsLive<'a> = dyn FnMut(&RecordRef<'_>) -> Result<Validity> + 'a;
 
-/// Runs one GC job over `victims`, reading them as `read_mode` says. `is_live` is the policy's
-/// validity check; `router` chooses the output class of every live record; a lazy read reads
-/// through garbage gaps of at most `max_gap` bytes between live records. On any error the
-/// outputs written so far are deleted (they are only kept once the caller installs them).
+/// How a job runs: what the policy chose.
+pub struct JobPlan {
+    /// How victims are read.
+    pub read_mode: GcReadMode,
+    /// The output class of every live record.
+    pub router: Arc<dyn ValueRouter>,
+    /// A lazy read reads through garbage gaps of at most this many bytes between live records.
+    pub max_gap: u64,
+    /// Report every copied record with its copy ([`GcJobOutput::moved`]).
+    pub record_moves: bool,
+}
+
+/// Runs one GC job over `victims` as `plan` says; `is_live` is the policy's validity check.
+/// On any error the outputs written so far are deleted (they are only kept once the caller
+/// installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
-    read_mode: GcReadMode,
+    plan: JobPlan,
     is_live: &mut IsLive<'_>,
     outputs: ValueOutputConfig,
-    router: Arc<dyn ValueRouter>,
-    max_gap: u64,
     cancel: Option<&AtomicBool>,
 ) -> Result<GcJobOutput> {
+    let JobPlan {
+        read_mode,
+        router,
+        max_gap,
+        record_moves,
+    } = plan;
     let mut job = Job {
         stats: GcJobStats {
             victims: victims.len() as u64,
@@ -136,6 +167,7 @@ pub fn run_gc_job(
         },
         out: ClassedValueOutputs::new(outputs, router, RouteOrigin::Gc),
         copied: HashMap::new(),
+        moved: record_moves.then(Vec::new),
         is_live,
         cancel,
         max_gap,
@@ -148,6 +180,7 @@ pub fn run_gc_job(
         mut stats,
         out,
         copied,
+        moved,
         ..
     } = job;
     let start = Instant::now();
@@ -158,6 +191,7 @@ pub fn run_gc_job(
     Ok(GcJobOutput {
         tables: done.tables,
         copied,
+        moved: moved.unwrap_or_default(),
         stats,
         pending: done.pending,
     })
@@ -172,6 +206,7 @@ struct Job<'a, 'b> {
     stats: GcJobStats,
     out: ClassedValueOutputs,
     copied: HashMap<SeqNo, u64>,
+    moved: Option<Vec<MovedRecord>>,
     is_live: &'a mut IsLive<'b>,
     cancel: Option<&'a AtomicBool>,
     /// Lazy read: longest garbage gap read through rather than skipped.
@@ -217,11 +252,19 @@ impl Job<'_, '_> {
         }
     }
 
-    fn copy(&mut self, record: &OwnedRecord) -> Result<()> {
+    fn copy(&mut self, record: &OwnedRecord, from: ValueHandle) -> Result<()> {
         let start = Instant::now();
         let handle = self.out.add(&record.key, record.seq, &record.value)?;
         self.stats.write_micros += micros_since(start);
         self.copied.insert(record.seq, handle.file_number);
+        if let Some(moved) = &mut self.moved {
+            moved.push(MovedRecord {
+                key: record.key.clone(),
+                seq: record.seq,
+                from,
+                to: handle,
+            });
+        }
         self.stats.records_written += 1;
         Ok(())
     }
@@ -257,7 +300,7 @@ impl Job<'_, '_> {
                 },
             };
             if self.check(&at)? {
-                self.copy(&record)?;
+                self.copy(&record, at.location)?;
             }
         }
         for r in &readers {
@@ -335,9 +378,14 @@ impl Job<'_, '_> {
             }
         }
         self.stats.read_micros += micros_since(start);
-        for record in records {
+        for (record, (v, entry)) in records.into_iter().zip(&window.entries) {
             let record = record.expect("every window entry was read");
-            self.copy(&record)?;
+            let from = ValueHandle {
+                file_number: victims[*v].file_number(),
+                offset: entry.offset,
+                len: entry.len,
+            };
+            self.copy(&record, from)?;
         }
         window.entries.clear();
         window.bytes = 0;

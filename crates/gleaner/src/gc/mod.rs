@@ -8,9 +8,10 @@ pub mod policy;
 pub mod reader;
 pub mod router;
 pub mod scavenger;
+pub mod titan;
 pub mod validity;
 
-pub use job::{GcJobOutput, GcJobStats, IsLive, Validity, run_gc_job};
+pub use job::{GcJobOutput, GcJobStats, IsLive, JobPlan, MovedRecord, Validity, run_gc_job};
 pub use oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, policy_set};

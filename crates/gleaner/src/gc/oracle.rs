@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::hotness::DropCache;
 use crate::key::{MAX_SEQUENCE, SeqNo, make_lookup_key};
 use crate::lookup::{KeyLookup, Lookup};
+use crate::memtable::MemTable;
 use crate::table::ReadCtx;
 use crate::value::ValueHandle;
 use crate::version::Version;
@@ -27,9 +28,16 @@ pub struct RecordRef<'a> {
     pub location: ValueHandle,
 }
 
-/// What a job's checks are decided against: one pinned version of the index tree and the
-/// snapshots live once it was pinned.
+/// What a job's checks are decided against: one pinned version of the index tree, the
+/// memtables of the same moment, and the snapshots live once they were pinned.
 pub struct OracleEnv<'a> {
+    /// The memtables, newest first. Versions there may not survive a crash (an unsynced WAL
+    /// tail), so an oracle that reads them must make them durable before its job's verdicts
+    /// take effect (policy `titan` syncs the WAL before it retires its victims).
+    pub memtables: &'a [Arc<MemTable>],
+    /// The newest sequence number when the memtables were pinned: they keep taking writes,
+    /// and lookups there read at it, so they see the same moment as the version.
+    pub memtable_seq: SeqNo,
     /// The pinned version.
     pub version: &'a Version,
     /// Key tables, for lookups.
@@ -91,13 +99,14 @@ impl ValidityOracle for IndexOracle {
         };
         let lookup = make_lookup_key(key, at);
         let live = match self.lookup {
+            // The version found names this record (the one written at `seq`, wherever it is).
             LookupKind::GetKey => matches!(
                 env.version.get_key(env.tables, &lookup, env.ctx)?,
-                Some(KeyLookup::Handle { seq: s }) if s == seq
+                Some(KeyLookup::Handle { record_seq, .. }) if record_seq == seq
             ),
             LookupKind::Get => matches!(
                 env.version.get(env.tables, &lookup, env.ctx)?,
-                Some(Lookup::Handle { seq: s, .. }) if s == seq
+                Some(Lookup::Handle { record_seq, .. }) if record_seq == seq
             ),
         };
         Ok(if live { Validity::Live } else { Validity::Dead })

@@ -39,6 +39,10 @@ pub enum CommitStyle {
     /// outputs, handles naming a victim resolve through them, and compaction rewrites stale
     /// handles as it passes them.
     Inheritance,
+    /// The new handle of each moved record is written back into the index tree through the
+    /// write path, if the key's newest version still names the record (Titan); the victims are
+    /// retired, readable until no snapshot can read the versions naming them.
+    WriteBack,
 }
 
 /// What a policy adds to flushes and compactions.
@@ -83,5 +87,6 @@ pub struct PolicySet {
 pub fn policy_set(opts: &Options) -> PolicySet {
     match opts.gc_policy() {
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::policy_set(opts),
+        GcPolicyKind::Titan => super::titan::policy_set(opts),
     }
 }

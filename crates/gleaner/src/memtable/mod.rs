@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, compare_internal};
 use crate::lookup::Lookup;
-use crate::value::ValueHandle;
+use crate::value::StoredHandle;
 
 /// Estimated bytes of skiplist bookkeeping per entry (node header, tower, allocation slack),
 /// added to the entry's own bytes when measuring the memtable against `memtable_size`.
@@ -66,6 +66,8 @@ pub struct MemTable {
     set: SkipSet<MemEntry>,
     approx_bytes: AtomicU64,
     entries: AtomicU64,
+    /// Smallest sequence number inserted (`u64::MAX` while empty).
+    smallest_seq: AtomicU64,
     wal_number: u64,
 }
 
@@ -86,8 +88,15 @@ impl MemTable {
             set: SkipSet::new(),
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
+            smallest_seq: AtomicU64::new(u64::MAX),
             wal_number,
         }
+    }
+
+    /// The smallest sequence number in the memtable, or `None` while it is empty: every
+    /// version below it that the database holds is in an older memtable or a key table.
+    pub fn smallest_seq(&self) -> Option<SeqNo> {
+        Some(self.smallest_seq.load(AtomicOrdering::Acquire)).filter(|&s| s != u64::MAX)
     }
 
     /// The WAL that holds this memtable's writes.
@@ -109,6 +118,7 @@ impl MemTable {
         self.set.insert(entry);
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
+        self.smallest_seq.fetch_min(seq, AtomicOrdering::AcqRel);
     }
 
     /// The newest version of `user_key` with sequence at most `seq`, if the memtable has one.
@@ -127,10 +137,14 @@ impl MemTable {
         Ok(Some(match parsed.kind {
             ValueKind::Value => Lookup::Value(found.value().to_vec()),
             ValueKind::Deletion => Lookup::Deleted,
-            ValueKind::ValueHandle => Lookup::Handle {
-                handle: ValueHandle::decode(found.value(), "memtable", 0)?,
-                seq: parsed.seq,
-            },
+            ValueKind::ValueHandle => {
+                let stored = StoredHandle::decode(found.value(), "memtable", 0)?;
+                Lookup::Handle {
+                    handle: stored.location,
+                    seq: parsed.seq,
+                    record_seq: stored.record_seq(parsed.seq),
+                }
+            }
         }))
     }
 

@@ -70,6 +70,8 @@ pub const DEFAULT_VALUE_TABLE_SIZE: u64 = 256 << 20;
 pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Scavenger;
 /// Default `gc_garbage_ratio`: a value table is a GC candidate at 20% garbage.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
+/// Default `titan_discardable_ratio`: Titan's `blob_file_discardable_ratio`, 0.5.
+pub const DEFAULT_TITAN_DISCARDABLE_RATIO: f64 = 0.5;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
 /// Default `gc_read_gap`: 64 KiB (on the 1.4 GB/s, 33 k reads/s test disk a read costs about as
@@ -269,7 +271,8 @@ options_table! {
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
-    /// The garbage-collection policy (`scavenger` or `terarkdb`). Default `scavenger`.
+    /// The garbage-collection policy (`scavenger`, `terarkdb` or `titan`; docs/gc.md compares
+    /// them). Default `scavenger`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);
     /// Lazy GC read (Scavenger §3.2): a GC job reads the victims' dense indexes, checks every
     /// record from its index entry, and reads only live records' values, adjacent ones in one
@@ -297,6 +300,9 @@ options_table! {
     /// Garbage ratio (garbage bytes ÷ record bytes) at which a value table becomes a GC victim.
     /// Default 0.2; from 0 to 1.
     (gc_garbage_ratio, with_gc_garbage_ratio, f64, DEFAULT_GC_GARBAGE_RATIO, persisted: true);
+    /// Policy `titan`: garbage ratio (Titan's discardable ratio) at which a value table becomes
+    /// a victim. Default 0.5; above 0, at most 1.
+    (titan_discardable_ratio, with_titan_discardable_ratio, f64, DEFAULT_TITAN_DISCARDABLE_RATIO, persisted: true);
     /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
     /// (`Db::run_gc`, `gleaner gc`).
     (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
@@ -474,6 +480,12 @@ impl Options {
         )?;
         range("value_table_size", self.value_table_size, 1 << 10, 64 << 30)?;
         range("gc_garbage_ratio", self.gc_garbage_ratio, 0.0, 1.0)?;
+        if !(self.titan_discardable_ratio > 0.0 && self.titan_discardable_ratio <= 1.0) {
+            return Err(Error::invalid(format!(
+                "option `titan_discardable_ratio` is {}, but must be above 0 and at most 1",
+                self.titan_discardable_ratio
+            )));
+        }
         range("gc_threads", self.gc_threads, 0, 64)?;
         range(
             "gc_max_input_size",

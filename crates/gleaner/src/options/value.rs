@@ -96,17 +96,27 @@ pub enum GcPolicyKind {
     /// can be switched off by its own option, e.g. `gc_lazy_read=off`).
     #[default]
     Scavenger,
+    /// Titan (TiKV): victims by discardable ratio (`titan_discardable_ratio`), every record
+    /// read and checked against the key's newest version, live records rewritten and their new
+    /// handles written back into the index tree through the write path, unless a user write
+    /// got there first; victims are deleted once no snapshot can read them.
+    Titan,
 }
 
 impl GcPolicyKind {
     /// Every policy, for error messages.
-    pub const ALL: [GcPolicyKind; 2] = [GcPolicyKind::Terarkdb, GcPolicyKind::Scavenger];
+    pub const ALL: [GcPolicyKind; 3] = [
+        GcPolicyKind::Terarkdb,
+        GcPolicyKind::Scavenger,
+        GcPolicyKind::Titan,
+    ];
 
     /// The policy's name in options.
     pub fn name(self) -> &'static str {
         match self {
             GcPolicyKind::Terarkdb => "terarkdb",
             GcPolicyKind::Scavenger => "scavenger",
+            GcPolicyKind::Titan => "titan",
         }
     }
 

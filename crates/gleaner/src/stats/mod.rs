@@ -187,6 +187,19 @@ pub struct ValueStats {
     /// there was no garbage left to count.
     #[serde(default)]
     pub drops_reclaimed_early: u64,
+    /// Dropped handles whose record was in a retired table (policy `titan`; nothing to count).
+    #[serde(default)]
+    pub drops_into_retired: u64,
+    /// Retired value tables (policy `titan`): collected, still on disk for the older versions
+    /// that name them.
+    #[serde(default)]
+    pub retired_tables: usize,
+    /// Bytes of those.
+    #[serde(default)]
+    pub retired_bytes: u64,
+    /// Retired tables released since open.
+    #[serde(default)]
+    pub tables_released: u64,
     /// Per table.
     pub per_table: Vec<ValueTableStats>,
 }
@@ -245,6 +258,13 @@ pub struct GcStats {
     pub write_micros: u64,
     /// Victims being collected now.
     pub claimed: usize,
+    /// Handles written back into the index tree (policy `titan`).
+    #[serde(default)]
+    pub written_back: u64,
+    /// Write-backs skipped because a user write to the key got there first (the copy is
+    /// garbage at once).
+    #[serde(default)]
+    pub write_back_conflicts: u64,
 }
 
 /// Space: what is on disk against what is live.

@@ -49,7 +49,7 @@ impl Default for ReadCtx {
 /// check, without the inline value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyEntry {
-    /// A value handle (kind 2); the encoded [`ValueHandle`](crate::value::ValueHandle).
+    /// A value handle (kind 2); the encoded [`StoredHandle`](crate::value::StoredHandle).
     Handle(Vec<u8>),
     /// An inline value (kind 1); the value itself is not returned.
     Inline,

@@ -306,6 +306,7 @@ impl Dumper<'_> {
                 match op {
                     BatchOp::Put { key, value } => self.entry(key, seq, "put", value)?,
                     BatchOp::Delete { key } => self.entry(key, seq, "del", &[])?,
+                    BatchOp::PutHandle { key, handle } => self.entry(key, seq, "handle", handle)?,
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 use crate::coding::{Decoder, put_varint64};
 use crate::error::{Error, Result};
+use crate::key::{MAX_SEQUENCE, SeqNo};
 
 /// Where a separated value's record lives: `{file_number, offset, len}` of a record in a value
 /// table. Encoded as three varints (docs/format.md, "Value handle").
@@ -19,8 +20,9 @@ pub struct ValueHandle {
     pub len: u64,
 }
 
-/// Longest encoding of a handle: three ten-byte varints.
-pub const MAX_HANDLE_LEN: usize = 30;
+/// Longest encoding of a handle as an index-tree entry stores it ([`StoredHandle`]): four
+/// ten-byte varints.
+pub const MAX_HANDLE_LEN: usize = 40;
 
 impl ValueHandle {
     /// Appends the encoding to `dst`.
@@ -53,9 +55,117 @@ impl ValueHandle {
     }
 }
 
+/// A value handle as an index-tree entry stores it: where the record is, and the record's
+/// sequence number when it is not the entry's own. An entry written by a flush or compaction
+/// names the record written at its own sequence number; an entry written back through the write
+/// path after the record moved (Titan's GC write-back) has a newer sequence number of its own
+/// and names the record by `record_seq`. Readers check the record they read against
+/// `(user key, record_seq)`. Encoded as the three varints of the [`ValueHandle`], then, only when
+/// `record_seq` is set, a fourth (docs/format.md, "Value handle").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoredHandle {
+    /// Where the record is.
+    pub location: ValueHandle,
+    /// The record's sequence number, when it differs from the entry's.
+    pub record_seq: Option<SeqNo>,
+}
+
+impl StoredHandle {
+    /// A handle naming the record written at the entry's own sequence number.
+    pub fn new(location: ValueHandle) -> Self {
+        StoredHandle {
+            location,
+            record_seq: None,
+        }
+    }
+
+    /// The sequence number of the record an entry at `entry_seq` names.
+    pub fn record_seq(&self, entry_seq: SeqNo) -> SeqNo {
+        self.record_seq.unwrap_or(entry_seq)
+    }
+
+    /// Appends the encoding to `dst`.
+    pub fn encode_to(&self, dst: &mut Vec<u8>) {
+        self.location.encode_to(dst);
+        if let Some(seq) = self.record_seq {
+            put_varint64(dst, seq);
+        }
+    }
+
+    /// The encoding as a new vector.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(MAX_HANDLE_LEN);
+        self.encode_to(&mut v);
+        v
+    }
+
+    /// Decodes a stored handle that must span all of `bytes`; `file` and `offset` locate it for
+    /// errors. A record sequence number above the largest one a write can have is damage.
+    pub fn decode(bytes: &[u8], file: &str, offset: u64) -> Result<StoredHandle> {
+        let mut d = Decoder::new(bytes);
+        let bad = || Error::corruption(file, offset, "malformed value handle");
+        let location = ValueHandle {
+            file_number: d.varint64().ok_or_else(bad)?,
+            offset: d.varint64().ok_or_else(bad)?,
+            len: d.varint64().ok_or_else(bad)?,
+        };
+        let record_seq = if d.is_empty() {
+            None
+        } else {
+            Some(d.varint64().ok_or_else(bad)?)
+        };
+        if !d.is_empty() || location.len == 0 || record_seq.is_some_and(|s| s > MAX_SEQUENCE) {
+            return Err(bad());
+        }
+        Ok(StoredHandle {
+            location,
+            record_seq,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_handles_round_trip_with_and_without_a_record_sequence() {
+        let location = ValueHandle {
+            file_number: 9,
+            offset: 300,
+            len: 4000,
+        };
+        for record_seq in [None, Some(0), Some(77), Some(MAX_SEQUENCE)] {
+            let h = StoredHandle {
+                location,
+                record_seq,
+            };
+            let e = h.encode();
+            assert!(e.len() <= MAX_HANDLE_LEN);
+            assert_eq!(StoredHandle::decode(&e, "t.sst", 0).expect("decode"), h);
+            assert_eq!(h.record_seq(5), record_seq.unwrap_or(5));
+            for cut in 1..e.len() {
+                let r = StoredHandle::decode(&e[..cut], "t.sst", 0);
+                // A cut after the third varint is a handle without a record sequence.
+                if cut == location.encode().len() {
+                    assert_eq!(r.expect("three varints").record_seq, None);
+                } else {
+                    assert!(r.is_err(), "cut at {cut}");
+                }
+            }
+            let mut longer = e.clone();
+            longer.extend_from_slice(&[1, 1]);
+            assert!(StoredHandle::decode(&longer, "t.sst", 0).is_err());
+        }
+        let mut too_new = location.encode();
+        put_varint64(&mut too_new, MAX_SEQUENCE + 1);
+        assert!(StoredHandle::decode(&too_new, "t.sst", 0).is_err());
+        // A plain handle is a stored handle of the entry's own record.
+        assert_eq!(
+            StoredHandle::decode(&location.encode(), "t.sst", 0).expect("decode"),
+            StoredHandle::new(location)
+        );
+    }
 
     #[test]
     fn round_trip_and_strict_decoding() {

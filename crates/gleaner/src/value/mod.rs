@@ -35,4 +35,4 @@ pub use reader::ValueTable;
 pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};
 mod handle;
 
-pub use handle::{MAX_HANDLE_LEN, ValueHandle};
+pub use handle::{MAX_HANDLE_LEN, StoredHandle, ValueHandle};

@@ -26,6 +26,9 @@ mod tag {
     pub const DELETED_VALUE_TABLE: u64 = 9;
     pub const VALUE_GARBAGE: u64 = 10;
     pub const INHERITANCE: u64 = 11;
+    pub const RETIRED_VALUE_TABLE: u64 = 12;
+    pub const RELEASED_VALUE_TABLE: u64 = 13;
+    pub const WRITE_BACK: u64 = 14;
 }
 
 /// A key table added by an edit.
@@ -62,6 +65,14 @@ pub struct VersionEdit {
     pub value_garbage: Vec<(u64, Garbage)>,
     /// Inheritance records: a collected value table and the tables its records went to.
     pub inheritance: Vec<(u64, Vec<Inheritor>)>,
+    /// Live value tables a write-back GC job collected, with the sequence number below which
+    /// readers may still read them (they stay readable, no longer live).
+    pub retired_value_tables: Vec<(u64, SeqNo)>,
+    /// Retired value tables no reader can reach any more.
+    pub released_value_tables: Vec<u64>,
+    /// Live value tables a write-back GC job installed (`true`: their write-back is under way)
+    /// or finished writing back (`false`).
+    pub write_back: Vec<(u64, bool)>,
 }
 
 fn emit(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
@@ -161,6 +172,23 @@ impl VersionEdit {
             }
             emit(&mut out, tag::INHERITANCE, &f);
         }
+        for (number, seq) in &self.retired_value_tables {
+            f.clear();
+            put_varint64(&mut f, *number);
+            put_varint64(&mut f, *seq);
+            emit(&mut out, tag::RETIRED_VALUE_TABLE, &f);
+        }
+        for number in &self.released_value_tables {
+            f.clear();
+            put_varint64(&mut f, *number);
+            emit(&mut out, tag::RELEASED_VALUE_TABLE, &f);
+        }
+        for (number, awaiting) in &self.write_back {
+            f.clear();
+            put_varint64(&mut f, *number);
+            put_varint64(&mut f, u64::from(*awaiting));
+            emit(&mut out, tag::WRITE_BACK, &f);
+        }
         out
     }
 
@@ -186,6 +214,9 @@ impl VersionEdit {
                 tag::DELETED_VALUE_TABLE => "deleted value table",
                 tag::VALUE_GARBAGE => "value garbage",
                 tag::INHERITANCE => "inheritance",
+                tag::RETIRED_VALUE_TABLE => "retired value table",
+                tag::RELEASED_VALUE_TABLE => "released value table",
+                tag::WRITE_BACK => "write-back mark",
                 other => return Err(bad(&format!("unknown field tag {other}"))),
             };
             let trunc = || bad(&format!("truncated {what}"));
@@ -311,6 +342,26 @@ impl VersionEdit {
                     }
                     edit.inheritance.push((victim, children));
                 }
+                tag::RETIRED_VALUE_TABLE => {
+                    let number = p.varint64().ok_or_else(trunc)?;
+                    let seq = p.varint64().ok_or_else(trunc)?;
+                    if seq > MAX_SEQUENCE {
+                        return Err(bad("retired value table's sequence out of range"));
+                    }
+                    edit.retired_value_tables.push((number, seq));
+                }
+                tag::RELEASED_VALUE_TABLE => edit
+                    .released_value_tables
+                    .push(p.varint64().ok_or_else(trunc)?),
+                tag::WRITE_BACK => {
+                    let number = p.varint64().ok_or_else(trunc)?;
+                    let awaiting = match p.varint64().ok_or_else(trunc)? {
+                        0 => false,
+                        1 => true,
+                        other => return Err(bad(&format!("write-back mark {other}"))),
+                    };
+                    edit.write_back.push((number, awaiting));
+                }
                 _ => unreachable!("tags were matched above"),
             }
             if !p.is_empty() {
@@ -379,6 +430,9 @@ mod tests {
                     largest_key: b"y".to_vec(),
                 }],
             )],
+            retired_value_tables: vec![(22, 9_000)],
+            released_value_tables: vec![23],
+            write_back: vec![(31, true), (32, false)],
         }
     }
 
@@ -423,5 +477,12 @@ mod tests {
         emit(&mut huge_list, tag::INHERITANCE, &payload);
         let err = VersionEdit::decode(&huge_list, "M", 0).expect_err("huge list");
         assert!(err.to_string().contains("entries"), "{err}");
+        let mut bad_mark = Vec::new();
+        let mut payload = Vec::new();
+        put_varint64(&mut payload, 5);
+        put_varint64(&mut payload, 2);
+        emit(&mut bad_mark, tag::WRITE_BACK, &payload);
+        let err = VersionEdit::decode(&bad_mark, "M", 0).expect_err("bad mark");
+        assert!(err.is_corruption(), "{err}");
     }
 }

@@ -284,6 +284,11 @@ impl VersionSet {
                 v.mark_obsolete(Arc::clone(&self.sink));
             }
         }
+        for number in &edit.released_value_tables {
+            if let Some(v) = self.current.values().retired_table(*number) {
+                v.mark_obsolete(Arc::clone(&self.sink));
+            }
+        }
         self.current = Arc::new(next);
         Ok(Arc::clone(&self.current))
     }
@@ -336,6 +341,8 @@ impl VersionSet {
         snapshot.new_value_tables = files.new_value_tables;
         snapshot.value_garbage = files.value_garbage;
         snapshot.inheritance = files.inheritance;
+        snapshot.retired_value_tables = files.retired_value_tables;
+        snapshot.write_back = files.write_back;
         let path = self.dir.join(manifest_file_name(number));
         let file = self.fs.new_writable(
             &path,

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
 use crate::io::IoClass;
 use crate::key::SeqNo;
+use crate::lookup::Lookup;
 use crate::value::{ValueHandle, ValueTable};
 
 /// A record's current place.
@@ -56,7 +57,12 @@ impl ValueSet {
         class: IoClass,
         fill_cache: bool,
     ) -> Result<Option<Located>> {
-        if let Some(v) = self.live(handle.file_number) {
+        // A live table holds every record written to it; so does a retired one, which stays
+        // readable for the versions that name it.
+        if let Some(v) = self
+            .live(handle.file_number)
+            .or_else(|| self.retired_table(handle.file_number))
+        {
             return Ok(Some(Located {
                 table: cache.get(v.number, v.file_size, class)?,
                 handle,
@@ -76,6 +82,31 @@ impl ValueSet {
             }
         }
         Ok(None)
+    }
+
+    /// Whether `found`, a key's newest version, names the record written at `record_seq` that
+    /// is at `location`: a handle to that record at that place, or through inheritance records
+    /// when the handle's table was collected. A handle to another copy of the same record (a
+    /// write-back GC interrupted by a crash leaves the victim's copy and the output's copy both
+    /// live until the next GC) names that copy only.
+    pub fn names_record(
+        &self,
+        found: Option<&Lookup>,
+        record_seq: SeqNo,
+        location: ValueHandle,
+    ) -> bool {
+        match found {
+            Some(Lookup::Handle {
+                handle,
+                record_seq: s,
+                ..
+            }) if *s == record_seq => {
+                *handle == location
+                    || (self.live(handle.file_number).is_none()
+                        && self.retired_table(handle.file_number).is_none())
+            }
+            _ => false,
+        }
     }
 
     /// The [`Error::Corruption`] for `handle`, written as `(user_key, seq)`, when it resolves

@@ -139,6 +139,20 @@ pub enum Resolved {
     Gone,
 }
 
+/// A value table a GC job collected by writing the new places of its live records back into
+/// the index tree (policy `titan`): no longer live (it holds no garbage account and is never a
+/// victim again), but still readable by handles that older versions in the tree name, until no
+/// reader can reach those versions.
+#[derive(Debug, Clone)]
+pub struct RetiredTable {
+    /// The table, kept on disk while this entry exists.
+    pub file: Arc<ValueFile>,
+    /// The newest sequence number when the job finished writing back: every version naming
+    /// the table is shadowed by a version at or below it, so readers at or above it never read
+    /// the table.
+    pub obsolete_seq: SeqNo,
+}
+
 /// The value-table part of a version.
 #[derive(Debug, Clone, Default)]
 pub struct ValueSet {
@@ -147,6 +161,11 @@ pub struct ValueSet {
     inheritance: BTreeMap<u64, Vec<Inheritor>>,
     /// Handles from live key tables, per value-table number they name.
     refs: BTreeMap<u64, u64>,
+    /// Collected by write-back, still readable (see [`RetiredTable`]).
+    retired: BTreeMap<u64, RetiredTable>,
+    /// Live tables a write-back GC job installed and is still writing back into the index
+    /// tree: their references are not all in place yet (see docs/gc.md, policy `titan`).
+    awaiting_write_back: BTreeSet<u64>,
 }
 
 impl ValueSet {
@@ -185,6 +204,21 @@ impl ValueSet {
         &self.refs
     }
 
+    /// The retired tables (collected by write-back, still readable), by number.
+    pub fn retired(&self) -> &BTreeMap<u64, RetiredTable> {
+        &self.retired
+    }
+
+    /// The retired table `number`, if it is one.
+    pub fn retired_table(&self, number: u64) -> Option<&Arc<ValueFile>> {
+        self.retired.get(&number).map(|r| &r.file)
+    }
+
+    /// Live tables whose write-back is still in progress (or was interrupted by a crash).
+    pub fn awaiting_write_back(&self) -> &BTreeSet<u64> {
+        &self.awaiting_write_back
+    }
+
     /// The live table that holds the record of `user_key` that a handle naming table `number`
     /// points at, when following inheritance records by key range leads to exactly one live
     /// table; `Gone` when it leads to none or to several (a GC job that wrote hot and cold
@@ -221,7 +255,9 @@ impl ValueSet {
             if !visited.insert(n) {
                 continue;
             }
-            if let Some(t) = self.tables.get(&n) {
+            // A retired table still holds every record it held (a policy switch may have left
+            // inheritance records leading to it).
+            if let Some(t) = self.tables.get(&n).or_else(|| self.retired_table(n)) {
                 out.push(Arc::clone(t));
                 continue;
             }
@@ -242,7 +278,9 @@ impl ValueSet {
             );
         }
         // Every table is visited at most once, and only tables named by the records are.
-        debug_assert!(visited.len() <= self.tables.len() + self.inheritance.len() + 1);
+        debug_assert!(
+            visited.len() <= self.tables.len() + self.retired.len() + self.inheritance.len() + 1
+        );
         out
     }
 
@@ -274,7 +312,10 @@ impl ValueSet {
 
     pub(super) fn add_table(&mut self, meta: ValueTableMeta) -> Result<(), String> {
         let n = meta.number;
-        if self.tables.contains_key(&n) || self.inheritance.contains_key(&n) {
+        if self.tables.contains_key(&n)
+            || self.inheritance.contains_key(&n)
+            || self.retired.contains_key(&n)
+        {
             return Err(format!("value table {n} added twice"));
         }
         self.tables.insert(n, Arc::new(ValueFile::new(meta)));
@@ -283,9 +324,48 @@ impl ValueSet {
 
     pub(super) fn remove_table(&mut self, number: u64) -> Result<Arc<ValueFile>, String> {
         self.garbage.remove(&number);
+        self.awaiting_write_back.remove(&number);
         self.tables
             .remove(&number)
             .ok_or_else(|| format!("edit deletes value table {number}, which is not live"))
+    }
+
+    /// Moves live table `number` to the retired set, readable until `obsolete_seq` is below
+    /// every reader.
+    pub(super) fn retire(&mut self, number: u64, obsolete_seq: SeqNo) -> Result<(), String> {
+        let file = self
+            .remove_table(number)
+            .map_err(|_| format!("edit retires value table {number}, which is not live"))?;
+        self.retired
+            .insert(number, RetiredTable { file, obsolete_seq });
+        Ok(())
+    }
+
+    /// Forgets retired table `number` (its file is deleted once no reader holds it).
+    pub(super) fn release(&mut self, number: u64) -> Result<Arc<ValueFile>, String> {
+        self.retired
+            .remove(&number)
+            .map(|r| r.file)
+            .ok_or_else(|| format!("edit releases value table {number}, which is not retired"))
+    }
+
+    /// Marks live table `number` as awaiting its write-back, or clears the mark.
+    pub(super) fn set_awaiting_write_back(
+        &mut self,
+        number: u64,
+        awaiting: bool,
+    ) -> Result<(), String> {
+        if !self.tables.contains_key(&number) {
+            return Err(format!(
+                "edit marks value table {number} for write-back, but it is not live"
+            ));
+        }
+        if awaiting {
+            self.awaiting_write_back.insert(number);
+        } else {
+            self.awaiting_write_back.remove(&number);
+        }
+        Ok(())
     }
 
     pub(super) fn add_garbage(&mut self, number: u64, delta: Garbage) -> Result<(), String> {
@@ -335,6 +415,7 @@ impl ValueSet {
             let known: BTreeSet<u64> = self
                 .tables
                 .keys()
+                .chain(self.retired.keys())
                 .chain(self.inheritance.keys())
                 .copied()
                 .collect();

@@ -13,6 +13,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, ParsedKey, ValueKind};
 use crate::lookup::{KeyLookup, Lookup};
 use crate::table::{KeyEntry, ReadCtx};
+use crate::value::StoredHandle;
 
 /// The live key tables of every level, and the value tables they reference.
 #[derive(Debug, Clone)]
@@ -148,6 +149,17 @@ impl Version {
         for &number in &edit.deleted_value_tables {
             values.remove_table(number).map_err(bad)?;
         }
+        for &(number, seq) in &edit.retired_value_tables {
+            values.retire(number, seq).map_err(bad)?;
+        }
+        for &number in &edit.released_value_tables {
+            values.release(number).map_err(bad)?;
+        }
+        for &(number, awaiting) in &edit.write_back {
+            values
+                .set_awaiting_write_back(number, awaiting)
+                .map_err(bad)?;
+        }
         for (victim, children) in &edit.inheritance {
             values
                 .add_inheritance(*victim, children.clone())
@@ -176,7 +188,22 @@ impl Version {
                 .all_files()
                 .map(|(l, f)| super::set::new_table(l, f))
                 .collect(),
-            new_value_tables: values.tables().map(|v| v.meta().clone()).collect(),
+            // Retired tables are added, then retired again, as the edits that made them did.
+            new_value_tables: values
+                .tables()
+                .chain(values.retired().values().map(|r| &r.file))
+                .map(|v| v.meta().clone())
+                .collect(),
+            retired_value_tables: values
+                .retired()
+                .iter()
+                .map(|(n, r)| (*n, r.obsolete_seq))
+                .collect(),
+            write_back: values
+                .awaiting_write_back()
+                .iter()
+                .map(|n| (*n, true))
+                .collect(),
             value_garbage: values
                 .tables()
                 .map(|v| (v.number, values.garbage(v.number)))
@@ -264,7 +291,14 @@ impl Version {
                 )
             })?;
             Ok(Some(match entry {
-                KeyEntry::Handle(_) => KeyLookup::Handle { seq: parsed.seq },
+                KeyEntry::Handle(bytes) => {
+                    let name = crate::filename::table_file_name(f.number);
+                    let stored = StoredHandle::decode(&bytes, &name, 0)?;
+                    KeyLookup::Handle {
+                        seq: parsed.seq,
+                        record_seq: stored.record_seq(parsed.seq),
+                    }
+                }
                 KeyEntry::Inline => KeyLookup::Inline { seq: parsed.seq },
                 KeyEntry::Deletion => KeyLookup::Deleted { seq: parsed.seq },
             }))
@@ -316,10 +350,14 @@ impl Version {
         Ok(Some(match parsed.kind {
             ValueKind::Value => Lookup::Value(value),
             ValueKind::Deletion => Lookup::Deleted,
-            ValueKind::ValueHandle => Lookup::Handle {
-                handle: crate::value::ValueHandle::decode(&value, &name(), 0)?,
-                seq: parsed.seq,
-            },
+            ValueKind::ValueHandle => {
+                let stored = StoredHandle::decode(&value, &name(), 0)?;
+                Lookup::Handle {
+                    handle: stored.location,
+                    seq: parsed.seq,
+                    record_seq: stored.record_seq(parsed.seq),
+                }
+            }
         }))
     }
 

@@ -17,9 +17,9 @@ const TECHNIQUES: &[(char, SetSwitch)] = &[
     ('w', |o, s| o.with_hotness_aware_writes(s)),
 ];
 
-/// Every combination of the techniques, as `(name, options transformer)`: `tdb` (the
-/// `terarkdb` policy with every switch off), `tdb-r`, ..., and `scavenger` (the policy with its
-/// defaults).
+/// Every GC policy and ablation variant, as `(name, options transformer)`: every combination of
+/// the techniques, `tdb` (the `terarkdb` policy with every switch off), `tdb-r`, ...,
+/// `scavenger` (the policy with its defaults), and `titan`.
 pub fn gc_variants() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for mask in 0..(1u32 << TECHNIQUES.len()) {
@@ -53,6 +53,16 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
     out.push((
         "scavenger".to_string(),
         Box::new(|o: Options| o.with_gc_policy(GcPolicyKind::Scavenger)),
+    ));
+    // Titan collects at its own threshold; the tests' option sets tune `gc_garbage_ratio` to
+    // make GC frequent, so Titan gets the same.
+    out.push((
+        "titan".to_string(),
+        Box::new(|o: Options| {
+            let ratio = o.gc_garbage_ratio().max(0.01);
+            o.with_gc_policy(GcPolicyKind::Titan)
+                .with_titan_discardable_ratio(ratio)
+        }),
     ));
     out
 }

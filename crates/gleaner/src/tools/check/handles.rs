@@ -12,7 +12,7 @@ use crate::io::IoClass;
 use crate::key::SeqNo;
 use crate::table::ReadCtx;
 use crate::tools::text::render;
-use crate::value::ValueHandle;
+use crate::value::StoredHandle;
 use crate::version::{FileMetaData, Resolved, ValueSet, Version, check_record};
 
 /// Handle failures reported one by one per key table; the rest are summed up in one line, so a
@@ -95,13 +95,13 @@ impl TableHandles {
         user_key: &[u8],
         seq: SeqNo,
         value: &[u8],
-    ) -> Option<ValueHandle> {
+    ) -> Option<StoredHandle> {
         self.seen += 1;
-        match ValueHandle::decode(value, table, 0) {
+        match StoredHandle::decode(value, table, 0) {
             Ok(h) => {
-                let d = self.deps.entry(h.file_number).or_default();
+                let d = self.deps.entry(h.location.file_number).or_default();
                 d.0 += 1;
-                d.1 += h.len;
+                d.1 += h.location.len;
                 Some(h)
             }
             Err(_) => {
@@ -157,9 +157,12 @@ impl<'v> HandleCheck<'v> {
         entry: u64,
         user_key: &[u8],
         seq: SeqNo,
-        handle: ValueHandle,
+        stored: StoredHandle,
         found: &mut TableHandles,
     ) {
+        let handle = stored.location;
+        // The record the entry names: its own, or the one it was written back for.
+        let record_seq = stored.record_seq(seq);
         self.named.insert(handle.file_number);
         let failure = |e: crate::Error| {
             format!(
@@ -168,12 +171,17 @@ impl<'v> HandleCheck<'v> {
                 value_table_file_name(handle.file_number)
             )
         };
-        let located =
-            self.values
-                .try_locate(&self.cache, user_key, seq, handle, IoClass::Other, true);
+        let located = self.values.try_locate(
+            &self.cache,
+            user_key,
+            record_seq,
+            handle,
+            IoClass::Other,
+            true,
+        );
         let error = match located {
             Ok(Some(at)) => {
-                self.check_located(&at, user_key, seq, found, failure);
+                self.check_located(&at, user_key, record_seq, found, failure);
                 return;
             }
             Ok(None) => match self.is_shadowed(user_key, seq) {
@@ -184,7 +192,7 @@ impl<'v> HandleCheck<'v> {
                     self.reclaimed_early += 1;
                     return;
                 }
-                Ok(false) => self.values.dangling(user_key, seq, handle),
+                Ok(false) => self.values.dangling(user_key, record_seq, handle),
                 Err(e) => e,
             },
             Err(e) => e,
@@ -301,6 +309,17 @@ impl Checker {
         }
         for v in values.tables() {
             if damaged.contains(&v.number) || handles.incomplete.contains(&v.number) {
+                continue;
+            }
+            if values.awaiting_write_back().contains(&v.number) {
+                // A write-back GC job stopped before it finished: the next open counts what
+                // the written-back handles reference and settles the garbage from that.
+                self.warning(
+                    value_table_file_name(v.number),
+                    None,
+                    "a write-back GC job installed it and stopped before it finished (its \
+                     garbage is settled at the next open)",
+                );
                 continue;
             }
             let g = values.garbage(v.number);
