@@ -495,7 +495,12 @@ fn power_loss_at_every_step_of_a_gc_job_loses_nothing() {
     };
     let kinds = GC_OP_KINDS.len();
     let mut cases = 0u64;
-    for (variant, tune) in common::gc_variants() {
+    // Policies without GC jobs (`blobdb`: compactions relocate values) have none to cut; the
+    // crash simulation cuts power inside their compactions.
+    let variants = common::gc_variants()
+        .into_iter()
+        .filter(|(v, _)| common::runs_gc_jobs(v));
+    for (variant, tune) in variants {
         let opts = |fs: &FaultFs| {
             Schedule::Inline.tune(tune(
                 options(fs).with_gc_threads(0).with_gc_garbage_ratio(0.1),

@@ -37,10 +37,11 @@ const KEY_SPACE: u64 = 500;
 const MIN_SEPARATED: u64 = 512;
 /// The GC variants `--gc` accepts: the `scavenger` policy, the `terarkdb` policy (`tdb`)
 /// with any of Scavenger's techniques switched on (`r` lazy read, `l` index-decoupled tables and
-/// lookups, `w` hotness-aware writes), named as in the paper's ablation, and `titan`.
+/// lookups, `w` hotness-aware writes), named as in the paper's ablation, `titan` and `blobdb`.
 const GC_VARIANTS: &[&str] = &[
     "scavenger",
     "titan",
+    "blobdb",
     "tdb",
     "tdb-r",
     "tdb-l",
@@ -377,6 +378,15 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
         return opts
             .with_gc_policy(GcPolicyKind::Titan)
             .with_titan_discardable_ratio(0.05)
+            .with_gc_lazy_read(Switch::Auto)
+            .with_index_decoupled_tables(Switch::Auto)
+            .with_hotness_aware_writes(Switch::Auto);
+    }
+    if variant == "blobdb" {
+        // Forced compactions on, so they are killed mid-flight too.
+        return opts
+            .with_gc_policy(GcPolicyKind::Blobdb)
+            .with_blobdb_force_threshold(0.5)
             .with_gc_lazy_read(Switch::Auto)
             .with_index_decoupled_tables(Switch::Auto)
             .with_hotness_aware_writes(Switch::Auto);

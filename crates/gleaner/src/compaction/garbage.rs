@@ -92,6 +92,21 @@ impl GarbageListener {
         }
     }
 
+    /// Counts the old records of values the compaction relocated (policy `blobdb`) as garbage
+    /// of their tables, like dropped handles: the entries that referenced them now name the
+    /// new copies. Relocation only reads live tables, which no GC job of that policy claims.
+    pub fn add_relocated(&mut self, relocated: &BTreeMap<u64, Garbage>) {
+        for (&table, g) in relocated {
+            debug_assert!(
+                !self.claimed.contains(&table),
+                "relocated from claimed {table}"
+            );
+            let a = self.aggregated.entry(table).or_default();
+            a.records += g.records;
+            a.bytes += g.bytes;
+        }
+    }
+
     /// Dropped handles whose record could not be placed (should stay 0).
     pub fn unresolved(&self) -> u64 {
         self.unresolved

@@ -1,6 +1,7 @@
 //! Running a flush or a compaction: merge the inputs, filter them through the compaction
 //! iterator, write the survivors, and describe the result as a version edit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -10,6 +11,7 @@ use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::picker::CompactionPlan;
+use super::relocate::{Relocation, RelocationStats, Relocator};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
@@ -21,7 +23,7 @@ use crate::memtable::MemTable;
 use crate::merge::MergingIterator;
 use crate::table::ReadCtx;
 use crate::value::MAX_HANDLE_LEN;
-use crate::version::{Version, VersionEdit};
+use crate::version::{Garbage, Version, VersionEdit};
 
 /// Figures of one finished job.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,6 +46,8 @@ pub struct JobStats {
     pub micros: u64,
     /// Stale value handles pointed at the table now holding their record.
     pub handles_rewritten: u64,
+    /// Values relocated to new value tables (policy `blobdb`).
+    pub relocation: RelocationStats,
 }
 
 /// How often (in kept entries) a job checks whether it was cancelled.
@@ -56,29 +60,41 @@ fn drain<I: InternalIterator>(
     stats: &mut JobStats,
     cancel: Option<&AtomicBool>,
     mut rewriter: Option<&mut HandleRewriter<'_>>,
+    mut relocator: Option<&mut Relocator<'_>>,
 ) -> Result<()> {
     let mut counter = DropCounter::default();
     let mut handle_buf = Vec::with_capacity(MAX_HANDLE_LEN);
+    let rewrites = rewriter.is_some() || relocator.is_some();
     {
         let mut tee = TeeListener(&mut counter, listener);
         it.seek_to_first(&mut tee)?;
         while it.valid() {
-            let rewritten = match rewriter.as_deref_mut() {
-                Some(r) => {
-                    let key = ParsedKey::parse(it.key()).ok_or_else(|| {
-                        Error::corruption("compaction input", 0, "malformed internal key")
-                    })?;
-                    r.rewrite(&key, it.value())?
-                }
-                None => None,
-            };
-            match rewritten {
-                Some(handle) => {
+            if rewrites {
+                let key = ParsedKey::parse(it.key()).ok_or_else(|| {
+                    Error::corruption("compaction input", 0, "malformed internal key")
+                })?;
+                let mut value = it.value();
+                if let Some(h) = rewriter
+                    .as_deref_mut()
+                    .map(|r| r.rewrite(&key, value))
+                    .transpose()?
+                    .flatten()
+                {
                     handle_buf.clear();
-                    handle.encode_to(&mut handle_buf);
-                    outputs.add(it.key(), &handle_buf)?;
+                    h.encode_to(&mut handle_buf);
+                    value = &handle_buf;
                 }
-                None => outputs.add(it.key(), it.value())?,
+                match relocator
+                    .as_deref_mut()
+                    .map(|r| r.relocate(&key, value))
+                    .transpose()?
+                    .flatten()
+                {
+                    Some((ikey, moved)) => outputs.add(ikey, moved)?,
+                    None => outputs.add(it.key(), value)?,
+                }
+            } else {
+                outputs.add(it.key(), it.value())?;
             }
             stats.entries_out += 1;
             if stats.entries_out.is_multiple_of(CANCEL_CHECK_INTERVAL)
@@ -133,7 +149,15 @@ pub fn flush_memtables(
         input_files: mems.len() as u64,
         ..Default::default()
     };
-    drain(&mut it, &mut outputs, listener, &mut stats, None, None)?;
+    drain(
+        &mut it,
+        &mut outputs,
+        listener,
+        &mut stats,
+        None,
+        None,
+        None,
+    )?;
     let done = outputs.finish()?;
     stats.output_files = (done.key_tables.len() + done.value_tables.len()) as u64;
     stats.output_bytes = done.key_bytes + done.value_bytes;
@@ -141,10 +165,35 @@ pub fn flush_memtables(
     Ok((done, stats))
 }
 
+/// How a compaction relocates values (policy `blobdb`): which, and where the new value tables
+/// go.
+pub struct RelocationSetup {
+    /// Which values.
+    pub plan: Relocation,
+    /// Where and how the new value tables are written.
+    pub values: ValueOutputConfig,
+    /// Their classes.
+    pub router: Arc<dyn ValueRouter>,
+}
+
+/// What a finished compaction produced.
+#[derive(Debug)]
+pub struct CompactionResult {
+    /// The edit that installs it (key tables; value tables written by relocation).
+    pub edit: VersionEdit,
+    /// Figures.
+    pub stats: JobStats,
+    /// Its files: keep them once the edit is installed.
+    pub pending: PendingFiles,
+    /// The old records of relocated values, now garbage, per table: for the garbage
+    /// accounting to count in the same edit.
+    pub relocated_garbage: BTreeMap<u64, Garbage>,
+}
+
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
-/// that still holds its inputs). Returns the edit that installs the result and its output
-/// files (keep them once the edit is installed). When `cancel` is
-/// set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
+/// that still holds its inputs), relocating values as `relocation` says. Returns the edit that
+/// installs the result and its output files (keep them once the edit is installed). When
+/// `cancel` is set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
 #[expect(
     clippy::too_many_arguments,
     reason = "the job's inputs, each a different concern"
@@ -158,7 +207,8 @@ pub fn run_compaction(
     out: OutputConfig,
     listener: &mut dyn DropListener,
     cancel: Option<&AtomicBool>,
-) -> Result<(VersionEdit, JobStats, PendingFiles)> {
+    relocation: Option<RelocationSetup>,
+) -> Result<CompactionResult> {
     let start = Instant::now();
     let mut edit = VersionEdit::default();
     let mut stats = JobStats {
@@ -187,11 +237,13 @@ pub fn run_compaction(
         edit.new_tables
             .push(crate::version::set::new_table(plan.output_level, f));
         stats.micros = start.elapsed().as_micros() as u64;
-        return Ok((
+        // A trivial move rewrites nothing, so it relocates nothing either (as in RocksDB).
+        return Ok(CompactionResult {
             edit,
             stats,
-            PendingFiles::new(Arc::clone(&out.fs), out.dir.clone()),
-        ));
+            pending: PendingFiles::new(Arc::clone(&out.fs), out.dir.clone()),
+            relocated_garbage: BTreeMap::new(),
+        });
     }
     let ctx = ReadCtx {
         class: IoClass::CompactionRead,
@@ -213,6 +265,8 @@ pub fn run_compaction(
     );
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
     let mut rewriter = HandleRewriter::new(version, values);
+    let mut relocator =
+        relocation.map(|r| Relocator::new(version, values, r.plan, r.values, r.router));
     drain(
         &mut it,
         &mut outputs,
@@ -220,12 +274,32 @@ pub fn run_compaction(
         &mut stats,
         cancel,
         Some(&mut rewriter),
+        relocator.as_mut(),
     )?;
     stats.handles_rewritten = rewriter.rewritten;
-    let done = outputs.finish()?;
+    let mut relocated_garbage = BTreeMap::new();
+    let mut moved = None;
+    if let Some(r) = relocator {
+        let done = r.finish()?;
+        stats.relocation = done.stats;
+        relocated_garbage = done.garbage;
+        moved = Some(done.values);
+    }
+    let mut done = outputs.finish()?;
     stats.output_files = done.key_tables.len() as u64;
     stats.output_bytes = done.key_bytes;
     edit.new_tables = done.key_tables;
+    if let Some(values) = moved {
+        stats.output_files += values.tables.len() as u64;
+        stats.output_bytes += values.bytes();
+        edit.new_value_tables = values.tables;
+        done.pending.absorb(values.pending);
+    }
     stats.micros = start.elapsed().as_micros() as u64;
-    Ok((edit, stats, done.pending))
+    Ok(CompactionResult {
+        edit,
+        stats,
+        pending: done.pending,
+        relocated_garbage,
+    })
 }

@@ -7,16 +7,21 @@ pub mod job;
 pub mod output;
 pub mod pending;
 pub mod picker;
+pub mod relocate;
 pub mod value_output;
 
 pub use garbage::{ClaimedDrop, GarbageListener, HandleRewriter, LateDrop, Settled};
 pub use iterator::{
     CompactionIterator, DropCounter, DropEvent, DropListener, DropReason, TeeListener,
 };
-pub use job::{JobStats, Separation, flush_memtables, run_compaction};
+pub use job::{
+    CompactionResult, JobStats, RelocationSetup, Separation, flush_memtables, run_compaction,
+};
 pub use output::{FinishedOutputs, OutputConfig, TableOutputs};
 pub use pending::PendingFiles;
 pub use picker::{
-    CompactionPlan, CompactionReason, PickerConfig, RunningCompaction, pick_compaction, plan_manual,
+    CompactionPlan, CompactionReason, PickerConfig, RunningCompaction, pick_compaction,
+    plan_forced, plan_manual,
 };
+pub use relocate::{Relocation, RelocationStats};
 pub use value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig, ValueOutputs};

@@ -57,6 +57,8 @@ pub enum CompactionReason {
     LevelSize,
     /// `compact_range` asked for it.
     Manual,
+    /// The GC policy marked a table for compaction (RocksDB BlobDB's forced GC).
+    Forced,
 }
 
 /// A compaction that is running: the picker avoids any plan that would touch the same key range
@@ -331,6 +333,39 @@ pub fn plan_manual(
     )
     .map(Some)
     .ok_or(())
+}
+
+/// A compaction of key table `number`, which the GC policy marked: into L1 from L0, in place
+/// (with the tables of its level overlapping its range) deeper down. `None` when the table is
+/// not in the version or a running compaction touches its range (it is tried again later).
+pub fn plan_forced(
+    version: &Version,
+    cfg: &PickerConfig,
+    running: &[RunningCompaction],
+    number: u64,
+) -> Option<CompactionPlan> {
+    let (level, f) = version.all_files().find(|(_, f)| f.number == number)?;
+    let output_level = if level == 0 {
+        1.min(cfg.num_levels - 1)
+    } else {
+        level
+    };
+    let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
+    let mut plan = plan_manual(
+        version,
+        cfg,
+        running,
+        level,
+        output_level,
+        Some(lo),
+        Some(hi),
+    )
+    .ok()
+    .flatten()?;
+    plan.reason = CompactionReason::Forced;
+    // Rewritten, not moved: the point is to rewrite the entries.
+    plan.trivial_move = false;
+    Some(plan)
 }
 
 #[cfg(test)]

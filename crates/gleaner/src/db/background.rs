@@ -14,9 +14,9 @@ use std::collections::BTreeSet;
 
 use super::{Counters, DbInner, DbState};
 use crate::compaction::{
-    CompactionPlan, DropCounter, DropListener, GarbageListener, JobStats, OutputConfig,
-    RunningCompaction, Separation, TeeListener, ValueOutputConfig, flush_memtables,
-    pick_compaction, plan_manual, run_compaction,
+    CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropListener, GarbageListener,
+    JobStats, OutputConfig, RelocationSetup, RunningCompaction, Separation, TeeListener,
+    ValueOutputConfig, flush_memtables, pick_compaction, plan_forced, plan_manual, run_compaction,
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
@@ -219,7 +219,16 @@ impl DbInner {
         {
             return None;
         }
-        let plan = pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)?;
+        let plan = pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)
+            .or_else(|| {
+                // Only when the tree's shape asks for nothing: the policy's bias (BlobDB's
+                // forced GC) comes last, as in RocksDB.
+                self.policy
+                    .hooks
+                    .marked_for_compaction(&st.version)
+                    .into_iter()
+                    .find_map(|n| plan_forced(&st.version, &self.picker, &st.running, n))
+            })?;
         Some(Self::register_compaction(st, plan))
     }
 
@@ -431,7 +440,17 @@ impl DbInner {
             job.claimed.clone(),
         );
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
-        let (mut edit, stats, outputs) = {
+        // The policy's kept-entry hook (BlobDB's relocation), decided on the job's version.
+        let relocation = self
+            .policy
+            .hooks
+            .relocation(&job.version)
+            .map(|plan| RelocationSetup {
+                plan,
+                values: self.value_output_config(IoClass::CompactionWrite),
+                router: Arc::clone(&self.policy.router),
+            });
+        let result = {
             let mut extra = self.policy.hooks.drop_listener();
             let mut tee;
             let listener: &mut dyn DropListener = match &mut extra {
@@ -450,8 +469,16 @@ impl DbInner {
                 out,
                 listener,
                 Some(&self.shutting_down),
+                relocation,
             )?
         };
+        let CompactionResult {
+            mut edit,
+            stats,
+            pending: outputs,
+            relocated_garbage,
+        } = result;
+        garbage.add_relocated(&relocated_garbage);
         let mut versions = self.versions.lock();
         // Closing: give up before the edit (the outputs are deleted as they drop).
         self.check_open()?;
@@ -509,6 +536,12 @@ impl DbInner {
         Counters::add(&c.compaction_micros, stats.micros);
         Counters::add(&c.dropped_shadowed, stats.dropped.shadowed);
         Counters::add(&c.dropped_tombstones, stats.dropped.tombstones);
+        if plan.reason == CompactionReason::Forced {
+            Counters::add(&c.forced_compactions, 1);
+        }
+        let r = &stats.relocation;
+        Counters::add(&c.relocated_values, r.relocated + r.inlined);
+        Counters::add(&c.relocated_bytes, r.relocated_bytes);
     }
 
     /// Manual compaction of `[begin, end]` down the tree, run on the caller's thread: each level

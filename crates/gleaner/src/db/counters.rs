@@ -83,6 +83,12 @@ pub struct Counters {
     pub space_wait_micros: AtomicU64,
     /// Whole-tree compactions run by stopped writers to surface hidden garbage.
     pub space_compactions: AtomicU64,
+    /// Compactions the GC policy forced (policy `blobdb`).
+    pub forced_compactions: AtomicU64,
+    /// Values compactions relocated out of old value tables (policy `blobdb`).
+    pub relocated_values: AtomicU64,
+    /// Bytes of the old records of those.
+    pub relocated_bytes: AtomicU64,
     /// Handles a write-back GC job wrote back into the index tree (policy `titan`).
     pub gc_written_back: AtomicU64,
     /// Retired value tables released (deleted once unreferenced).

@@ -612,6 +612,9 @@ impl DbInner {
             lookup_micros: g(&c.gc_lookup_micros),
             write_micros: g(&c.gc_write_micros),
             claimed,
+            relocated_values: g(&c.relocated_values),
+            relocated_bytes: g(&c.relocated_bytes),
+            forced_compactions: g(&c.forced_compactions),
             written_back: g(&c.gc_written_back),
             write_back_conflicts: g(&c.gc_write_back_conflicts),
         };

@@ -1,6 +1,7 @@
 //! Garbage collection of value tables: the roles a policy is composed of, the policies, and
 //! the GC job.
 
+pub mod blobdb;
 pub mod job;
 pub mod oracle;
 pub mod picker;

@@ -18,9 +18,10 @@ use std::sync::Arc;
 use super::oracle::ValidityOracle;
 use super::picker::VictimPicker;
 use super::router::ValueRouter;
-use crate::compaction::DropListener;
+use crate::compaction::{DropListener, Relocation};
 use crate::hotness::DropCache;
 use crate::options::{GcPolicyKind, Options};
+use crate::version::Version;
 
 /// How a GC job reads its victims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,21 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
     /// A listener for the drop events of flushes and compactions, besides the garbage
     /// accounting every policy has.
     fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>>;
+
+    /// Which values a compaction reading `version` relocates into value tables of its own
+    /// (the kept-entry hook; the old copies are garbage in the compaction's edit). Default:
+    /// none.
+    fn relocation(&self, version: &Version) -> Option<Relocation> {
+        let _ = version;
+        None
+    }
+
+    /// Key tables to compact when the tree's shape asks for no compaction (a picker bias),
+    /// in the order to try them. Default: none.
+    fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {
+        let _ = version;
+        Vec::new()
+    }
 }
 
 /// A policy that adds nothing to flushes and compactions.
@@ -88,5 +104,6 @@ pub fn policy_set(opts: &Options) -> PolicySet {
     match opts.gc_policy() {
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::policy_set(opts),
         GcPolicyKind::Titan => super::titan::policy_set(opts),
+        GcPolicyKind::Blobdb => super::blobdb::policy_set(opts),
     }
 }

@@ -72,6 +72,11 @@ pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Scavenger;
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `titan_discardable_ratio`: Titan's `blob_file_discardable_ratio`, 0.5.
 pub const DEFAULT_TITAN_DISCARDABLE_RATIO: f64 = 0.5;
+/// Default `blobdb_age_cutoff`: RocksDB's `blob_garbage_collection_age_cutoff`, 0.25.
+pub const DEFAULT_BLOBDB_AGE_CUTOFF: f64 = 0.25;
+/// Default `blobdb_force_threshold`: RocksDB's `blob_garbage_collection_force_threshold`, 1.0
+/// (off).
+pub const DEFAULT_BLOBDB_FORCE_THRESHOLD: f64 = 1.0;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
 /// Default `gc_read_gap`: 64 KiB (on the 1.4 GB/s, 33 k reads/s test disk a read costs about as
@@ -271,8 +276,8 @@ options_table! {
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
-    /// The garbage-collection policy (`scavenger`, `terarkdb` or `titan`; docs/gc.md compares
-    /// them). Default `scavenger`.
+    /// The garbage-collection policy (`scavenger`, `terarkdb`, `titan` or `blobdb`; docs/gc.md
+    /// compares them). Default `scavenger`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);
     /// Lazy GC read (Scavenger §3.2): a GC job reads the victims' dense indexes, checks every
     /// record from its index entry, and reads only live records' values, adjacent ones in one
@@ -303,6 +308,15 @@ options_table! {
     /// Policy `titan`: garbage ratio (Titan's discardable ratio) at which a value table becomes
     /// a victim. Default 0.5; above 0, at most 1.
     (titan_discardable_ratio, with_titan_discardable_ratio, f64, DEFAULT_TITAN_DISCARDABLE_RATIO, persisted: true);
+    /// Policy `blobdb`: compactions relocate the values of the entries they keep that live in
+    /// the oldest this fraction of the value tables (by file number). Default 0.25; from 0 (no
+    /// relocation) to 1.
+    (blobdb_age_cutoff, with_blobdb_age_cutoff, f64, DEFAULT_BLOBDB_AGE_CUTOFF, persisted: true);
+    /// Policy `blobdb`: when the garbage of the value tables within the age cutoff reaches this
+    /// fraction of their bytes, the key tables referencing the oldest value table are compacted
+    /// (after every compaction the tree's shape asks for). Default 1.0, which is off; from 0 to
+    /// 1.
+    (blobdb_force_threshold, with_blobdb_force_threshold, f64, DEFAULT_BLOBDB_FORCE_THRESHOLD, persisted: true);
     /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
     /// (`Db::run_gc`, `gleaner gc`).
     (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
@@ -480,6 +494,13 @@ impl Options {
         )?;
         range("value_table_size", self.value_table_size, 1 << 10, 64 << 30)?;
         range("gc_garbage_ratio", self.gc_garbage_ratio, 0.0, 1.0)?;
+        range("blobdb_age_cutoff", self.blobdb_age_cutoff, 0.0, 1.0)?;
+        range(
+            "blobdb_force_threshold",
+            self.blobdb_force_threshold,
+            0.0,
+            1.0,
+        )?;
         if !(self.titan_discardable_ratio > 0.0 && self.titan_discardable_ratio <= 1.0) {
             return Err(Error::invalid(format!(
                 "option `titan_discardable_ratio` is {}, but must be above 0 and at most 1",

@@ -101,14 +101,21 @@ pub enum GcPolicyKind {
     /// handles written back into the index tree through the write path, unless a user write
     /// got there first; victims are deleted once no snapshot can read them.
     Titan,
+    /// RocksDB's integrated BlobDB: no GC job; compactions relocate the values of the entries
+    /// they keep that live in the oldest `blobdb_age_cutoff` of the value tables, and a value
+    /// table goes once nothing references it; with `blobdb_force_threshold` below 1, key tables
+    /// referencing the oldest value table are compacted when the old tables hold that much
+    /// garbage.
+    Blobdb,
 }
 
 impl GcPolicyKind {
     /// Every policy, for error messages.
-    pub const ALL: [GcPolicyKind; 3] = [
+    pub const ALL: [GcPolicyKind; 4] = [
         GcPolicyKind::Terarkdb,
         GcPolicyKind::Scavenger,
         GcPolicyKind::Titan,
+        GcPolicyKind::Blobdb,
     ];
 
     /// The policy's name in options.
@@ -117,6 +124,7 @@ impl GcPolicyKind {
             GcPolicyKind::Terarkdb => "terarkdb",
             GcPolicyKind::Scavenger => "scavenger",
             GcPolicyKind::Titan => "titan",
+            GcPolicyKind::Blobdb => "blobdb",
         }
     }
 

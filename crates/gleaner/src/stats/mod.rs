@@ -258,6 +258,16 @@ pub struct GcStats {
     pub write_micros: u64,
     /// Victims being collected now.
     pub claimed: usize,
+    /// Values compactions relocated out of the oldest value tables (policy `blobdb`; inlined
+    /// ones included).
+    #[serde(default)]
+    pub relocated_values: u64,
+    /// Bytes of the old records of those (now garbage of their tables).
+    #[serde(default)]
+    pub relocated_bytes: u64,
+    /// Compactions forced to relocate values (policy `blobdb`, `blobdb_force_threshold`).
+    #[serde(default)]
+    pub forced_compactions: u64,
     /// Handles written back into the index tree (policy `titan`).
     #[serde(default)]
     pub written_back: u64,

@@ -19,7 +19,7 @@ const TECHNIQUES: &[(char, SetSwitch)] = &[
 
 /// Every GC policy and ablation variant, as `(name, options transformer)`: every combination of
 /// the techniques, `tdb` (the `terarkdb` policy with every switch off), `tdb-r`, ...,
-/// `scavenger` (the policy with its defaults), and `titan`.
+/// `scavenger` (the policy with its defaults), `titan` and `blobdb`.
 pub fn gc_variants() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for mask in 0..(1u32 << TECHNIQUES.len()) {
@@ -64,5 +64,19 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
                 .with_titan_discardable_ratio(ratio)
         }),
     ));
+    // BlobDB relocates in compaction; its forced compactions are on, so they are tested too.
+    out.push((
+        "blobdb".to_string(),
+        Box::new(|o: Options| {
+            o.with_gc_policy(GcPolicyKind::Blobdb)
+                .with_blobdb_force_threshold(0.5)
+        }),
+    ));
     out
+}
+
+/// True for the policies that run GC jobs (BlobDB's GC happens inside compactions).
+#[allow(dead_code, reason = "only the tests about GC jobs use it")]
+pub fn runs_gc_jobs(variant: &str) -> bool {
+    variant != "blobdb"
 }

@@ -1,0 +1,173 @@
+//! Relocating values inside compaction (RocksDB BlobDB's integrated GC): the value of every
+//! entry a compaction keeps whose handle names one of the oldest value tables is read, written to
+//! the compaction's own value tables, and the entry written out with the new handle. The old
+//! record is no longer referenced by that entry: it is garbage of its table, counted in the
+//! compaction's own edit, and a table whose every record is garbage goes with that edit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig};
+use crate::cache::ValueTableCache;
+use crate::error::{Error, Result};
+use crate::filename::value_table_file_name;
+use crate::gc::router::{RouteOrigin, ValueRouter};
+use crate::io::IoClass;
+use crate::key::{ParsedKey, SeqNo, ValueKind, append_internal_key};
+use crate::value::StoredHandle;
+use crate::version::{Garbage, Version};
+
+/// Which values a compaction relocates: those of kept entries whose handle names a live value
+/// table numbered below `below`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Relocation {
+    /// Tables numbered below this are old enough.
+    pub below: u64,
+    /// A relocated value shorter than this goes inline into the key table (option
+    /// `min_separated_value_size`; RocksDB does the same with `min_blob_size`).
+    pub min_size: u64,
+}
+
+/// Figures of one compaction's relocation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelocationStats {
+    /// Values moved to new value tables.
+    pub relocated: u64,
+    /// Bytes of their old records.
+    pub relocated_bytes: u64,
+    /// Values moved inline into the key table instead (shorter than the separation threshold).
+    pub inlined: u64,
+}
+
+/// What a finished relocation produced.
+pub struct RelocationOutput {
+    /// The new value tables and their files.
+    pub values: ClassedFinish,
+    /// The old records, now garbage, per table.
+    pub garbage: BTreeMap<u64, Garbage>,
+    /// Figures.
+    pub stats: RelocationStats,
+}
+
+/// Relocates the values of one compaction's kept entries (see the module comment).
+pub struct Relocator<'a> {
+    version: &'a Version,
+    cache: &'a ValueTableCache,
+    plan: Relocation,
+    values: ClassedValueOutputs,
+    garbage: BTreeMap<u64, Garbage>,
+    stats: RelocationStats,
+    /// The last record written, so records stay in internal-key order in the new tables.
+    last: Option<(Vec<u8>, SeqNo)>,
+    ikey: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl<'a> Relocator<'a> {
+    /// A relocator for a compaction reading `version`, writing new value tables as `cfg` says
+    /// in the classes `router` chooses.
+    pub fn new(
+        version: &'a Version,
+        cache: &'a ValueTableCache,
+        plan: Relocation,
+        cfg: ValueOutputConfig,
+        router: Arc<dyn ValueRouter>,
+    ) -> Self {
+        Relocator {
+            version,
+            cache,
+            plan,
+            values: ClassedValueOutputs::new(cfg, router, RouteOrigin::Compaction),
+            garbage: BTreeMap::new(),
+            stats: RelocationStats::default(),
+            last: None,
+            ikey: Vec::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// The replacement `(internal key, value)` of kept entry `key` / `value`, if its value is
+    /// relocated. Entries arrive in internal-key order.
+    ///
+    /// Errors: reading the old record fails, or it is not the record the handle names
+    /// (corruption); writing the new value table fails.
+    pub fn relocate(
+        &mut self,
+        key: &ParsedKey<'_>,
+        value: &[u8],
+    ) -> Result<Option<(&[u8], &[u8])>> {
+        if key.kind != ValueKind::ValueHandle {
+            return Ok(None);
+        }
+        let stored = StoredHandle::decode(value, "compaction input", 0)?;
+        let at = stored.location;
+        if at.file_number >= self.plan.below {
+            return Ok(None);
+        }
+        let Some(table) = self.version.values().live(at.file_number) else {
+            // Collected (inheritance) or retired: not an old table of this policy's making.
+            return Ok(None);
+        };
+        let record_seq = stored.record_seq(key.seq);
+        // New tables take records in internal-key order; an entry whose record sequence breaks
+        // it (a handle written back by another policy) keeps its old place.
+        let in_order = self.last.as_ref().is_none_or(|(k, s)| {
+            key.user_key > k.as_slice() || (key.user_key == k.as_slice() && record_seq < *s)
+        });
+        if !in_order {
+            return Ok(None);
+        }
+        let record = self
+            .cache
+            .get(table.number, table.file_size, IoClass::CompactionRead)?
+            .read_record(at.offset, at.len, IoClass::CompactionRead)?;
+        if record.key != key.user_key || record.seq != record_seq {
+            return Err(Error::corruption(
+                value_table_file_name(at.file_number),
+                at.offset,
+                "record at the handle is not the one the entry names",
+            ));
+        }
+        let g = self.garbage.entry(at.file_number).or_default();
+        g.records += 1;
+        g.bytes += at.len;
+        self.stats.relocated_bytes += at.len;
+        self.ikey.clear();
+        self.value.clear();
+        if (record.value.len() as u64) < self.plan.min_size {
+            self.stats.inlined += 1;
+            append_internal_key(
+                &mut self.ikey,
+                key.user_key,
+                key.seq,
+                ValueKind::Value as u8,
+            );
+            self.value.extend_from_slice(&record.value);
+        } else {
+            let location = self.values.add(key.user_key, record_seq, &record.value)?;
+            self.last = Some((key.user_key.to_vec(), record_seq));
+            self.stats.relocated += 1;
+            append_internal_key(
+                &mut self.ikey,
+                key.user_key,
+                key.seq,
+                ValueKind::ValueHandle as u8,
+            );
+            StoredHandle {
+                location,
+                record_seq: stored.record_seq,
+            }
+            .encode_to(&mut self.value);
+        }
+        Ok(Some((&self.ikey, &self.value)))
+    }
+
+    /// Finishes the new value tables.
+    pub fn finish(self) -> Result<RelocationOutput> {
+        Ok(RelocationOutput {
+            values: self.values.finish()?,
+            garbage: self.garbage,
+            stats: self.stats,
+        })
+    }
+}
