@@ -428,13 +428,18 @@ fn default_out(name: &str) -> PathBuf {
         .join(format!("{name}-{now}"))
 }
 
-/// Gleaner with the `terarkdb` policy, then every peer this binary has.
-fn preset_engines(common: &CommonArgs) -> Vec<EngineSpec> {
+/// Gleaner with the `scavenger` and `terarkdb` policies (and, for the paper's experiments, the
+/// industrial baselines `titan` and `blobdb`), then every peer this binary has.
+fn preset_engines(common: &CommonArgs, baselines: bool) -> Vec<EngineSpec> {
     if !common.engines.is_empty() {
         return common.engines.clone();
     }
     // Scavenger (the default policy) against its TerarkDB baseline, then the peers.
     let mut names = vec!["gleaner:scavenger", "gleaner:terarkdb"];
+    if baselines {
+        // The schemes the Scavenger paper compares with, on the same engine.
+        names.extend(["gleaner:titan", "gleaner:blobdb"]);
+    }
     if PEERS_BUILT {
         names.extend(["rocksdb", "rocksdb-blob", "fjall", "fjall-blob"]);
     }
@@ -474,7 +479,13 @@ fn prepare_quick(a: &QuickArgs, command: String) -> Result<(RunConfig, PathBuf),
     };
     let out = a.out.clone().unwrap_or_else(|| default_out("quick"));
     let shape = preset_shape(ValueSizeSpec::MIXED_8K, load);
-    build(&a.common, preset_engines(&a.common), shape, out, command)
+    build(
+        &a.common,
+        preset_engines(&a.common, false),
+        shape,
+        out,
+        command,
+    )
 }
 
 fn prepare_paper(a: &PaperArgs, command: String) -> Result<(RunConfig, PathBuf), Usage> {
@@ -488,7 +499,13 @@ fn prepare_paper(a: &PaperArgs, command: String) -> Result<(RunConfig, PathBuf),
     // as there are keys, so every engine finishes in minutes.
     let shape = preset_shape(value_size, size("--load-bytes", &a.load_bytes)?);
     let out = a.out.clone().unwrap_or_else(|| default_out(name));
-    build(&a.common, preset_engines(&a.common), shape, out, command)
+    build(
+        &a.common,
+        preset_engines(&a.common, true),
+        shape,
+        out,
+        command,
+    )
 }
 
 /// Parses a `--name SIZE` option.
