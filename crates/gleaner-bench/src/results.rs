@@ -176,6 +176,13 @@ pub struct GcFigures {
     /// `cold` with hotness-aware writing, `default` otherwise; empty in older results).
     #[serde(default)]
     pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
+    /// Bytes of old records compactions relocated (Gleaner's `blobdb` policy; 0 in older
+    /// results).
+    #[serde(default)]
+    pub relocated_bytes: u64,
+    /// Handles written back into the index tree (Gleaner's `titan` policy; 0 in older results).
+    #[serde(default)]
+    pub written_back: u64,
     /// Seconds reading victims.
     pub read_seconds: f64,
     /// Seconds checking validity.

@@ -147,6 +147,8 @@ impl Engine for GleanerEngine {
             drop_cache_answers: g.drop_cache_answers,
             bytes_written: g.bytes_written,
             bytes_written_by_class: g.bytes_written_by_class,
+            relocated_bytes: g.relocated_bytes,
+            written_back: g.written_back,
             read_micros: g.read_micros,
             lookup_micros: g.lookup_micros,
             write_micros: g.write_micros,

@@ -75,6 +75,10 @@ pub struct GcCounters {
     /// Of those, bytes per value class, by the policy's names for the classes (`hot` and
     /// `cold` with hotness-aware writing).
     pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
+    /// Bytes of old records compactions relocated (Gleaner's `blobdb` policy).
+    pub relocated_bytes: u64,
+    /// Handles written back into the index tree (Gleaner's `titan` policy).
+    pub written_back: u64,
     /// Microseconds reading.
     pub read_micros: u64,
     /// Microseconds checking validity.

@@ -62,6 +62,8 @@ fn gleaner() -> EngineResult {
         bytes_written_by_class: [("hot".to_string(), GIB), ("cold".to_string(), 2 * GIB)]
             .into_iter()
             .collect(),
+        relocated_bytes: 0,
+        written_back: 0,
         read_seconds: 12.5,
         lookup_seconds: 3.25,
         write_seconds: 8.0,

@@ -292,6 +292,14 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
                     .join(", ")
             }),
         );
+        t.figure(
+            "values relocated by compaction (bytes)",
+            gc(|g| format::bytes(g.relocated_bytes)),
+        );
+        t.figure(
+            "handles written back",
+            gc(|g| format::thousands(g.written_back)),
+        );
         t.figure("GC read seconds", gc(|g| format::fixed(g.read_seconds, 1)));
         t.figure(
             "GC lookup seconds",

@@ -430,6 +430,8 @@ fn run_one_phase(
                         (class.clone(), n.saturating_sub(before))
                     })
                     .collect(),
+                relocated_bytes: b.relocated_bytes.saturating_sub(a.relocated_bytes),
+                written_back: b.written_back.saturating_sub(a.written_back),
                 read_seconds: b.read_micros.saturating_sub(a.read_micros) as f64 / 1e6,
                 lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,
                 write_seconds: b.write_micros.saturating_sub(a.write_micros) as f64 / 1e6,

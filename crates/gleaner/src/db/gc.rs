@@ -302,6 +302,17 @@ impl DbInner {
     /// key tables, find the shadowing version beside each handle naming a released table).
     /// Called after flushes and GC jobs, and by idle GC workers, which see snapshots go.
     pub(super) fn release_retired(&self) -> Result<()> {
+        // Most policies never retire a table: do not take the manifest lock for nothing.
+        if self
+            .super_version
+            .load()
+            .version
+            .values()
+            .retired()
+            .is_empty()
+        {
+            return Ok(());
+        }
         let mut versions = self.versions.lock();
         let releasable: Vec<u64> = {
             let retired = versions.current().values().retired();

@@ -402,6 +402,17 @@ impl Dumper<'_> {
                 ));
             }
         }
+        for (number, seq) in &e.retired_value_tables {
+            lines.push(format!(
+                "retired_value_table: number={number} obsolete_seq={seq}"
+            ));
+        }
+        for number in &e.released_value_tables {
+            lines.push(format!("released_value_table: number={number}"));
+        }
+        for (number, awaiting) in &e.write_back {
+            lines.push(format!("write_back: number={number} awaiting={awaiting}"));
+        }
         for l in lines {
             self.line(&l)?;
         }
