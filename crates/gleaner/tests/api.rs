@@ -366,6 +366,11 @@ fn writes_slow_down_and_stop_when_background_work_falls_behind() {
     let stats = db.stats();
     assert!(stats.stalls.slowdown_count > 0, "{:?}", stats.stalls);
     assert!(stats.stalls.stop_count > 0, "{:?}", stats.stalls);
+    assert!(
+        stats.stalls.stop_l0_micros <= stats.stalls.stop_micros,
+        "the L0 share is part of the stop time: {:?}",
+        stats.stalls
+    );
     // The stop trigger blocks new memtables, so L0 can exceed it only by the sealed memtables
     // already waiting for flush.
     assert!(

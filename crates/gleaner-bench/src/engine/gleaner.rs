@@ -172,6 +172,14 @@ impl Engine for GleanerEngine {
                 "gets_via_inheritance".into(),
                 s.operations.gets_via_inheritance.into(),
             );
+            // Which trigger stopped writers (L0 or the immutable memtables) and what flushes
+            // and compactions cost, per phase: the engine's own stalls are otherwise one figure.
+            if let Ok(stalls) = serde_json::to_value(&s.stalls) {
+                map.insert("stalls".into(), stalls);
+            }
+            if let Ok(compaction) = serde_json::to_value(&s.compaction) {
+                map.insert("compaction".into(), compaction);
+            }
         }
         Some(v)
     }

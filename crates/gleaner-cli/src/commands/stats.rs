@@ -115,11 +115,12 @@ fn summary(s: &DbStats) -> String {
     ));
     let st = &s.stalls;
     lines.push(format!(
-        "stalls: {} slowdowns ({}), {} stops ({})",
+        "stalls: {} slowdowns ({}), {} stops ({}, of which {} with L0 at its stop trigger)",
         st.slowdown_count,
         ms(st.slowdown_micros),
         st.stop_count,
-        ms(st.stop_micros)
+        ms(st.stop_micros),
+        ms(st.stop_l0_micros)
     ));
     let ca = &s.cache;
     lines.push(format!(

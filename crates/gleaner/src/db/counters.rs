@@ -49,6 +49,9 @@ pub struct Counters {
     pub stop_count: AtomicU64,
     /// Microseconds writes were stopped.
     pub stop_micros: AtomicU64,
+    /// Of `stop_micros`, those in which L0 was at `l0_stop_trigger` (whether or not the
+    /// immutable memtables were also at their limit).
+    pub stop_l0_micros: AtomicU64,
     /// Obsolete key tables deleted.
     pub tables_deleted: AtomicU64,
     /// Dropped value handles whose record could not be placed (should stay 0).

@@ -266,7 +266,8 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        self.inner.throttle_write(&batch)?;
+        // Held until the write is logged: until then its bytes count as on disk.
+        let _admitted = self.inner.throttle_write(&batch)?;
         self.inner.write_impl(Some(batch), opts.sync)
     }
 
@@ -665,6 +666,7 @@ impl DbInner {
                 slowdown_micros: g(&c.slowdown_micros),
                 stop_count: g(&c.stop_count),
                 stop_micros: g(&c.stop_micros),
+                stop_l0_micros: g(&c.stop_l0_micros),
                 space_delays: g(&c.space_delays),
                 space_wait_micros: g(&c.space_wait_micros),
                 space_compactions: g(&c.space_compactions),

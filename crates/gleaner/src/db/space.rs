@@ -15,9 +15,10 @@ use crate::throttle::{
     WriteVerdict,
 };
 
-/// How long one space observation is reused: measuring walks every table of the version, which
-/// is too much for every write group but cheap a hundred times a second. In between, the writes
-/// let through are added to it, so a fast writer cannot run past the budget unseen.
+/// How long one live-data estimate is reused: it walks every table of the version, which is too
+/// much for every write group but cheap a hundred times a second. In between, the writes let
+/// through are added to it. (Bytes on disk need no such reuse: the tracked file system keeps
+/// their sum in one counter, so every evaluation reads them afresh.)
 const OBSERVATION_TTL: Duration = Duration::from_millis(10);
 /// Longest single wait of a stopped writer before it looks again.
 const STOP_WAIT_SLICE: Duration = Duration::from_millis(20);
@@ -43,6 +44,23 @@ pub(super) struct SpaceControl {
     gc_ratio: AtomicU64,
     /// Hidden-garbage compactions run by stopped writers.
     surfacing: Mutex<Surfacing>,
+    /// Bytes of writes let in whose WAL records are not yet written (each counted at its
+    /// largest WAL size): a writer let in is not seen on disk until its group is logged, and
+    /// without this, writers let in together could all pass a limit that fits only one.
+    in_flight: AtomicU64,
+}
+
+/// A write the throttle let in. Until it is dropped (its group logged, or failed), its bytes
+/// count as on disk.
+pub(super) struct AdmittedWrite<'a> {
+    in_flight: &'a AtomicU64,
+    bytes: u64,
+}
+
+impl Drop for AdmittedWrite<'_> {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// The state of hidden-garbage compactions ("surfacing").
@@ -62,8 +80,13 @@ struct Surfacing {
 /// The throttle with its cached observation. Lock order: this before `DbInner::state`.
 struct Observed {
     throttle: SpaceThrottle,
-    /// The last observation and when it was taken.
-    last: Option<(Instant, SpaceUsage, bool)>,
+    /// The last observation and when it was taken: the live-data estimate (with the writes let
+    /// in since added) and whether GC could reclaim something.
+    last: Option<(Instant, u64, bool)>,
+    /// Bytes of the largest write told to wait since a write last got through (0: none).
+    /// Ticks judge usage with it, so the band, and GC's urgency, stay where the waiting write
+    /// put them until it fits.
+    waiting_bytes: u64,
 }
 
 impl SpaceControl {
@@ -75,11 +98,13 @@ impl SpaceControl {
             throttle: Mutex::new(Observed {
                 throttle: SpaceThrottle::new(budget)?,
                 last: None,
+                waiting_bytes: 0,
             }),
             clock: MonotonicClock::new(),
             gc_threads: AtomicU32::new(threads),
             gc_ratio: AtomicU64::new(ratio.to_bits()),
             surfacing: Mutex::new(Surfacing::default()),
+            in_flight: AtomicU64::new(0),
         })
     }
 
@@ -174,14 +199,14 @@ impl DbInner {
     fn evaluate_space(&self, control: &SpaceControl, write: WriteKind) -> WriteVerdict {
         let mut o = control.throttle.lock();
         let now = Instant::now();
-        let (usage, reclaimable) = match o.last {
-            Some((at, usage, reclaimable)) if now.duration_since(at) < OBSERVATION_TTL => {
-                (usage, reclaimable)
+        let (live_bytes, reclaimable) = match o.last {
+            Some((at, live, reclaimable)) if now.duration_since(at) < OBSERVATION_TTL => {
+                (live, reclaimable)
             }
             _ => {
                 let st = self.state.lock();
                 let observed = (
-                    self.space_usage(&st),
+                    self.space_usage(&st).live_bytes,
                     Self::reclaimable(&st) || control.surfacing_now(),
                 );
                 drop(st);
@@ -189,24 +214,43 @@ impl DbInner {
                 observed
             }
         };
+        // The throttle judges the usage the write would leave, so a write let in below the
+        // limit never takes the directory past it; a tick judges it with the waiting write.
+        let pending = match write {
+            WriteKind::Write { bytes } => bytes,
+            WriteKind::Tick | WriteKind::DeleteOnly => o.waiting_bytes,
+        };
+        let disk_bytes = self
+            .disk
+            .total()
+            .saturating_add(control.in_flight.load(Ordering::Relaxed))
+            .saturating_add(pending);
         let decision = o.throttle.evaluate(
             SpaceInputs {
-                disk_bytes: usage.disk_bytes,
-                live_bytes: usage.live_bytes,
+                disk_bytes,
+                live_bytes,
                 reclaimable,
                 write,
             },
             control.clock.now(),
         );
+        if let WriteKind::Write { bytes } = write {
+            o.waiting_bytes = match decision.write {
+                WriteVerdict::Wait => o.waiting_bytes.max(bytes),
+                WriteVerdict::Proceed | WriteVerdict::Delay(_) | WriteVerdict::Fail(_) => 0,
+            };
+        }
         if let (WriteKind::Write { bytes }, WriteVerdict::Proceed | WriteVerdict::Delay(_)) =
             (write, &decision.write)
-            && let Some((_, seen, _)) = &mut o.last
         {
             // The write goes to the WAL and the memtable now; a flush later turns it into
-            // tables of about the same size. Until the next measurement, count it as both
-            // on disk and live.
-            seen.disk_bytes += bytes;
-            seen.live_bytes += bytes;
+            // tables of about the same size. Until the next measurement, count it as live; it
+            // is on disk once logged, and in flight until then (under this lock, so the next
+            // evaluation sees it).
+            control.in_flight.fetch_add(bytes, Ordering::Relaxed);
+            if let Some((_, live, _)) = &mut o.last {
+                *live += bytes;
+            }
         }
         let before = control
             .gc_threads
@@ -274,15 +318,18 @@ impl DbInner {
     /// once below the low limit, sleeps in the throttled band, waits while writes are stopped,
     /// and fails with [`Error::SpaceBudgetExceeded`] when GC has nothing left to reclaim. A
     /// batch of deletions only always passes (it can only shrink what is live).
-    pub(super) fn throttle_write(&self, batch: &WriteBatch) -> Result<()> {
+    ///
+    /// The returned guard counts the write as on disk until it is dropped: hold it until the
+    /// write is logged.
+    pub(super) fn throttle_write(&self, batch: &WriteBatch) -> Result<Option<AdmittedWrite<'_>>> {
         let Some(control) = &self.space else {
-            return Ok(());
+            return Ok(None);
         };
         let write = if batch.only_deletions() {
             WriteKind::DeleteOnly
         } else {
             WriteKind::Write {
-                bytes: batch.encoded_size() as u64,
+                bytes: crate::wal::max_wal_record_bytes(batch.encoded_size() as u64),
             }
         };
         let started = Instant::now();
@@ -327,7 +374,8 @@ impl DbInner {
                     self.progress_cv.wait_for(&mut st, STOP_WAIT_SLICE);
                 }
                 WriteVerdict::Wait => {
-                    let o = control.throttle.lock();
+                    let mut o = control.throttle.lock();
+                    o.waiting_bytes = 0;
                     let s = o.throttle.stats(control.clock.now());
                     return Err(Error::SpaceBudgetExceeded {
                         disk_bytes: s.disk_bytes,
@@ -348,6 +396,12 @@ impl DbInner {
         if waited > Duration::ZERO {
             Counters::add(&self.counters.space_wait_micros, waited.as_micros() as u64);
         }
-        Ok(())
+        Ok(match write {
+            WriteKind::Write { bytes } => Some(AdmittedWrite {
+                in_flight: &control.in_flight,
+                bytes,
+            }),
+            WriteKind::Tick | WriteKind::DeleteOnly => None,
+        })
     }
 }

@@ -322,11 +322,12 @@ impl DbInner {
                 let start = Instant::now();
                 self.bg_cv.notify_all();
                 self.progress_cv.wait_for(&mut st, STALL_WAIT);
+                let waited = start.elapsed().as_micros() as u64;
                 Counters::add(&self.counters.stop_count, 1);
-                Counters::add(
-                    &self.counters.stop_micros,
-                    start.elapsed().as_micros() as u64,
-                );
+                Counters::add(&self.counters.stop_micros, waited);
+                if l0_full {
+                    Counters::add(&self.counters.stop_l0_micros, waited);
+                }
                 continue;
             }
             self.switch_memtable(&mut st, wal)?;

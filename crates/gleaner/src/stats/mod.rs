@@ -31,6 +31,11 @@ pub struct StallStats {
     pub stop_count: u64,
     /// Microseconds writes were stopped.
     pub stop_micros: u64,
+    /// Of `stop_micros`, those in which L0 was at `l0_stop_trigger`; the rest waited only for
+    /// immutable memtables to be flushed (`max_immutable_memtables`). Tells a compaction
+    /// backlog from a flush backlog.
+    #[serde(default)]
+    pub stop_l0_micros: u64,
     /// Writes delayed by space-aware throttling (usage between the low and high budget).
     #[serde(default)]
     pub space_delays: u64,

@@ -21,6 +21,19 @@ pub const HEADER_SIZE: usize = 7;
 /// written (u64 LE). See [`LogReader::with_sync_points`].
 pub const WAL_SYNC_POINT_LEN: usize = 8;
 
+/// At most the bytes a WAL record for a write batch of `batch_len` encoded bytes adds to the
+/// log: the payload (the sync point, then the batch) plus, per block it touches, one fragment
+/// header and a zero-filled block tail shorter than a header. The space throttle counts a write
+/// at this size, so a write it lets in never adds more than it counted.
+pub fn max_wal_record_bytes(batch_len: u64) -> u64 {
+    let payload = batch_len + WAL_SYNC_POINT_LEN as u64;
+    let per_block = (BLOCK_SIZE - HEADER_SIZE) as u64;
+    // A record can start at any offset of a block, so it may touch one block more than its
+    // length alone needs.
+    let blocks = payload.div_ceil(per_block) + 1;
+    payload + blocks * (2 * HEADER_SIZE as u64 - 1)
+}
+
 /// The sync point of a WAL record payload.
 pub fn wal_sync_point(payload: &[u8]) -> Option<u64> {
     payload

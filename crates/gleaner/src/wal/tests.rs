@@ -282,3 +282,33 @@ fn damage_in_synced_data_is_corruption_even_with_sync_points() {
         other => panic!("expected corruption, got {other}"),
     }
 }
+
+/// The throttle counts a write at `max_wal_record_bytes`; the log must never grow by more, at
+/// any offset in a block (a record starting near a block end pays a zero-filled tail and one
+/// more header).
+#[test]
+fn a_record_never_adds_more_than_its_bound() {
+    let fs = FaultFs::new(9);
+    fs.create_dir_all(Path::new("/db")).expect("mkdir");
+    let file = fs
+        .new_writable(Path::new(PATH), WriteFileOptions::default())
+        .expect("create");
+    let mut w = LogWriter::new(file);
+    let mut worst_slack = u64::MAX;
+    // Lengths that walk the start offset through every position near block ends.
+    for i in 0..400usize {
+        let batch_len = (i * 997) % (3 * BLOCK_SIZE) + (i % 13);
+        let before = w.file_size();
+        let payload = record(i, batch_len + WAL_SYNC_POINT_LEN);
+        w.add_record(&payload).expect("add");
+        let added = w.file_size() - before;
+        let bound = max_wal_record_bytes(batch_len as u64);
+        assert!(
+            added <= bound,
+            "record {i}: {batch_len} batch bytes added {added}, bound {bound}"
+        );
+        worst_slack = worst_slack.min(bound - added);
+    }
+    // Not a loose bound: some record comes within a few headers of it.
+    assert!(worst_slack < 4 * HEADER_SIZE as u64, "{worst_slack}");
+}
