@@ -248,6 +248,7 @@ pub fn run_compaction(
     let ctx = ReadCtx {
         class: IoClass::CompactionRead,
         fill_cache: false,
+        readahead: out.input_readahead,
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for f in plan.all_inputs() {

@@ -40,6 +40,9 @@ pub struct OutputConfig {
     pub target_file_size: u64,
     /// Largest overlap of one output with `grandparents` before it is cut.
     pub max_grandparent_overlap: u64,
+    /// Bytes the job reads at once from each input table (`compaction_readahead_size`; the
+    /// job's reads are configured here with its writes, as one job's I/O).
+    pub input_readahead: u64,
 }
 
 /// What a finished run of outputs produced.

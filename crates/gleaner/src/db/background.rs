@@ -90,6 +90,7 @@ impl DbInner {
             next_file_number: Arc::clone(&self.next_file_number),
             target_file_size,
             max_grandparent_overlap: self.picker.max_grandparent_overlap(),
+            input_readahead: self.opts.compaction_readahead_size(),
         }
     }
 

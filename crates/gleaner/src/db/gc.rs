@@ -201,6 +201,7 @@ impl DbInner {
             ctx: ReadCtx {
                 class: IoClass::GcLookup,
                 fill_cache: true,
+                readahead: 0,
             },
         };
         let oracle = self.policy.oracle.as_ref();

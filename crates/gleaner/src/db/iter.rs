@@ -86,6 +86,7 @@ impl DbInner {
             ctx: ReadCtx {
                 class: IoClass::UserRead,
                 fill_cache: opts.fill_cache,
+                readahead: 0,
             },
             lower: opts.lower_bound.clone(),
             upper: opts.upper_bound.clone(),

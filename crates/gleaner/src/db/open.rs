@@ -99,6 +99,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             next_file_number: Arc::clone(next_file_number),
             target_file_size: u64::MAX,
             max_grandparent_overlap: u64::MAX,
+            input_readahead: 0,
         };
         let values = crate::compaction::ValueOutputConfig {
             fs: Arc::clone(fs),

@@ -42,6 +42,7 @@ impl DbInner {
         let ctx = ReadCtx {
             class: IoClass::UserRead,
             fill_cache: opts.fill_cache,
+            readahead: 0,
         };
         match sv.get(&self.tables, key, seq, ctx)? {
             Some(Lookup::Value(v)) => Ok(Some(v)),

@@ -67,6 +67,7 @@ impl DbInner {
         let ctx = ReadCtx {
             class: IoClass::Other,
             fill_cache: false,
+            readahead: 0,
         };
         // Memtables hold handles where a GC wrote them back (policy `titan`): those reference
         // records as key-table entries do.

@@ -126,6 +126,7 @@ impl DbInner {
         let ctx = ReadCtx {
             class: IoClass::GcLookup,
             fill_cache: true,
+            readahead: 0,
         };
         let newest = sv.get(&self.tables, key, MAX_SEQUENCE, ctx)?;
         Ok(sv

@@ -90,6 +90,8 @@ pub const DEFAULT_GC_THREADS_MAX: u32 = crate::throttle::DEFAULT_GC_THREADS_MAX;
 pub const DEFAULT_SPACE_STOP_TIMEOUT_MS: u64 = 10_000;
 /// Default `gc_max_input_size`: one GC job reads at most 512 MiB of victims.
 pub const DEFAULT_GC_MAX_INPUT_SIZE: u64 = 512 << 20;
+/// Default `compaction_readahead_size`: compactions read each input key table 1 MiB at a time.
+pub const DEFAULT_COMPACTION_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `value_readahead_size`: scans read up to 1 MiB ahead within a value table.
 pub const DEFAULT_VALUE_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `wal_recovery_mode`.
@@ -347,6 +349,12 @@ options_table! {
     /// Most bytes of victim value tables one GC job reads. Default 512 MiB; at least 1 KiB (a
     /// single victim larger than this is still collected, alone).
     (gc_max_input_size, with_gc_max_input_size, u64, DEFAULT_GC_MAX_INPUT_SIZE, persisted: true);
+    /// Bytes a compaction reads at once from each input key table. With direct I/O every
+    /// read is a device round trip, so reading 4 KiB blocks one by one held compactions to a
+    /// few tens of MB/s (docs/benchmarks.md, "Compaction read-ahead"). Memory: one window per
+    /// input table, never more than the table. Default 1 MiB; 0 reads block by block; at most
+    /// 64 MiB.
+    (compaction_readahead_size, with_compaction_readahead_size, u64, DEFAULT_COMPACTION_READAHEAD_SIZE, persisted: true);
     /// Bytes scans read ahead within a value table when consecutive records are requested.
     /// Default 1 MiB; 0 disables read-ahead; at most 64 MiB.
     (value_readahead_size, with_value_readahead_size, u64, DEFAULT_VALUE_READAHEAD_SIZE, persisted: true);
@@ -513,6 +521,12 @@ impl Options {
             self.gc_max_input_size,
             1 << 10,
             1 << 50,
+        )?;
+        range(
+            "compaction_readahead_size",
+            self.compaction_readahead_size,
+            0,
+            64 << 20,
         )?;
         range(
             "value_readahead_size",

@@ -95,8 +95,26 @@ pub(crate) fn read_block(
 ) -> Result<Vec<u8>> {
     handle.check_within(data_end, file_name, what)?;
     // check_within bounded the size by MAX_BLOCK_CONTENTS, so this fits in memory terms.
+    let buf = file.read_vec(
+        handle.offset,
+        handle.size as usize + BLOCK_TRAILER_LEN,
+        class,
+    )?;
+    decode_block(buf, file_name, handle, what)
+}
+
+/// Verifies and unwraps a block read whole (`handle.size` bytes of contents, then the
+/// trailer): the checksum, the type byte, and for LZ4 the decompressed size. Errors as
+/// [`read_block`]'s. The caller has checked `handle` against the table's data end and made
+/// `buf` exactly `handle.size + BLOCK_TRAILER_LEN` bytes long.
+pub(crate) fn decode_block(
+    mut buf: Vec<u8>,
+    file_name: &str,
+    handle: BlockHandle,
+    what: &str,
+) -> Result<Vec<u8>> {
     let size = handle.size as usize;
-    let mut buf = file.read_vec(handle.offset, size + BLOCK_TRAILER_LEN, class)?;
+    debug_assert_eq!(buf.len(), size + BLOCK_TRAILER_LEN);
     let stored = checksum::unmask(decode_fixed32(&buf[size + 1..]));
     let actual = checksum::crc32c(&buf[..size + 1]);
     if stored != actual {

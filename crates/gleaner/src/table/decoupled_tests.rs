@@ -112,6 +112,7 @@ fn delta(stats: &IoStats, before: IoCounters) -> (u64, u64) {
 const GC: ReadCtx = ReadCtx {
     class: IoClass::GcLookup,
     fill_cache: true,
+    readahead: 0,
 };
 
 #[test]

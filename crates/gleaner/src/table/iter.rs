@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, seek_for_prev_via_seek};
 use crate::key::{ParsedKey, ValueKind, compare_internal};
@@ -12,7 +14,7 @@ use crate::merge::MergingIterator;
 
 use super::block::BlockIter;
 use super::format::{BlockHandle, KeyTableLayout, TablePart};
-use super::reader::{ReadCtx, Table};
+use super::reader::{ReadCtx, Readahead, Table};
 
 /// The two-level iterator over one part of a table.
 #[derive(Debug)]
@@ -26,11 +28,20 @@ struct PartIter {
     index: BlockIter,
     /// The block under the index cursor, and its handle (to avoid reloading it).
     block: Option<(BlockHandle, BlockIter)>,
+    /// The bytes read ahead, when `ctx.readahead` asks for it; shared by the parts of an
+    /// index-decoupled table, whose blocks are interleaved in the file, so each window is
+    /// read once rather than once per part.
+    window: Option<Arc<Mutex<Readahead>>>,
 }
 
 impl PartIter {
     /// `None` when the table has no such part.
-    fn new(table: Arc<Table>, part: TablePart, ctx: ReadCtx) -> Option<Self> {
+    fn new(
+        table: Arc<Table>,
+        part: TablePart,
+        ctx: ReadCtx,
+        window: Option<Arc<Mutex<Readahead>>>,
+    ) -> Option<Self> {
         let index = BlockIter::internal(table.part_index(part)?.clone());
         Some(PartIter {
             check_kinds: table.layout() == KeyTableLayout::IndexDecoupled,
@@ -39,6 +50,7 @@ impl PartIter {
             ctx,
             index,
             block: None,
+            window,
         })
     }
 
@@ -86,7 +98,13 @@ impl PartIter {
         if self.block.as_ref().is_some_and(|(h, _)| *h == handle) {
             return Ok(());
         }
-        let block = self.table.part_block(self.part, handle, self.ctx)?;
+        let block = match &mut self.window {
+            Some(window) => {
+                self.table
+                    .part_block_ahead(self.part, handle, self.ctx, &mut window.lock())?
+            }
+            None => self.table.part_block(self.part, handle, self.ctx)?,
+        };
         self.block = Some((handle, BlockIter::internal(block)));
         Ok(())
     }
@@ -236,9 +254,10 @@ impl std::fmt::Debug for TableIter {
 impl TableIter {
     /// An iterator over `parts` of `table` (parts the table lacks are skipped).
     pub(crate) fn new(table: Arc<Table>, parts: &[TablePart], ctx: ReadCtx) -> Self {
+        let window = (ctx.readahead > 0).then(|| Arc::new(Mutex::new(Readahead::default())));
         let iters: Vec<PartIter> = parts
             .iter()
-            .filter_map(|&p| PartIter::new(table.clone(), p, ctx))
+            .filter_map(|&p| PartIter::new(table.clone(), p, ctx, window.clone()))
             .collect();
         TableIter {
             parts: iters.iter().map(|p| p.part).collect(),

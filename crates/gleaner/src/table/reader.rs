@@ -12,11 +12,37 @@ use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, TRAILER_LEN, ValueKind, compare_internal, user_key};
 
 use super::block::{Block, BlockIter};
-use super::block_io::read_block;
+use super::block_io::{decode_block, read_block};
 use super::bloom::BloomFilter;
-use super::format::{BlockHandle, FOOTER_LEN, Footer, KeyTableLayout, TablePart};
+use super::format::{
+    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, KeyTableLayout, TablePart,
+};
 use super::iter::TableIter;
 use super::properties::TableProperties;
+
+/// Data blocks are cached at low priority, handle blocks at high priority so GC lookups keep
+/// finding them.
+fn cache_priority(part: TablePart) -> CachePriority {
+    match part {
+        TablePart::Data => CachePriority::Low,
+        TablePart::Handles => CachePriority::High,
+    }
+}
+
+/// The bytes an iterator read ahead of the block it needed (see [`ReadCtx::readahead`]).
+#[derive(Debug, Default)]
+pub(crate) struct Readahead {
+    /// File offset of `buf[0]`.
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Readahead {
+    /// Whether the window holds `len` bytes at `offset`.
+    fn holds(&self, offset: u64, len: u64) -> bool {
+        offset >= self.start && offset + len <= self.start + self.buf.len() as u64
+    }
+}
 
 /// Per-read options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +52,11 @@ pub struct ReadCtx {
     /// Whether data and handle blocks read from disk are inserted into the block cache (scans
     /// and compaction inputs usually should not evict hot blocks).
     pub fill_cache: bool,
+    /// Bytes an iterator reads at once when a block it needs is not cached: the block and
+    /// what follows it, so a sequential pass (a compaction's inputs) makes one read per window
+    /// instead of one per block, which with direct I/O is one device round trip per block.
+    /// 0 reads block by block. Point lookups ignore it.
+    pub readahead: u64,
 }
 
 impl ReadCtx {
@@ -34,6 +65,7 @@ impl ReadCtx {
         ReadCtx {
             class,
             fill_cache: true,
+            readahead: 0,
         }
     }
 }
@@ -381,6 +413,80 @@ impl Table {
         })
     }
 
+    /// As [`part_block`](Self::part_block), but a block that is not cached is taken from
+    /// `window` when the window holds it, else read with the `ctx.readahead` bytes that follow
+    /// it into `window` (never past the table's data end) and cut from there. For iterators
+    /// that read forward.
+    pub(crate) fn part_block_ahead(
+        &self,
+        part: TablePart,
+        handle: BlockHandle,
+        ctx: ReadCtx,
+        window: &mut Readahead,
+    ) -> Result<Arc<Block>> {
+        if let Some(cache) = &self.cache
+            && let Some(block) = cache.get(self.file_number, handle.offset, cache_priority(part))
+        {
+            return Ok(block);
+        }
+        handle.check_within(self.data_end, &self.file_name, part.name())?;
+        let len = handle.size + BLOCK_TRAILER_LEN as u64;
+        let contents = if window.holds(handle.offset, len) {
+            let at = (handle.offset - window.start) as usize;
+            decode_block(
+                window.buf[at..at + len as usize].to_vec(),
+                &self.file_name,
+                handle,
+                part.name(),
+            )?
+        } else if handle.offset < window.start {
+            // Behind the window (the other part of an index-decoupled table lagging): read the
+            // block alone, so the window only ever moves forward and the parts cannot make it
+            // jump back and forth.
+            read_block(
+                &self.file,
+                &self.file_name,
+                handle,
+                self.data_end,
+                ctx.class,
+                part.name(),
+            )?
+        } else {
+            // check_within bounded the block by the data end, so the window covers it.
+            let end = self
+                .data_end
+                .min(handle.offset.saturating_add(ctx.readahead.max(len)));
+            window.start = handle.offset;
+            window.buf.resize((end - handle.offset) as usize, 0);
+            if let Err(e) = self
+                .file
+                .read_exact_at(&mut window.buf, handle.offset, ctx.class)
+            {
+                // Nothing of a failed read may be served later as if it had been read.
+                window.buf.clear();
+                return Err(e);
+            }
+            decode_block(
+                window.buf[..len as usize].to_vec(),
+                &self.file_name,
+                handle,
+                part.name(),
+            )?
+        };
+        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
+        if ctx.fill_cache
+            && let Some(cache) = &self.cache
+        {
+            cache.insert(
+                self.file_number,
+                handle.offset,
+                block.clone(),
+                cache_priority(part),
+            );
+        }
+        Ok(block)
+    }
+
     /// The block of `part` at `handle`: from the block cache when present, else read (counted
     /// under `ctx.class`), verified and, when `ctx.fill_cache`, cached — data blocks at low
     /// priority, handle blocks at high priority so GC lookups keep finding them.
@@ -390,10 +496,7 @@ impl Table {
         handle: BlockHandle,
         ctx: ReadCtx,
     ) -> Result<Arc<Block>> {
-        let priority = match part {
-            TablePart::Data => CachePriority::Low,
-            TablePart::Handles => CachePriority::High,
-        };
+        let priority = cache_priority(part);
         if let Some(cache) = &self.cache
             && let Some(block) = cache.get(self.file_number, handle.offset, priority)
         {

@@ -257,6 +257,7 @@ fn check_table_layout(entries: &Entries, o: TableBuilderOptions, seed: u64) {
     let mut it = table.iter(ReadCtx {
         class: IoClass::CompactionRead,
         fill_cache: false,
+        readahead: 0,
     });
     for _ in 0..300 {
         let user = format!("user{:06}", rng.random_range(0..4100));
@@ -480,6 +481,76 @@ fn bloom_filter_skips_io_for_absent_keys() {
     }
 }
 
+/// A read-ahead window turns a scan's one read per block into one read per window, and
+/// returns the same entries both ways; the parts of an index-decoupled table share the window,
+/// so its bytes are read once.
+#[test]
+fn readahead_reads_windows_not_blocks_and_yields_the_same_entries() {
+    let mut rng = StdRng::seed_from_u64(15);
+    let entries = model(&mut rng, 2000, 50);
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..opts(256, Compression::Lz4)
+        };
+        let (file, done) = build(&entries, o);
+        let p = &done.properties;
+        let blocks = p.num_data_blocks + p.num_handle_blocks;
+        let block_bytes = p.data_bytes + p.handle_bytes;
+        for readahead in [0u64, 8 << 10, 64 << 10, 1 << 20] {
+            let stats = Arc::new(IoStats::default());
+            let table = Arc::new(
+                Table::open(
+                    file.reader_with_stats(stats.clone()),
+                    "6.sst".into(),
+                    6,
+                    file.len(),
+                    None,
+                    IoClass::Other,
+                )
+                .unwrap(),
+            );
+            let ctx = ReadCtx {
+                class: IoClass::CompactionRead,
+                fill_cache: false,
+                readahead,
+            };
+            let what = format!("{layout:?} readahead {readahead}");
+            assert_eq!(
+                scan_forward(&mut table.iter(ctx)).unwrap(),
+                entries,
+                "{what}"
+            );
+            let io = stats.get(IoClass::CompactionRead);
+            if readahead == 0 {
+                assert_eq!(io.read_ops, blocks, "{what}");
+                assert_eq!(io.read_bytes, block_bytes, "{what}");
+            } else {
+                // Each window holds 32 or more of these 256-byte blocks; a block of the other
+                // part that lags behind the window is read alone, so not every read is a
+                // window, but reads must fall well below one per block.
+                assert!(
+                    io.read_ops * 4 <= blocks,
+                    "{what}: {} reads for {blocks} blocks",
+                    io.read_ops
+                );
+                if readahead >= block_bytes {
+                    assert!(io.read_ops <= 2, "{what}: one window holds every block");
+                }
+                assert!(
+                    io.read_bytes <= 2 * block_bytes + readahead,
+                    "{what}: {io:?}"
+                );
+            }
+            assert_eq!(
+                scan_backward(&mut table.iter(ctx)).unwrap(),
+                entries,
+                "{what} backward"
+            );
+        }
+    }
+}
+
 #[test]
 fn block_cache_is_used_and_fill_cache_respected() {
     let mut rng = StdRng::seed_from_u64(5);
@@ -506,6 +577,7 @@ fn block_cache_is_used_and_fill_cache_respected() {
         let no_fill = ReadCtx {
             class: IoClass::CompactionRead,
             fill_cache: false,
+            readahead: 0,
         };
         assert_eq!(scan_forward(&mut table.iter(no_fill)).unwrap(), entries);
         assert_eq!(cache.usage_bytes(), 0);
@@ -644,43 +716,53 @@ pub(super) fn check_damaged(file: &MemFile, entries: &Entries, what: &str) -> bo
             }
         }
     }
-    // Forward: entries must be a prefix of the model until an error.
-    let mut it = table.iter(ctx);
-    let mut n = 0;
-    let mut r = it.seek_to_first();
-    while r.is_ok() && it.valid() {
-        assert_eq!(
-            (it.key(), it.value()),
-            (&entries[n].0[..], &entries[n].1[..]),
-            "{what}"
-        );
-        n += 1;
-        r = it.next();
-    }
-    match r {
-        Ok(()) => assert_eq!(n, entries.len(), "{what}"),
-        Err(e) => {
-            corrupt(e);
-            detected = true;
+    // Scans block by block and with a read-ahead window of a few blocks (a damaged block must
+    // be caught whether it is read alone or cut from a window).
+    for ctx in [
+        ctx,
+        ReadCtx {
+            readahead: 300,
+            ..ctx
+        },
+    ] {
+        // Forward: entries must be a prefix of the model until an error.
+        let mut it = table.iter(ctx);
+        let mut n = 0;
+        let mut r = it.seek_to_first();
+        while r.is_ok() && it.valid() {
+            assert_eq!(
+                (it.key(), it.value()),
+                (&entries[n].0[..], &entries[n].1[..]),
+                "{what}"
+            );
+            n += 1;
+            r = it.next();
         }
-    }
-    // Backward: a suffix of the model until an error.
-    let mut n = entries.len();
-    let mut r = it.seek_to_last();
-    while r.is_ok() && it.valid() {
-        n -= 1;
-        assert_eq!(
-            (it.key(), it.value()),
-            (&entries[n].0[..], &entries[n].1[..]),
-            "{what}"
-        );
-        r = it.prev();
-    }
-    match r {
-        Ok(()) => assert_eq!(n, 0, "{what}"),
-        Err(e) => {
-            corrupt(e);
-            detected = true;
+        match r {
+            Ok(()) => assert_eq!(n, entries.len(), "{what}"),
+            Err(e) => {
+                corrupt(e);
+                detected = true;
+            }
+        }
+        // Backward: a suffix of the model until an error.
+        let mut n = entries.len();
+        let mut r = it.seek_to_last();
+        while r.is_ok() && it.valid() {
+            n -= 1;
+            assert_eq!(
+                (it.key(), it.value()),
+                (&entries[n].0[..], &entries[n].1[..]),
+                "{what}"
+            );
+            r = it.prev();
+        }
+        match r {
+            Ok(()) => assert_eq!(n, 0, "{what}"),
+            Err(e) => {
+                corrupt(e);
+                detected = true;
+            }
         }
     }
     detected

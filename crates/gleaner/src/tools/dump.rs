@@ -128,6 +128,7 @@ impl Dumper<'_> {
         let ctx = ReadCtx {
             class: IoClass::Other,
             fill_cache: false,
+            readahead: 0,
         };
         if table.layout() == KeyTableLayout::Mixed {
             return self.table_entries(table.iter(ctx));

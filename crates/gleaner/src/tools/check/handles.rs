@@ -237,6 +237,7 @@ impl HandleCheck<'_> {
         let ctx = ReadCtx {
             class: IoClass::Other,
             fill_cache: true,
+            readahead: 0,
         };
         self.version.is_shadowed(&self.keys, user_key, seq, ctx)
     }

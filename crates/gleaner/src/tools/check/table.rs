@@ -18,6 +18,7 @@ use crate::version::FileMetaData;
 const CHECK_CTX: ReadCtx = ReadCtx {
     class: IoClass::Other,
     fill_cache: false,
+    readahead: 0,
 };
 
 /// What one part's structural walk found.
