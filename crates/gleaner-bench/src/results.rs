@@ -1,6 +1,8 @@
 //! The results of a run: what `results.json` holds (schema documented in docs/benchmarks.md).
 //! The runner fills it; the report builder reads it back.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Everything one `gleaner-bench` invocation measured.
@@ -33,6 +35,11 @@ pub struct Machine {
     pub started_unix: u64,
 }
 
+/// The shape recorded for results written before `--shape` existed.
+fn absolute() -> String {
+    crate::shape::Shape::Absolute.to_string()
+}
+
 /// The workload, as run (identical for every engine).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadInfo {
@@ -63,6 +70,15 @@ pub struct WorkloadInfo {
     /// Value-table / blob-file target size given to every engine (0: not recorded).
     #[serde(default)]
     pub value_file_bytes: u64,
+    /// How the sizes follow the dataset (`--shape`): `absolute` or `paper`. Results from
+    /// before the option read as `absolute`, the only rule there was.
+    #[serde(default = "absolute")]
+    pub shape: String,
+    /// Per engine family in the run (`gleaner`, `rocksdb`, `fjall`), each size the harness
+    /// gave it by the engine's own option name, in bytes (see `shape::engine_sizes`); empty in
+    /// older results.
+    #[serde(default)]
+    pub engine_sizes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Direct I/O requested for every engine that supports it.
     pub direct_io: bool,
     /// Space budget as a multiple of the dataset (`None`: no budget).

@@ -25,6 +25,7 @@ use fjall::{
 use super::{
     CommonConfig, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names, option,
 };
+use crate::shape;
 
 const KNOWN: [&str; 4] = [
     "separation_threshold",
@@ -141,16 +142,19 @@ impl FjallEngine {
     pub fn open(spec: &EngineSpec, dir: &Path, common: &CommonConfig) -> EngineResult<Self> {
         let blob = spec.kind == EngineKind::FjallBlob;
         // Journals are kept until the memtables they cover are flushed: allow four memtables'
-        // worth, as RocksDB's default `max_total_wal_size` does (fjall's own default, 512 MiB,
-        // would count against small datasets' space budget). fjall needs at least 24 MiB.
+        // worth, as RocksDB's default `max_total_wal_size` does (see `shape`).
         let keyspace = Config::new(dir)
             .cache_size(common.cache_bytes)
-            .max_write_buffer_size(common.memtable_bytes.saturating_mul(2).max(1 << 20))
-            .max_journaling_size(common.memtable_bytes.saturating_mul(4).max(24 << 20))
+            .max_write_buffer_size(shape::fjall_write_buffer_bytes(common.memtable_bytes))
+            .max_journaling_size(shape::fjall_journal_bytes(common.memtable_bytes))
             .open()?;
         let memtable = u32::try_from(common.memtable_bytes).unwrap_or(u32::MAX);
+        // fjall 2.11's Leveled strategy has no level-base option: level 1 targets
+        // `target_size × l0_threshold`, so with the default threshold of 4 it is four tables,
+        // the paper's 256 MiB to 64 MiB; `common.level_base_bytes` is met that way.
         let leveled = fjall::compaction::Leveled {
-            target_size: u32::try_from(common.table_bytes).unwrap_or(u32::MAX),
+            target_size: shape::fjall_target_size(common.table_bytes),
+            l0_threshold: shape::FJALL_L0_THRESHOLD,
             ..fjall::compaction::Leveled::default()
         };
         let mut opts = PartitionCreateOptions::default()

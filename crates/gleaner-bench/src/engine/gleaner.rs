@@ -22,6 +22,13 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
             .with_memtable_size(c.memtable_bytes)
             .with_key_table_size(c.table_bytes)
             .with_value_table_size(c.value_file_bytes);
+        // Set only under `--shape paper`; otherwise Gleaner's defaults, as before the option.
+        if let Some(bytes) = c.level_base_bytes {
+            o = o.with_level_base_size(bytes);
+        }
+        if let Some(bytes) = c.gc_max_input_bytes {
+            o = o.with_gc_max_input_size(bytes);
+        }
     }
     if let Some(policy) = &spec.policy {
         for (name, value) in policy_options(policy)? {
@@ -184,6 +191,44 @@ impl Engine for GleanerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn common(shape: crate::shape::Shape, dataset: u64) -> CommonConfig {
+        let s = crate::shape::sizes(shape, dataset);
+        CommonConfig {
+            cache_bytes: 1 << 20,
+            direct_io: false,
+            memtable_bytes: s.memtable_bytes,
+            table_bytes: s.table_bytes,
+            value_file_bytes: s.value_file_bytes,
+            level_base_bytes: s.level_base_bytes,
+            gc_max_input_bytes: s.gc_max_input_bytes,
+            background_threads: 2,
+        }
+    }
+
+    #[test]
+    fn the_shape_reaches_gleaners_options() {
+        use crate::shape::Shape;
+        let spec: EngineSpec = "gleaner:scavenger".parse().expect("spec");
+        let paper = options(&spec, Some(&common(Shape::Paper, 4 << 30))).expect("options");
+        assert_eq!(paper.memtable_size(), 2_882_304);
+        assert_eq!(paper.key_table_size(), 2_882_304);
+        assert_eq!(paper.level_base_size(), 11_529_215);
+        assert_eq!(paper.value_table_size(), 11_529_215);
+        assert_eq!(paper.gc_max_input_size(), 23_058_430);
+        // `absolute` leaves level base and GC job size to Gleaner, as before `--shape`.
+        let absolute = options(&spec, Some(&common(Shape::Absolute, 4 << 30))).expect("options");
+        assert_eq!(absolute.memtable_size(), 64 << 20);
+        assert!(!absolute.is_overridden("level_base_size"));
+        assert!(!absolute.is_overridden("gc_max_input_size"));
+        assert_eq!(absolute.level_base_size(), 256 << 20);
+        // An engine spec's own option still wins.
+        let own: EngineSpec = "gleaner:scavenger,level_base_size=1048576"
+            .parse()
+            .expect("spec");
+        let own = options(&own, Some(&common(Shape::Paper, 4 << 30))).expect("options");
+        assert_eq!(own.level_base_size(), 1 << 20);
+    }
 
     #[test]
     fn ablation_names_become_a_policy_and_switches() {

@@ -56,6 +56,12 @@ impl RocksEngine {
         o.set_max_background_jobs(common.background_threads.max(2) as i32);
         o.set_write_buffer_size(common.memtable_bytes as usize);
         o.set_target_file_size_base(common.table_bytes);
+        // Set only under `--shape paper`; otherwise RocksDB's default (256 MiB), as before.
+        // `max_total_wal_size` stays 0 (4 × the write buffers) and `max_compaction_bytes` at
+        // 25 × the target file size: both follow the sizes above by themselves.
+        if let Some(bytes) = common.level_base_bytes {
+            o.set_max_bytes_for_level_base(bytes);
+        }
         o.set_compression_type(DBCompressionType::Lz4);
         o.set_use_direct_reads(common.direct_io);
         o.set_use_direct_io_for_flush_and_compaction(common.direct_io);

@@ -36,6 +36,20 @@ pub fn results() -> Results {
             memtable_bytes: 64 * MIB,
             table_bytes: 64 * MIB,
             value_file_bytes: 256 * MIB,
+            shape: "absolute".to_string(),
+            engine_sizes: [
+                (
+                    "gleaner",
+                    vec![("memtable_size", 64 * MIB), ("level_base_size", 256 * MIB)],
+                ),
+                ("rocksdb", vec![("max_bytes_for_level_base", 256 * MIB)]),
+            ]
+            .into_iter()
+            .map(|(family, sizes)| {
+                let sizes = sizes.into_iter().map(|(n, b)| (n.to_string(), b));
+                (family.to_string(), sizes.collect())
+            })
+            .collect(),
             direct_io: true,
             space_budget: Some(1.5),
             compressible: 0.0,

@@ -136,6 +136,25 @@ mod tests {
     }
 
     #[test]
+    fn report_json_results_from_before_the_shape_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = fixture::results();
+        let mut json = serde_json::to_value(&results).unwrap();
+        json["workload"]
+            .as_object_mut()
+            .unwrap()
+            .retain(|k, _| k != "shape" && k != "engine_sizes");
+        let text = serde_json::to_string(&json).unwrap();
+        assert!(!text.contains("\"shape\""));
+        fs::write(results_path(dir.path()), text).unwrap();
+        let back = read_json(dir.path()).unwrap();
+        // The only rule there was: `absolute`.
+        assert_eq!(back.workload.shape, "absolute");
+        assert!(back.workload.engine_sizes.is_empty());
+        assert!(crate::report::markdown(&back).contains("- Shape: `absolute`"));
+    }
+
+    #[test]
     fn report_json_creates_the_directory() {
         let dir = tempfile::tempdir().unwrap();
         let nested = dir.path().join("a/b");

@@ -4,7 +4,7 @@
 use super::format::{self, NONE};
 use super::plots::PLOTS;
 use super::select::{PhaseKey, Reference};
-use crate::results::{EngineResult, GcFigures, PhaseResult, Results};
+use crate::results::{EngineResult, GcFigures, PhaseResult, Results, WorkloadInfo};
 
 /// Renders the report. Pure and deterministic: the same `Results` always gives the same text,
 /// so a rebuilt `report.md` only changes in git when the results do.
@@ -84,6 +84,14 @@ fn header(out: &mut Out, r: &Results) {
             ),
         );
     }
+    out.item("Shape", &shape_text(w));
+    for (family, sizes) in &w.engine_sizes {
+        let list: Vec<String> = sizes
+            .iter()
+            .map(|(option, bytes)| format!("{} {}", code(option), format::bytes(*bytes)))
+            .collect();
+        out.item(&format!("Sizes for {}", code(family)), &list.join(", "));
+    }
     out.item("Direct I/O", if w.direct_io { "yes" } else { "no" });
     let budget = match (w.space_budget, w.budget_bytes()) {
         (Some(multiple), Some(bytes)) => format!(
@@ -97,6 +105,28 @@ fn header(out: &mut Out, r: &Results) {
     out.item("Compressible fraction", &format::fixed(w.compressible, 2));
     out.item("Seed", &w.seed.to_string());
     out.blank();
+}
+
+/// The `--shape` line: the name and what it means for this dataset.
+fn shape_text(w: &WorkloadInfo) -> String {
+    match w.shape.as_str() {
+        "paper" => {
+            let f = w.load_bytes as f64 / crate::shape::PAPER_DATASET_BYTES as f64;
+            // Four decimals from 1 % of the paper's dataset up; three digits below.
+            let f = if f >= 0.01 {
+                format::fixed(f, 4)
+            } else {
+                format!("{f:.2e}")
+            };
+            format!(
+                "`paper`: the Scavenger paper's sizes (64 MiB memtable and tables, 256 MiB level base and value files) × dataset ÷ 100 GB = × {f}, floored"
+            )
+        }
+        "absolute" => "`absolute`: memtable, table and value-file sizes follow the dataset up to \
+             the papers' 64 / 64 / 256 MiB; level base and GC job size the engines' own"
+            .to_string(),
+        other => code(other),
+    }
 }
 
 fn engines(out: &mut Out, r: &Results) {
@@ -447,6 +477,28 @@ mod tests {
             positions.windows(2).all(|w| w[0] < w[1]),
             "phases out of order"
         );
+    }
+
+    #[test]
+    fn report_markdown_shape_and_sizes_in_the_workload() {
+        let mut results = fixture::results();
+        let md = markdown(&results);
+        for expected in [
+            "- Shape: `absolute`: memtable, table and value-file sizes follow the dataset up to the papers' 64 / 64 / 256 MiB; level base and GC job size the engines' own\n",
+            "- Sizes for `gleaner`: `level_base_size` 256.0 MiB, `memtable_size` 64.0 MiB\n",
+            "- Sizes for `rocksdb`: `max_bytes_for_level_base` 256.0 MiB\n",
+        ] {
+            assert!(md.contains(expected), "missing {expected:?} in\n{md}");
+        }
+        // 8 GiB under `paper`: f = 8·2³⁰ ÷ 10¹¹.
+        results.workload.shape = "paper".to_string();
+        let md = markdown(&results);
+        assert!(
+            md.contains("- Shape: `paper`: the Scavenger paper's sizes (64 MiB memtable and tables, 256 MiB level base and value files) × dataset ÷ 100 GB = × 0.0859, floored\n"),
+            "{md}"
+        );
+        results.workload.load_bytes = 8 << 20;
+        assert!(markdown(&results).contains("= × 8.39e-5, floored\n"));
     }
 
     #[test]
