@@ -139,6 +139,44 @@ pub struct PhaseResult {
     pub gc: Option<GcFigures>,
     /// The engine's own I/O counters for the phase, when it has them (free-form per engine).
     pub engine_io: Option<serde_json::Value>,
+    /// The engine's index tree at the end of the phase, when it reports it (absent in older
+    /// results).
+    #[serde(default)]
+    pub tree: Option<TreeShape>,
+}
+
+/// The files of an engine's index tree (key tables / SSTs / segments) per level, and its value
+/// files, at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeShape {
+    /// Levels holding at least one file, L0 included (RocksDB fills its levels from the last
+    /// one up, so the deepest level's number says nothing about depth; this count does).
+    pub levels_in_use: usize,
+    /// Per level, L0 first, through the engine's last level.
+    pub levels: Vec<LevelShape>,
+    /// Value tables / blob files (Gleaner: live and retired; RocksDB: `rocksdb.num-blob-files`;
+    /// fjall: its blob files); `None` for engines without key-value separation.
+    pub value_files: Option<u64>,
+}
+
+impl TreeShape {
+    /// A tree of `levels` (L0 first) and `value_files`, counting the levels in use.
+    pub fn new(levels: Vec<LevelShape>, value_files: Option<u64>) -> TreeShape {
+        TreeShape {
+            levels_in_use: levels.iter().filter(|l| l.files > 0).count(),
+            levels,
+            value_files,
+        }
+    }
+}
+
+/// One level of an index tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelShape {
+    /// Files in the level.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
 }
 
 /// Latency percentiles in microseconds.

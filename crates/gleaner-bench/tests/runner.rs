@@ -139,6 +139,13 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
     assert!(update.engine_io.is_some());
     assert!(gleaner.phases[2].mb_per_sec > 0.0, "reads return data");
     assert_eq!(results.engines[0].phases[1].gc, None, "null has no GC");
+    // Every phase records Gleaner's tree after the phase; null has none.
+    for p in &gleaner.phases {
+        let tree = p.tree.as_ref().expect("Gleaner reports its tree");
+        assert!(tree.levels_in_use >= 1, "{}: {tree:?}", p.name);
+        assert!(tree.value_files.is_some_and(|n| n > 0), "{}", p.name);
+    }
+    assert!(results.engines[0].phases.iter().all(|p| p.tree.is_none()));
     // The workload records the shape and the sizes of the engine families that ran.
     assert_eq!(results.workload.shape, "absolute");
     let families: Vec<&String> = results.workload.engine_sizes.keys().collect();

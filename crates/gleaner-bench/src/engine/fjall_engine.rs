@@ -25,6 +25,7 @@ use fjall::{
 use super::{
     CommonConfig, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names, option,
 };
+use crate::results::{LevelShape, TreeShape};
 use crate::shape;
 
 const KNOWN: [&str; 4] = [
@@ -227,6 +228,27 @@ impl Engine for FjallEngine {
             blob_gc(&self.partition, &self.gc_lock, RECLAIM_STALENESS)?;
         }
         Ok(())
+    }
+
+    fn tree_shape(&self) -> Option<TreeShape> {
+        // fjall documents no per-level figures; its tree's level manifest is public but
+        // `#[doc(hidden)]` (fjall 2.11 / lsm-tree 2.10, pinned by Cargo.lock).
+        let tree = match &self.partition.tree {
+            fjall::AnyTree::Standard(t) => t,
+            fjall::AnyTree::Blob(b) => &b.index.0,
+        };
+        let manifest = tree.levels.read().ok()?;
+        let levels = manifest
+            .levels
+            .iter()
+            .map(|level| LevelShape {
+                files: level.segments.len() as u64,
+                bytes: level.segments.iter().map(|s| s.metadata.file_size).sum(),
+            })
+            .collect();
+        drop(manifest);
+        let value_files = self.blob.then(|| self.partition.blob_file_count() as u64);
+        Some(TreeShape::new(levels, value_files))
     }
 
     fn close(&self) -> EngineResult<()> {

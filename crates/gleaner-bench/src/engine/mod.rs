@@ -139,6 +139,12 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// Files and bytes per level of the engine's index tree, and its value files, when the
+    /// engine reports them (asked at the end of every phase).
+    fn tree_shape(&self) -> Option<crate::results::TreeShape> {
+        None
+    }
+
     /// Closes the engine (waiting for background work).
     fn close(&self) -> EngineResult<()>;
 }

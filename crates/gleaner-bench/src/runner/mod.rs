@@ -387,6 +387,7 @@ fn run_one_phase(
     let io = DeviceIo::now().since(&io_before);
     let gauge = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let disk_end = dir_bytes(dir);
+    let tree = engine.tree_shape();
     let live_bytes = live.live_bytes();
     let peak = gauge(&gauges.peak_disk).max(disk_end);
     let ratio = |disk: u64| {
@@ -453,6 +454,7 @@ fn run_one_phase(
             (None, b) => b,
             (Some(_), None) => None,
         },
+        tree,
     };
     let mut error = outcome.error;
     // A phase cut short by its time limit is not an error: its figures cover what it did.
