@@ -14,6 +14,7 @@ use crate::engine::{self, CommonConfig, EngineSpec, PEERS_BUILT};
 use crate::report;
 use crate::results::Results;
 use crate::runner::{self, MAX_KEYS, RunConfig};
+use crate::shape::{self, Shape};
 use crate::workload::{
     DEFAULT_KEY_LEN, KeyDistSpec, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
 };
@@ -23,18 +24,6 @@ pub const EXIT_USAGE: u8 = 2;
 /// Exit code when an engine failed during the run (results are still written).
 pub const EXIT_ENGINE_FAILED: u8 = 1;
 
-/// Default memtable ceiling (the papers' 64 MiB).
-const MEMTABLE_MAX: u64 = 64 << 20;
-/// Smallest memtable the harness gives an engine.
-const MEMTABLE_MIN: u64 = 1 << 20;
-/// Largest key-table target size the harness derives (the papers' 64 MiB).
-const TABLE_MAX: u64 = 64 << 20;
-/// Smallest key-table target size the harness derives.
-const TABLE_MIN: u64 = 2 << 20;
-/// Largest value-file target size the harness derives (the papers' 256 MiB).
-const VALUE_FILE_MAX: u64 = 256 << 20;
-/// Smallest value-file target size the harness derives.
-const VALUE_FILE_MIN: u64 = 8 << 20;
 /// Smallest block cache the harness gives an engine.
 const CACHE_MIN: u64 = 1 << 20;
 /// Most client threads.
@@ -76,10 +65,17 @@ struct CommonArgs {
     /// Block-cache size for every engine: bytes (`64MiB`) or a percentage of the dataset (`1%`).
     #[arg(long, default_value = "1%")]
     cache: String,
-    /// Memtable size for every engine (default: dataset ÷ 32, between 1 MiB and 64 MiB). Key
-    /// tables target dataset ÷ 64 (2 to 64 MiB) and value files dataset ÷ 16 (8 to 256 MiB).
+    /// Memtable size for every engine, overriding the one `--shape` derives.
     #[arg(long)]
     memtable: Option<String>,
+    /// How memtables, tables, value files and level sizes follow the dataset, for every
+    /// engine alike: `absolute` (memtable dataset ÷ 32 within 1–64 MiB, tables ÷ 64 within
+    /// 2–64 MiB, value files ÷ 16 within 8–256 MiB, level base the engines' 256 MiB: the
+    /// papers' absolute sizes from 4 GiB up) or `paper` (the Scavenger paper's 64 MiB memtable
+    /// and tables, 256 MiB level base and value files × dataset ÷ 100 GB, so the trees have
+    /// the paper's depth). Default: `paper` for the `paper` experiments, `absolute` otherwise.
+    #[arg(long, value_enum)]
+    shape: Option<Shape>,
     /// Direct I/O for reads and background writes, where the engine supports it.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     direct_io: OnOff,
@@ -167,13 +163,32 @@ struct RunArgs {
     out: PathBuf,
 }
 
-/// Preset scales.
+/// Preset scales: the dataset bytes loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scale {
     /// A few seconds (CI smoke test): 8 MiB loaded.
     Tiny,
     /// About a minute with every peer: 128 MiB loaded.
     Small,
+    /// 4 GiB: the committed paper results.
+    Medium,
+    /// 16 GiB: a confirmation run (hours with every engine; needs 24 GiB free disk).
+    Large,
+    /// 32 GiB: a confirmation run (needs 48 GiB free disk).
+    Xlarge,
+}
+
+impl Scale {
+    /// Bytes of keys and values loaded.
+    fn load_bytes(self) -> u64 {
+        match self {
+            Scale::Tiny => 8 << 20,
+            Scale::Small => 128 << 20,
+            Scale::Medium => 4 << 30,
+            Scale::Large => 16 << 30,
+            Scale::Xlarge => 32 << 30,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -204,9 +219,13 @@ struct PaperArgs {
     experiment: Experiment,
     #[command(flatten)]
     common: CommonArgs,
-    /// Dataset size (at least 4 GiB for the committed results).
-    #[arg(long, default_value = "4GiB")]
-    load_bytes: String,
+    /// Dataset size (default 4 GiB, the committed results' size; any size, e.g. `32GiB`).
+    #[arg(long, conflicts_with = "scale")]
+    load_bytes: Option<String>,
+    /// Dataset size by name (`medium` = 4 GiB, `large` = 16 GiB, `xlarge` = 32 GiB, ...),
+    /// instead of --load-bytes.
+    #[arg(long, value_enum)]
+    scale: Option<Scale>,
     /// Output directory (default: target/gleaner-bench/EXPERIMENT-UNIXTIME).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -363,7 +382,7 @@ fn execute(cfg: &RunConfig, out: &Path) -> ExitCode {
 }
 
 /// The sizes and phases of a workload before the common options are applied.
-struct Shape {
+struct Plan {
     value_size: ValueSizeSpec,
     dist: KeyDistSpec,
     key_size: usize,
@@ -391,7 +410,7 @@ fn prepare_run(a: &RunArgs, command: String) -> Result<(RunConfig, PathBuf), Usa
     };
     let mut phases = a.phases.clone();
     phases.extend(a.ycsb.iter().map(|w| PhaseSpec::Ycsb(*w)));
-    let shape = Shape {
+    let plan = Plan {
         value_size: a.value_size,
         dist: a.dist,
         key_size: a.key_size,
@@ -413,7 +432,8 @@ fn prepare_run(a: &RunArgs, command: String) -> Result<(RunConfig, PathBuf), Usa
     build(
         &a.common,
         a.common.engines.clone(),
-        shape,
+        plan,
+        Shape::Absolute,
         a.out.clone(),
         command,
     )
@@ -451,9 +471,9 @@ fn preset_engines(common: &CommonArgs, baselines: bool) -> Vec<EngineSpec> {
 
 /// The presets' workload: `load` bytes of `value_size` values, Zipf 0.99, then load, update
 /// (3×), read (one per key) and scan (keys ÷ 500 scans of 1..1000 entries).
-fn preset_shape(value_size: ValueSizeSpec, load: u64) -> Shape {
+fn preset_plan(value_size: ValueSizeSpec, load: u64) -> Plan {
     let keys = (load as f64 / (DEFAULT_KEY_LEN as f64 + value_size.mean())).round() as u64;
-    Shape {
+    Plan {
         value_size,
         dist: KeyDistSpec::Zipf { theta: 0.99 },
         key_size: DEFAULT_KEY_LEN,
@@ -473,16 +493,13 @@ fn preset_shape(value_size: ValueSizeSpec, load: u64) -> Shape {
 }
 
 fn prepare_quick(a: &QuickArgs, command: String) -> Result<(RunConfig, PathBuf), Usage> {
-    let load: u64 = match a.scale {
-        Scale::Tiny => 8 << 20,
-        Scale::Small => 128 << 20,
-    };
     let out = a.out.clone().unwrap_or_else(|| default_out("quick"));
-    let shape = preset_shape(ValueSizeSpec::MIXED_8K, load);
+    let plan = preset_plan(ValueSizeSpec::MIXED_8K, a.scale.load_bytes());
     build(
         &a.common,
         preset_engines(&a.common, false),
-        shape,
+        plan,
+        Shape::Absolute,
         out,
         command,
     )
@@ -497,15 +514,27 @@ fn prepare_paper(a: &PaperArgs, command: String) -> Result<(RunConfig, PathBuf),
     // 1..1000 entries under a 1.5× space budget with a 1 % block cache. Scaled to one machine:
     // the same load:update ratio, one read per key, and scans that read about as many entries
     // as there are keys, so every engine finishes in minutes.
-    let shape = preset_shape(value_size, size("--load-bytes", &a.load_bytes)?);
+    let plan = preset_plan(value_size, paper_load_bytes(a)?);
     let out = a.out.clone().unwrap_or_else(|| default_out(name));
+    // The paper's tree shape at any dataset size: its sizes scaled by dataset ÷ 100 GB.
     build(
         &a.common,
         preset_engines(&a.common, true),
-        shape,
+        plan,
+        Shape::Paper,
         out,
         command,
     )
+}
+
+/// The dataset size of a `paper` run: `--load-bytes`, `--scale`, or 4 GiB.
+fn paper_load_bytes(a: &PaperArgs) -> Result<u64, Usage> {
+    match (&a.load_bytes, a.scale) {
+        (Some(text), None) => size("--load-bytes", text),
+        (None, Some(scale)) => Ok(scale.load_bytes()),
+        (None, None) => Ok(Scale::Medium.load_bytes()),
+        (Some(_), Some(_)) => Err("--load-bytes and --scale are exclusive".into()),
+    }
 }
 
 /// Parses a `--name SIZE` option.
@@ -517,11 +546,12 @@ fn size(option: &str, text: &str) -> Result<u64, Usage> {
     })
 }
 
-/// Checks everything and assembles the run.
+/// Checks everything and assembles the run; `default_shape` applies unless `--shape` is given.
 fn build(
     c: &CommonArgs,
     engines: Vec<EngineSpec>,
-    shape: Shape,
+    plan: Plan,
+    default_shape: Shape,
     out: PathBuf,
     command: String,
 ) -> Result<(RunConfig, PathBuf), Usage> {
@@ -538,23 +568,23 @@ fn build(
         )
         .into());
     }
-    if shape.keys == 0 || shape.keys > MAX_KEYS {
+    if plan.keys == 0 || plan.keys > MAX_KEYS {
         return Err(format!(
             "the dataset must have between 1 and {MAX_KEYS} keys, not {}",
-            shape.keys
+            plan.keys
         )
         .into());
     }
-    if shape.phases.is_empty() {
+    if plan.phases.is_empty() {
         return Err("--phases lists no phase".into());
     }
-    if shape.phases.iter().any(|p| *p != PhaseSpec::Load) && shape.phases[0] != PhaseSpec::Load {
+    if plan.phases.iter().any(|p| *p != PhaseSpec::Load) && plan.phases[0] != PhaseSpec::Load {
         return Err(
             "--phases must start with `load`: the other phases work on the loaded keys".into(),
         );
     }
-    let entry = shape.key_size as f64 + shape.value_size.mean();
-    let dataset = (shape.keys as f64 * entry) as u64;
+    let entry = plan.key_size as f64 + plan.value_size.mean();
+    let dataset = (plan.keys as f64 * entry) as u64;
     let space_budget = match c.space_budget.as_str() {
         "none" => None,
         t => match t.parse::<f64>() {
@@ -578,6 +608,8 @@ fn build(
     } else {
         size("--cache", &c.cache)?
     };
+    let lsm_shape = c.shape.unwrap_or(default_shape);
+    let sizes = shape::sizes(lsm_shape, dataset);
     let memtable_bytes = match &c.memtable {
         Some(t) => {
             let m = size("--memtable", t)?;
@@ -586,37 +618,35 @@ fn build(
             }
             m
         }
-        None => (dataset / 32).clamp(MEMTABLE_MIN, MEMTABLE_MAX),
+        None => sizes.memtable_bytes,
     };
-    // File sizes scale with the dataset like the memtable, reaching the engines' defaults (and
-    // the papers': 64 MiB tables, 256 MiB value files) at 4 GiB, so a small run keeps the shape
-    // of a large one instead of holding its whole dataset in one or two files.
-    let table_bytes = (dataset / 64).clamp(TABLE_MIN, TABLE_MAX);
-    let value_file_bytes = (dataset / 16).clamp(VALUE_FILE_MIN, VALUE_FILE_MAX);
-    let update_bytes = shape.update_bytes.unwrap_or(dataset.saturating_mul(3));
+    let update_bytes = plan.update_bytes.unwrap_or(dataset.saturating_mul(3));
     let cfg_data_dir = c.data_dir.clone().unwrap_or_else(|| out.join("data"));
     let cfg = RunConfig {
         engines,
-        key_size: shape.key_size,
-        value_size: shape.value_size,
-        dist: shape.dist,
-        keys: shape.keys,
-        phases: shape.phases,
+        key_size: plan.key_size,
+        value_size: plan.value_size,
+        dist: plan.dist,
+        keys: plan.keys,
+        phases: plan.phases,
         update_ops: ((update_bytes as f64 / entry).round() as u64).max(1),
-        read_ops: shape.read_ops.unwrap_or(shape.keys),
-        scan_ops: shape.scan_ops.unwrap_or((shape.keys / 500).max(10)),
-        ycsb_ops: shape.ycsb_ops.unwrap_or(shape.keys),
+        read_ops: plan.read_ops.unwrap_or(plan.keys),
+        scan_ops: plan.scan_ops.unwrap_or((plan.keys / 500).max(10)),
+        ycsb_ops: plan.ycsb_ops.unwrap_or(plan.keys),
         threads: c.threads,
         common: CommonConfig {
             cache_bytes,
             direct_io: c.direct_io == OnOff::On,
             memtable_bytes,
-            table_bytes,
-            value_file_bytes,
+            table_bytes: sizes.table_bytes,
+            value_file_bytes: sizes.value_file_bytes,
+            level_base_bytes: sizes.level_base_bytes,
+            gc_max_input_bytes: sizes.gc_max_input_bytes,
             background_threads: 2,
         },
+        shape: lsm_shape,
         space_budget,
-        compressible: shape.compressible,
+        compressible: plan.compressible,
         seed: c.seed,
         phase_time_limit: c.phase_time_limit.map(Duration::from_secs),
         hang_timeout: (c.hang_timeout > 0).then(|| Duration::from_secs(c.hang_timeout)),
@@ -680,6 +710,153 @@ fn check_out_dir(out: &Path, force: bool) -> Result<(), Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parses `args` (after the program name, with `--out` in a fresh directory appended) and
+    /// prepares the run as `main_with_args` would, without running it.
+    fn prepared(args: &[&str]) -> Result<RunConfig, Usage> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out").to_string_lossy().into_owned();
+        let mut all = vec!["gleaner-bench"];
+        all.extend(args);
+        all.extend(["--out", &out]);
+        let cli = Cli::try_parse_from(all).map_err(|e| Usage(e.to_string()))?;
+        let prepared = match cli.command {
+            Command::Run(a) => prepare_run(&a, String::new()),
+            Command::Quick(a) => prepare_quick(&a, String::new()),
+            Command::Paper(a) => prepare_paper(&a, String::new()),
+            Command::Report { .. } => panic!("not a run"),
+        };
+        prepared.map(|(cfg, _)| cfg)
+    }
+
+    #[test]
+    fn each_command_has_its_default_shape_and_shape_overrides_it() {
+        let quick = prepared(&["quick", "--scale", "tiny"]).expect("quick");
+        assert_eq!(quick.shape, Shape::Absolute);
+        let run = prepared(&["run", "--engine", "null", "--load-bytes", "8MiB"]).expect("run");
+        assert_eq!(run.shape, Shape::Absolute);
+        let paper =
+            prepared(&["paper", "scavenger-mixed8k", "--load-bytes", "64MiB"]).expect("paper");
+        assert_eq!(paper.shape, Shape::Paper);
+        let quick_paper =
+            prepared(&["quick", "--scale", "tiny", "--shape", "paper"]).expect("quick paper");
+        assert_eq!(quick_paper.shape, Shape::Paper);
+        let paper_absolute = prepared(&[
+            "paper",
+            "scavenger-mixed8k",
+            "--load-bytes",
+            "64MiB",
+            "--shape",
+            "absolute",
+        ])
+        .expect("paper absolute");
+        assert_eq!(paper_absolute.shape, Shape::Absolute);
+        // The engines get exactly the sizes of the shape for the dataset.
+        for cfg in [&quick, &run, &paper, &quick_paper, &paper_absolute] {
+            let s = shape::sizes(cfg.shape, cfg.dataset_bytes());
+            let c = &cfg.common;
+            assert_eq!(
+                (
+                    c.memtable_bytes,
+                    c.table_bytes,
+                    c.value_file_bytes,
+                    c.level_base_bytes,
+                    c.gc_max_input_bytes
+                ),
+                (
+                    s.memtable_bytes,
+                    s.table_bytes,
+                    s.value_file_bytes,
+                    s.level_base_bytes,
+                    s.gc_max_input_bytes
+                ),
+                "{:?}",
+                cfg.shape
+            );
+        }
+        // `absolute` is the rule from before `--shape`: an 8 MiB run got a 1 MiB memtable,
+        // 2 MiB tables, 8 MiB value files and nothing else.
+        assert_eq!(quick.common.memtable_bytes, 1 << 20);
+        assert_eq!(quick.common.table_bytes, 2 << 20);
+        assert_eq!(quick.common.value_file_bytes, 8 << 20);
+        assert_eq!(quick.common.level_base_bytes, None);
+        assert_eq!(quick.common.gc_max_input_bytes, None);
+        // The paper's floors at this size.
+        assert_eq!(quick_paper.common.memtable_bytes, shape::PAPER_MEMTABLE_MIN);
+        assert_eq!(
+            quick_paper.common.level_base_bytes,
+            Some(shape::PAPER_LEVEL_BASE_MIN)
+        );
+    }
+
+    #[test]
+    fn explicit_memtable_and_cache_override_the_shape() {
+        let cfg = prepared(&[
+            "paper",
+            "scavenger-mixed8k",
+            "--load-bytes",
+            "64MiB",
+            "--memtable",
+            "4MiB",
+            "--cache",
+            "3MiB",
+        ])
+        .expect("paper");
+        assert_eq!(cfg.common.memtable_bytes, 4 << 20);
+        assert_eq!(cfg.common.cache_bytes, 3 << 20);
+        // Everything else still follows the shape.
+        let s = shape::sizes(Shape::Paper, cfg.dataset_bytes());
+        assert_eq!(cfg.common.table_bytes, s.table_bytes);
+        assert_eq!(cfg.common.level_base_bytes, s.level_base_bytes);
+    }
+
+    #[test]
+    fn a_bad_shape_is_refused_naming_the_flag() {
+        for command in [
+            vec!["quick", "--shape", "scaled"],
+            vec!["paper", "scavenger-mixed8k", "--shape", "scaled"],
+            vec![
+                "run", "--engine", "null", "--keys", "10", "--shape", "scaled",
+            ],
+        ] {
+            let Err(Usage(message)) = prepared(&command) else {
+                panic!("{command:?} was accepted");
+            };
+            assert!(
+                message.contains("--shape") && message.contains("scaled"),
+                "{message}"
+            );
+            assert!(
+                message.contains("absolute") && message.contains("paper"),
+                "the valid values are listed: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn paper_runs_reach_32_gib() {
+        let parse = |args: &[&str]| -> Result<u64, String> {
+            let mut all = vec!["gleaner-bench", "paper", "scavenger-mixed8k"];
+            all.extend(args);
+            match Cli::try_parse_from(all).map_err(|e| e.to_string())?.command {
+                Command::Paper(a) => paper_load_bytes(&a).map_err(|Usage(m)| m),
+                _ => unreachable!("a paper command"),
+            }
+        };
+        assert_eq!(parse(&[]), Ok(4 << 30));
+        assert_eq!(parse(&["--load-bytes", "32GiB"]), Ok(32 << 30));
+        assert_eq!(parse(&["--scale", "large"]), Ok(16 << 30));
+        assert_eq!(parse(&["--scale", "xlarge"]), Ok(32 << 30));
+        assert_eq!(parse(&["--scale", "medium"]), Ok(4 << 30));
+        let both = parse(&["--scale", "xlarge", "--load-bytes", "1GiB"]).expect_err("both");
+        assert!(
+            both.contains("--load-bytes") && both.contains("--scale"),
+            "{both}"
+        );
+        // 32 GiB of Mixed-8K is some four million keys: well within the harness's limits.
+        let keys = preset_plan(ValueSizeSpec::MIXED_8K, 32 << 30).keys;
+        assert!(keys > 4_000_000 && keys < MAX_KEYS, "{keys}");
+    }
 
     #[test]
     fn a_hung_engine_is_written_after_the_finished_ones() {

@@ -7,5 +7,6 @@ pub mod engine;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod shape;
 pub mod sys;
 pub mod workload;

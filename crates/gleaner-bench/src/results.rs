@@ -1,6 +1,8 @@
 //! The results of a run: what `results.json` holds (schema documented in docs/benchmarks.md).
 //! The runner fills it; the report builder reads it back.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Everything one `gleaner-bench` invocation measured.
@@ -33,6 +35,11 @@ pub struct Machine {
     pub started_unix: u64,
 }
 
+/// The shape recorded for results written before `--shape` existed.
+fn absolute() -> String {
+    crate::shape::Shape::Absolute.to_string()
+}
+
 /// The workload, as run (identical for every engine).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadInfo {
@@ -63,6 +70,15 @@ pub struct WorkloadInfo {
     /// Value-table / blob-file target size given to every engine (0: not recorded).
     #[serde(default)]
     pub value_file_bytes: u64,
+    /// How the sizes follow the dataset (`--shape`): `absolute` or `paper`. Results from
+    /// before the option read as `absolute`, the only rule there was.
+    #[serde(default = "absolute")]
+    pub shape: String,
+    /// Per engine family in the run (`gleaner`, `rocksdb`, `fjall`), each size the harness
+    /// gave it by the engine's own option name, in bytes (see `shape::engine_sizes`); empty in
+    /// older results.
+    #[serde(default)]
+    pub engine_sizes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Direct I/O requested for every engine that supports it.
     pub direct_io: bool,
     /// Space budget as a multiple of the dataset (`None`: no budget).
@@ -123,6 +139,44 @@ pub struct PhaseResult {
     pub gc: Option<GcFigures>,
     /// The engine's own I/O counters for the phase, when it has them (free-form per engine).
     pub engine_io: Option<serde_json::Value>,
+    /// The engine's index tree at the end of the phase, when it reports it (absent in older
+    /// results).
+    #[serde(default)]
+    pub tree: Option<TreeShape>,
+}
+
+/// The files of an engine's index tree (key tables / SSTs / segments) per level, and its value
+/// files, at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeShape {
+    /// Levels holding at least one file, L0 included (RocksDB fills its levels from the last
+    /// one up, so the deepest level's number says nothing about depth; this count does).
+    pub levels_in_use: usize,
+    /// Per level, L0 first, through the engine's last level.
+    pub levels: Vec<LevelShape>,
+    /// Value tables / blob files (Gleaner: live and retired; RocksDB: `rocksdb.num-blob-files`;
+    /// fjall: its blob files); `None` for engines without key-value separation.
+    pub value_files: Option<u64>,
+}
+
+impl TreeShape {
+    /// A tree of `levels` (L0 first) and `value_files`, counting the levels in use.
+    pub fn new(levels: Vec<LevelShape>, value_files: Option<u64>) -> TreeShape {
+        TreeShape {
+            levels_in_use: levels.iter().filter(|l| l.files > 0).count(),
+            levels,
+            value_files,
+        }
+    }
+}
+
+/// One level of an index tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelShape {
+    /// Files in the level.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -67,6 +67,8 @@ fn bad_input_is_refused_with_exit_code_2_before_anything_runs() {
         "--space-budget",
     );
     refused(&with(&["--engine", "null", "--threads", "0"]), "--threads");
+    refused(&with(&["--engine", "null", "--shape", "deep"]), "--shape");
+    refused(&["quick", "--scale", "tiny", "--shape", "deep"], "--shape");
     refused(
         &with(&["--engine", "null", "--compressible", "1.5"]),
         "--compressible",

@@ -35,8 +35,11 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
             memtable_bytes: 256 << 10,
             table_bytes: 1 << 20,
             value_file_bytes: 2 << 20,
+            level_base_bytes: None,
+            gc_max_input_bytes: None,
             background_threads: 2,
         },
+        shape: gleaner_bench::shape::Shape::Absolute,
         space_budget: None,
         compressible: 0.0,
         seed: 7,
@@ -136,6 +139,21 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
     assert!(update.engine_io.is_some());
     assert!(gleaner.phases[2].mb_per_sec > 0.0, "reads return data");
     assert_eq!(results.engines[0].phases[1].gc, None, "null has no GC");
+    // Every phase records Gleaner's tree after the phase; null has none.
+    for p in &gleaner.phases {
+        let tree = p.tree.as_ref().expect("Gleaner reports its tree");
+        assert!(tree.levels_in_use >= 1, "{}: {tree:?}", p.name);
+        assert!(tree.value_files.is_some_and(|n| n > 0), "{}", p.name);
+    }
+    assert!(results.engines[0].phases.iter().all(|p| p.tree.is_none()));
+    // The workload records the shape and the sizes of the engine families that ran.
+    assert_eq!(results.workload.shape, "absolute");
+    let families: Vec<&String> = results.workload.engine_sizes.keys().collect();
+    assert_eq!(families, ["gleaner"]);
+    assert_eq!(
+        results.workload.engine_sizes["gleaner"]["memtable_size"],
+        256 << 10
+    );
     // Engines' directories are removed after they ran.
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
 }

@@ -25,6 +25,8 @@ use fjall::{
 use super::{
     CommonConfig, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names, option,
 };
+use crate::results::{LevelShape, TreeShape};
+use crate::shape;
 
 const KNOWN: [&str; 4] = [
     "separation_threshold",
@@ -141,16 +143,19 @@ impl FjallEngine {
     pub fn open(spec: &EngineSpec, dir: &Path, common: &CommonConfig) -> EngineResult<Self> {
         let blob = spec.kind == EngineKind::FjallBlob;
         // Journals are kept until the memtables they cover are flushed: allow four memtables'
-        // worth, as RocksDB's default `max_total_wal_size` does (fjall's own default, 512 MiB,
-        // would count against small datasets' space budget). fjall needs at least 24 MiB.
+        // worth, as RocksDB's default `max_total_wal_size` does (see `shape`).
         let keyspace = Config::new(dir)
             .cache_size(common.cache_bytes)
-            .max_write_buffer_size(common.memtable_bytes.saturating_mul(2).max(1 << 20))
-            .max_journaling_size(common.memtable_bytes.saturating_mul(4).max(24 << 20))
+            .max_write_buffer_size(shape::fjall_write_buffer_bytes(common.memtable_bytes))
+            .max_journaling_size(shape::fjall_journal_bytes(common.memtable_bytes))
             .open()?;
         let memtable = u32::try_from(common.memtable_bytes).unwrap_or(u32::MAX);
+        // fjall 2.11's Leveled strategy has no level-base option: level 1 targets
+        // `target_size × l0_threshold`, so with the default threshold of 4 it is four tables,
+        // the paper's 256 MiB to 64 MiB; `common.level_base_bytes` is met that way.
         let leveled = fjall::compaction::Leveled {
-            target_size: u32::try_from(common.table_bytes).unwrap_or(u32::MAX),
+            target_size: shape::fjall_target_size(common.table_bytes),
+            l0_threshold: shape::FJALL_L0_THRESHOLD,
             ..fjall::compaction::Leveled::default()
         };
         let mut opts = PartitionCreateOptions::default()
@@ -223,6 +228,27 @@ impl Engine for FjallEngine {
             blob_gc(&self.partition, &self.gc_lock, RECLAIM_STALENESS)?;
         }
         Ok(())
+    }
+
+    fn tree_shape(&self) -> Option<TreeShape> {
+        // fjall documents no per-level figures; its tree's level manifest is public but
+        // `#[doc(hidden)]` (fjall 2.11 / lsm-tree 2.10, pinned by Cargo.lock).
+        let tree = match &self.partition.tree {
+            fjall::AnyTree::Standard(t) => t,
+            fjall::AnyTree::Blob(b) => &b.index.0,
+        };
+        let manifest = tree.levels.read().ok()?;
+        let levels = manifest
+            .levels
+            .iter()
+            .map(|level| LevelShape {
+                files: level.segments.len() as u64,
+                bytes: level.segments.iter().map(|s| s.metadata.file_size).sum(),
+            })
+            .collect();
+        drop(manifest);
+        let value_files = self.blob.then(|| self.partition.blob_file_count() as u64);
+        Some(TreeShape::new(levels, value_files))
     }
 
     fn close(&self) -> EngineResult<()> {

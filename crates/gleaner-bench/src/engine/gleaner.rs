@@ -10,6 +10,7 @@ use std::path::Path;
 use gleaner::{Db, Options, ReadOptions};
 
 use super::{CommonConfig, Engine, EngineResult, EngineSpec, Found, GcCounters};
+use crate::results::{LevelShape, TreeShape};
 
 /// Builds the options for `spec` on top of the harness's common knobs; the spec's options win.
 fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, String> {
@@ -22,6 +23,13 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
             .with_memtable_size(c.memtable_bytes)
             .with_key_table_size(c.table_bytes)
             .with_value_table_size(c.value_file_bytes);
+        // Set only under `--shape paper`; otherwise Gleaner's defaults, as before the option.
+        if let Some(bytes) = c.level_base_bytes {
+            o = o.with_level_base_size(bytes);
+        }
+        if let Some(bytes) = c.gc_max_input_bytes {
+            o = o.with_gc_max_input_size(bytes);
+        }
     }
     if let Some(policy) = &spec.policy {
         for (name, value) in policy_options(policy)? {
@@ -184,6 +192,21 @@ impl Engine for GleanerEngine {
         Some(v)
     }
 
+    fn tree_shape(&self) -> Option<TreeShape> {
+        let s = self.db.stats();
+        let levels = s
+            .levels
+            .iter()
+            .map(|l| LevelShape {
+                files: l.files as u64,
+                bytes: l.bytes,
+            })
+            .collect();
+        // Retired tables (policy `titan`) are files on disk too, named by older versions.
+        let value_files = (s.values.tables + s.values.retired_tables) as u64;
+        Some(TreeShape::new(levels, Some(value_files)))
+    }
+
     fn close(&self) -> EngineResult<()> {
         Ok(self.db.close()?)
     }
@@ -192,6 +215,90 @@ impl Engine for GleanerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn common(shape: crate::shape::Shape, dataset: u64) -> CommonConfig {
+        let s = crate::shape::sizes(shape, dataset);
+        CommonConfig {
+            cache_bytes: 1 << 20,
+            direct_io: false,
+            memtable_bytes: s.memtable_bytes,
+            table_bytes: s.table_bytes,
+            value_file_bytes: s.value_file_bytes,
+            level_base_bytes: s.level_base_bytes,
+            gc_max_input_bytes: s.gc_max_input_bytes,
+            background_threads: 2,
+        }
+    }
+
+    #[test]
+    fn the_shape_reaches_gleaners_options() {
+        use crate::shape::Shape;
+        let spec: EngineSpec = "gleaner:scavenger".parse().expect("spec");
+        let paper = options(&spec, Some(&common(Shape::Paper, 4 << 30))).expect("options");
+        assert_eq!(paper.memtable_size(), 2_882_304);
+        assert_eq!(paper.key_table_size(), 2_882_304);
+        assert_eq!(paper.level_base_size(), 11_529_215);
+        assert_eq!(paper.value_table_size(), 11_529_215);
+        assert_eq!(paper.gc_max_input_size(), 23_058_430);
+        // `absolute` leaves level base and GC job size to Gleaner, as before `--shape`.
+        let absolute = options(&spec, Some(&common(Shape::Absolute, 4 << 30))).expect("options");
+        assert_eq!(absolute.memtable_size(), 64 << 20);
+        assert!(!absolute.is_overridden("level_base_size"));
+        assert!(!absolute.is_overridden("gc_max_input_size"));
+        assert_eq!(absolute.level_base_size(), 256 << 20);
+        // An engine spec's own option still wins.
+        let own: EngineSpec = "gleaner:scavenger,level_base_size=1048576"
+            .parse()
+            .expect("spec");
+        let own = options(&own, Some(&common(Shape::Paper, 4 << 30))).expect("options");
+        assert_eq!(own.level_base_size(), 1 << 20);
+    }
+
+    #[test]
+    fn gleaner_reports_files_per_level_and_value_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec: EngineSpec = "gleaner:terarkdb,inline_background_work=true"
+            .parse()
+            .expect("spec");
+        let engine = GleanerEngine::open(
+            &spec,
+            dir.path(),
+            &common(crate::shape::Shape::Paper, 8 << 20),
+        )
+        .expect("open");
+        let empty = engine.tree_shape().expect("tree");
+        assert_eq!(empty.levels_in_use, 0);
+        assert_eq!(empty.levels.len(), 7, "Gleaner's seven levels");
+        assert_eq!(empty.value_files, Some(0));
+        // 40 values of 4 KiB (separated) in one flush: one L0 table, one value table.
+        let flush_40 = |round: u32| {
+            for i in 0..40u32 {
+                engine
+                    .put(format!("key{round}-{i:04}").as_bytes(), &[7u8; 4096])
+                    .expect("put");
+            }
+            engine.flush().expect("flush");
+        };
+        flush_40(0);
+        let one = engine.tree_shape().expect("tree");
+        assert_eq!(one.levels_in_use, 1);
+        assert_eq!(one.levels[0].files, 1);
+        assert!(one.levels[0].bytes > 0);
+        assert_eq!(one.value_files, Some(1));
+        // The fourth L0 table triggers a compaction (run inline): the tables move below L0.
+        (1..4).for_each(flush_40);
+        let moved = engine.tree_shape().expect("tree");
+        assert_eq!(moved.levels[0].files, 0, "{moved:?}");
+        assert_eq!(moved.levels_in_use, 1, "{moved:?}");
+        let below: u64 = moved.levels[1..].iter().map(|l| l.files).sum();
+        assert!(below >= 1, "{moved:?}");
+        assert_eq!(
+            moved.value_files,
+            Some(4),
+            "compaction keeps the value tables"
+        );
+        engine.close().expect("close");
+    }
 
     #[test]
     fn ablation_names_become_a_policy_and_switches() {

@@ -33,6 +33,13 @@ pub struct CommonConfig {
     /// Target size of a value table / blob file (engines with key-value separation); an
     /// engine spec's own option (`value_table_size`, `blob_file_size`) wins.
     pub value_file_bytes: u64,
+    /// Target size of level 1 (Gleaner `level_base_size`, RocksDB `max_bytes_for_level_base`;
+    /// fjall has no such option: its level 1 targets four tables). `None`: each engine's
+    /// default. Set by `--shape paper` ([`crate::shape`]).
+    pub level_base_bytes: Option<u64>,
+    /// Gleaner's `gc_max_input_size` (most bytes of victims one GC job reads); `None`: its
+    /// default. Set by `--shape paper`.
+    pub gc_max_input_bytes: Option<u64>,
     /// Background threads the engine may use for flushes and compactions.
     pub background_threads: usize,
 }
@@ -129,6 +136,12 @@ pub trait Engine: Send + Sync {
 
     /// The engine's own I/O counters (free-form JSON), when it has them.
     fn io_counters(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Files and bytes per level of the engine's index tree, and its value files, when the
+    /// engine reports them (asked at the end of every phase).
+    fn tree_shape(&self) -> Option<crate::results::TreeShape> {
         None
     }
 

@@ -2,7 +2,8 @@
 //! peer) and the null engine (which fails in `read`), through load, update and read.
 
 use crate::results::{
-    EngineResult, GcFigures, Latency, Machine, PhaseResult, Results, Sample, Space, WorkloadInfo,
+    EngineResult, GcFigures, Latency, LevelShape, Machine, PhaseResult, Results, Sample, Space,
+    TreeShape, WorkloadInfo,
 };
 
 const GIB: u64 = 1 << 30;
@@ -36,6 +37,20 @@ pub fn results() -> Results {
             memtable_bytes: 64 * MIB,
             table_bytes: 64 * MIB,
             value_file_bytes: 256 * MIB,
+            shape: "absolute".to_string(),
+            engine_sizes: [
+                (
+                    "gleaner",
+                    vec![("memtable_size", 64 * MIB), ("level_base_size", 256 * MIB)],
+                ),
+                ("rocksdb", vec![("max_bytes_for_level_base", 256 * MIB)]),
+            ]
+            .into_iter()
+            .map(|(family, sizes)| {
+                let sizes = sizes.into_iter().map(|(n, b)| (n.to_string(), b));
+                (family.to_string(), sizes.collect())
+            })
+            .collect(),
             direct_io: true,
             space_budget: Some(1.5),
             compressible: 0.0,
@@ -69,6 +84,9 @@ fn gleaner() -> EngineResult {
         write_seconds: 8.0,
     });
     let read = phase("read", 2_000_000, 50.0, 40_000.0, 0.0, 1.4);
+    // Gleaner's tree: L0 and L1 after the load; L1 and L2 after the updates (L0 empty).
+    load.tree = Some(tree(&[(2, 128 * MIB), (4, 200 * MIB)], Some(30)));
+    update.tree = Some(tree(&[(0, 0), (3, 190 * MIB), (12, 2 * GIB)], Some(1_234)));
     EngineResult {
         name: "gleaner:terarkdb".to_string(),
         kind: "gleaner".to_string(),
@@ -79,12 +97,19 @@ fn gleaner() -> EngineResult {
 }
 
 fn rocksdb() -> EngineResult {
+    let mut update = phase("update", 3_000_000, 366.0, 8_196.7, 11.0, 1.1);
+    // RocksDB fills its levels from the last (L6) up, and has no value files.
+    let mut levels = vec![(0, 0); 7];
+    levels[0] = (1, 64 * MIB);
+    levels[5] = (9, 800 * MIB);
+    levels[6] = (130, 8 * GIB);
+    update.tree = Some(tree(&levels, None));
     EngineResult {
         name: "rocksdb".to_string(),
         kind: "rocksdb".to_string(),
         phases: vec![
             phase("load", 1_000_000, 200.0, 5_000.0, 3.0, 1.05),
-            phase("update", 3_000_000, 366.0, 8_196.7, 11.0, 1.1),
+            update,
             phase("read", 2_000_000, 40.0, 50_000.0, 0.0, 1.1),
         ],
         timeseries: samples(&[("load", 5_000.0), ("update", 8_000.0), ("read", 50_000.0)]),
@@ -143,7 +168,19 @@ fn phase(
         engine_stall_seconds: None,
         gc: None,
         engine_io: None,
+        tree: None,
     }
+}
+
+/// A tree of `(files, bytes)` per level, L0 first.
+fn tree(levels: &[(u64, u64)], value_files: Option<u64>) -> TreeShape {
+    TreeShape::new(
+        levels
+            .iter()
+            .map(|&(files, bytes)| LevelShape { files, bytes })
+            .collect(),
+        value_files,
+    )
 }
 
 /// Two samples per phase, one second apart, continuing the clock across phases.

@@ -136,6 +136,36 @@ mod tests {
     }
 
     #[test]
+    fn report_json_results_from_before_the_shape_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = fixture::results();
+        let mut json = serde_json::to_value(&results).unwrap();
+        json["workload"]
+            .as_object_mut()
+            .unwrap()
+            .retain(|k, _| k != "shape" && k != "engine_sizes");
+        for engine in json["engines"].as_array_mut().unwrap() {
+            for phase in engine["phases"].as_array_mut().unwrap() {
+                phase.as_object_mut().unwrap().remove("tree");
+            }
+        }
+        let text = serde_json::to_string(&json).unwrap();
+        assert!(!text.contains("\"tree\"") && !text.contains("\"shape\""));
+        fs::write(results_path(dir.path()), text).unwrap();
+        let back = read_json(dir.path()).unwrap();
+        // The only rule there was: `absolute`.
+        assert_eq!(back.workload.shape, "absolute");
+        assert!(back.workload.engine_sizes.is_empty());
+        assert!(
+            back.engines
+                .iter()
+                .flat_map(|e| &e.phases)
+                .all(|p| p.tree.is_none())
+        );
+        assert!(crate::report::markdown(&back).contains("- Shape: `absolute`"));
+    }
+
+    #[test]
     fn report_json_creates_the_directory() {
         let dir = tempfile::tempdir().unwrap();
         let nested = dir.path().join("a/b");

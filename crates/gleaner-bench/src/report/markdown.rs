@@ -4,7 +4,7 @@
 use super::format::{self, NONE};
 use super::plots::PLOTS;
 use super::select::{PhaseKey, Reference};
-use crate::results::{EngineResult, GcFigures, PhaseResult, Results};
+use crate::results::{EngineResult, GcFigures, PhaseResult, Results, TreeShape, WorkloadInfo};
 
 /// Renders the report. Pure and deterministic: the same `Results` always gives the same text,
 /// so a rebuilt `report.md` only changes in git when the results do.
@@ -84,6 +84,14 @@ fn header(out: &mut Out, r: &Results) {
             ),
         );
     }
+    out.item("Shape", &shape_text(w));
+    for (family, sizes) in &w.engine_sizes {
+        let list: Vec<String> = sizes
+            .iter()
+            .map(|(option, bytes)| format!("{} {}", code(option), format::bytes(*bytes)))
+            .collect();
+        out.item(&format!("Sizes for {}", code(family)), &list.join(", "));
+    }
     out.item("Direct I/O", if w.direct_io { "yes" } else { "no" });
     let budget = match (w.space_budget, w.budget_bytes()) {
         (Some(multiple), Some(bytes)) => format!(
@@ -97,6 +105,44 @@ fn header(out: &mut Out, r: &Results) {
     out.item("Compressible fraction", &format::fixed(w.compressible, 2));
     out.item("Seed", &w.seed.to_string());
     out.blank();
+}
+
+/// The `--shape` line: the name and what it means for this dataset.
+fn shape_text(w: &WorkloadInfo) -> String {
+    match w.shape.as_str() {
+        "paper" => {
+            let f = w.load_bytes as f64 / crate::shape::PAPER_DATASET_BYTES as f64;
+            // Four decimals from 1 % of the paper's dataset up; three digits below.
+            let f = if f >= 0.01 {
+                format::fixed(f, 4)
+            } else {
+                format!("{f:.2e}")
+            };
+            format!(
+                "`paper`: the Scavenger paper's sizes (64 MiB memtable and tables, 256 MiB level base and value files) × dataset ÷ 100 GB = × {f}, floored"
+            )
+        }
+        "absolute" => "`absolute`: memtable, table and value-file sizes follow the dataset up to \
+             the papers' 64 / 64 / 256 MiB; level base and GC job size the engines' own"
+            .to_string(),
+        other => code(other),
+    }
+}
+
+/// A tree's non-empty levels and their files: `L0 2, L1 5, L2 40` (`0` for an empty tree).
+fn files_per_level(tree: &TreeShape) -> String {
+    let cells: Vec<String> = tree
+        .levels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.files > 0)
+        .map(|(i, l)| format!("L{i} {}", format::thousands(l.files)))
+        .collect();
+    if cells.is_empty() {
+        "0".to_string()
+    } else {
+        cells.join(", ")
+    }
 }
 
 fn engines(out: &mut Out, r: &Results) {
@@ -258,6 +304,25 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
     t.figure("budget violations", |p| {
         format::thousands(p.budget_violations)
     });
+    // The index tree at the end of the phase, where some engine reports it.
+    if t.any(|p| p.tree.is_some()) {
+        let tree = |show: fn(&TreeShape) -> String| {
+            move |p: &PhaseResult| p.tree.as_ref().map_or(NONE.to_string(), show)
+        };
+        t.figure(
+            "levels in use",
+            tree(|s| format::thousands(s.levels_in_use as u64)),
+        );
+        t.figure("files per level", tree(files_per_level));
+        t.figure(
+            "index-tree bytes",
+            tree(|s| format::bytes(s.levels.iter().map(|l| l.bytes).sum())),
+        );
+        t.figure(
+            "value files",
+            tree(|s| s.value_files.map_or(NONE.to_string(), format::thousands)),
+        );
+    }
     // GC rows only where some engine collected in this phase: Gleaner's load phase, and every
     // peer, would otherwise add seven rows of dashes.
     if t.any(|p| p.gc.is_some()) {
@@ -447,6 +512,70 @@ mod tests {
             positions.windows(2).all(|w| w[0] < w[1]),
             "phases out of order"
         );
+    }
+
+    #[test]
+    fn report_markdown_shape_and_sizes_in_the_workload() {
+        let mut results = fixture::results();
+        let md = markdown(&results);
+        for expected in [
+            "- Shape: `absolute`: memtable, table and value-file sizes follow the dataset up to the papers' 64 / 64 / 256 MiB; level base and GC job size the engines' own\n",
+            "- Sizes for `gleaner`: `level_base_size` 256.0 MiB, `memtable_size` 64.0 MiB\n",
+            "- Sizes for `rocksdb`: `max_bytes_for_level_base` 256.0 MiB\n",
+        ] {
+            assert!(md.contains(expected), "missing {expected:?} in\n{md}");
+        }
+        // 8 GiB under `paper`: f = 8·2³⁰ ÷ 10¹¹.
+        results.workload.shape = "paper".to_string();
+        let md = markdown(&results);
+        assert!(
+            md.contains("- Shape: `paper`: the Scavenger paper's sizes (64 MiB memtable and tables, 256 MiB level base and value files) × dataset ÷ 100 GB = × 0.0859, floored\n"),
+            "{md}"
+        );
+        results.workload.load_bytes = 8 << 20;
+        assert!(markdown(&results).contains("= × 8.39e-5, floored\n"));
+    }
+
+    #[test]
+    fn report_markdown_level_counts_per_phase() {
+        let md = markdown(&fixture::results());
+        // One phase's section: from its heading to the next.
+        let table = |phase: &str| -> &str {
+            let start = md
+                .find(&format!("## Phase `{phase}`\n"))
+                .expect("phase table");
+            let end = md[start + 1..]
+                .find("\n## ")
+                .map_or(md.len(), |i| start + 1 + i);
+            &md[start..end]
+        };
+        let load = table("load");
+        assert!(load.contains("| levels in use | 2 | — | — |\n"), "{load}");
+        assert!(
+            load.contains("| files per level | L0 2, L1 4 | — | — |\n"),
+            "{load}"
+        );
+        assert!(load.contains("| value files | 30 | — | — |"), "{load}");
+        let update = table("update");
+        for expected in [
+            // Gleaner: L0 empty after the flush, so two levels; RocksDB: L0, L5 and L6.
+            "| levels in use | 2 | 3 | — |\n",
+            "| files per level | L1 3, L2 12 | L0 1, L5 9, L6 130 | — |\n",
+            "| index-tree bytes | 2.2 GiB | 8.8 GiB | — |\n",
+            "| value files | 1,234 | — | — |",
+        ] {
+            assert!(
+                update.contains(expected),
+                "missing {expected:?} in\n{update}"
+            );
+        }
+        // No engine reported its tree in `read`: no tree rows there.
+        assert!(
+            !table("read").contains("levels in use"),
+            "{}",
+            table("read")
+        );
+        assert_eq!(md.matches("| levels in use |").count(), 2);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::engine::{self, CommonConfig, Engine, EngineResult, EngineSpec};
 use crate::results::{
     EngineResult as Figures, GcFigures, PhaseResult, Results, Space, WorkloadInfo,
 };
+use crate::shape::{self, Shape};
 use crate::sys::{self, DeviceIo, dir_bytes};
 use crate::workload::{KeyDistSpec, KeyFormat, PhaseSpec, ValueGen, ValueSizeSpec};
 
@@ -56,6 +57,8 @@ pub struct RunConfig {
     pub threads: usize,
     /// Knobs every engine gets.
     pub common: CommonConfig,
+    /// How `common`'s sizes were derived from the dataset (recorded in the results).
+    pub shape: Shape,
     /// Space budget as a multiple of the dataset bytes.
     pub space_budget: Option<f64>,
     /// Fraction of each value that compresses away (0: incompressible).
@@ -150,6 +153,13 @@ impl RunConfig {
             memtable_bytes: self.common.memtable_bytes,
             table_bytes: self.common.table_bytes,
             value_file_bytes: self.common.value_file_bytes,
+            shape: self.shape.to_string(),
+            engine_sizes: self
+                .engines
+                .iter()
+                .filter_map(|e| shape::family(e.kind))
+                .filter_map(|f| Some((f.to_string(), shape::engine_sizes(f, &self.common)?)))
+                .collect(),
             direct_io: self.common.direct_io,
             space_budget: self.space_budget,
             compressible: self.compressible,
@@ -377,6 +387,7 @@ fn run_one_phase(
     let io = DeviceIo::now().since(&io_before);
     let gauge = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let disk_end = dir_bytes(dir);
+    let tree = engine.tree_shape();
     let live_bytes = live.live_bytes();
     let peak = gauge(&gauges.peak_disk).max(disk_end);
     let ratio = |disk: u64| {
@@ -443,6 +454,7 @@ fn run_one_phase(
             (None, b) => b,
             (Some(_), None) => None,
         },
+        tree,
     };
     let mut error = outcome.error;
     // A phase cut short by its time limit is not an error: its figures cover what it did.
