@@ -7,6 +7,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::prefetch::{ReadPool, RecordRef, ValuePrefetcher};
 use super::value_fetch::ValueFetcher;
 use super::{DbInner, ReadOptions, SuperVersion};
 use crate::cache::{TableCache, ValueTableCache};
@@ -36,6 +37,8 @@ struct IterSource {
     lazy: bool,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    /// Reader threads and reads in flight for prefetching (eager iterators only).
+    prefetch: Option<(Arc<ReadPool>, usize)>,
 }
 
 impl IterSource {
@@ -69,14 +72,48 @@ impl IterSource {
             ),
             lower: self.lower.clone(),
             upper: self.upper.clone(),
+            prefetch: self.prefetch.as_ref().map(|(pool, depth)| {
+                let ahead = IterSource {
+                    lazy: true,
+                    prefetch: None,
+                    ..self.clone()
+                };
+                (
+                    ValuePrefetcher::new(
+                        Arc::clone(pool),
+                        Arc::clone(&self.sv),
+                        Arc::clone(&self.values),
+                        self.ctx.fill_cache,
+                        *depth,
+                    ),
+                    Box::new(ahead),
+                )
+            }),
         })
     }
 }
 
 impl DbInner {
-    fn iter_source(&self, opts: &ReadOptions<'_>) -> IterSource {
+    fn iter_source(&self, opts: &ReadOptions<'_>) -> Result<IterSource> {
         let (sv, seq) = self.read_state(opts);
-        IterSource {
+        let depth = self.opts.scan_prefetch_depth() as usize;
+        // Not with `inline_background_work`: that schedule runs no thread of its own, so that a
+        // seeded run repeats exactly.
+        let prefetch = if depth > 0 && !opts.lazy_values && !self.opts.inline_background_work() {
+            let pool = match self.read_pool.get() {
+                Some(pool) => Arc::clone(pool),
+                None => {
+                    let pool = Arc::new(ReadPool::new((depth * 2).min(32))?);
+                    // Two first scans may race: the loser's threads end with its pool.
+                    Arc::clone(self.read_pool.get_or_init(|| pool))
+                }
+            };
+            Some((pool, depth))
+        } else {
+            None
+        };
+        Ok(IterSource {
+            prefetch,
             sv,
             tables: Arc::clone(&self.tables),
             values: Arc::clone(&self.values),
@@ -90,11 +127,11 @@ impl DbInner {
             },
             lower: opts.lower_bound.clone(),
             upper: opts.upper_bound.clone(),
-        }
+        })
     }
 
     pub(super) fn new_iterator(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
-        self.iter_source(opts).build()
+        self.iter_source(opts)?.build()
     }
 }
 
@@ -131,6 +168,9 @@ pub struct DbIterator {
     fetcher: ValueFetcher,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    /// The look-ahead of an eager iterator (`scan_prefetch_depth` > 0), with the source of its
+    /// lazy look-ahead iterator.
+    prefetch: Option<(ValuePrefetcher, Box<IterSource>)>,
 }
 
 impl std::fmt::Debug for DbIterator {
@@ -216,15 +256,62 @@ impl DbIterator {
             ),
         };
         let stored = StoredHandle::decode(stored, "iterator input", 0)?;
+        let record_seq = stored.record_seq(seq);
+        if let Some((prefetcher, source)) = &mut self.prefetch {
+            if self.direction == Direction::Forward {
+                let record = RecordRef {
+                    user_key: user_key.to_vec(),
+                    seq: record_seq,
+                    handle: stored.location,
+                };
+                let start_ahead = || -> Result<DbIterator> {
+                    let mut ahead = source.build()?;
+                    ahead.seek(&record.user_key)?;
+                    Ok(ahead)
+                };
+                if let Some(value) = prefetcher.take(&record, start_ahead)? {
+                    self.value_buf = value;
+                    self.fetched = true;
+                    return Ok(());
+                }
+            } else {
+                prefetcher.reset();
+            }
+        }
         self.fetcher.fetch(
             self.sv.version.values(),
             user_key,
-            stored.record_seq(seq),
+            record_seq,
             stored.location,
             &mut self.value_buf,
         )?;
         self.fetched = true;
         Ok(())
+    }
+
+    /// The record of the current entry when its value is separated (for the look-ahead of a
+    /// prefetching iterator).
+    pub(super) fn separated_record(&self) -> Result<Option<RecordRef>> {
+        if !self.valid || self.current_kind != ValueKind::ValueHandle {
+            return Ok(None);
+        }
+        let (user_key, seq, stored) = match self.direction {
+            Direction::Forward => {
+                let p = ParsedKey::parse(self.inner.key()).ok_or_else(malformed)?;
+                (p.user_key, p.seq, self.inner.value())
+            }
+            Direction::Reverse => (
+                self.saved_key.as_slice(),
+                self.saved_seq,
+                self.saved_value.as_slice(),
+            ),
+        };
+        let stored = StoredHandle::decode(stored, "iterator input", 0)?;
+        Ok(Some(RecordRef {
+            user_key: user_key.to_vec(),
+            seq: stored.record_seq(seq),
+            handle: stored.location,
+        }))
     }
 
     /// Called whenever the iterator lands on an entry: notes its kind and, for an eager
@@ -482,7 +569,7 @@ impl RangeIter {
         range: impl std::ops::RangeBounds<&'k [u8]>,
         opts: &ReadOptions<'_>,
     ) -> Result<RangeIter> {
-        let mut source = inner.iter_source(opts);
+        let mut source = inner.iter_source(opts)?;
         let lower = match range.start_bound() {
             Bound::Included(k) => Some(k.to_vec()),
             Bound::Excluded(k) => Some(successor(k)),

@@ -7,6 +7,7 @@ mod gc;
 mod inline;
 mod iter;
 mod open;
+mod prefetch;
 mod read;
 mod request;
 mod snapshot;
@@ -116,6 +117,8 @@ struct DbInner {
     block_cache: Option<Arc<BlockCache>>,
     tables: Arc<TableCache>,
     values: Arc<ValueTableCache>,
+    /// Reader threads for scans' value prefetching, started by the first scan that prefetches.
+    read_pool: std::sync::OnceLock<Arc<prefetch::ReadPool>>,
     picker: PickerConfig,
     /// The GC policy's roles.
     policy: PolicySet,
@@ -643,6 +646,7 @@ impl DbInner {
                 gets: g(&c.gets),
                 gets_separated: g(&c.gets_separated),
                 gets_via_inheritance: g(&c.gets_via_inheritance),
+                scan_values_prefetched: self.read_pool.get().map_or(0, |p| p.served()),
             },
             compaction: CompactionStats {
                 flushes: g(&c.flushes),

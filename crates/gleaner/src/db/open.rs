@@ -474,6 +474,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         block_cache,
         tables,
         values,
+        read_pool: std::sync::OnceLock::new(),
         picker,
         policy,
         next_file_number,

@@ -92,6 +92,8 @@ pub const DEFAULT_SPACE_STOP_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_GC_MAX_INPUT_SIZE: u64 = 512 << 20;
 /// Default `compaction_readahead_size`: compactions read each input key table 1 MiB at a time.
 pub const DEFAULT_COMPACTION_READAHEAD_SIZE: u64 = 1 << 20;
+/// Default `scan_prefetch_depth`: forward scans keep up to 8 value reads in flight.
+pub const DEFAULT_SCAN_PREFETCH_DEPTH: u32 = 8;
 /// Default `value_readahead_size`: scans read up to 1 MiB ahead within a value table.
 pub const DEFAULT_VALUE_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `wal_recovery_mode`.
@@ -355,6 +357,14 @@ options_table! {
     /// input table, never more than the table. Default 1 MiB; 0 reads block by block; at most
     /// 64 MiB.
     (compaction_readahead_size, with_compaction_readahead_size, u64, DEFAULT_COMPACTION_READAHEAD_SIZE, persisted: true);
+    /// Separated values a forward scan reads ahead of itself, in parallel, on a pool of reader
+    /// threads shared by the database's iterators (twice this many threads, at most 32, started
+    /// by the first scan that needs them). A scan starts with one read ahead and doubles it with
+    /// every value it consumes, so a short scan does not read far past its end; at most 8 MiB
+    /// of values are held ahead. Records that follow each other in a value table are left to
+    /// `value_readahead_size` instead. Off under `inline_background_work` (no threads of the
+    /// engine's own). Default 8; 0 reads each value when the scan reaches it; at most 64.
+    (scan_prefetch_depth, with_scan_prefetch_depth, u32, DEFAULT_SCAN_PREFETCH_DEPTH, persisted: true);
     /// Bytes scans read ahead within a value table when consecutive records are requested.
     /// Default 1 MiB; 0 disables read-ahead; at most 64 MiB.
     (value_readahead_size, with_value_readahead_size, u64, DEFAULT_VALUE_READAHEAD_SIZE, persisted: true);
@@ -528,6 +538,7 @@ impl Options {
             0,
             64 << 20,
         )?;
+        range("scan_prefetch_depth", self.scan_prefetch_depth, 0, 64)?;
         range(
             "value_readahead_size",
             self.value_readahead_size,

@@ -135,6 +135,9 @@ pub struct OperationStats {
     /// compaction rewrites the handle.
     #[serde(default)]
     pub gets_via_inheritance: u64,
+    /// Separated values scans found already read by their look-ahead (`scan_prefetch_depth`).
+    #[serde(default)]
+    pub scan_values_prefetched: u64,
 }
 
 /// Figures from the last open's recovery.
