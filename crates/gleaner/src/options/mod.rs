@@ -92,8 +92,9 @@ pub const DEFAULT_SPACE_STOP_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_GC_MAX_INPUT_SIZE: u64 = 512 << 20;
 /// Default `compaction_readahead_size`: compactions read each input key table 1 MiB at a time.
 pub const DEFAULT_COMPACTION_READAHEAD_SIZE: u64 = 1 << 20;
-/// Default `scan_prefetch_depth`: forward scans keep up to 8 value reads in flight.
-pub const DEFAULT_SCAN_PREFETCH_DEPTH: u32 = 8;
+/// Default `scan_prefetch_depth`: forward scans keep up to 16 value reads in flight (chosen
+/// by the run in docs/benchmarks.md, "Scan prefetch depth").
+pub const DEFAULT_SCAN_PREFETCH_DEPTH: u32 = 16;
 /// Default `value_readahead_size`: scans read up to 1 MiB ahead within a value table.
 pub const DEFAULT_VALUE_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `wal_recovery_mode`.
@@ -363,7 +364,7 @@ options_table! {
     /// every value it consumes, so a short scan does not read far past its end; at most 8 MiB
     /// of values are held ahead. Records that follow each other in a value table are left to
     /// `value_readahead_size` instead. Off under `inline_background_work` (no threads of the
-    /// engine's own). Default 8; 0 reads each value when the scan reaches it; at most 64.
+    /// engine's own). Default 16; 0 reads each value when the scan reaches it; at most 64.
     (scan_prefetch_depth, with_scan_prefetch_depth, u32, DEFAULT_SCAN_PREFETCH_DEPTH, persisted: true);
     /// Bytes scans read ahead within a value table when consecutive records are requested.
     /// Default 1 MiB; 0 disables read-ahead; at most 64 MiB.
