@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use gleaner::{Db, WriteBatch};
+use gleaner::{Db, ReadOptions, Snapshot, WriteBatch};
 
 use super::{Outcome, engine_error};
 use crate::commands::CommandId;
@@ -273,6 +273,9 @@ impl From<gleaner::Error> for Failure {
 /// One atomic unit in progress.
 struct Unit<'a> {
     db: &'a Db,
+    /// Reads go to this snapshot when set (a multi-key read that holds no lock), so that they
+    /// see one state of the database, as Redis's MGET does.
+    snapshot: Option<&'a Snapshot>,
     stats: &'a ServerStats,
     batch: WriteBatch,
     /// Writes of the unit so far, seen by its later reads (`None`: deleted).
@@ -285,7 +288,11 @@ impl Unit<'_> {
     fn get(&self, key: &Bytes) -> Result<Option<Bytes>, Failure> {
         let value = match self.pending.get(key) {
             Some(v) => v.clone(),
-            None => self.db.get(key)?.map(Bytes::from),
+            None => match self.snapshot {
+                Some(s) => self.db.get_with(key, &ReadOptions::default().at(s))?,
+                None => self.db.get(key)?,
+            }
+            .map(Bytes::from),
         };
         let counter = if value.is_some() {
             &self.stats.keyspace_hits
@@ -336,8 +343,13 @@ pub fn run_unit(
             .max_by_key(|m| *m == LockMode::Exclusive)
     };
     let _guard = mode.map(|m| shared.locks.lock(cmds.iter().flat_map(DataCmd::keys), m));
+    // Without a lock, reads of several keys could each see a different state; a snapshot
+    // makes them see one. (Locked keys cannot change under the unit.)
+    let snapshot = (mode.is_none() && cmds.iter().map(|c| c.keys().len()).sum::<usize>() > 1)
+        .then(|| shared.db.snapshot());
     let mut unit = Unit {
         db: &shared.db,
+        snapshot: snapshot.as_ref(),
         stats: &shared.stats,
         batch: WriteBatch::new(),
         pending: HashMap::new(),
