@@ -24,6 +24,8 @@ pub enum CommandId {
     Strlen,
     /// `GETRANGE key start end`
     Getrange,
+    /// `TYPE key`
+    Type,
     /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
     Scan,
     /// `PING [message]`
@@ -181,6 +183,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         1,
         1,
         "a substring of a value (negative offsets count from the end)"
+    ),
+    spec!(
+        Type,
+        "type",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "`string`, or `none` for a missing key (every key holds a string)"
     ),
     spec!(
         Scan,
@@ -388,6 +400,7 @@ const IN_MULTI: &[CommandId] = &[
     CommandId::Mset,
     CommandId::Strlen,
     CommandId::Getrange,
+    CommandId::Type,
     CommandId::Ping,
     CommandId::Echo,
 ];

@@ -45,7 +45,7 @@ pub enum ProtectedMode {
 /// Gleaner over the Redis protocol.
 ///
 /// Serves the database in DIR (created if missing) to Redis clients: RESP2 and RESP3, GET SET
-/// DEL EXISTS MGET MSET STRLEN GETRANGE SCAN, MULTI/EXEC as one atomic write batch, INFO, and
+/// DEL EXISTS MGET MSET STRLEN GETRANGE TYPE SCAN, MULTI/EXEC as one atomic write batch, INFO, and
 /// GLEANER.* admin commands. See docs/server.md for every command, option, limit and
 /// guarantee.
 ///

@@ -142,6 +142,15 @@ fn strings_commands_answer_as_redis_does() {
         "ERR value is not an integer or out of range"
     );
 
+    assert_eq!(
+        run(&mut c, &[b"TYPE", b"s"]),
+        Ok(Value::SimpleString("string".into()))
+    );
+    assert_eq!(
+        run(&mut c, &[b"TYPE", b"nope"]),
+        Ok(Value::SimpleString("none".into()))
+    );
+
     // Connection commands.
     assert_eq!(run(&mut c, &[b"SELECT", b"0"]), Ok(Value::Okay));
     assert_eq!(

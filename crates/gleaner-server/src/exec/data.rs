@@ -1,4 +1,4 @@
-//! The data commands (GET SET DEL EXISTS MGET MSET STRLEN GETRANGE, and PING/ECHO inside a
+//! The data commands (GET SET DEL EXISTS MGET MSET STRLEN GETRANGE TYPE, and PING/ECHO inside a
 //! transaction), run as atomic units: a single command, or every command of a `MULTI/EXEC`.
 //!
 //! A unit takes the key locks of its keys ([`crate::keylocks`]), runs its commands against the
@@ -50,6 +50,8 @@ pub enum DataCmd {
     Strlen(Bytes),
     /// `GETRANGE key start end`
     Getrange(Bytes, i64, i64),
+    /// `TYPE key`
+    Type(Bytes),
     /// `PING [message]`
     Ping(Option<Bytes>),
     /// `ECHO message`
@@ -90,6 +92,7 @@ impl DataCmd {
                 )
             }
             CommandId::Strlen => DataCmd::Strlen(args[1].clone()),
+            CommandId::Type => DataCmd::Type(args[1].clone()),
             CommandId::Getrange => {
                 let start = parse_strict_i64(&args[2]).ok_or_else(not_an_integer)?;
                 let end = parse_strict_i64(&args[3]).ok_or_else(not_an_integer)?;
@@ -126,7 +129,10 @@ impl DataCmd {
     /// The keys the command reads or writes.
     fn keys(&self) -> Vec<&Bytes> {
         match self {
-            DataCmd::Get(k) | DataCmd::Strlen(k) | DataCmd::Getrange(k, _, _) => vec![k],
+            DataCmd::Get(k)
+            | DataCmd::Strlen(k)
+            | DataCmd::Getrange(k, _, _)
+            | DataCmd::Type(k) => vec![k],
             DataCmd::Set { key, .. } => vec![key],
             DataCmd::Del(ks) | DataCmd::Exists(ks) | DataCmd::Mget(ks) => ks.iter().collect(),
             DataCmd::Mset(pairs) => pairs.iter().map(|(k, _)| k).collect(),
@@ -198,6 +204,11 @@ impl DataCmd {
                 let range = getrange(value.len(), *start, *end);
                 unit.reply_value(Some(value.slice(range)))?
             }
+            DataCmd::Type(key) => Reply::simple(if unit.get(key)?.is_some() {
+                "string"
+            } else {
+                "none"
+            }),
             DataCmd::Ping(None) => Reply::simple("PONG"),
             DataCmd::Ping(Some(m)) | DataCmd::Echo(m) => Reply::Bulk(m.clone()),
         })

@@ -123,6 +123,7 @@ pub fn execute(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Outcom
         | CommandId::Mset
         | CommandId::Strlen
         | CommandId::Getrange
+        | CommandId::Type
         | CommandId::Ping
         | CommandId::Echo => match DataCmd::parse(spec.id, args) {
             Ok(cmd) => data::run_single(shared, session, cmd),
@@ -179,7 +180,7 @@ fn queue(
         m.aborted = true;
         return Outcome::Reply(Reply::error(format!(
             "ERR '{}' is not allowed inside MULTI: gleaner-server runs a transaction as one \
-             atomic write batch of GET SET DEL EXISTS MGET MSET STRLEN GETRANGE PING ECHO",
+             atomic write batch of GET SET DEL EXISTS MGET MSET STRLEN GETRANGE TYPE PING ECHO",
             spec.name
         )));
     }
