@@ -2,7 +2,7 @@
 //! ketama consistent hashing, configured by `examples/twemproxy/nutcracker.yml`. 20,000 keys
 //! of mixed sizes (16 bytes to 96 KiB) are written and read back through the proxy, every
 //! server holds a share, and after one server is killed the proxy answers errors for that
-//! shard's keys and still serves the others. Skipped, with a message, when `nutcracker` is not
+//! shard's keys and still serves the others; restarted, the server's keys are served again. Skipped, with a message, when `nutcracker` is not
 //! installed (`.ci/run` installs it).
 
 mod common;
@@ -217,17 +217,44 @@ fn three_servers_behind_twemproxy() {
     eprintln!("the proxy's error for the dead shard: {first_error}");
     assert!(first_error.contains("Connection refused"), "{first_error}");
     // The proxy and the live servers keep working for writes too.
-    for i in 0..KEYS {
-        let k = key(i);
-        if !shards[1].contains(&k) {
-            let () = redis::cmd("SET")
-                .arg(&k)
-                .arg("after")
-                .query(&mut c)
-                .expect("set");
-            let v: String = redis::cmd("GET").arg(&k).query(&mut c).expect("get");
-            assert_eq!(v, "after");
-            break;
+    let live_key = (0..KEYS)
+        .map(key)
+        .find(|k| !shards[1].contains(k))
+        .expect("a key of a live server");
+    let () = redis::cmd("SET")
+        .arg(&live_key)
+        .arg("after")
+        .query(&mut c)
+        .expect("set");
+    let v: String = redis::cmd("GET").arg(&live_key).query(&mut c).expect("get");
+    assert_eq!(v, "after");
+
+    // The server comes back on its address with its data: its keys are served again, and
+    // nothing of them was written elsewhere meanwhile.
+    let back = Server::start_with(
+        &tmp.path().join("db2"),
+        &format!("127.0.0.1:{}", ports[1]),
+        &[],
+    );
+    for i in (0..KEYS)
+        .filter(|&i| shards[1].contains(&key(i)))
+        .step_by(50)
+    {
+        let v: Vec<u8> = redis::cmd("GET")
+            .arg(key(i))
+            .query(&mut c)
+            .expect("served again");
+        assert_eq!(v, value(i), "{}", key(i));
+    }
+    assert_eq!(keys_of(&back), shards[1]);
+    for (n, server) in servers.iter().enumerate() {
+        if let Some(server) = server {
+            assert_eq!(
+                keys_of(server),
+                shards[n],
+                "server {} gained or lost keys",
+                n + 1
+            );
         }
     }
     drop(proxy);
