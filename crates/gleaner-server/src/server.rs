@@ -94,7 +94,8 @@ fn admit(
     peer: SocketAddr,
 ) {
     ServerStats::add(&shared.stats.total_connections_received, 1);
-    if shared.config.protected && !peer.ip().is_loopback() {
+    // Canonical: an IPv4 client of a dual-stack `[::]` listener shows as ::ffff:127.0.0.1.
+    if shared.config.protected && !peer.ip().to_canonical().is_loopback() {
         ServerStats::add(&shared.stats.rejected_connections, 1);
         tokio::spawn(refuse(
             stream,

@@ -304,3 +304,28 @@ fn inline_commands_work_as_with_telnet() {
     let reply = send_and_read_to_end(&mut raw, b"QUIT\r\n");
     assert_eq!(reply, b"+OK\r\n", "QUIT answers, then closes");
 }
+
+#[test]
+fn protected_mode_admits_ipv4_loopback_clients_of_a_dual_stack_listener() {
+    if std::net::TcpListener::bind("[::]:0").is_err() {
+        common::skip(
+            "protected_mode_admits_ipv4_loopback_clients_of_a_dual_stack_listener",
+            "no IPv6 on this machine",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(&dir.path().join("db"), "[::]:0", &[]);
+    // Over IPv4 loopback the peer address is ::ffff:127.0.0.1: still loopback.
+    let Ok(mut raw) = TcpStream::connect(("127.0.0.1", server.port())) else {
+        common::skip(
+            "protected_mode_admits_ipv4_loopback_clients_of_a_dual_stack_listener",
+            "[::] does not accept IPv4 here (net.ipv6.bindv6only=1)",
+        );
+        return;
+    };
+    raw.set_read_timeout(Some(common::IO_TIMEOUT))
+        .expect("timeout");
+    raw.write_all(b"PING\r\n").expect("write");
+    assert_eq!(read_line(&mut raw), "+PONG");
+}
