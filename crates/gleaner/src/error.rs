@@ -71,7 +71,7 @@ pub enum Error {
     OpenedReadOnly {
         /// The database directory.
         path: String,
-        /// What was refused: `write`, `flush`, `compact_range` or `run_gc`.
+        /// What was refused: `write`, `flush`, `compact_range`, `run_gc` or `sync_wal`.
         operation: &'static str,
     },
     /// The database was closed; no further operations are accepted on this handle.

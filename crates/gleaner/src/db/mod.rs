@@ -199,9 +199,9 @@ impl Db {
     /// inline work under `inline_background_work`). Reads, snapshots, iterators,
     /// [`Db::range`], [`Db::stats`] and [`Db::recount_garbage`] see exactly the recovered
     /// state, including writes the WALs hold that were never flushed. [`Db::write`],
-    /// [`Db::put`], [`Db::delete`], [`Db::flush`], [`Db::compact_range`] and [`Db::run_gc`]
-    /// fail with [`Error::OpenedReadOnly`]; [`Db::close`] writes, syncs and deletes nothing
-    /// and releases the lock.
+    /// [`Db::put`], [`Db::delete`], [`Db::flush`], [`Db::compact_range`], [`Db::run_gc`] and
+    /// [`Db::sync_wal`] fail with [`Error::OpenedReadOnly`]; [`Db::close`] writes, syncs and
+    /// deletes nothing and releases the lock.
     ///
     /// Locking: a read-only handle holds a *shared* lock on the LOCK file, so any number of
     /// read-only handles (in this process or others) coexist, a [`Db::open`] fails with
@@ -344,6 +344,23 @@ impl Db {
         let _call = self.inner.begin_foreground()?;
         self.inner.check_writable("run_gc")?;
         self.inner.run_gc_to_quiescence()
+    }
+
+    /// Makes every write acknowledged so far durable: syncs the WAL (earlier WALs were synced
+    /// when their memtables were sealed), as a write with [`WriteOptions::sync`] would, but
+    /// without writing anything. A server that acknowledges a pipeline of unsynced writes calls
+    /// it once before replying, instead of syncing every write.
+    ///
+    /// Errors: [`Error::ReadOnly`] after an earlier unrecoverable failure (the WAL is not synced
+    /// again: after a failed sync the file's state is unknown, and a later sync that succeeds
+    /// proves nothing); [`Error::Io`] when the sync fails (the database then refuses writes
+    /// until it is reopened); [`Error::OpenedReadOnly`] on a handle from
+    /// [`Db::open_read_only`]; [`Error::Closed`].
+    pub fn sync_wal(&self) -> Result<()> {
+        let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("sync_wal")?;
+        self.inner.state.lock().check_usable()?;
+        self.inner.sync_wal()
     }
 
     /// Recounts value-table garbage from scratch — every handle in every key table, placed in
@@ -520,11 +537,12 @@ impl DbInner {
         use crate::stats::*;
         let c = &self.counters;
         let g = Counters::get;
-        let (version, mem_bytes, imm, imm_bytes, running, bg_error, claimed, usage) = {
+        let (version, mem_bytes, mem_entries, imm, imm_bytes, running, bg_error, claimed, usage) = {
             let st = self.state.lock();
             (
                 Arc::clone(&st.version),
                 st.mem.approximate_bytes(),
+                st.mem.len() + st.imm.iter().map(|m| m.len()).sum::<u64>(),
                 st.imm.len(),
                 st.imm.iter().map(|m| m.approximate_bytes()).sum(),
                 st.running.len(),
@@ -574,6 +592,7 @@ impl DbInner {
                 level: l,
                 files: version.files(l).len(),
                 bytes: version.level_bytes(l),
+                entries: version.files(l).iter().map(|f| f.num_entries).sum(),
                 score: scores.get(l).copied().unwrap_or(0.0),
             })
             .collect();
@@ -632,6 +651,7 @@ impl DbInner {
             memtable_bytes: mem_bytes,
             immutable_memtables: imm,
             immutable_memtable_bytes: imm_bytes,
+            memtable_entries: mem_entries,
             last_sequence: self.visible_seq.load(Ordering::Acquire),
             snapshots: self.snapshots.count(),
             io: crate::io::IoClass::ALL

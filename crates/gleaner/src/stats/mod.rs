@@ -16,6 +16,10 @@ pub struct LevelStats {
     pub files: usize,
     /// Bytes of those tables.
     pub bytes: u64,
+    /// Entries of those tables (every version and tombstone they hold, as their properties
+    /// count them): with [`DbStats::memtable_entries`], an upper estimate of the number of keys.
+    #[serde(default)]
+    pub entries: u64,
     /// Compaction score (size ÷ target; L0: tables ÷ trigger). ≥ 1 means due.
     pub score: f64,
 }
@@ -316,6 +320,9 @@ pub struct DbStats {
     pub immutable_memtables: usize,
     /// Bytes in immutable memtables.
     pub immutable_memtable_bytes: u64,
+    /// Entries in the active and immutable memtables (every version and tombstone).
+    #[serde(default)]
+    pub memtable_entries: u64,
     /// Last sequence number visible to reads.
     pub last_sequence: u64,
     /// Live snapshots.

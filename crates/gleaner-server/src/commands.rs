@@ -1,0 +1,568 @@
+//! The command table: every command the server knows, with Redis's arity, flags and key
+//! positions (what `COMMAND` reports and what the server uses to find a command's keys).
+
+use bytes::Bytes;
+
+use crate::resp::Reply;
+
+/// Identifies a command for dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandId {
+    /// `GET key`
+    Get,
+    /// `SET key value [NX|XX] [GET] [KEEPTTL]`
+    Set,
+    /// `DEL key [key ...]`
+    Del,
+    /// `EXISTS key [key ...]`
+    Exists,
+    /// `MGET key [key ...]`
+    Mget,
+    /// `MSET key value [key value ...]`
+    Mset,
+    /// `STRLEN key`
+    Strlen,
+    /// `GETRANGE key start end`
+    Getrange,
+    /// `TYPE key`
+    Type,
+    /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
+    Scan,
+    /// `PING [message]`
+    Ping,
+    /// `ECHO message`
+    Echo,
+    /// `INFO [section ...]`
+    Info,
+    /// `DBSIZE`
+    Dbsize,
+    /// `COMMAND [COUNT|INFO|LIST|DOCS]`
+    Command,
+    /// `CLIENT SETNAME|GETNAME|ID|SETINFO|HELP`
+    Client,
+    /// `QUIT`
+    Quit,
+    /// `AUTH [username] password`
+    Auth,
+    /// `HELLO [protover [AUTH username password] [SETNAME name]]`
+    Hello,
+    /// `SELECT 0`
+    Select,
+    /// `MULTI`
+    Multi,
+    /// `EXEC`
+    Exec,
+    /// `DISCARD`
+    Discard,
+    /// `CONFIG GET parameter`
+    Config,
+    /// `GLEANER.GC`
+    GleanerGc,
+    /// `GLEANER.COMPACT [begin end]`
+    GleanerCompact,
+    /// `GLEANER.CHECK`
+    GleanerCheck,
+    /// `GLEANER.STATS`
+    GleanerStats,
+}
+
+/// One command's description.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec {
+    /// Dispatch id.
+    pub id: CommandId,
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Redis arity: `n > 0` exactly n arguments (the name included), `n < 0` at least `-n`.
+    pub arity: i32,
+    /// Redis command flags (`write`, `readonly`, `fast`, `no_auth`, ...).
+    pub flags: &'static [&'static str],
+    /// Position of the first key (0: none).
+    pub first_key: i32,
+    /// Position of the last key (-1: the last argument).
+    pub last_key: i32,
+    /// Step between keys.
+    pub step: i32,
+    /// One line for docs and `COMMAND DOCS`-less clients.
+    pub summary: &'static str,
+}
+
+macro_rules! spec {
+    ($id:ident, $name:literal, $arity:literal, [$($flag:literal),*], $first:literal, $last:literal, $step:literal, $summary:literal) => {
+        CommandSpec {
+            id: CommandId::$id,
+            name: $name,
+            arity: $arity,
+            flags: &[$($flag),*],
+            first_key: $first,
+            last_key: $last,
+            step: $step,
+            summary: $summary,
+        }
+    };
+}
+
+/// Every command, in the order docs/server.md lists them.
+pub const COMMANDS: &[CommandSpec] = &[
+    spec!(
+        Get,
+        "get",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "the value of a key, or nil"
+    ),
+    spec!(
+        Set,
+        "set",
+        -3,
+        ["write", "denyoom"],
+        1,
+        1,
+        1,
+        "set a key; NX only if absent, XX only if present, GET returns the old value; no expiry"
+    ),
+    spec!(
+        Del,
+        "del",
+        -2,
+        ["write"],
+        1,
+        -1,
+        1,
+        "remove keys; the number that existed"
+    ),
+    spec!(
+        Exists,
+        "exists",
+        -2,
+        ["readonly", "fast"],
+        1,
+        -1,
+        1,
+        "how many of the keys exist (repeats count again)"
+    ),
+    spec!(
+        Mget,
+        "mget",
+        -2,
+        ["readonly", "fast"],
+        1,
+        -1,
+        1,
+        "the values of keys"
+    ),
+    spec!(
+        Mset,
+        "mset",
+        -3,
+        ["write", "denyoom"],
+        1,
+        -1,
+        2,
+        "set several keys atomically"
+    ),
+    spec!(
+        Strlen,
+        "strlen",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "the length of a value (0 when absent)"
+    ),
+    spec!(
+        Getrange,
+        "getrange",
+        4,
+        ["readonly"],
+        1,
+        1,
+        1,
+        "a substring of a value (negative offsets count from the end)"
+    ),
+    spec!(
+        Type,
+        "type",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "`string`, or `none` for a missing key (every key holds a string)"
+    ),
+    spec!(
+        Scan,
+        "scan",
+        -2,
+        ["readonly"],
+        0,
+        0,
+        0,
+        "walk the keys in key order with a numeric cursor"
+    ),
+    spec!(Ping, "ping", -1, ["fast"], 0, 0, 0, "PONG, or the message"),
+    spec!(Echo, "echo", 2, ["fast"], 0, 0, 0, "the message"),
+    spec!(
+        Info,
+        "info",
+        -1,
+        ["loading", "stale"],
+        0,
+        0,
+        0,
+        "server, clients, memory, persistence, stats, keyspace and gleaner sections"
+    ),
+    spec!(
+        Dbsize,
+        "dbsize",
+        1,
+        ["readonly", "fast"],
+        0,
+        0,
+        0,
+        "an estimate of the number of keys (an upper bound)"
+    ),
+    spec!(
+        Command,
+        "command",
+        -1,
+        ["loading", "stale"],
+        0,
+        0,
+        0,
+        "this table (COUNT, INFO, LIST, DOCS)"
+    ),
+    spec!(
+        Client,
+        "client",
+        -2,
+        ["noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "SETNAME, GETNAME, ID, SETINFO"
+    ),
+    spec!(
+        Quit,
+        "quit",
+        -1,
+        [
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        "close the connection"
+    ),
+    spec!(
+        Auth,
+        "auth",
+        -2,
+        [
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        "authenticate with the password"
+    ),
+    spec!(
+        Hello,
+        "hello",
+        -1,
+        [
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        "choose RESP2 or RESP3, optionally authenticate and name the connection"
+    ),
+    spec!(
+        Select,
+        "select",
+        2,
+        ["loading", "stale", "fast"],
+        0,
+        0,
+        0,
+        "database 0 only"
+    ),
+    spec!(
+        Multi,
+        "multi",
+        1,
+        ["noscript", "loading", "stale", "fast", "allow_busy"],
+        0,
+        0,
+        0,
+        "start queuing a transaction"
+    ),
+    spec!(
+        Exec,
+        "exec",
+        1,
+        ["noscript", "loading", "stale", "skip_slowlog"],
+        0,
+        0,
+        0,
+        "run the queued commands as one atomic write batch"
+    ),
+    spec!(
+        Discard,
+        "discard",
+        1,
+        ["noscript", "loading", "stale", "fast", "allow_busy"],
+        0,
+        0,
+        0,
+        "drop the queued commands"
+    ),
+    spec!(
+        Config,
+        "config",
+        -2,
+        ["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "GET the server's settings (read-only)"
+    ),
+    spec!(
+        GleanerGc,
+        "gleaner.gc",
+        1,
+        ["admin", "write"],
+        0,
+        0,
+        0,
+        "run garbage collection until nothing is worth collecting; JSON"
+    ),
+    spec!(
+        GleanerCompact,
+        "gleaner.compact",
+        -1,
+        ["admin", "write"],
+        0,
+        0,
+        0,
+        "compact the whole key space, or [begin, end]"
+    ),
+    spec!(
+        GleanerCheck,
+        "gleaner.check",
+        1,
+        ["admin"],
+        0,
+        0,
+        0,
+        "read every live key and value and recount the garbage; JSON"
+    ),
+    spec!(
+        GleanerStats,
+        "gleaner.stats",
+        1,
+        ["admin", "loading", "stale"],
+        0,
+        0,
+        0,
+        "the engine's statistics; JSON"
+    ),
+];
+
+/// Commands allowed between `MULTI` and `EXEC`: those a single atomic write batch can hold,
+/// the reads that see it, and `PING`/`ECHO`.
+const IN_MULTI: &[CommandId] = &[
+    CommandId::Get,
+    CommandId::Set,
+    CommandId::Del,
+    CommandId::Exists,
+    CommandId::Mget,
+    CommandId::Mset,
+    CommandId::Strlen,
+    CommandId::Getrange,
+    CommandId::Type,
+    CommandId::Ping,
+    CommandId::Echo,
+];
+
+/// Longest command name looked up (longer names are unknown without a copy).
+const MAX_NAME_LEN: usize = 32;
+
+/// The command named `name` (any case).
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if name.len() > MAX_NAME_LEN {
+        return None;
+    }
+    let lower = name.to_ascii_lowercase();
+    COMMANDS
+        .iter()
+        .find(|c| c.name.as_bytes() == lower.as_slice())
+}
+
+impl CommandSpec {
+    /// Whether `argc` arguments (the name included) fit the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        if self.arity >= 0 {
+            argc == self.arity as usize
+        } else {
+            argc >= self.arity.unsigned_abs() as usize
+        }
+    }
+
+    /// Whether the command has flag `flag`.
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.contains(&flag)
+    }
+
+    /// Whether it may run before authentication.
+    pub fn no_auth(&self) -> bool {
+        self.has_flag("no_auth")
+    }
+
+    /// Whether it may be queued by `MULTI`.
+    pub fn allowed_in_multi(&self) -> bool {
+        IN_MULTI.contains(&self.id)
+    }
+
+    /// The key arguments of `args` (a whole command), by the key positions.
+    pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> + 'a {
+        let first = self.first_key.max(0) as usize;
+        let last = if self.last_key < 0 {
+            args.len()
+                .saturating_sub(self.last_key.unsigned_abs() as usize)
+        } else {
+            self.last_key as usize
+        };
+        let step = self.step.max(1) as usize;
+        let range = if first == 0 || first >= args.len() {
+            0..0
+        } else {
+            first..(last + 1).min(args.len())
+        };
+        args[range].iter().step_by(step)
+    }
+
+    /// The command's entry in `COMMAND` / `COMMAND INFO` (Redis 7's ten fields; ACL
+    /// categories, tips, key specs and subcommands empty).
+    pub fn info(&self) -> Reply {
+        Reply::Array(vec![
+            Reply::text(self.name),
+            Reply::Int(self.arity.into()),
+            Reply::Array(self.flags.iter().map(|f| Reply::simple(f)).collect()),
+            Reply::Int(self.first_key.into()),
+            Reply::Int(self.last_key.into()),
+            Reply::Int(self.step.into()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+        ])
+    }
+}
+
+/// Redis's reply to an unknown command: `ERR unknown command 'NAME', with args beginning
+/// with: 'a' 'b' ` (the arguments quoted while their text is under 128 bytes).
+pub fn unknown_command(args: &[Bytes]) -> Reply {
+    let mut listed = String::new();
+    for a in args.iter().skip(1) {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        listed.push('\'');
+        listed.push_str(&String::from_utf8_lossy(&a[..a.len().min(room)]));
+        listed.push_str("' ");
+    }
+    let name = args.first().map_or(&b""[..], |n| &n[..n.len().min(128)]);
+    Reply::error(format!(
+        "ERR unknown command '{}', with args beginning with: {listed}",
+        String::from_utf8_lossy(name)
+    ))
+}
+
+/// Redis's reply to a wrong argument count.
+pub fn wrong_arity(spec: &CommandSpec) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        spec.name
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<Bytes> {
+        list.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn lookup_is_case_insensitive_and_names_are_unique() {
+        assert_eq!(lookup(b"GeT").map(|c| c.id), Some(CommandId::Get));
+        assert_eq!(
+            lookup(b"GLEANER.stats").map(|c| c.id),
+            Some(CommandId::GleanerStats)
+        );
+        assert!(lookup(b"flushall").is_none());
+        let mut names: Vec<_> = COMMANDS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), COMMANDS.len());
+    }
+
+    #[test]
+    fn keys_follow_the_key_positions() {
+        let mset = lookup(b"mset").expect("mset");
+        let a = args(&["MSET", "k1", "v1", "k2", "v2"]);
+        assert_eq!(mset.keys(&a).collect::<Vec<_>>(), vec![&a[1], &a[3]]);
+        let del = lookup(b"del").expect("del");
+        let a = args(&["DEL", "a", "b"]);
+        assert_eq!(del.keys(&a).count(), 2);
+        let get = lookup(b"get").expect("get");
+        assert_eq!(get.keys(&args(&["GET", "k"])).count(), 1);
+        let ping = lookup(b"ping").expect("ping");
+        assert_eq!(ping.keys(&args(&["PING", "x"])).count(), 0);
+    }
+
+    #[test]
+    fn arity_and_error_texts_match_redis() {
+        let get = lookup(b"get").expect("get");
+        assert!(get.arity_ok(2) && !get.arity_ok(3) && !get.arity_ok(1));
+        let set = lookup(b"set").expect("set");
+        assert!(set.arity_ok(3) && set.arity_ok(6) && !set.arity_ok(2));
+        assert_eq!(
+            wrong_arity(get),
+            Reply::error("ERR wrong number of arguments for 'get' command")
+        );
+        assert_eq!(
+            unknown_command(&args(&["foo", "a", "b"])),
+            Reply::error("ERR unknown command 'foo', with args beginning with: 'a' 'b' ")
+        );
+        assert_eq!(
+            unknown_command(&args(&["foo"])),
+            Reply::error("ERR unknown command 'foo', with args beginning with: ")
+        );
+    }
+}

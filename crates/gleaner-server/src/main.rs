@@ -1,0 +1,105 @@
+//! The `gleaner-server` command: see `gleaner-server --help` and docs/server.md.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+use gleaner::Db;
+use gleaner_server::{Args, Config, Server};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Threads that run commands (each connection has at most one batch running); more clients
+/// with work queue for a thread. Enough for many writers to meet in the engine's group commit.
+const MAX_BLOCKING_THREADS: usize = 128;
+/// File descriptors kept for the database, the listener and the runtime besides clients and
+/// the engine's `max_open_files`.
+const RESERVED_FDS: u64 = 64;
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    match run(args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("gleaner-server: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, String> {
+    let mut config = Config::from_args(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    fit_file_limit(&mut config);
+    let db = Db::open(&config.dir, config.db_options.clone())
+        .map_err(|e| format!("cannot open the database at {}: {e}", config.dir.display()))?;
+    config.fit_to_engine(db.options().max_value_size())?;
+    runtime.block_on(async move {
+        // Signals are caught from here on: a SIGTERM during start-up also shuts down cleanly.
+        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+        let dir = config.dir.clone();
+        let sync = config.sync;
+        let bind = config.bind;
+        let server = Server::bind(db, config)
+            .await
+            .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+        eprintln!(
+            "gleaner-server: ready, listening on {} (database {}, --sync {})",
+            server.local_addr(),
+            dir.display(),
+            sync.name()
+        );
+        let shutdown = async move {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            eprintln!(
+                "gleaner-server: {name} received: no new clients; finishing the commands in \
+                 flight, then closing the database"
+            );
+        };
+        match server.run(shutdown).await {
+            Ok(()) => {
+                eprintln!("gleaner-server: database closed cleanly");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("gleaner-server: closing the database failed: {e}");
+                Ok(ExitCode::from(1))
+            }
+        }
+    })
+}
+
+/// Raises the open-file limit to fit `--maxclients` and the engine's `max_open_files`, or, when
+/// the hard limit is lower, lowers `--maxclients` to fit it (as Redis does), with a warning.
+fn fit_file_limit(config: &mut Config) {
+    let engine = u64::from(config.db_options.max_open_files()) + RESERVED_FDS;
+    let wanted = u64::from(config.max_clients) + engine;
+    let got = rlimit::increase_nofile_limit(wanted).unwrap_or(0);
+    if got != 0 && got < wanted {
+        let fit = got.saturating_sub(engine).max(1);
+        eprintln!(
+            "gleaner-server: warning: the open-file limit is {got}, too low for --maxclients {} \
+             and option `max_open_files` {}; serving at most {fit} clients (raise `ulimit -n`)",
+            config.max_clients,
+            config.db_options.max_open_files()
+        );
+        config.max_clients = u32::try_from(fit).unwrap_or(u32::MAX);
+    }
+}

@@ -1,0 +1,214 @@
+//! Shutdown and crashes: SIGTERM and SIGINT close the database cleanly (exit status 0) while
+//! clients are connected and writing, and every write acknowledged before is there after a
+//! restart; a SIGKILL loop under `--sync always` and `--sync batch` loses no acknowledged
+//! write, and a MULTI/EXEC is found whole or not at all.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+use common::{IO_TIMEOUT, Server, resp};
+use redis::Commands;
+
+/// The value written under `key`: derived from it, so a check needs only the key.
+fn value_of(key: &str) -> Vec<u8> {
+    let len = 20 + key.len() * 37 % 3000;
+    key.bytes().cycle().take(len).collect()
+}
+
+/// A client that pipelines SETs of `prefix{n}` in groups of `group` and reports each key whose
+/// `+OK` it read. It stops at its first error (the server went away), or after `most` keys.
+fn writer(server: &Server, prefix: String, group: usize, most: usize, acked: mpsc::Sender<String>) {
+    let stream = TcpStream::connect(server.addr).expect("connect");
+    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut out = stream.try_clone().expect("clone");
+    let mut input = BufReader::new(stream);
+    thread::spawn(move || {
+        let mut n = 0;
+        while n < most {
+            let keys: Vec<String> = (n..n + group).map(|i| format!("{prefix}{i}")).collect();
+            let mut request = Vec::new();
+            for k in &keys {
+                request.extend_from_slice(&resp(&[b"SET", k.as_bytes(), &value_of(k)]));
+            }
+            if out.write_all(&request).is_err() {
+                return;
+            }
+            for k in keys {
+                let mut line = String::new();
+                match input.read_line(&mut line) {
+                    Ok(n) if n > 0 && line == "+OK\r\n" => {}
+                    // EOF, reset, or the shutdown's error: this write is not acknowledged.
+                    _ => return,
+                }
+                if acked.send(k).is_err() {
+                    return;
+                }
+            }
+            n += group;
+        }
+    });
+}
+
+/// Checks that every key in `acked` holds its value.
+fn check_acked(server: &Server, acked: &[String]) {
+    let mut c = server.conn();
+    for chunk in acked.chunks(500) {
+        let got: Vec<Option<Vec<u8>>> = c.mget(chunk).expect("mget");
+        for (k, v) in chunk.iter().zip(got) {
+            assert_eq!(
+                v.as_deref(),
+                Some(&value_of(k)[..]),
+                "acknowledged {k} lost"
+            );
+        }
+    }
+}
+
+/// Runs writers until `target` writes were acknowledged, then sends `signal`; returns every
+/// acknowledged key (also those acknowledged after the signal) and the exit status and stderr.
+fn write_then_signal(
+    server: Server,
+    round: usize,
+    signal: &str,
+    target: usize,
+) -> (Vec<String>, std::process::ExitStatus, String) {
+    let (tx, rx) = mpsc::channel();
+    for w in 0..3 {
+        writer(
+            &server,
+            format!("r{round}w{w}k"),
+            1 + w * 7,
+            100_000,
+            tx.clone(),
+        );
+    }
+    drop(tx);
+    let mut acked = Vec::new();
+    while acked.len() < target {
+        acked.push(rx.recv_timeout(IO_TIMEOUT).expect("writers make progress"));
+    }
+    let (status, stderr) = server.stop(signal);
+    // The writers end on their first failure; collect what they were told before it.
+    acked.extend(rx.iter());
+    (acked, status, stderr)
+}
+
+fn restart(dir: &Path, args: &[&str]) -> Server {
+    Server::start(dir, args)
+}
+
+#[test]
+fn sigterm_and_sigint_close_cleanly_and_keep_every_acknowledged_write() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let mut all = Vec::new();
+    for (round, signal) in ["TERM", "INT"].into_iter().enumerate() {
+        let server = Server::start(&dir, &[]);
+        // Idle clients do not hold shutdown up.
+        let _idle: Vec<TcpStream> = (0..10).map(|_| server.raw()).collect();
+        let (acked, status, stderr) = write_then_signal(server, round, signal, 3000);
+        assert!(
+            status.success(),
+            "SIG{signal}: exit {status:?}; stderr:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("SIG{signal} received"))
+                && stderr.contains("database closed cleanly"),
+            "{stderr}"
+        );
+        all.extend(acked);
+        let server = restart(&dir, &[]);
+        check_acked(&server, &all);
+        let (status, _) = server.stop("TERM");
+        assert!(status.success());
+    }
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_write() {
+    for sync in ["always", "batch"] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("db");
+        let args = ["--sync", sync];
+        let mut all = Vec::new();
+        for round in 0..4 {
+            let server = Server::start(&dir, &args);
+            // A writer of transactions, each setting the pair (a{n}, b{n}), alongside the plain
+            // writers. It returns how many it started and how many were acknowledged.
+            let tx_client = server.client();
+            let tx_round = round;
+            let tx_thread = thread::spawn(move || {
+                let Ok(mut c) = tx_client.get_connection() else {
+                    return (0, 0);
+                };
+                for n in 0..100_000 {
+                    let r: redis::RedisResult<()> = redis::pipe()
+                        .atomic()
+                        .set(format!("tx{tx_round}a{n}"), n)
+                        .ignore()
+                        .set(format!("tx{tx_round}b{n}"), n)
+                        .ignore()
+                        .query(&mut c);
+                    if r.is_err() {
+                        return (n + 1, n);
+                    }
+                }
+                (100_000, 100_000)
+            });
+            let (acked, status, stderr) = write_then_signal(server, round, "KILL", 600);
+            assert!(!status.success(), "SIGKILL: {status:?}\n{stderr}");
+            all.extend(acked);
+            let (started, tx_acked) = tx_thread.join().expect("transaction writer");
+            let server = restart(&dir, &args);
+            check_acked(&server, &all);
+            // Each transaction is whole or absent.
+            let mut c = server.conn();
+            for n in 0..started {
+                let (a, b): (Option<i64>, Option<i64>) = redis::pipe()
+                    .get(format!("tx{round}a{n}"))
+                    .get(format!("tx{round}b{n}"))
+                    .query(&mut c)
+                    .expect("get pair");
+                assert_eq!(a, b, "transaction {n} of round {round} is half there");
+                if n < tx_acked {
+                    assert_eq!(a, Some(n as i64), "acknowledged transaction {n} lost");
+                }
+            }
+        }
+        assert!(all.len() >= 4 * 600);
+    }
+}
+
+#[test]
+fn keys_of_many_sizes_survive_a_clean_restart() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let server = Server::start(&dir, &["--option", "memtable_size=1MiB"]);
+    let mut c = server.conn();
+    let mut expected = HashMap::new();
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        let k = format!("size{i}");
+        let v = value_of(&k);
+        pipe.set(&k, &v[..]).ignore();
+        expected.insert(k, v);
+    }
+    let () = pipe.query(&mut c).expect("load");
+    drop(c);
+    let (status, _) = server.stop("TERM");
+    assert!(status.success());
+    let server = restart(&dir, &[]);
+    let mut keys: Vec<&String> = expected.keys().collect();
+    keys.sort();
+    let mut c = server.conn();
+    for k in keys {
+        let v: Vec<u8> = c.get(k).expect("get");
+        assert_eq!(&v, &expected[k]);
+    }
+}

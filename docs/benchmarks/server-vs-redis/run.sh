@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One run of docs/benchmarks.md "gleaner-server against Redis": SERVER (redis, or a --sync mode:
+# batch, no, always) and a repetition number. Run from the repository root after
+# `cargo build --release -p gleaner-server`. Prints one CSV line:
+# server,rep,set_ops,get_ops,keys,rss_mib,peak_rss_mib,disk_mib
+set -euo pipefail
+which=$1; rep=$2
+N=${N:-500000}; R=${R:-100000}
+base=${WORK:-/tmp/gleaner-server-bench}/run-$which-$rep
+rm -rf "$base"; mkdir -p "$base"
+port=6390
+if [ "$which" = redis ]; then
+  redis-server --port $port --bind 127.0.0.1 --appendonly yes --appendfsync everysec --save "" \
+    --dir "$base" --daemonize no --logfile "$base/redis.log" &
+else
+  target/release/gleaner-server "$base/db" --bind 127.0.0.1:$port --sync "$which" 2>"$base/server.log" &
+fi
+pid=$!
+for _ in $(seq 1 300); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-benchmark -p $port -t set,get -d 8192 -P 16 -c 32 -n "$N" -r "$R" --csv > "$base/bench.csv"
+keys=$(redis-cli -p $port dbsize)
+if [ "$which" != redis ]; then keys=$(redis-cli -p $port --scan | wc -l); fi
+rss=$(awk '/VmRSS/{print int($2/1024)}' /proc/$pid/status)
+hwm=$(awk '/VmHWM/{print int($2/1024)}' /proc/$pid/status)
+disk=$(du -sm "$base" | cut -f1)
+set_ops=$(grep '^"SET"' "$base/bench.csv" | cut -d, -f2 | tr -d '"')
+get_ops=$(grep '^"GET"' "$base/bench.csv" | cut -d, -f2 | tr -d '"')
+kill -TERM $pid; wait $pid || true
+echo "$which,$rep,$set_ops,$get_ops,$keys,$rss,$hwm,$disk"
