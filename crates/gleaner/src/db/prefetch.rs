@@ -182,11 +182,12 @@ impl ValuePrefetcher {
             }
         } else {
             self.reset();
-            let ahead = start_ahead()?;
-            if !ahead.valid() {
-                return Ok(None);
+            // A look-ahead that cannot start (an error seeking it) only means no prefetching:
+            // the user's iterator reads this value itself and meets any error where it is.
+            match start_ahead() {
+                Ok(ahead) if ahead.valid() => self.ahead = Some(Box::new(ahead)),
+                _ => return Ok(None),
             }
-            self.ahead = Some(Box::new(ahead));
             None
         };
         if self.pending.is_empty() {
