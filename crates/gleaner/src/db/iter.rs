@@ -101,14 +101,15 @@ impl DbInner {
         // seeded run repeats exactly.
         let prefetch = if depth > 0 && !opts.lazy_values && !self.opts.inline_background_work() {
             let pool = match self.read_pool.get() {
-                Some(pool) => Arc::clone(pool),
-                None => {
-                    let pool = Arc::new(ReadPool::new((depth * 2).min(32))?);
+                Some(pool) => Some(Arc::clone(pool)),
+                // Threads the system refuses to start only mean no prefetching (and the next
+                // iterator tries again); the scan reads its values itself.
+                None => ReadPool::new((depth * 2).min(32)).ok().map(|pool| {
                     // Two first scans may race: the loser's threads end with its pool.
-                    Arc::clone(self.read_pool.get_or_init(|| pool))
-                }
+                    Arc::clone(self.read_pool.get_or_init(|| Arc::new(pool)))
+                }),
             };
-            Some((pool, depth))
+            pool.map(|pool| (pool, depth))
         } else {
             None
         };
