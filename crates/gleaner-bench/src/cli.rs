@@ -634,15 +634,10 @@ fn build(
         scan_ops: plan.scan_ops.unwrap_or((plan.keys / 500).max(10)),
         ycsb_ops: plan.ycsb_ops.unwrap_or(plan.keys),
         threads: c.threads,
+        // `--memtable` overrides the shape's memtable.
         common: CommonConfig {
-            cache_bytes,
-            direct_io: c.direct_io == OnOff::On,
             memtable_bytes,
-            table_bytes: sizes.table_bytes,
-            value_file_bytes: sizes.value_file_bytes,
-            level_base_bytes: sizes.level_base_bytes,
-            gc_max_input_bytes: sizes.gc_max_input_bytes,
-            background_threads: 2,
+            ..sizes.common(cache_bytes, c.direct_io == OnOff::On)
         },
         shape: lsm_shape,
         space_budget,

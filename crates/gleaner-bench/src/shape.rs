@@ -124,6 +124,23 @@ pub struct Sizes {
     pub gc_max_input_bytes: Option<u64>,
 }
 
+impl Sizes {
+    /// The harness's settings for every engine: these sizes, with `cache_bytes` of block cache
+    /// and direct I/O as asked.
+    pub fn common(self, cache_bytes: u64, direct_io: bool) -> CommonConfig {
+        CommonConfig {
+            cache_bytes,
+            direct_io,
+            memtable_bytes: self.memtable_bytes,
+            table_bytes: self.table_bytes,
+            value_file_bytes: self.value_file_bytes,
+            level_base_bytes: self.level_base_bytes,
+            gc_max_input_bytes: self.gc_max_input_bytes,
+            background_threads: 2,
+        }
+    }
+}
+
 /// `paper_bytes` × `dataset` ÷ 100 GB, rounded to a byte, at least `floor`.
 fn scaled(paper_bytes: u64, dataset: u64, floor: u64) -> u64 {
     let f = dataset as f64 / PAPER_DATASET_BYTES as f64;
@@ -264,17 +281,7 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     fn common(shape: Shape, dataset: u64) -> CommonConfig {
-        let s = sizes(shape, dataset);
-        CommonConfig {
-            cache_bytes: dataset / 100,
-            direct_io: true,
-            memtable_bytes: s.memtable_bytes,
-            table_bytes: s.table_bytes,
-            value_file_bytes: s.value_file_bytes,
-            level_base_bytes: s.level_base_bytes,
-            gc_max_input_bytes: s.gc_max_input_bytes,
-            background_threads: 2,
-        }
+        sizes(shape, dataset).common(dataset / 100, true)
     }
 
     #[test]

@@ -217,17 +217,7 @@ mod tests {
     use super::*;
 
     fn common(shape: crate::shape::Shape, dataset: u64) -> CommonConfig {
-        let s = crate::shape::sizes(shape, dataset);
-        CommonConfig {
-            cache_bytes: 1 << 20,
-            direct_io: false,
-            memtable_bytes: s.memtable_bytes,
-            table_bytes: s.table_bytes,
-            value_file_bytes: s.value_file_bytes,
-            level_base_bytes: s.level_base_bytes,
-            gc_max_input_bytes: s.gc_max_input_bytes,
-            background_threads: 2,
-        }
+        crate::shape::sizes(shape, dataset).common(1 << 20, false)
     }
 
     #[test]

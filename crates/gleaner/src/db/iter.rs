@@ -17,7 +17,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::merge::MergingIterator;
 use crate::table::ReadCtx;
-use crate::value::StoredHandle;
+use crate::value::{StoredHandle, ValueHandle};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -187,6 +187,27 @@ fn malformed() -> Error {
     Error::corruption("iterator input", 0, "malformed internal key")
 }
 
+/// The user key, record sequence number and value handle of the entry an iterator is on, whose
+/// stored value is a handle: from the inner cursor moving forward, from the saved entry in
+/// reverse. A free function over the fields, so the caller can go on to borrow others mutably.
+fn current_handle<'a>(
+    direction: Direction,
+    inner: &'a MergingIterator,
+    saved_key: &'a [u8],
+    saved_seq: SeqNo,
+    saved_value: &'a [u8],
+) -> Result<(&'a [u8], SeqNo, ValueHandle)> {
+    let (user_key, seq, stored) = match direction {
+        Direction::Forward => {
+            let p = ParsedKey::parse(inner.key()).ok_or_else(malformed)?;
+            (p.user_key, p.seq, inner.value())
+        }
+        Direction::Reverse => (saved_key, saved_seq, saved_value),
+    };
+    let stored = StoredHandle::decode(stored, "iterator input", 0)?;
+    Ok((user_key, stored.record_seq(seq), stored.location))
+}
+
 impl DbIterator {
     /// True when positioned at an entry.
     pub fn valid(&self) -> bool {
@@ -245,25 +266,19 @@ impl DbIterator {
 
     /// Reads the separated value of the current entry into `value_buf`.
     fn read_separated(&mut self) -> Result<()> {
-        let (user_key, seq, stored) = match self.direction {
-            Direction::Forward => {
-                let p = ParsedKey::parse(self.inner.key()).ok_or_else(malformed)?;
-                (p.user_key, p.seq, self.inner.value())
-            }
-            Direction::Reverse => (
-                self.saved_key.as_slice(),
-                self.saved_seq,
-                self.saved_value.as_slice(),
-            ),
-        };
-        let stored = StoredHandle::decode(stored, "iterator input", 0)?;
-        let record_seq = stored.record_seq(seq);
+        let (user_key, record_seq, handle) = current_handle(
+            self.direction,
+            &self.inner,
+            &self.saved_key,
+            self.saved_seq,
+            &self.saved_value,
+        )?;
         if let Some((prefetcher, source)) = &mut self.prefetch {
             if self.direction == Direction::Forward {
                 let record = RecordRef {
                     user_key: user_key.to_vec(),
                     seq: record_seq,
-                    handle: stored.location,
+                    handle,
                 };
                 let start_ahead = || -> Result<DbIterator> {
                     let mut ahead = source.build()?;
@@ -283,7 +298,7 @@ impl DbIterator {
             self.sv.version.values(),
             user_key,
             record_seq,
-            stored.location,
+            handle,
             &mut self.value_buf,
         )?;
         self.fetched = true;
@@ -296,22 +311,17 @@ impl DbIterator {
         if !self.valid || self.current_kind != ValueKind::ValueHandle {
             return Ok(None);
         }
-        let (user_key, seq, stored) = match self.direction {
-            Direction::Forward => {
-                let p = ParsedKey::parse(self.inner.key()).ok_or_else(malformed)?;
-                (p.user_key, p.seq, self.inner.value())
-            }
-            Direction::Reverse => (
-                self.saved_key.as_slice(),
-                self.saved_seq,
-                self.saved_value.as_slice(),
-            ),
-        };
-        let stored = StoredHandle::decode(stored, "iterator input", 0)?;
+        let (user_key, seq, handle) = current_handle(
+            self.direction,
+            &self.inner,
+            &self.saved_key,
+            self.saved_seq,
+            &self.saved_value,
+        )?;
         Ok(Some(RecordRef {
             user_key: user_key.to_vec(),
-            seq: stored.record_seq(seq),
-            handle: stored.location,
+            seq,
+            handle,
         }))
     }
 

@@ -98,10 +98,10 @@ impl PartIter {
         if self.block.as_ref().is_some_and(|(h, _)| *h == handle) {
             return Ok(());
         }
-        let block = match &mut self.window {
+        let block = match &self.window {
             Some(window) => {
                 self.table
-                    .part_block_ahead(self.part, handle, self.ctx, &mut window.lock())?
+                    .part_block_with(self.part, handle, self.ctx, Some(&mut window.lock()))?
             }
             None => self.table.part_block(self.part, handle, self.ctx)?,
         };

@@ -413,45 +413,78 @@ impl Table {
         })
     }
 
-    /// As [`part_block`](Self::part_block), but a block that is not cached is taken from
-    /// `window` when the window holds it, else read with the `ctx.readahead` bytes that follow
-    /// it into `window` (never past the table's data end) and cut from there. For iterators
-    /// that read forward.
-    pub(crate) fn part_block_ahead(
+    /// The block of `part` at `handle`: from the block cache when present, else read (counted
+    /// under `ctx.class`), verified and, when `ctx.fill_cache`, cached — data blocks at low
+    /// priority, handle blocks at high priority so GC lookups keep finding them.
+    pub fn part_block(
+        &self,
+        part: TablePart,
+        handle: BlockHandle,
+        ctx: ReadCtx,
+    ) -> Result<Arc<Block>> {
+        self.part_block_with(part, handle, ctx, None)
+    }
+
+    /// As [`part_block`](Self::part_block); with a `window` (forward iterators with
+    /// `ctx.readahead`), a block that is not cached is cut from the window when the window holds
+    /// it, else read together with the `ctx.readahead` bytes that follow it into the window
+    /// (never past the table's data end).
+    pub(crate) fn part_block_with(
+        &self,
+        part: TablePart,
+        handle: BlockHandle,
+        ctx: ReadCtx,
+        window: Option<&mut Readahead>,
+    ) -> Result<Arc<Block>> {
+        let priority = cache_priority(part);
+        if let Some(cache) = &self.cache
+            && let Some(block) = cache.get(self.file_number, handle.offset, priority)
+        {
+            return Ok(block);
+        }
+        let contents = match window {
+            Some(window) => self.read_through(part, handle, ctx, window)?,
+            None => self.read_alone(part, handle, ctx)?,
+        };
+        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
+        if ctx.fill_cache
+            && let Some(cache) = &self.cache
+        {
+            cache.insert(self.file_number, handle.offset, block.clone(), priority);
+        }
+        Ok(block)
+    }
+
+    /// Reads and verifies one block with one read.
+    fn read_alone(&self, part: TablePart, handle: BlockHandle, ctx: ReadCtx) -> Result<Vec<u8>> {
+        read_block(
+            &self.file,
+            &self.file_name,
+            handle,
+            self.data_end,
+            ctx.class,
+            part.name(),
+        )
+    }
+
+    /// Reads and verifies one block through `window` (see
+    /// [`part_block_with`](Self::part_block_with)).
+    fn read_through(
         &self,
         part: TablePart,
         handle: BlockHandle,
         ctx: ReadCtx,
         window: &mut Readahead,
-    ) -> Result<Arc<Block>> {
-        if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset, cache_priority(part))
-        {
-            return Ok(block);
-        }
+    ) -> Result<Vec<u8>> {
         handle.check_within(self.data_end, &self.file_name, part.name())?;
         let len = handle.size + BLOCK_TRAILER_LEN as u64;
-        let contents = if window.holds(handle.offset, len) {
-            let at = (handle.offset - window.start) as usize;
-            decode_block(
-                window.buf[at..at + len as usize].to_vec(),
-                &self.file_name,
-                handle,
-                part.name(),
-            )?
-        } else if handle.offset < window.start {
-            // Behind the window (the other part of an index-decoupled table lagging): read the
-            // block alone, so the window only ever moves forward and the parts cannot make it
-            // jump back and forth.
-            read_block(
-                &self.file,
-                &self.file_name,
-                handle,
-                self.data_end,
-                ctx.class,
-                part.name(),
-            )?
-        } else {
+        if !window.holds(handle.offset, len) {
+            if handle.offset < window.start {
+                // Behind the window (the other part of an index-decoupled table lagging): read
+                // the block alone, so the window only ever moves forward and the parts cannot
+                // make it jump back and forth.
+                return self.read_alone(part, handle, ctx);
+            }
             // check_within bounded the block by the data end, so the window covers it.
             let end = self
                 .data_end
@@ -466,56 +499,13 @@ impl Table {
                 window.buf.clear();
                 return Err(e);
             }
-            decode_block(
-                window.buf[..len as usize].to_vec(),
-                &self.file_name,
-                handle,
-                part.name(),
-            )?
-        };
-        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
-        if ctx.fill_cache
-            && let Some(cache) = &self.cache
-        {
-            cache.insert(
-                self.file_number,
-                handle.offset,
-                block.clone(),
-                cache_priority(part),
-            );
         }
-        Ok(block)
-    }
-
-    /// The block of `part` at `handle`: from the block cache when present, else read (counted
-    /// under `ctx.class`), verified and, when `ctx.fill_cache`, cached — data blocks at low
-    /// priority, handle blocks at high priority so GC lookups keep finding them.
-    pub fn part_block(
-        &self,
-        part: TablePart,
-        handle: BlockHandle,
-        ctx: ReadCtx,
-    ) -> Result<Arc<Block>> {
-        let priority = cache_priority(part);
-        if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset, priority)
-        {
-            return Ok(block);
-        }
-        let contents = read_block(
-            &self.file,
+        let at = (handle.offset - window.start) as usize;
+        decode_block(
+            window.buf[at..at + len as usize].to_vec(),
             &self.file_name,
             handle,
-            self.data_end,
-            ctx.class,
             part.name(),
-        )?;
-        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
-        if ctx.fill_cache
-            && let Some(cache) = &self.cache
-        {
-            cache.insert(self.file_number, handle.offset, block.clone(), priority);
-        }
-        Ok(block)
+        )
     }
 }

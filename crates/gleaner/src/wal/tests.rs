@@ -289,19 +289,21 @@ fn damage_in_synced_data_is_corruption_even_with_sync_points() {
 #[test]
 fn a_record_never_adds_more_than_its_bound() {
     let fs = FaultFs::new(9);
-    fs.create_dir_all(Path::new("/db")).expect("mkdir");
-    let file = fs
-        .new_writable(Path::new(PATH), WriteFileOptions::default())
-        .expect("create");
-    let mut w = LogWriter::new(file);
-    let mut worst_slack = u64::MAX;
     // Lengths that walk the start offset through every position near block ends.
-    for i in 0..400usize {
-        let batch_len = (i * 997) % (3 * BLOCK_SIZE) + (i % 13);
-        let before = w.file_size();
-        let payload = record(i, batch_len + WAL_SYNC_POINT_LEN);
-        w.add_record(&payload).expect("add");
-        let added = w.file_size() - before;
+    let batch_lens: Vec<usize> = (0..400usize)
+        .map(|i| (i * 997) % (3 * BLOCK_SIZE) + (i % 13))
+        .collect();
+    let records: Vec<Vec<u8>> = batch_lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| record(i, len + WAL_SYNC_POINT_LEN))
+        .collect();
+    let ends = write_log(&fs, &records);
+    let mut worst_slack = u64::MAX;
+    let mut before = 0;
+    for (i, (&batch_len, &end)) in batch_lens.iter().zip(&ends).enumerate() {
+        let added = end - before;
+        before = end;
         let bound = max_wal_record_bytes(batch_len as u64);
         assert!(
             added <= bound,
