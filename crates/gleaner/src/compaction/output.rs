@@ -248,7 +248,7 @@ impl TableOutputs {
         let mut value_tables = Vec::new();
         let mut value_bytes_by_class = [0; MAX_VALUE_CLASSES];
         if let Some((values, _)) = self.separation.take() {
-            let done = values.finish()?;
+            let done = values.finish_unsynced()?;
             value_tables = done.tables;
             value_bytes_by_class = done.bytes_by_class;
             self.pending.absorb(done.pending);

@@ -136,12 +136,12 @@ impl ValueOutputs {
         self.pending.is_empty()
     }
 
-    /// Finishes the last table and makes the tables' directory entries durable. Returns the
-    /// tables for the version edit, the bytes written, and the files, which are deleted unless
-    /// the caller keeps them once the edit is installed.
-    pub fn finish(mut self) -> Result<(Vec<ValueTableMeta>, u64, PendingFiles)> {
+    /// Finishes the last table. Returns the tables for the version edit, the bytes written, and
+    /// the files, which are deleted unless the caller keeps them once the edit is installed; their
+    /// directory entries are not durable yet (the caller syncs the directory once for all of a
+    /// job's outputs).
+    fn finish(mut self) -> Result<(Vec<ValueTableMeta>, u64, PendingFiles)> {
         self.finish_current()?;
-        self.pending.make_durable()?;
         let pending = std::mem::replace(
             &mut self.pending,
             PendingFiles::new(Arc::clone(&self.cfg.fs), self.cfg.dir.clone()),
@@ -222,8 +222,16 @@ impl ClassedValueOutputs {
             .add(user_key, seq, value)
     }
 
-    /// Finishes every run.
+    /// Finishes every run and makes the tables' directory entries durable.
     pub fn finish(self) -> Result<ClassedFinish> {
+        let done = self.finish_unsynced()?;
+        done.pending.make_durable()?;
+        Ok(done)
+    }
+
+    /// Finishes every run, leaving the directory sync to the caller (a flush or compaction syncs
+    /// it once for its key and value tables together).
+    pub(crate) fn finish_unsynced(self) -> Result<ClassedFinish> {
         let mut done = ClassedFinish {
             tables: Vec::new(),
             bytes_by_class: [0; MAX_VALUE_CLASSES],

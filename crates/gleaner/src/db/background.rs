@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use std::collections::BTreeSet;
 
-use super::{Counters, DbInner, DbState};
+use super::{Counters, DbInner, DbState, ObsoleteFile};
 use crate::compaction::{
     CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropListener, GarbageListener,
     JobStats, OutputConfig, RelocationSetup, RunningCompaction, Separation, TeeListener,
@@ -48,6 +48,8 @@ pub(super) enum WorkerKind {
     /// The GC worker with this index; it runs jobs only while the index is below the number of
     /// GC threads in force (`gc_threads`, or the space throttle's directive).
     Gc(u32),
+    /// Deletes obsolete tables and WALs, so no job's thread waits on `unlink`.
+    Purge,
 }
 
 /// Key-table format options from database options.
@@ -121,7 +123,8 @@ impl DbInner {
                 WorkerKind::Compaction,
                 self.opts.compaction_threads() as usize,
             ))
-            .chain((0..self.gc_worker_count()).map(WorkerKind::Gc));
+            .chain((0..self.gc_worker_count()).map(WorkerKind::Gc))
+            .chain(std::iter::once(WorkerKind::Purge));
         for (i, kind) in kinds.enumerate() {
             let inner = Arc::clone(self);
             let name = match kind {
@@ -143,9 +146,35 @@ impl DbInner {
                 WorkerKind::Flush => self.wait_for_flush().map(Work::Flush),
                 WorkerKind::Compaction => self.wait_for_compaction(),
                 WorkerKind::Gc(n) => self.wait_for_gc(n).map(Work::Gc),
+                WorkerKind::Purge => return self.purge_loop(),
             };
             let Some(work) = work else { return };
             self.run_work(work);
+        }
+    }
+
+    /// The purge thread: deletes queued files as they come, until shutdown (`close` purges
+    /// what is left after joining it).
+    fn purge_loop(&self) {
+        loop {
+            {
+                let mut queue = self.obsolete.queue.lock();
+                while queue.is_empty() {
+                    if self.shutting_down.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    self.obsolete.ready.wait_for(&mut queue, IDLE_WAIT);
+                }
+            }
+            self.purge_obsolete_files();
+        }
+    }
+
+    /// After a background job: files it made obsolete are deleted now with inline work (the
+    /// caller's turn), and by the purge thread otherwise (already woken by the queue).
+    fn purge_after_job(&self) {
+        if self.opts.inline_background_work() {
+            self.purge_obsolete_files();
         }
     }
 
@@ -161,7 +190,7 @@ impl DbInner {
                     Ok(()) => Ok(()),
                     Err(e) => {
                         self.note_compaction_error(&e);
-                        self.purge_obsolete_files();
+                        self.purge_after_job();
                         return false;
                     }
                 }
@@ -177,7 +206,7 @@ impl DbInner {
                 Ok(_) => Ok(()),
                 Err(e) => {
                     self.note_gc_error(&e);
-                    self.purge_obsolete_files();
+                    self.purge_after_job();
                     return false;
                 }
             },
@@ -191,7 +220,7 @@ impl DbInner {
         // sequence number into key tables. A failure to log the release is the background error
         // already (a failed manifest write); closing just leaves it for the next open.
         let _ = self.release_retired();
-        self.purge_obsolete_files();
+        self.purge_after_job();
         ok
     }
 
@@ -422,9 +451,7 @@ impl DbInner {
         Counters::add(&self.counters.dropped_shadowed, stats.dropped.shadowed);
         for m in mems {
             // The WAL's contents are now in a table and the manifest no longer needs it.
-            let _ = self
-                .fs
-                .remove_file(&self.dir.join(wal_file_name(m.wal_number())));
+            self.obsolete.push(ObsoleteFile::Wal(m.wal_number()));
         }
         Ok(())
     }
@@ -601,22 +628,25 @@ impl DbInner {
 
     /// Deletes tables whose last reference was dropped; returns how many it deleted.
     pub(super) fn purge_obsolete_files(&self) -> usize {
-        let files: Vec<(FileKind, u64)> = std::mem::take(&mut *self.obsolete.queue.lock());
+        let files: Vec<ObsoleteFile> = std::mem::take(&mut *self.obsolete.queue.lock());
         let mut deleted = 0;
-        for (kind, n) in files {
-            let name = match kind {
-                FileKind::KeyTable => {
+        for file in files {
+            let name = match file {
+                ObsoleteFile::Table(FileKind::KeyTable, n) => {
                     self.tables.evict(n);
                     table_file_name(n)
                 }
-                FileKind::ValueTable => {
+                ObsoleteFile::Table(FileKind::ValueTable, n) => {
                     self.values.evict(n);
                     value_table_file_name(n)
                 }
+                ObsoleteFile::Wal(n) => wal_file_name(n),
             };
-            // A table that cannot be deleted now is an orphan that the next open removes.
+            // A file that cannot be deleted now is an orphan that the next open removes.
             if self.fs.remove_file(&self.dir.join(name)).is_ok() {
-                Counters::add(&self.counters.tables_deleted, 1);
+                if let ObsoleteFile::Table(..) = file {
+                    Counters::add(&self.counters.tables_deleted, 1);
+                }
                 deleted += 1;
             }
         }
