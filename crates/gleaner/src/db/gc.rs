@@ -205,17 +205,23 @@ impl DbInner {
             },
         };
         let oracle = self.policy.oracle.as_ref();
-        let mut is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
+        let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
         let plan = JobPlan {
             read_mode: self.policy.read_mode,
             router: Arc::clone(&self.policy.router),
             max_gap: self.opts.gc_read_gap(),
             record_moves: self.policy.commit == CommitStyle::WriteBack,
+            // Inline work runs no threads of the engine's own (its schedule must replay).
+            io_depth: if self.opts.inline_background_work() {
+                1
+            } else {
+                self.opts.gc_io_depth() as usize
+            },
         };
         let out = run_gc_job(
             &victims,
             plan,
-            &mut is_live,
+            &is_live,
             self.value_output_config(IoClass::GcWrite),
             Some(&self.shutting_down),
         )?;

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::oracle::RecordRef;
+use super::parallel::map_in_parallel;
 use super::policy::GcReadMode;
 use super::reader::{GC_READ_CHUNK, VictimReader};
 use super::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
@@ -126,11 +127,17 @@ pub struct GcJobOutput {
 /// read's chunks for 16 victims.
 const MAX_LAZY_WINDOW: u64 = 16 * GC_READ_CHUNK;
 
-/// How often (in records) the job checks whether it was cancelled.
-const CANCEL_CHECK_INTERVAL: u64 = 256;
+/// Records whose validity is checked together, up to `io_depth` lookups in flight; the job
+/// checks for cancellation once per batch.
+const CHECK_BATCH: usize = 256;
 
-/// The validity check a job calls for every record it reads.
-pub type IsLive<'a> = dyn FnMut(&RecordRef<'_>) -> Result<Validity> + 'a;
+/// Validity checks per thread, at least: many are answered from the DropCache or the block
+/// cache in about a microsecond, where starting a thread costs tens.
+const MIN_CHECKS_PER_THREAD: usize = 16;
+
+/// The validity check a job calls for every record it reads; called from several threads at
+/// once when the job's `io_depth` is above 1.
+pub type IsLive<'a> = dyn Fn(&RecordRef<'_>) -> Result<Validity> + Sync + 'a;
 
 /// How a job runs: what the policy chose.
 pub struct JobPlan {
@@ -142,6 +149,9 @@ pub struct JobPlan {
     pub max_gap: u64,
     /// Report every copied record with its copy ([`GcJobOutput::moved`]).
     pub record_moves: bool,
+    /// Validity lookups, and reads of live records (lazy read), in flight at once (option
+    /// `gc_io_depth`; 1 = one at a time, on the job's thread).
+    pub io_depth: usize,
 }
 
 /// Runs one GC job over `victims` as `plan` says; `is_live` is the policy's validity check.
@@ -150,7 +160,7 @@ pub struct JobPlan {
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     plan: JobPlan,
-    is_live: &mut IsLive<'_>,
+    is_live: &IsLive<'_>,
     outputs: ValueOutputConfig,
     cancel: Option<&AtomicBool>,
 ) -> Result<GcJobOutput> {
@@ -159,6 +169,7 @@ pub fn run_gc_job(
         router,
         max_gap,
         record_moves,
+        io_depth,
     } = plan;
     let mut job = Job {
         stats: GcJobStats {
@@ -171,6 +182,7 @@ pub fn run_gc_job(
         is_live,
         cancel,
         max_gap,
+        io_depth: io_depth.max(1),
     };
     match read_mode {
         GcReadMode::Full => job.run_full(victims)?,
@@ -207,10 +219,12 @@ struct Job<'a, 'b> {
     out: ClassedValueOutputs,
     copied: HashMap<SeqNo, u64>,
     moved: Option<Vec<MovedRecord>>,
-    is_live: &'a mut IsLive<'b>,
+    is_live: &'a IsLive<'b>,
     cancel: Option<&'a AtomicBool>,
     /// Lazy read: longest garbage gap read through rather than skipped.
     max_gap: u64,
+    /// Lookups and reads in flight at once.
+    io_depth: usize,
 }
 
 /// Index of the smallest of `heads` in internal-key order (user key ascending, sequence
@@ -224,32 +238,31 @@ fn smallest<'h>(heads: impl Iterator<Item = Option<(&'h [u8], SeqNo)>>) -> Optio
 }
 
 impl Job<'_, '_> {
-    /// Counts one examined record, checks for cancellation, and asks whether it is live.
-    fn check(&mut self, record: &RecordRef<'_>) -> Result<bool> {
-        self.stats.records_read += 1;
-        if self
-            .stats
-            .records_read
-            .is_multiple_of(CANCEL_CHECK_INTERVAL)
-            && self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
-        {
+    /// Counts a batch of examined records, checks for cancellation, and asks whether each is
+    /// live (up to `io_depth` lookups in flight); the answers are in the batch's order.
+    fn check_batch(&mut self, batch: &[RecordRef<'_>]) -> Result<Vec<bool>> {
+        if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(Error::Closed);
         }
+        self.stats.records_read += batch.len() as u64;
         let start = Instant::now();
-        let validity = (self.is_live)(record)?;
+        let verdicts = map_in_parallel(batch, self.io_depth, MIN_CHECKS_PER_THREAD, self.is_live)?;
         self.stats.lookup_micros += micros_since(start);
-        match validity {
-            Validity::Live => Ok(true),
-            Validity::Dead => {
-                self.stats.records_dropped += 1;
-                Ok(false)
-            }
-            Validity::DeadByDropCache => {
-                self.stats.records_dropped += 1;
-                self.stats.drop_cache_answers += 1;
-                Ok(false)
-            }
-        }
+        Ok(verdicts
+            .into_iter()
+            .map(|v| match v {
+                Validity::Live => true,
+                Validity::Dead => {
+                    self.stats.records_dropped += 1;
+                    false
+                }
+                Validity::DeadByDropCache => {
+                    self.stats.records_dropped += 1;
+                    self.stats.drop_cache_answers += 1;
+                    false
+                }
+            })
+            .collect())
     }
 
     fn copy(&mut self, record: &OwnedRecord, from: ValueHandle) -> Result<()> {
@@ -281,6 +294,10 @@ impl Job<'_, '_> {
             heads.push(r.next_record_at()?);
         }
         self.stats.read_micros += micros_since(start);
+        // Records in key order with where they are, checked a batch at a time (at most
+        // CHECK_BATCH records or GC_READ_CHUNK bytes of values held).
+        let mut batch: Vec<(OwnedRecord, ValueHandle)> = Vec::new();
+        let mut batch_bytes = 0;
         while let Some(i) = smallest(
             heads
                 .iter()
@@ -290,22 +307,42 @@ impl Job<'_, '_> {
             let start = Instant::now();
             heads[i] = readers[i].next_record_at()?;
             self.stats.read_micros += micros_since(start);
-            let at = RecordRef {
-                user_key: &record.key,
-                seq: record.seq,
-                location: ValueHandle {
-                    file_number: victims[i].file_number(),
-                    offset,
-                    len,
-                },
+            let at = ValueHandle {
+                file_number: victims[i].file_number(),
+                offset,
+                len,
             };
-            if self.check(&at)? {
-                self.copy(&record, at.location)?;
+            batch_bytes += len;
+            batch.push((record, at));
+            if batch.len() >= CHECK_BATCH || batch_bytes >= GC_READ_CHUNK {
+                self.check_and_copy(&mut batch)?;
+                batch_bytes = 0;
             }
         }
+        self.check_and_copy(&mut batch)?;
         for r in &readers {
             self.stats.bytes_read += r.bytes_read;
             self.stats.index_bytes_read += r.index_bytes_read();
+        }
+        Ok(())
+    }
+
+    /// Checks a batch of fully read records and copies the live ones, in key order.
+    fn check_and_copy(&mut self, batch: &mut Vec<(OwnedRecord, ValueHandle)>) -> Result<()> {
+        let refs: Vec<RecordRef<'_>> = batch
+            .iter()
+            .map(|(r, at)| RecordRef {
+                user_key: &r.key,
+                seq: r.seq,
+                location: *at,
+            })
+            .collect();
+        let live = self.check_batch(&refs)?;
+        drop(refs);
+        for ((record, at), live) in batch.drain(..).zip(live) {
+            if live {
+                self.copy(&record, at)?;
+            }
         }
         Ok(())
     }
@@ -329,30 +366,48 @@ impl Job<'_, '_> {
         }
         self.stats.read_micros += micros_since(start);
         let mut window = Window::default();
-        while let Some(i) = smallest(
-            heads
-                .iter()
-                .map(|h| h.as_ref().map(|e| (e.user_key.as_slice(), e.seq))),
-        ) {
-            let entry = heads[i].take().expect("chosen head exists");
-            let start = Instant::now();
-            heads[i] = indexes[i].next().transpose()?;
-            self.stats.read_micros += micros_since(start);
-            let at = RecordRef {
-                user_key: &entry.user_key,
-                seq: entry.seq,
-                location: ValueHandle {
-                    file_number: victims[i].file_number(),
-                    offset: entry.offset,
-                    len: entry.len,
-                },
-            };
-            if !self.check(&at)? {
-                continue;
+        let mut batch: Vec<(usize, IndexEntry)> = Vec::with_capacity(CHECK_BATCH);
+        loop {
+            let next = smallest(
+                heads
+                    .iter()
+                    .map(|h| h.as_ref().map(|e| (e.user_key.as_slice(), e.seq))),
+            );
+            if let Some(i) = next {
+                let entry = heads[i].take().expect("chosen head exists");
+                let start = Instant::now();
+                heads[i] = indexes[i].next().transpose()?;
+                self.stats.read_micros += micros_since(start);
+                batch.push((i, entry));
+                if batch.len() < CHECK_BATCH {
+                    continue;
+                }
             }
-            window.push(i, entry);
-            if window.bytes >= window_bytes {
-                self.copy_window(victims, &mut window)?;
+            let refs: Vec<RecordRef<'_>> = batch
+                .iter()
+                .map(|(i, e)| RecordRef {
+                    user_key: &e.user_key,
+                    seq: e.seq,
+                    location: ValueHandle {
+                        file_number: victims[*i].file_number(),
+                        offset: e.offset,
+                        len: e.len,
+                    },
+                })
+                .collect();
+            let live = self.check_batch(&refs)?;
+            drop(refs);
+            for ((i, entry), live) in batch.drain(..).zip(live) {
+                if !live {
+                    continue;
+                }
+                window.push(i, entry);
+                if window.bytes >= window_bytes {
+                    self.copy_window(victims, &mut window)?;
+                }
+            }
+            if next.is_none() {
+                break;
             }
         }
         self.copy_window(victims, &mut window)?;
@@ -368,13 +423,30 @@ impl Job<'_, '_> {
         let start = Instant::now();
         let mut records: Vec<Option<OwnedRecord>> = Vec::new();
         records.resize_with(window.entries.len(), || None);
-        for (v, table) in victims.iter().enumerate() {
-            // This victim's entries in the window, in key order and so in file order.
-            let mine: Vec<usize> = (0..window.entries.len())
-                .filter(|&p| window.entries[p].0 == v)
-                .collect();
-            for run in adjacent_runs(&mine, self.max_gap, |p| &window.entries[p].1) {
-                self.stats.bytes_read += read_run(table, &window.entries, run, &mut records)?;
+        // Every victim's entries in the window, in key order and so in file order.
+        let mine: Vec<Vec<usize>> = (0..victims.len())
+            .map(|v| {
+                (0..window.entries.len())
+                    .filter(|&p| window.entries[p].0 == v)
+                    .collect()
+            })
+            .collect();
+        let runs: Vec<(usize, &[usize])> = mine
+            .iter()
+            .enumerate()
+            .flat_map(|(v, mine)| {
+                adjacent_runs(mine, self.max_gap, |p| &window.entries[p].1)
+                    .into_iter()
+                    .map(move |run| (v, run))
+            })
+            .collect();
+        let read = map_in_parallel(&runs, self.io_depth, 1, &|(v, run): &(usize, &[usize])| {
+            read_run(&victims[*v], &window.entries, run)
+        })?;
+        for ((_, run), (bytes, run_records)) in runs.iter().zip(read) {
+            self.stats.bytes_read += bytes;
+            for (&p, r) in run.iter().zip(run_records) {
+                records[p] = Some(r);
             }
         }
         self.stats.read_micros += micros_since(start);
@@ -431,15 +503,15 @@ fn adjacent_runs<'e>(
 }
 
 /// Reads one run of live records (and the short gaps between them) with a single read,
-/// decodes each live record where its index entry places it, checks it against the entry, and
-/// stores it at its window position. Gap records are neither parsed nor kept. Returns the bytes
-/// read.
+/// decodes each live record where its index entry places it and checks it against the entry.
+/// Gap records are neither parsed nor kept. Returns the bytes read and the run's records, in
+/// the run's order.
 fn read_run(
     table: &ValueTable,
     entries: &[(usize, IndexEntry)],
     run: &[usize],
-    records: &mut [Option<OwnedRecord>],
-) -> Result<u64> {
+) -> Result<(u64, Vec<OwnedRecord>)> {
+    let mut records = Vec::with_capacity(run.len());
     let first = &entries[run[0]].1;
     let last = &entries[run[run.len() - 1]].1;
     let len = last.offset + last.len - first.offset;
@@ -456,9 +528,9 @@ fn read_run(
                 "record does not match its dense-index entry",
             ));
         }
-        records[p] = Some(r.into());
+        records.push(r.into());
     }
-    Ok(len)
+    Ok((len, records))
 }
 
 #[cfg(test)]

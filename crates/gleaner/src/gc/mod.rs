@@ -4,6 +4,7 @@
 pub mod blobdb;
 pub mod job;
 pub mod oracle;
+mod parallel;
 pub mod picker;
 pub mod policy;
 pub mod reader;

@@ -95,6 +95,10 @@ pub const DEFAULT_COMPACTION_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `scan_prefetch_depth`: forward scans keep up to 16 value reads in flight (chosen
 /// by the run in docs/benchmarks.md, "Scan prefetch depth").
 pub const DEFAULT_SCAN_PREFETCH_DEPTH: u32 = 16;
+/// Default `gc_io_depth`: a GC job keeps up to 8 validity lookups or record reads in flight.
+pub const DEFAULT_GC_IO_DEPTH: u32 = 8;
+/// Default `value_cache_share`: no value cache (the block cache gets the whole budget).
+pub const DEFAULT_VALUE_CACHE_SHARE: f64 = 0.0;
 /// Default `value_readahead_size`: scans read up to 1 MiB ahead within a value table.
 pub const DEFAULT_VALUE_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `wal_recovery_mode`.
@@ -245,6 +249,11 @@ options_table! {
     (bloom_bits_per_key, with_bloom_bits_per_key, u32, DEFAULT_BLOOM_BITS_PER_KEY, persisted: true);
     /// Bytes of decoded blocks the block cache holds; 0 disables it. Default 64 MiB.
     (block_cache_size, with_block_cache_size, u64, DEFAULT_BLOCK_CACHE_SIZE, persisted: true);
+    /// Share of `block_cache_size` that holds separated values of point reads (RocksDB's blob
+    /// cache), by the handle that names them; the block cache keeps the rest, so the memory
+    /// budget stays `block_cache_size`. Reads with `fill_cache` off and scans never fill it.
+    /// Default 0 (no value cache); from 0 to 0.9.
+    (value_cache_share, with_value_cache_share, f64, DEFAULT_VALUE_CACHE_SHARE, persisted: true);
     /// Compression of key-table blocks (`lz4` or `none`). Default lz4.
     (compression, with_compression, Compression, DEFAULT_COMPRESSION, persisted: true);
     /// Background threads that flush memtables. Default 1; from 1 to 64.
@@ -292,6 +301,12 @@ options_table! {
     /// (one read) rather than skipped (two reads), because on most devices a short read costs
     /// about as much as a long one. 0 reads only live records. Default 64 KiB; at most 16 MiB.
     (gc_read_gap, with_gc_read_gap, u64, DEFAULT_GC_READ_GAP, persisted: true);
+    /// Validity lookups (and, with lazy read, reads of live records) a GC job keeps in flight
+    /// at once, on short-lived threads of its own: each is a small random read, and the device
+    /// serves several at once faster than one after another. Results are used in key order,
+    /// so the outputs do not depend on the threads. Under `inline_background_work` a job runs
+    /// them one at a time. Default 8; 1 = one at a time on the job's thread; at most 64.
+    (gc_io_depth, with_gc_io_depth, u32, DEFAULT_GC_IO_DEPTH, persisted: true);
     /// Hotness-aware writing (Scavenger §3.4): keys whose older versions compaction or flush
     /// dropped are remembered in a DropCache of `drop_cache_bytes`; flush and GC write the values
     /// of such hot keys to hot value tables and the rest to cold ones, and GC collects hot tables
@@ -445,7 +460,9 @@ impl Options {
     /// Checks every range and every relation between options; the error names the option.
     pub fn validate(&self) -> Result<()> {
         fn range<T: PartialOrd + fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<()> {
-            if v < lo || v > hi {
+            // Written so that a NaN, which compares false with everything, is outside.
+            let inside = v >= lo && v <= hi;
+            if !inside {
                 return Err(Error::invalid(format!(
                     "option `{name}` is {v}, but must be between {lo} and {hi}"
                 )));
@@ -488,6 +505,7 @@ impl Options {
         )?;
         range("bloom_bits_per_key", self.bloom_bits_per_key, 0, 64)?;
         range("block_cache_size", self.block_cache_size, 0, 1 << 50)?;
+        range("value_cache_share", self.value_cache_share, 0.0, 0.9)?;
         range("flush_threads", self.flush_threads, 1, 64)?;
         range("compaction_threads", self.compaction_threads, 1, 64)?;
         range("max_open_files", self.max_open_files, 1, 1_000_000)?;
@@ -549,6 +567,7 @@ impl Options {
         range("gc_threads_max", self.gc_threads_max, self.gc_threads, 64)?;
         range("drop_cache_bytes", self.drop_cache_bytes, 0, 4 << 30)?;
         range("gc_read_gap", self.gc_read_gap, 0, 16 << 20)?;
+        range("gc_io_depth", self.gc_io_depth, 1, 64)?;
         let max_stop_ms = crate::throttle::STOP_TIMEOUT_LIMIT.as_millis() as u64;
         range(
             "space_stop_timeout_ms",
@@ -623,6 +642,15 @@ mod tests {
                 Options::default().with_gc_garbage_ratio(-0.1),
                 "gc_garbage_ratio",
             ),
+            (
+                Options::default().with_gc_garbage_ratio(f64::NAN),
+                "gc_garbage_ratio",
+            ),
+            (
+                Options::default().with_value_cache_share(0.95),
+                "value_cache_share",
+            ),
+            (Options::default().with_gc_io_depth(0), "gc_io_depth"),
             (
                 Options::default().with_value_table_size(0),
                 "value_table_size",
