@@ -17,8 +17,9 @@ use crate::results::{LevelShape, TreeShape};
 /// Most levels asked of RocksDB's properties (it allows up to 127 but defaults to 7).
 const MAX_LEVELS: usize = 128;
 
-const KNOWN: [&str; 5] = [
+const KNOWN: [&str; 6] = [
     "min_blob_size",
+    "blob_cache",
     "blob_file_size",
     "blob_gc_age_cutoff",
     "blob_gc_force_threshold",
@@ -37,6 +38,7 @@ pub(super) fn check_options(spec: &EngineSpec) -> Result<(), String> {
         }
     }
     option::<f64>(spec, "bloom_bits", 10.0)?;
+    option::<bool>(spec, "blob_cache", true)?;
     Ok(())
 }
 
@@ -86,6 +88,11 @@ impl RocksEngine {
             o.set_enable_blob_gc(true);
             o.set_blob_gc_age_cutoff(age_cutoff);
             o.set_blob_gc_force_threshold(force_threshold);
+            // Hot blobs share the block cache's budget (RocksDB's documented setup for a blob
+            // cache), as Gleaner's value cache shares its block cache's.
+            if option(spec, "blob_cache", true)? {
+                o.set_blob_cache(&cache);
+            }
         }
         let db = DB::open(&o, dir)?;
         let mut write = WriteOptions::default();

@@ -1,8 +1,10 @@
-//! Caches: decoded blocks (by byte budget, with a high-priority pool), open key tables and open
-//! value tables (by count).
+//! Caches: decoded blocks (by byte budget, with a high-priority pool), separated values of point
+//! reads (a share of the same budget), open key tables and open value tables (by count).
 
 pub mod block_cache;
 pub mod file_cache;
+pub mod value_cache;
 
 pub use block_cache::{BlockCache, CachePriority, DEFAULT_HIGH_PRIORITY_RATIO};
 pub use file_cache::{FileCache, OpenTable, TableCache, ValueTableCache};
+pub use value_cache::ValueCache;

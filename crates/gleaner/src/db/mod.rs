@@ -27,7 +27,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
-use crate::cache::{BlockCache, CachePriority, TableCache, ValueTableCache};
+use crate::cache::{BlockCache, CachePriority, TableCache, ValueCache, ValueTableCache};
 use crate::compaction::{LateDrop, PickerConfig, RunningCompaction};
 use crate::error::{Error, Result};
 use crate::gc::PolicySet;
@@ -137,6 +137,8 @@ struct DbInner {
     fs: Arc<dyn FileSystem>,
     io: Arc<IoStats>,
     block_cache: Option<Arc<BlockCache>>,
+    /// Separated values of point reads (option `value_cache_share`).
+    value_cache: Option<Arc<ValueCache>>,
     tables: Arc<TableCache>,
     values: Arc<ValueTableCache>,
     /// Reader threads for scans' value prefetching, started by the first scan that prefetches.
@@ -745,6 +747,10 @@ impl DbInner {
                     .as_ref()
                     .map_or(0, |b| b.high_priority_capacity_bytes()),
                 open_tables: self.tables.len(),
+                value_capacity_bytes: self.value_cache.as_ref().map_or(0, |v| v.capacity_bytes()),
+                value_usage_bytes: self.value_cache.as_ref().map_or(0, |v| v.usage_bytes()),
+                value_hits: self.value_cache.as_ref().map_or(0, |v| v.hits()),
+                value_misses: self.value_cache.as_ref().map_or(0, |v| v.misses()),
             },
             recovery: RecoveryStats {
                 wal_records: g(&c.recovered_records),

@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use super::background::table_options;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
 use crate::batch::BatchOp;
-use crate::cache::{BlockCache, TableCache, ValueTableCache};
+use crate::cache::{BlockCache, TableCache, ValueCache, ValueTableCache};
 use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_memtables};
 use crate::error::{Error, Result};
 use crate::filename::{
@@ -57,6 +57,7 @@ struct Recovery {
     /// a directory without a LOCK file).
     lock: Option<Box<dyn FileLock>>,
     block_cache: Option<Arc<BlockCache>>,
+    value_cache: Option<Arc<ValueCache>>,
     tables: Arc<TableCache>,
     values: Arc<ValueTableCache>,
     obsolete: Arc<ObsoleteTables>,
@@ -276,8 +277,13 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
         Mode::ReadOnly => probe_direct_io(fs.as_ref(), &dir, &opts, CURRENT, false)?,
     }
 
-    let block_cache = (opts.block_cache_size() > 0)
-        .then(|| Arc::new(BlockCache::new(opts.block_cache_size() as usize)));
+    // One memory budget: the value cache's share comes out of the block cache's.
+    let value_cache_bytes = (opts.block_cache_size() as f64 * opts.value_cache_share())
+        .min(opts.block_cache_size() as f64) as u64;
+    let block_cache_bytes = opts.block_cache_size() - value_cache_bytes;
+    let block_cache =
+        (block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(block_cache_bytes as usize)));
+    let value_cache = (value_cache_bytes > 0).then(|| Arc::new(ValueCache::new(value_cache_bytes)));
     let tables = Arc::new(TableCache::new(
         Arc::clone(&fs),
         dir.clone(),
@@ -344,6 +350,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
         io,
         lock,
         block_cache,
+        value_cache,
         tables,
         values,
         obsolete,
@@ -426,6 +433,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         io,
         lock,
         block_cache,
+        value_cache,
         tables,
         values,
         obsolete,
@@ -472,6 +480,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         fs,
         io,
         block_cache,
+        value_cache,
         tables,
         values,
         read_pool: std::sync::OnceLock::new(),

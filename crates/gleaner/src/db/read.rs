@@ -49,6 +49,11 @@ impl DbInner {
             Some(Lookup::Handle {
                 handle, record_seq, ..
             }) => {
+                Counters::add(&self.counters.gets_separated, 1);
+                let cache = self.value_cache.as_deref();
+                if let Some(value) = cache.and_then(|c| c.get(&handle, key, record_seq)) {
+                    return Ok(Some(value));
+                }
                 let (value, via_inheritance) = sv.version.values().read_value(
                     &self.values,
                     key,
@@ -57,9 +62,11 @@ impl DbInner {
                     IoClass::UserRead,
                     opts.fill_cache,
                 )?;
-                Counters::add(&self.counters.gets_separated, 1);
                 if via_inheritance {
                     Counters::add(&self.counters.gets_via_inheritance, 1);
+                }
+                if let Some(c) = cache.filter(|_| opts.fill_cache) {
+                    c.insert(&handle, key, record_seq, &value);
                 }
                 Ok(Some(value))
             }

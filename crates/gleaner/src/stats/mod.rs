@@ -116,6 +116,19 @@ pub struct CacheStats {
     pub high_priority_capacity_bytes: u64,
     /// Key tables open in the table cache.
     pub open_tables: usize,
+    /// The value cache's capacity (option `value_cache_share` of `block_cache_size`; the block
+    /// cache figures above cover the rest).
+    #[serde(default)]
+    pub value_capacity_bytes: u64,
+    /// Bytes the value cache holds now.
+    #[serde(default)]
+    pub value_usage_bytes: u64,
+    /// Point reads of separated values the value cache answered.
+    #[serde(default)]
+    pub value_hits: u64,
+    /// Point reads of separated values it did not.
+    #[serde(default)]
+    pub value_misses: u64,
 }
 
 /// Writes and reads.

@@ -1,0 +1,163 @@
+//! The value cache: separated values of recent point reads, by byte budget (RocksDB's blob
+//! cache). A non-separating LSM keeps a hot key's value in its block cache with the key's data
+//! block; a separated store reads it from a value table every time unless it caches values too.
+//! Under a skewed workload a small cache answers many reads: at Zipf 0.99 the hottest 1 % of
+//! keys draw about 60 % of the reads.
+//!
+//! Entries are keyed by the value handle the index tree holds (file number, offset). File
+//! numbers are never reused and records are immutable, so an entry stays true for as long as
+//! any index entry names it, even after GC moved the record (the handle then resolves through
+//! inheritance to the same key, sequence number and value). Each entry keeps the record's key
+//! and sequence number, and a lookup that names another record misses, so a wrong handle is
+//! still caught by the read from disk.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+
+use crate::key::SeqNo;
+use crate::value::ValueHandle;
+
+/// A cached record.
+#[derive(Debug)]
+struct Entry {
+    key: Box<[u8]>,
+    seq: SeqNo,
+    value: Box<[u8]>,
+}
+
+/// Bytes an entry costs beyond its key and value (the entry, the map's slot).
+const ENTRY_OVERHEAD: u64 = 64;
+
+#[derive(Debug, Clone, Copy)]
+struct EntryWeighter;
+
+impl Weighter<(u64, u64), Arc<Entry>> for EntryWeighter {
+    fn weight(&self, _key: &(u64, u64), e: &Arc<Entry>) -> u64 {
+        e.key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// Assumed average entry size, only used to size the cache's initial tables.
+const TYPICAL_ENTRY_SIZE: u64 = 8 << 10;
+
+/// Values of separated records by the handle that names them, within a byte budget.
+pub struct ValueCache {
+    cache: Cache<(u64, u64), Arc<Entry>, EntryWeighter>,
+    capacity: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl std::fmt::Debug for ValueCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueCache")
+            .field("capacity", &self.capacity)
+            .field("usage", &self.cache.weight())
+            .finish()
+    }
+}
+
+impl ValueCache {
+    /// A cache of up to `capacity_bytes` (keys, values and a small per-entry overhead); at
+    /// least one byte.
+    pub fn new(capacity_bytes: u64) -> Self {
+        let capacity = capacity_bytes.max(1);
+        let items = (capacity / TYPICAL_ENTRY_SIZE).clamp(16, 1 << 20) as usize;
+        ValueCache {
+            cache: Cache::with_weighter(items, capacity, EntryWeighter),
+            capacity,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The value of the record `(key, seq)` that `handle` names, if cached. An entry under the
+    /// handle for another record is a miss (the caller's read from disk then reports the
+    /// mismatch as corruption).
+    pub fn get(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo) -> Option<Vec<u8>> {
+        let found = self
+            .cache
+            .get(&(handle.file_number, handle.offset))
+            .filter(|e| e.seq == seq && &*e.key == key);
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found.map(|e| e.value.to_vec())
+    }
+
+    /// Caches `value` as the value of the record `(key, seq)` that `handle` names (a value
+    /// larger than a shard of the cache is not kept).
+    pub fn insert(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: &[u8]) {
+        let entry = Entry {
+            key: key.into(),
+            seq,
+            value: value.into(),
+        };
+        self.cache
+            .insert((handle.file_number, handle.offset), Arc::new(entry));
+    }
+
+    /// Lookups that found their value.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Lookups that missed.
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held now.
+    pub fn usage_bytes(&self) -> u64 {
+        self.cache.weight()
+    }
+
+    /// Most bytes held.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(file_number: u64, offset: u64) -> ValueHandle {
+        ValueHandle {
+            file_number,
+            offset,
+            len: 100,
+        }
+    }
+
+    #[test]
+    fn a_hit_needs_the_same_handle_key_and_sequence() {
+        let c = ValueCache::new(1 << 20);
+        c.insert(&handle(7, 100), b"k", 5, b"value");
+        assert_eq!(c.get(&handle(7, 100), b"k", 5), Some(b"value".to_vec()));
+        assert_eq!(c.get(&handle(7, 100), b"k", 6), None, "another version");
+        assert_eq!(c.get(&handle(7, 100), b"j", 5), None, "another key");
+        assert_eq!(c.get(&handle(8, 100), b"k", 5), None, "another table");
+        assert_eq!(c.get(&handle(7, 101), b"k", 5), None, "another offset");
+        assert_eq!((c.hits(), c.misses()), (1, 4));
+    }
+
+    #[test]
+    fn the_budget_bounds_the_bytes_held() {
+        let c = ValueCache::new(64 << 10);
+        for i in 0..100u64 {
+            c.insert(&handle(1, i * 1000), &i.to_be_bytes(), i, &[0u8; 4000]);
+        }
+        assert!(c.usage_bytes() <= 64 << 10, "{}", c.usage_bytes());
+        let kept = (0..100u64)
+            .filter(|&i| c.get(&handle(1, i * 1000), &i.to_be_bytes(), i).is_some())
+            .count();
+        assert!(kept > 0 && kept < 100, "{kept}");
+    }
+}

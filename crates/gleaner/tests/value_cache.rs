@@ -1,0 +1,108 @@
+//! The value cache (`value_cache_share`): a point read of a hot separated value is answered
+//! from memory, within the block cache's budget, and never with a value the key no longer has.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gleaner::io::FaultFs;
+use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
+
+fn options(fs: &FaultFs, share: f64) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        .with_inline_background_work(true)
+        .with_gc_policy(GcPolicyKind::Scavenger)
+        .with_min_separated_value_size(100)
+        .with_block_cache_size(1 << 20)
+        .with_value_cache_share(share)
+}
+
+fn value(tag: u8) -> Vec<u8> {
+    vec![tag; 4000]
+}
+
+/// Reads of separated values that went to a value table.
+fn value_reads(db: &Db) -> u64 {
+    db.stats().io.get("user_read").map_or(0, |c| c.read_ops)
+}
+
+#[test]
+fn a_second_read_of_a_value_comes_from_the_cache_within_the_budget() {
+    let fs = FaultFs::new(1);
+    let db = Db::open(Path::new("/db"), options(&fs, 0.25)).expect("open");
+    let stats = db.stats();
+    assert_eq!(stats.cache.value_capacity_bytes, 256 << 10);
+    assert_eq!(
+        stats.cache.capacity_bytes,
+        768 << 10,
+        "the block cache keeps the rest"
+    );
+    db.put("k", value(1)).expect("put");
+    db.flush().expect("flush");
+    assert_eq!(db.get("k").expect("get"), Some(value(1)));
+    let after_first = value_reads(&db);
+    assert!(after_first > 0, "the first read went to the value table");
+    assert_eq!(db.get("k").expect("get"), Some(value(1)));
+    assert_eq!(value_reads(&db), after_first, "the second read did no I/O");
+    let stats = db.stats();
+    assert_eq!((stats.cache.value_hits, stats.cache.value_misses), (1, 1));
+    assert!(stats.cache.value_usage_bytes >= 4000);
+}
+
+#[test]
+fn an_overwritten_or_collected_value_is_never_served_stale() {
+    let fs = FaultFs::new(2);
+    let db = Db::open(
+        Path::new("/db"),
+        options(&fs, 0.5).with_gc_garbage_ratio(0.1),
+    )
+    .expect("open");
+    for i in 0..20u8 {
+        db.put(format!("k{i}"), value(i)).expect("put");
+    }
+    db.flush().expect("flush");
+    for i in 0..20u8 {
+        assert_eq!(db.get(format!("k{i}")).expect("get"), Some(value(i)));
+    }
+    // Overwrite half: their cached values are for the old versions' handles.
+    for i in (0..20u8).step_by(2) {
+        db.put(format!("k{i}"), value(100 + i)).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    // GC moves the other half's records into a new table; their handles resolve through
+    // inheritance, and the cache still answers for them with the same record.
+    let gc = db.run_gc().expect("gc");
+    assert!(gc.jobs > 0, "GC ran: {gc:?}");
+    for i in 0..20u8 {
+        let want = if i % 2 == 0 { value(100 + i) } else { value(i) };
+        assert_eq!(db.get(format!("k{i}")).expect("get"), Some(want), "k{i}");
+    }
+    assert!(db.stats().cache.value_hits >= 10, "{:?}", db.stats().cache);
+}
+
+#[test]
+fn reads_that_do_not_fill_the_cache_leave_it_alone_and_share_zero_turns_it_off() {
+    let fs = FaultFs::new(3);
+    let db = Db::open(Path::new("/db"), options(&fs, 0.5)).expect("open");
+    db.put("k", value(7)).expect("put");
+    db.flush().expect("flush");
+    let no_fill = ReadOptions {
+        fill_cache: false,
+        ..Default::default()
+    };
+    for _ in 0..2 {
+        assert_eq!(db.get_with("k", &no_fill).expect("get"), Some(value(7)));
+    }
+    assert_eq!(db.stats().cache.value_usage_bytes, 0);
+    assert_eq!(db.stats().cache.value_hits, 0);
+    db.close().expect("close");
+
+    let db = Db::open(Path::new("/db"), options(&fs, 0.0)).expect("reopen");
+    assert_eq!(db.get("k").expect("get"), Some(value(7)));
+    assert_eq!(db.get("k").expect("get"), Some(value(7)));
+    let stats = db.stats();
+    assert_eq!(stats.cache.value_capacity_bytes, 0);
+    assert_eq!(stats.cache.capacity_bytes, 1 << 20);
+    assert_eq!((stats.cache.value_hits, stats.cache.value_misses), (0, 0));
+}
