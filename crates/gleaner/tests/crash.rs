@@ -442,13 +442,7 @@ fn add_counting_rules(fs: &FaultFs, steps: &[(FaultOp, &str)]) {
     let kinds = GC_OP_KINDS.iter().map(|&op| (op, None));
     let steps = steps.iter().map(|&(op, f)| (op, Some(f.to_string())));
     for (op, path_contains) in kinds.chain(steps) {
-        fs.add_fault(FaultRule {
-            op,
-            path_contains,
-            skip: u64::MAX,
-            times: None,
-            kind: FaultKind::Eio,
-        });
+        fs.add_fault(FaultRule::counter(op, path_contains));
     }
 }
 

@@ -82,13 +82,7 @@ fn count_operations(ops: &[(Op, bool)], tune: &common::Tune, fs_seed: u64) -> (u
     let fs = FaultFs::new(fs_seed);
     let db = Db::open(PATH, opts(&fs, tune)).expect("open");
     for op in [FaultOp::Any, FaultOp::Append] {
-        fs.add_fault(FaultRule {
-            op,
-            path_contains: None,
-            skip: u64::MAX,
-            times: None,
-            kind: FaultKind::Eio,
-        });
+        fs.add_fault(FaultRule::counter(op, None));
     }
     assert_eq!(
         run(&db, ops, &Checks::new(&fs, "fault-free run")),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule};
+use gleaner::io::{FaultFs, FaultOp, FaultRule};
 use gleaner::{Db, GcPolicyKind, Options};
 
 /// Bound on the wait for the purge thread (a hang is a failure, not a stuck CI job).
@@ -31,13 +31,7 @@ fn put_round(db: &Db, round: u32) {
 
 /// Counts one kind of operation from now on (a rule that never fires).
 fn count(fs: &FaultFs, op: FaultOp) -> usize {
-    fs.add_fault(FaultRule {
-        op,
-        path_contains: None,
-        skip: u64::MAX,
-        times: None,
-        kind: FaultKind::Eio,
-    });
+    fs.add_fault(FaultRule::counter(op, None));
     fs.fault_rule_matches().len() - 1
 }
 

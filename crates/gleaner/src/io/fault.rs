@@ -98,6 +98,20 @@ pub struct FaultRule {
     pub kind: FaultKind,
 }
 
+impl FaultRule {
+    /// A rule that never fires: it only counts the operations of kind `op` (on paths containing
+    /// `path_contains`, when given), read back with [`FaultFs::fault_rule_matches`].
+    pub fn counter(op: FaultOp, path_contains: Option<String>) -> FaultRule {
+        FaultRule {
+            op,
+            path_contains,
+            skip: u64::MAX,
+            times: None,
+            kind: FaultKind::Eio,
+        }
+    }
+}
+
 /// An in-memory file system for tests that loses unsynced data at a simulated crash, can freeze
 /// after a chosen number of mutating operations, and injects `EIO`/`ENOSPC`.
 ///
