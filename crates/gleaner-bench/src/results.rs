@@ -243,6 +243,9 @@ pub struct GcFigures {
     pub lookup_seconds: f64,
     /// Seconds writing outputs.
     pub write_seconds: f64,
+    /// Seconds background GC waited, yielding to reads (0 in older results).
+    #[serde(default)]
+    pub paced_seconds: f64,
 }
 
 /// One per-second sample of one engine.

@@ -159,6 +159,7 @@ impl Engine for GleanerEngine {
             written_back: g.written_back,
             read_micros: g.read_micros,
             lookup_micros: g.lookup_micros,
+            paced_micros: g.paced_micros,
             write_micros: g.write_micros,
         })
     }

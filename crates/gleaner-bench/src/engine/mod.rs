@@ -92,6 +92,8 @@ pub struct GcCounters {
     pub lookup_micros: u64,
     /// Microseconds writing.
     pub write_micros: u64,
+    /// Microseconds background GC waited, yielding to reads (Gleaner's `gc_read_yield_rate`).
+    pub paced_micros: u64,
 }
 
 /// A key-value engine the harness can drive. Every method may be called from several threads

@@ -105,6 +105,7 @@ fn finite_phase(p: &mut PhaseResult) {
             &mut gc.read_seconds,
             &mut gc.lookup_seconds,
             &mut gc.write_seconds,
+            &mut gc.paced_seconds,
         ] {
             fix(x);
         }

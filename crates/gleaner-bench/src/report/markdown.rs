@@ -374,6 +374,10 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
             "GC write seconds",
             gc(|g| format::fixed(g.write_seconds, 1)),
         );
+        t.figure(
+            "GC seconds yielding to reads",
+            gc(|g| format::fixed(g.paced_seconds, 1)),
+        );
     }
 
     out.line(&format!("## Phase {}", phase_title(key)));

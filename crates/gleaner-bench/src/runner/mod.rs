@@ -446,6 +446,7 @@ fn run_one_phase(
                 read_seconds: b.read_micros.saturating_sub(a.read_micros) as f64 / 1e6,
                 lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,
                 write_seconds: b.write_micros.saturating_sub(a.write_micros) as f64 / 1e6,
+                paced_seconds: b.paced_micros.saturating_sub(a.paced_micros) as f64 / 1e6,
             }),
             _ => None,
         },

@@ -15,6 +15,8 @@ pub struct Counters {
     pub user_bytes_written: AtomicU64,
     /// Point reads served.
     pub gets: AtomicU64,
+    /// Iterators opened.
+    pub iterators: AtomicU64,
     /// Point reads that found a value handle.
     pub gets_separated: AtomicU64,
     /// Of those, reads whose handle named a collected table.
@@ -108,6 +110,8 @@ pub struct Counters {
     pub gc_read_micros: AtomicU64,
     /// Microseconds GC spent checking validity.
     pub gc_lookup_micros: AtomicU64,
+    /// Microseconds background GC jobs waited, yielding to reads (`gc_read_yield_rate`).
+    pub gc_paced_micros: AtomicU64,
     /// Microseconds GC spent writing outputs.
     pub gc_write_micros: AtomicU64,
     /// WAL records replayed at open.

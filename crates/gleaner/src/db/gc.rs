@@ -4,13 +4,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
 use crate::gc::{
     CommitStyle, GcJobStats, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
-    VictimCandidate, run_gc_job,
+    VictimCandidate,
+    pacing::{Activity, Pacer},
+    run_gc_job,
 };
 use crate::io::IoClass;
 use crate::table::ReadCtx;
@@ -20,11 +25,34 @@ use crate::version::{Garbage, Inheritor, VersionEdit};
 /// Longest single wait before GC re-checks its conditions.
 const GC_WAIT: Duration = Duration::from_millis(100);
 
+/// Longest single sleep of a paced job: it looks for writes and shutdown this often.
+const PACE_SLICE: Duration = Duration::from_millis(20);
+
 /// Victims a GC job has claimed.
 pub(super) struct GcClaim {
     victims: Vec<u64>,
     /// Compactions with a smaller id were running at claim time; the job waits for them.
     epoch: u64,
+    /// A background worker's job, which yields to reads (`gc_read_yield_rate`); jobs run for
+    /// `Db::run_gc` do not.
+    paced: bool,
+}
+
+/// GC pacing while reads dominate, shared by the database's GC workers: one token bucket, so
+/// `gc_read_yield_rate` bounds them together (the decision is `gc::pacing`).
+pub(super) struct GcPacer {
+    origin: Instant,
+    pacer: Mutex<Pacer>,
+}
+
+impl GcPacer {
+    /// Pacing at `rate` bytes a second; `None` for 0 (off).
+    pub(super) fn new(rate: u64) -> Option<GcPacer> {
+        Pacer::new(rate).map(|p| GcPacer {
+            origin: Instant::now(),
+            pacer: Mutex::new(p),
+        })
+    }
 }
 
 /// What `Db::run_gc` did.
@@ -37,8 +65,9 @@ pub struct GcRunStats {
 }
 
 impl DbInner {
-    /// Chooses victims with the policy and claims them (under the state lock).
-    pub(super) fn claim_victims(&self, st: &mut DbState) -> Option<GcClaim> {
+    /// Chooses victims with the policy and claims them (under the state lock); `paced` as
+    /// [`GcClaim::paced`].
+    pub(super) fn claim_victims(&self, st: &mut DbState, paced: bool) -> Option<GcClaim> {
         let values = st.version.values();
         let candidates: Vec<VictimCandidate> = values
             .tables()
@@ -71,6 +100,7 @@ impl DbInner {
         Some(GcClaim {
             victims,
             epoch: st.next_compaction_id,
+            paced,
         })
     }
 
@@ -89,7 +119,7 @@ impl DbInner {
             }
             if st.bg_error.is_none()
                 && worker < self.active_gc_threads()
-                && let Some(claim) = self.claim_victims(&mut st)
+                && let Some(claim) = self.claim_victims(&mut st, true)
             {
                 return Some(claim);
             }
@@ -112,7 +142,7 @@ impl DbInner {
             let claim = {
                 let mut st = self.state.lock();
                 st.check_usable()?;
-                self.claim_victims(&mut st)
+                self.claim_victims(&mut st, false)
             };
             let Some(claim) = claim else { break };
             let stats = self.run_gc_claim(claim)?;
@@ -223,7 +253,7 @@ impl DbInner {
             plan,
             &is_live,
             self.value_output_config(IoClass::GcWrite),
-            Some(&self.shutting_down),
+            &|bytes| self.gc_checkpoint(claim.paced, bytes),
         )?;
         drop(victims);
         drop(memtables);
@@ -435,6 +465,43 @@ impl DbInner {
         self.apply_gc_edit(&mut versions, edit, Some(out.pending))?;
         drop(versions);
         Ok(out.stats)
+    }
+
+    /// A job's checkpoint before a batch of `bytes` of records: cancels it at shutdown, and
+    /// paces a background job while reads dominate (`gc::pacing`), sleeping in slices so that a
+    /// write, the reads stopping, or shutdown ends the wait within one.
+    fn gc_checkpoint(&self, paced: bool, bytes: u64) -> Result<()> {
+        let closed = || self.shutting_down.load(Ordering::Relaxed);
+        if closed() {
+            return Err(Error::Closed);
+        }
+        let Some(p) = self.gc_pacer.as_ref().filter(|_| paced) else {
+            return Ok(());
+        };
+        let mut charge = bytes;
+        loop {
+            let activity = Activity {
+                now: p.origin.elapsed(),
+                writes: Counters::get(&self.counters.batches),
+                reads: Counters::get(&self.counters.gets) + Counters::get(&self.counters.iterators),
+                space_pressed: self.space.as_ref().is_some_and(|s| s.pressed()),
+            };
+            let wait = p
+                .pacer
+                .lock()
+                .charge(&activity, std::mem::take(&mut charge));
+            if wait.is_zero() {
+                return Ok(());
+            }
+            let start = Instant::now();
+            std::thread::sleep(wait.min(PACE_SLICE));
+            // Counted slice by slice, so `stats()` shows a long wait as it goes.
+            let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+            Counters::add(&self.counters.gc_paced_micros, micros);
+            if closed() {
+                return Err(Error::Closed);
+            }
+        }
     }
 
     /// Records a failed GC job for `stats()`.

@@ -71,6 +71,6 @@ impl DbInner {
         if skip_gc || st.bg_error.is_some() || self.active_gc_threads() == 0 {
             return None;
         }
-        self.claim_victims(&mut st).map(Work::Gc)
+        self.claim_victims(&mut st, false).map(Work::Gc)
     }
 }

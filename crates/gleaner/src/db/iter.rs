@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::prefetch::{ReadPool, RecordRef, ValuePrefetcher};
 use super::value_fetch::ValueFetcher;
-use super::{DbInner, ReadOptions, SuperVersion};
+use super::{Counters, DbInner, ReadOptions, SuperVersion};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
@@ -95,6 +95,7 @@ impl IterSource {
 
 impl DbInner {
     fn iter_source(&self, opts: &ReadOptions<'_>) -> Result<IterSource> {
+        Counters::add(&self.counters.iterators, 1);
         let (sv, seq) = self.read_state(opts);
         let depth = self.opts.scan_prefetch_depth() as usize;
         // Not with `inline_background_work`: that schedule runs no thread of its own, so that a

@@ -179,6 +179,9 @@ struct DbInner {
     lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Space-aware throttling, when on and a budget is set.
     space: Option<space::SpaceControl>,
+    /// GC pacing while reads dominate (`None` when `gc_read_yield_rate` is 0 or work is
+    /// inline).
+    gc_pacer: Option<gc::GcPacer>,
     /// Bytes of every file in the directory (what `stats().space.disk_bytes` and the space
     /// throttle report).
     disk: Arc<crate::io::DiskUsage>,
@@ -664,6 +667,7 @@ impl DbInner {
             read_micros: g(&c.gc_read_micros),
             lookup_micros: g(&c.gc_lookup_micros),
             write_micros: g(&c.gc_write_micros),
+            paced_micros: g(&c.gc_paced_micros),
             claimed,
             relocated_values: g(&c.relocated_values),
             relocated_bytes: g(&c.relocated_bytes),
@@ -694,6 +698,7 @@ impl DbInner {
                 wal_syncs: g(&c.wal_syncs),
                 user_bytes_written: g(&c.user_bytes_written),
                 gets: g(&c.gets),
+                iterators: g(&c.iterators),
                 gets_separated: g(&c.gets_separated),
                 gets_via_inheritance: g(&c.gets_via_inheritance),
                 scan_values_prefetched: self.read_pool.get().map_or(0, |p| p.served()),

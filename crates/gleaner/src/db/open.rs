@@ -474,6 +474,12 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         .space_budget()
         .map(super::space::SpaceControl::new)
         .transpose()?;
+    // Inline work runs on callers' threads, which must not sleep for the reads' sake.
+    let gc_pacer = if opts.inline_background_work() {
+        None
+    } else {
+        super::gc::GcPacer::new(opts.gc_read_yield_rate())
+    };
     Ok(Arc::new(DbInner {
         dir,
         opts,
@@ -512,6 +518,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         inline_turn: Mutex::new(()),
         lock: Mutex::new(lock),
         space,
+        gc_pacer,
         disk,
         read_only,
     }))

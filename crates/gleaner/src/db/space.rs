@@ -2,7 +2,7 @@
 //! estimate, asking the [`SpaceThrottle`] what to do before each write, carrying out its answer
 //! (delay, wait, fail), and handing its GC directive (threads, victim ratio) to the GC workers.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -42,6 +42,8 @@ pub(super) struct SpaceControl {
     gc_threads: AtomicU32,
     /// ...and the victim garbage ratio (`f64` bits).
     gc_ratio: AtomicU64,
+    /// Whether the last evaluation slowed or stopped writes (GC then never yields to reads).
+    pressed: AtomicBool,
     /// Hidden-garbage compactions run by stopped writers.
     surfacing: Mutex<Surfacing>,
     /// Bytes of writes let in whose WAL records are not yet written (each counted at its
@@ -103,6 +105,7 @@ impl SpaceControl {
             clock: MonotonicClock::new(),
             gc_threads: AtomicU32::new(threads),
             gc_ratio: AtomicU64::new(ratio.to_bits()),
+            pressed: AtomicBool::new(false),
             surfacing: Mutex::new(Surfacing::default()),
             in_flight: AtomicU64::new(0),
         })
@@ -111,6 +114,11 @@ impl SpaceControl {
     /// GC worker threads that may run jobs now.
     pub(super) fn gc_threads(&self) -> u32 {
         self.gc_threads.load(Ordering::Relaxed)
+    }
+
+    /// Whether the throttle is slowing or stopping writes (its band is above `Normal`).
+    pub(super) fn pressed(&self) -> bool {
+        self.pressed.load(Ordering::Relaxed)
     }
 
     /// The garbage ratio GC victims need now.
@@ -258,6 +266,9 @@ impl DbInner {
         control
             .gc_ratio
             .store(decision.gc.garbage_ratio.to_bits(), Ordering::Relaxed);
+        control
+            .pressed
+            .store(decision.band != Band::Normal, Ordering::Relaxed);
         drop(o);
         if decision.band != Band::Stopped {
             // Writes go on: the next stop may surface hidden garbage at once.

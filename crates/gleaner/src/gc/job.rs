@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::oracle::RecordRef;
@@ -139,6 +138,11 @@ const MIN_CHECKS_PER_THREAD: usize = 16;
 /// once when the job's `io_depth` is above 1.
 pub type IsLive<'a> = dyn Fn(&RecordRef<'_>) -> Result<Validity> + Sync + 'a;
 
+/// Called by a job before each batch of records it checks, with the value bytes of the batch:
+/// an error cancels the job (`Error::Closed` at shutdown), and it may sleep to pace the job
+/// (`gc_read_yield_rate`).
+pub type Checkpoint<'a> = dyn Fn(u64) -> Result<()> + 'a;
+
 /// How a job runs: what the policy chose.
 pub struct JobPlan {
     /// How victims are read.
@@ -154,15 +158,15 @@ pub struct JobPlan {
     pub io_depth: usize,
 }
 
-/// Runs one GC job over `victims` as `plan` says; `is_live` is the policy's validity check.
-/// On any error the outputs written so far are deleted (they are only kept once the caller
+/// Runs one GC job over `victims` as `plan` says; `is_live` is the policy's validity check,
+/// `checkpoint` the engine's say between batches. On any error the outputs written so far are deleted (they are only kept once the caller
 /// installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     plan: JobPlan,
     is_live: &IsLive<'_>,
     outputs: ValueOutputConfig,
-    cancel: Option<&AtomicBool>,
+    checkpoint: &Checkpoint<'_>,
 ) -> Result<GcJobOutput> {
     let JobPlan {
         read_mode,
@@ -180,7 +184,7 @@ pub fn run_gc_job(
         copied: HashMap::new(),
         moved: record_moves.then(Vec::new),
         is_live,
-        cancel,
+        checkpoint,
         max_gap,
         io_depth: io_depth.max(1),
     };
@@ -220,7 +224,7 @@ struct Job<'a, 'b> {
     copied: HashMap<SeqNo, u64>,
     moved: Option<Vec<MovedRecord>>,
     is_live: &'a IsLive<'b>,
-    cancel: Option<&'a AtomicBool>,
+    checkpoint: &'a Checkpoint<'b>,
     /// Lazy read: longest garbage gap read through rather than skipped.
     max_gap: u64,
     /// Lookups and reads in flight at once.
@@ -238,12 +242,11 @@ fn smallest<'h>(heads: impl Iterator<Item = Option<(&'h [u8], SeqNo)>>) -> Optio
 }
 
 impl Job<'_, '_> {
-    /// Counts a batch of examined records, checks for cancellation, and asks whether each is
-    /// live (up to `io_depth` lookups in flight); the answers are in the batch's order.
+    /// Counts a batch of examined records, passes the engine's checkpoint (cancellation,
+    /// pacing), and asks whether each is live (up to `io_depth` lookups in flight); the answers
+    /// are in the batch's order.
     fn check_batch(&mut self, batch: &[RecordRef<'_>]) -> Result<Vec<bool>> {
-        if self.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-            return Err(Error::Closed);
-        }
+        (self.checkpoint)(batch.iter().map(|r| r.location.len).sum())?;
         self.stats.records_read += batch.len() as u64;
         let start = Instant::now();
         let verdicts = map_in_parallel(batch, self.io_depth, MIN_CHECKS_PER_THREAD, self.is_live)?;

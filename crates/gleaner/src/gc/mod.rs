@@ -4,6 +4,7 @@
 pub mod blobdb;
 pub mod job;
 pub mod oracle;
+pub mod pacing;
 mod parallel;
 pub mod picker;
 pub mod policy;
@@ -13,7 +14,9 @@ pub mod scavenger;
 pub mod titan;
 pub mod validity;
 
-pub use job::{GcJobOutput, GcJobStats, IsLive, JobPlan, MovedRecord, Validity, run_gc_job};
+pub use job::{
+    Checkpoint, GcJobOutput, GcJobStats, IsLive, JobPlan, MovedRecord, Validity, run_gc_job,
+};
 pub use oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, policy_set};

@@ -97,6 +97,12 @@ pub const DEFAULT_COMPACTION_READAHEAD_SIZE: u64 = 1 << 20;
 pub const DEFAULT_SCAN_PREFETCH_DEPTH: u32 = 16;
 /// Default `gc_io_depth`: a GC job keeps up to 8 validity lookups or record reads in flight.
 pub const DEFAULT_GC_IO_DEPTH: u32 = 8;
+/// Default `gc_read_yield_rate`: while reads dominate, background GC examines at most 16 MiB
+/// of victim records a second.
+pub const DEFAULT_GC_READ_YIELD_RATE: u64 = 16 << 20;
+/// Least nonzero `gc_read_yield_rate`: 64 KiB a second (a batch of records then waits at most
+/// a few seconds).
+pub const MIN_GC_READ_YIELD_RATE: u64 = 64 << 10;
 /// Default `value_cache_share`: half of `block_cache_size` caches values (chosen by the runs in
 /// docs/benchmarks.md, "Value cache": point reads +37 % at 0.5, as at 0.75; fewer at 0.9, where
 /// index and filter blocks no longer fit).
@@ -309,6 +315,14 @@ options_table! {
     /// so the outputs do not depend on the threads. Under `inline_background_work` a job runs
     /// them one at a time. Default 8; 1 = one at a time on the job's thread; at most 64.
     (gc_io_depth, with_gc_io_depth, u32, DEFAULT_GC_IO_DEPTH, persisted: true);
+    /// GC pacing while reads dominate (docs/gc.md, "Pacing"): when no write has arrived for a
+    /// second while point reads or iterators keep coming, and the space throttle (if on) is
+    /// not slowing writes, a background GC job examines at most this many bytes of victim
+    /// records a second, leaving the device to the reads; it goes at full speed again at its
+    /// next batch after a write arrives or the reads stop. `Db::run_gc` and inline work are
+    /// never paced. Bytes a second; 0 turns pacing off. Default 16 MiB; otherwise at least
+    /// 64 KiB.
+    (gc_read_yield_rate, with_gc_read_yield_rate, u64, DEFAULT_GC_READ_YIELD_RATE, persisted: true);
     /// Hotness-aware writing (Scavenger §3.4): keys whose older versions compaction or flush
     /// dropped are remembered in a DropCache of `drop_cache_bytes`; flush and GC write the values
     /// of such hot keys to hot value tables and the rest to cold ones, and GC collects hot tables
@@ -570,6 +584,13 @@ impl Options {
         range("drop_cache_bytes", self.drop_cache_bytes, 0, 4 << 30)?;
         range("gc_read_gap", self.gc_read_gap, 0, 16 << 20)?;
         range("gc_io_depth", self.gc_io_depth, 1, 64)?;
+        if self.gc_read_yield_rate != 0 && self.gc_read_yield_rate < MIN_GC_READ_YIELD_RATE {
+            return Err(Error::invalid(format!(
+                "option `gc_read_yield_rate` is {}, but must be 0 (off) or at least \
+                 {MIN_GC_READ_YIELD_RATE} bytes a second",
+                self.gc_read_yield_rate
+            )));
+        }
         let max_stop_ms = crate::throttle::STOP_TIMEOUT_LIMIT.as_millis() as u64;
         range(
             "space_stop_timeout_ms",
@@ -653,6 +674,10 @@ mod tests {
                 "value_cache_share",
             ),
             (Options::default().with_gc_io_depth(0), "gc_io_depth"),
+            (
+                Options::default().with_gc_read_yield_rate(MIN_GC_READ_YIELD_RATE - 1),
+                "gc_read_yield_rate",
+            ),
             (
                 Options::default().with_value_table_size(0),
                 "value_table_size",

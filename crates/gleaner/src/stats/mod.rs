@@ -144,6 +144,9 @@ pub struct OperationStats {
     pub user_bytes_written: u64,
     /// Point reads.
     pub gets: u64,
+    /// Iterators opened (scans and ranges).
+    #[serde(default)]
+    pub iterators: u64,
     /// Point reads that found a separated value (a value handle).
     #[serde(default)]
     pub gets_separated: u64,
@@ -281,6 +284,10 @@ pub struct GcStats {
     pub lookup_micros: u64,
     /// Microseconds writing outputs.
     pub write_micros: u64,
+    /// Microseconds background GC jobs waited because reads dominated (no write for a second,
+    /// reads coming, no space pressure): pacing by `gc_read_yield_rate`.
+    #[serde(default)]
+    pub paced_micros: u64,
     /// Victims being collected now.
     pub claimed: usize,
     /// Values compactions relocated out of the oldest value tables (policy `blobdb`; inlined
