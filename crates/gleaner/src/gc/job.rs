@@ -159,8 +159,8 @@ pub struct JobPlan {
 }
 
 /// Runs one GC job over `victims` as `plan` says; `is_live` is the policy's validity check,
-/// `checkpoint` the engine's say between batches. On any error the outputs written so far are deleted (they are only kept once the caller
-/// installs them).
+/// `checkpoint` the engine's say between batches. On any error the outputs written so far are
+/// deleted (they are only kept once the caller installs them).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     plan: JobPlan,
