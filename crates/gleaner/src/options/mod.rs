@@ -101,8 +101,8 @@ pub const DEFAULT_GC_IO_DEPTH: u32 = 8;
 /// of victim records a second (chosen by the runs in docs/benchmarks.md, "GC pacing while reads
 /// dominate": reads right after updates +27 %, p99 halved; 4 MiB/s gained no more).
 pub const DEFAULT_GC_READ_YIELD_RATE: u64 = 16 << 20;
-/// Least nonzero `gc_read_yield_rate`: 64 KiB a second (a batch of records then waits at most
-/// a few seconds).
+/// Least nonzero `gc_read_yield_rate`: 64 KiB a second (a job's batch of 256 records of 8 KiB
+/// then owes about 32 s, a wait that a write, the reads stopping or shutdown ends at once).
 pub const MIN_GC_READ_YIELD_RATE: u64 = 64 << 10;
 /// Default `value_cache_share`: half of `block_cache_size` caches values (chosen by the runs in
 /// docs/benchmarks.md, "Value cache": point reads +37 % at 0.5, as at 0.75; fewer at 0.9, where
@@ -316,7 +316,7 @@ options_table! {
     /// so the outputs do not depend on the threads. Under `inline_background_work` a job runs
     /// them one at a time. Default 8; 1 = one at a time on the job's thread; at most 64.
     (gc_io_depth, with_gc_io_depth, u32, DEFAULT_GC_IO_DEPTH, persisted: true);
-    /// GC pacing while reads dominate (docs/gc.md, "Pacing"): when no write has arrived for a
+    /// GC pacing while reads dominate (docs/gc.md, "Pacing while reads dominate"): when no write has arrived for a
     /// second while point reads or iterators keep coming, and the space throttle (if on) is
     /// not slowing writes, a background GC job examines at most this many bytes of victim
     /// records a second, leaving the device to the reads; it goes at full speed again at its
