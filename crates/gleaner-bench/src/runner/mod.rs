@@ -468,8 +468,12 @@ fn run_one_phase(
     (figures, error)
 }
 
+/// The key under which an engine's [`Engine::io_counters`] reports gauges (sizes at the
+/// phase's end) that [`json_delta`] must not subtract.
+pub const AT_END: &str = "at_end";
+
 /// `end - start` for every number in two JSON documents of the same shape (cumulative
-/// counters); non-numeric values are taken from `end`.
+/// counters); non-numeric values, and everything under [`AT_END`], are taken from `end`.
 pub fn json_delta(end: &serde_json::Value, start: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match (end, start) {
@@ -478,7 +482,11 @@ pub fn json_delta(end: &serde_json::Value, start: &serde_json::Value) -> serde_j
                 .map(|(k, v)| {
                     (
                         k.clone(),
-                        s.get(k).map_or_else(|| v.clone(), |sv| json_delta(v, sv)),
+                        match s.get(k) {
+                            // Gauges read at the phase's end, not counters: kept as they are.
+                            Some(sv) if k != AT_END => json_delta(v, sv),
+                            _ => v.clone(),
+                        },
                     )
                 })
                 .collect(),
@@ -502,11 +510,14 @@ mod tests {
 
     #[test]
     fn json_deltas_subtract_numbers_at_every_depth() {
-        let start = serde_json::json!({"a": 10, "b": {"c": 1.5, "d": "x"}, "e": [1]});
-        let end = serde_json::json!({"a": 25, "b": {"c": 4.0, "d": "y"}, "e": [2], "f": 7});
+        let start = serde_json::json!({"a": 10, "b": {"c": 1.5, "d": "x"}, "e": [1],
+            "at_end": {"g": 3}});
+        let end = serde_json::json!({"a": 25, "b": {"c": 4.0, "d": "y"}, "e": [2], "f": 7,
+            "at_end": {"g": 5}});
         assert_eq!(
             json_delta(&end, &start),
-            serde_json::json!({"a": 15, "b": {"c": 2.5, "d": "y"}, "e": [2], "f": 7})
+            serde_json::json!({"a": 15, "b": {"c": 2.5, "d": "y"}, "e": [2], "f": 7,
+                "at_end": {"g": 5}})
         );
     }
 }
