@@ -9,6 +9,8 @@ pub enum FileType {
     KeyTable(u64),
     /// A value table: `NNNNNN.vst`.
     ValueTable(u64),
+    /// A drop file (drop keys of policy `novkv`): `NNNNNN.vdk`.
+    DropFile(u64),
     /// A manifest: `MANIFEST-NNNNNN`.
     Manifest(u64),
     /// `CURRENT`, naming the live manifest.
@@ -34,6 +36,11 @@ pub fn table_file_name(n: u64) -> String {
 /// File name of value table `n`.
 pub fn value_table_file_name(n: u64) -> String {
     format!("{n:06}.vst")
+}
+
+/// File name of drop file `n`.
+pub fn drop_file_name(n: u64) -> String {
+    format!("{n:06}.vdk")
 }
 
 /// File name of manifest `n`.
@@ -75,6 +82,9 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     if let Some(stem) = name.strip_suffix(".vst") {
         return number(stem).map(FileType::ValueTable);
     }
+    if let Some(stem) = name.strip_suffix(".vdk") {
+        return number(stem).map(FileType::DropFile);
+    }
     if matches!(name, "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp") {
         return Some(FileType::Temp);
     }
@@ -96,6 +106,10 @@ mod tests {
             parse_file_name(&manifest_file_name(3)),
             Some(FileType::Manifest(3))
         );
+        assert_eq!(
+            parse_file_name(&drop_file_name(42)),
+            Some(FileType::DropFile(42))
+        );
         assert_eq!(parse_file_name("CURRENT"), Some(FileType::Current));
         assert_eq!(parse_file_name("CURRENT.tmp"), Some(FileType::Temp));
         for stranger in [
@@ -106,6 +120,7 @@ mod tests {
             "MANIFEST-x1",
             "0001.log.bak",
             "-1.log",
+            "x.vdk",
         ] {
             assert_eq!(parse_file_name(stranger), None, "{stranger}");
         }

@@ -263,6 +263,27 @@ mod tests {
     }
 
     #[test]
+    fn every_policy_name_is_an_engine() {
+        for (name, threshold) in [
+            ("novkv", None),
+            ("novkv,novkv_valid_threshold=0.5", Some(0.5)),
+        ] {
+            let spec: EngineSpec = format!("gleaner:{name}").parse().expect("spec");
+            let o = options(&spec, None).expect("options");
+            assert_eq!(o.gc_policy(), gleaner::GcPolicyKind::Novkv, "{name}");
+            assert_eq!(
+                o.novkv_valid_threshold(),
+                threshold.unwrap_or(0.7),
+                "{name}"
+            );
+        }
+        for p in gleaner::GcPolicyKind::ALL {
+            let spec: EngineSpec = format!("gleaner:{}", p.name()).parse().expect("spec");
+            assert_eq!(options(&spec, None).expect("options").gc_policy(), p);
+        }
+    }
+
+    #[test]
     fn gleaner_reports_files_per_level_and_value_files() {
         let dir = tempfile::tempdir().expect("tempdir");
         let spec: EngineSpec = "gleaner:terarkdb,inline_background_work=true"

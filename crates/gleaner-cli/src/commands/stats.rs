@@ -228,6 +228,17 @@ fn gc(s: &DbStats, lines: &mut Vec<String>) {
         ms(g.lookup_micros),
         ms(g.write_micros)
     ));
+    if s.values.drop_keys_written > 0 || g.drop_key_answers > 0 {
+        lines.push(format!(
+            "  drop keys: {} written ({}), {} drop files live, {} records found garbage by \
+             them ({} of drop blocks read)",
+            s.values.drop_keys_written,
+            bytes(s.values.drop_key_bytes_written),
+            s.values.drop_files,
+            g.drop_key_answers,
+            bytes(g.drop_key_bytes_read)
+        ));
+    }
     if let Some(e) = &g.last_error {
         lines.push(format!("  last error: {e}"));
     }
@@ -260,6 +271,7 @@ mod tests {
             garbage_records: 2,
             garbage_bytes: 250,
             class: 0,
+            drop_keys: 0,
         });
         s.gc.last_error = Some("disk on fire".into());
         let text = summary(&s);

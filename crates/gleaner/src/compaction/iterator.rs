@@ -75,6 +75,17 @@ impl<A: DropListener + ?Sized, B: DropListener + ?Sized> DropListener for TeeLis
     }
 }
 
+/// Fans one event out to any number of listeners, in order.
+pub struct FanOut<'a>(pub Vec<&'a mut dyn DropListener>);
+
+impl DropListener for FanOut<'_> {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        for l in &mut self.0 {
+            l.on_drop(event);
+        }
+    }
+}
+
 /// Answers whether a deletion of a user key may be dropped (no deeper level holds the key).
 pub type BottommostCheck = Box<dyn FnMut(&[u8]) -> bool + Send>;
 

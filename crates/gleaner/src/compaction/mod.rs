@@ -1,6 +1,7 @@
 //! Compaction: the pure picker, the compaction iterator with its drop events, output table
 //! writing, and the flush and compaction jobs built from them.
 
+pub mod drop_keys;
 pub mod garbage;
 pub mod iterator;
 pub mod job;
@@ -10,9 +11,10 @@ pub mod picker;
 pub mod relocate;
 pub mod value_output;
 
+pub use drop_keys::{DropFileConfig, DropKeyCollector, WrittenDropKeys};
 pub use garbage::{ClaimedDrop, GarbageListener, HandleRewriter, LateDrop, Settled};
 pub use iterator::{
-    CompactionIterator, DropCounter, DropEvent, DropListener, DropReason, TeeListener,
+    CompactionIterator, DropCounter, DropEvent, DropListener, DropReason, FanOut, TeeListener,
 };
 pub use job::{
     CompactionResult, JobStats, RelocationSetup, Separation, flush_memtables, run_compaction,

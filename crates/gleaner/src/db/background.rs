@@ -14,9 +14,10 @@ use std::collections::BTreeSet;
 
 use super::{Counters, DbInner, DbState, ObsoleteFile};
 use crate::compaction::{
-    CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropListener, GarbageListener,
-    JobStats, OutputConfig, RelocationSetup, RunningCompaction, Separation, TeeListener,
-    ValueOutputConfig, flush_memtables, pick_compaction, plan_forced, plan_manual, run_compaction,
+    CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropFileConfig,
+    DropKeyCollector, DropListener, FanOut, GarbageListener, JobStats, OutputConfig,
+    RelocationSetup, RunningCompaction, Separation, ValueOutputConfig, WrittenDropKeys,
+    flush_memtables, pick_compaction, plan_forced, plan_manual, run_compaction,
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
@@ -78,6 +79,31 @@ impl DbInner {
             target_size: self.opts.value_table_size(),
             index_compression: self.opts.compression(),
             direct: self.opts.use_direct_io_for_background_writes(),
+        }
+    }
+
+    /// Where a job of I/O class `class` writes its drop file (policy `novkv`).
+    pub(super) fn drop_file_config(&self, class: IoClass) -> DropFileConfig {
+        DropFileConfig {
+            fs: Arc::clone(&self.fs),
+            dir: self.dir.clone(),
+            stats: Arc::clone(&self.io),
+            class,
+            next_file_number: Arc::clone(&self.next_file_number),
+        }
+    }
+
+    /// Counts a drop file a flush or compaction installed, and keeps it, unless the edit
+    /// attached none of its blocks (every table it names was freed by that edit): nothing
+    /// would ever name it, so it is deleted now.
+    fn record_drop_keys(&self, written: Option<WrittenDropKeys>, unplaced: u64) {
+        if let Some(w) = written {
+            Counters::add(&self.counters.drop_keys_written, w.keys());
+            Counters::add(&self.counters.drop_key_bytes_written, w.bytes);
+            Counters::add(&self.counters.drop_blocks_unplaced, unplaced);
+            if unplaced < w.blocks.len() as u64 {
+                w.pending.keep();
+            }
         }
     }
 
@@ -371,20 +397,28 @@ impl DbInner {
                 st.gc_claimed.clone(),
             )
         };
+        // NovKV: the identities of the records whose handles the flush drops.
+        let mut drop_keys = self
+            .policy
+            .hooks
+            .records_drop_keys()
+            .then(DropKeyCollector::default);
         let (done, stats) = {
-            let mut counted = TeeListener(&mut drops, &mut garbage);
-            match self.policy.hooks.drop_listener() {
-                // Versions a flush drops were overwritten while in the memtable; the policy may
-                // want to hear of them (Scavenger's DropCache: their keys are hot).
-                Some(mut extra) => flush_memtables(
-                    mems,
-                    snapshots,
-                    out,
-                    separation,
-                    &mut TeeListener(&mut counted, extra.as_mut()),
-                )?,
-                None => flush_memtables(mems, snapshots, out, separation, &mut counted)?,
+            // Versions a flush drops were overwritten while in the memtable; the policy may
+            // want to hear of them (Scavenger's DropCache: their keys are hot).
+            let mut extra = self.policy.hooks.drop_listener();
+            let mut listeners: Vec<&mut dyn DropListener> = vec![&mut drops, &mut garbage];
+            if let Some(e) = extra.as_mut() {
+                listeners.push(e.as_mut());
             }
+            if let Some(k) = drop_keys.as_mut() {
+                listeners.push(k);
+            }
+            flush_memtables(mems, snapshots, out, separation, &mut FanOut(listeners))?
+        };
+        let written = match drop_keys {
+            Some(k) => k.write(&self.drop_file_config(IoClass::Flush))?,
+            None => None,
         };
         // Install strictly in memtable order: wait until ours are the oldest.
         {
@@ -417,11 +451,15 @@ impl DbInner {
         // lock; an error placing a drop fails the flush before its edit.
         let claimed_now = self.state.lock().gc_claimed.clone();
         let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
+        let unplaced = written
+            .as_ref()
+            .map_or(0, |w| w.attach(versions.current().values(), &mut edit));
         // A failed manifest write may still have put the edit on disk (a failed sync, say), and
         // a reopen then needs the tables it names: keep them either way. An edit that did not
         // land leaves them orphans, which the next open deletes.
         let result = versions.log_and_apply(edit);
         done.pending.keep();
+        self.record_drop_keys(written, unplaced);
         let version = result?;
         Counters::add(&self.counters.unresolved_drops, settled.unresolved);
         Counters::add(
@@ -478,16 +516,21 @@ impl DbInner {
                 values: self.value_output_config(IoClass::CompactionWrite),
                 router: Arc::clone(&self.policy.router),
             });
+        // NovKV: the identities of the records whose handles the compaction drops.
+        let mut drop_keys = self
+            .policy
+            .hooks
+            .records_drop_keys()
+            .then(DropKeyCollector::default);
         let result = {
             let mut extra = self.policy.hooks.drop_listener();
-            let mut tee;
-            let listener: &mut dyn DropListener = match &mut extra {
-                Some(f) => {
-                    tee = TeeListener(&mut garbage, f.as_mut());
-                    &mut tee
-                }
-                None => &mut garbage,
-            };
+            let mut listeners: Vec<&mut dyn DropListener> = vec![&mut garbage];
+            if let Some(e) = extra.as_mut() {
+                listeners.push(e.as_mut());
+            }
+            if let Some(k) = drop_keys.as_mut() {
+                listeners.push(k);
+            }
             run_compaction(
                 plan,
                 &job.version,
@@ -495,10 +538,15 @@ impl DbInner {
                 &self.values,
                 snapshots,
                 out,
-                listener,
+                &mut FanOut(listeners),
                 Some(&self.shutting_down),
                 relocation,
             )?
+        };
+        // Written before the manifest lock is taken; deleted again if the edit never lands.
+        let written = match drop_keys {
+            Some(k) => k.write(&self.drop_file_config(IoClass::CompactionWrite))?,
+            None => None,
         };
         let CompactionResult {
             mut edit,
@@ -516,10 +564,16 @@ impl DbInner {
         // An error placing a drop fails the job before its edit is written: the inputs stay, and
         // the drops are placed again when the compaction reruns.
         let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
+        // Drop blocks go to the tables holding the records now, in the same edit as the
+        // garbage they identify.
+        let unplaced = written
+            .as_ref()
+            .map_or(0, |w| w.attach(versions.current().values(), &mut edit));
         // Kept even on failure: the edit may be on disk all the same (see `run_flush`). Whether
         // it is cannot be known, so the database turns read-only until reopened.
         let result = versions.log_and_apply(edit.clone());
         outputs.keep();
+        self.record_drop_keys(written, unplaced);
         let version = result.inspect_err(|e| self.set_bg_error(e.clone()))?;
         {
             let mut st = self.state.lock();
@@ -640,11 +694,13 @@ impl DbInner {
                     self.values.evict(n);
                     value_table_file_name(n)
                 }
+                ObsoleteFile::Table(FileKind::DropFile, n) => crate::filename::drop_file_name(n),
                 ObsoleteFile::Wal(n) => wal_file_name(n),
             };
             // A file that cannot be deleted now is an orphan that the next open removes.
             if self.fs.remove_file(&self.dir.join(name)).is_ok() {
-                if let ObsoleteFile::Table(..) = file {
+                // Drop files are no tables: they are not counted.
+                if let ObsoleteFile::Table(FileKind::KeyTable | FileKind::ValueTable, _) = file {
                     Counters::add(&self.counters.tables_deleted, 1);
                 }
                 deleted += 1;

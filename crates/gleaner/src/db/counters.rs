@@ -64,6 +64,12 @@ pub struct Counters {
     pub drops_into_retired: AtomicU64,
     /// Stale value handles compactions pointed at the table now holding their record.
     pub handles_rewritten: AtomicU64,
+    /// Drop keys flushes and compactions wrote to drop files (policy `novkv`).
+    pub drop_keys_written: AtomicU64,
+    /// Bytes of those drop files.
+    pub drop_key_bytes_written: AtomicU64,
+    /// Drop blocks that found no live table (every record of theirs already gone).
+    pub drop_blocks_unplaced: AtomicU64,
     /// Value tables deleted because every record became garbage (no GC job needed).
     pub value_tables_freed: AtomicU64,
     /// GC jobs that failed (their victims stay as they were).
@@ -102,6 +108,10 @@ pub struct Counters {
     pub gc_write_back_conflicts: AtomicU64,
     /// GC validity checks the DropCache answered.
     pub gc_drop_cache_answers: AtomicU64,
+    /// Records GC found to be garbage by their drop keys (policy `novkv`).
+    pub gc_drop_key_answers: AtomicU64,
+    /// Bytes of drop blocks GC jobs read (policy `novkv`).
+    pub gc_drop_key_bytes_read: AtomicU64,
     /// Bytes of value tables GC wrote, per value class (the router's numbering).
     pub gc_bytes_by_class: [AtomicU64; crate::gc::MAX_VALUE_CLASSES],
     /// Bytes of value tables GC wrote.

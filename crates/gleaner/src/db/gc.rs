@@ -11,6 +11,8 @@ use parking_lot::Mutex;
 
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
+use crate::filename::drop_file_name;
+use crate::gc::novkv::{DROP_BLOCK_READ_CLASS, DropSet};
 use crate::gc::{
     CommitStyle, GcJobStats, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
     VictimCandidate,
@@ -19,8 +21,9 @@ use crate::gc::{
 };
 use crate::io::IoClass;
 use crate::table::ReadCtx;
+use crate::value::DropFileReader;
 use crate::value::StoredHandle;
-use crate::version::{Garbage, Inheritor, VersionEdit};
+use crate::version::{DropBlock, Garbage, Inheritor, Version, VersionEdit};
 
 /// Longest single wait before GC re-checks its conditions.
 const GC_WAIT: Duration = Duration::from_millis(100);
@@ -84,6 +87,11 @@ impl DbInner {
                     class: v.class,
                     smallest_seq: v.smallest_seq,
                     largest_seq: v.largest_seq,
+                    drop_keys: values
+                        .drop_blocks(v.number)
+                        .iter()
+                        .map(|b| b.block.keys)
+                        .sum(),
                 }
             })
             .collect();
@@ -222,6 +230,14 @@ impl DbInner {
         let memtable_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
         let memtables = sv.memtables();
         drop(sv);
+        // NovKV: the victims' drop keys, from the version pinned after the compactions that
+        // started before the claim committed (their drops are in it). Every garbage record of
+        // the victims in that version has its drop key there, in the same edit as its count.
+        let drop_set = if self.policy.oracle.uses_drop_keys() {
+            Some(self.load_drop_set(&version, &live)?)
+        } else {
+            None
+        };
         let env = OracleEnv {
             memtables: &memtables,
             memtable_seq,
@@ -233,6 +249,7 @@ impl DbInner {
                 fill_cache: true,
                 readahead: 0,
             },
+            drop_set: drop_set.as_ref(),
         };
         let oracle = self.policy.oracle.as_ref();
         let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
@@ -248,17 +265,68 @@ impl DbInner {
                 self.opts.gc_io_depth() as usize
             },
         };
-        let out = run_gc_job(
-            &victims,
-            plan,
-            &is_live,
-            self.value_output_config(IoClass::GcWrite),
-            &|bytes| self.gc_checkpoint(claim.paced, bytes),
-        )?;
+        let mut outputs = self.value_output_config(IoClass::GcWrite);
+        if drop_set.is_some() {
+            // NovKV rewrites its victims into one table (the paper's SVTable): every drop block
+            // the job hands on then belongs to that one table, so each table's drop keys
+            // identify exactly its own garbage records.
+            let victim_bytes: u64 = live
+                .iter()
+                .filter_map(|n| version.values().live(*n))
+                .map(|m| m.file_size)
+                .sum();
+            outputs.target_size = outputs.target_size.max(victim_bytes.saturating_add(1));
+        }
+        let out = run_gc_job(&victims, plan, &is_live, outputs, &|bytes| {
+            self.gc_checkpoint(claim.paced, bytes)
+        })?;
         drop(victims);
         drop(memtables);
+        let mut out = out;
+        let mut uncovered = None;
+        if let Some(set) = &drop_set {
+            out.stats.drop_key_bytes_read = set.bytes_read();
+            // The drop keys identify exactly the victims' garbage when every garbage record
+            // was counted under `novkv`. Garbage counted under another policy (the database
+            // switched) has none: those records were copied, and stay garbage of the output.
+            let expected = live.iter().fold(Garbage::default(), |mut g, n| {
+                let v = version.values().garbage(*n);
+                g.records += v.records;
+                g.bytes += v.bytes;
+                g
+            });
+            let found = out.stats.drop_key_answers;
+            if found > expected.records
+                || out.stats.drop_key_record_bytes > expected.bytes
+                || (found < expected.records && out.tables.len() != 1)
+            {
+                return Err(Error::corruption(
+                    crate::filename::value_table_file_name(live[0]),
+                    0,
+                    format!(
+                        "drop keys of value tables {live:?} identify {found} records of {} \
+                         bytes, but their garbage is {} records of {} bytes",
+                        out.stats.drop_key_record_bytes, expected.records, expected.bytes
+                    ),
+                ));
+            }
+            if found < expected.records {
+                uncovered = Some((
+                    out.tables[0].number,
+                    Garbage {
+                        records: expected.records - found,
+                        bytes: expected.bytes - out.stats.drop_key_record_bytes,
+                    },
+                ));
+            }
+        }
+        if let Some((table, g)) = uncovered {
+            out.uncovered_garbage = Some((table, g));
+        }
         match self.policy.commit {
-            CommitStyle::Inheritance => self.commit_gc(&live, out),
+            CommitStyle::Inheritance => {
+                self.commit_gc(&live, out, drop_set.as_ref().map(|s| s.blocks()))
+            }
             CommitStyle::WriteBack => self.commit_write_back(&live, out),
         }
     }
@@ -426,7 +494,12 @@ impl DbInner {
     /// Installs a job's outputs in one edit: outputs added, victims removed, inheritance
     /// recorded, and garbage that compactions found in copied records while the job ran moved
     /// onto the outputs.
-    fn commit_gc(&self, victims: &[u64], out: crate::gc::GcJobOutput) -> Result<GcJobStats> {
+    fn commit_gc(
+        &self,
+        victims: &[u64],
+        out: crate::gc::GcJobOutput,
+        read_blocks: Option<&std::collections::BTreeSet<DropBlock>>,
+    ) -> Result<GcJobStats> {
         let children: Vec<Inheritor> = out
             .tables
             .iter()
@@ -460,10 +533,41 @@ impl DbInner {
                     }
                 }
             }
+            // NovKV: garbage without drop keys the job had to copy (see `run_gc_job`).
+            if let Some((t, g)) = out.uncovered_garbage {
+                let e = garbage.entry(t).or_default();
+                e.records += g.records;
+                e.bytes += g.bytes;
+            }
             edit.value_garbage = garbage.into_iter().collect();
+            // NovKV: drop blocks compactions attached to a victim after the job pinned its
+            // version name records the job copied (it did not know them as garbage); the
+            // outputs take them over, as they take over the garbage counted above. The keys
+            // are durable already; each output gets every such block (a key whose record is
+            // in another output never matches one of its records).
+            if let Some(read) = read_blocks {
+                let values = versions.current().values();
+                let mut late: Vec<DropBlock> = victims
+                    .iter()
+                    .flat_map(|v| values.drop_blocks(*v))
+                    .map(|b| b.block)
+                    .filter(|b| !read.contains(b))
+                    .collect();
+                late.sort_unstable();
+                late.dedup();
+                for t in &edit.new_value_tables {
+                    edit.drop_blocks.extend(late.iter().map(|b| (t.number, *b)));
+                }
+            }
         }
+        let uncovered = out.uncovered_garbage.map(|(t, _)| t);
         self.apply_gc_edit(&mut versions, edit, Some(out.pending))?;
         drop(versions);
+        if let Some(t) = uncovered {
+            // No job of this policy can tell that garbage: picking the table again would only
+            // copy it once more.
+            self.state.lock().gc_failed.insert(t);
+        }
         Ok(out.stats)
     }
 
@@ -504,6 +608,33 @@ impl DbInner {
         }
     }
 
+    /// Reads the drop blocks `version` lists for `victims` (policy `novkv`) into one set.
+    fn load_drop_set(&self, version: &Version, victims: &[u64]) -> Result<DropSet> {
+        let mut readers: BTreeMap<u64, DropFileReader> = BTreeMap::new();
+        let blocks: Vec<DropBlock> = victims
+            .iter()
+            .flat_map(|v| version.values().drop_blocks(*v))
+            .map(|b| b.block)
+            .collect();
+        DropSet::load(&blocks, |b, each| {
+            let reader = match readers.entry(b.file) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    let name = drop_file_name(b.file);
+                    e.insert(DropFileReader::open(
+                        self.fs.as_ref(),
+                        &self.dir.join(&name),
+                        &name,
+                        Arc::clone(&self.io),
+                    )?)
+                }
+            };
+            reader
+                .read_block(b.offset, b.len, b.keys, DROP_BLOCK_READ_CLASS, each)
+                .map(|_| ())
+        })
+    }
+
     /// Records a failed GC job for `stats()`.
     pub(super) fn note_gc_error(&self, e: &Error) {
         if !matches!(e, Error::Closed) {
@@ -521,6 +652,8 @@ impl DbInner {
         Counters::add(&c.gc_records_written, s.records_written);
         Counters::add(&c.gc_bytes_read, s.bytes_read);
         Counters::add(&c.gc_drop_cache_answers, s.drop_cache_answers);
+        Counters::add(&c.gc_drop_key_answers, s.drop_key_answers);
+        Counters::add(&c.gc_drop_key_bytes_read, s.drop_key_bytes_read);
         Counters::add(&c.gc_bytes_written, s.bytes_written);
         for (counter, bytes) in c.gc_bytes_by_class.iter().zip(s.bytes_written_by_class) {
             Counters::add(counter, bytes);

@@ -598,6 +598,7 @@ impl DbInner {
                     garbage_records: g.records,
                     garbage_bytes: g.bytes,
                     class: v.class,
+                    drop_keys: vs.drop_blocks(v.number).iter().map(|b| b.block.keys).sum(),
                 }
             })
             .collect();
@@ -617,6 +618,9 @@ impl DbInner {
             retired_tables: vs.retired().len(),
             retired_bytes: vs.retired().values().map(|r| r.file.file_size).sum(),
             tables_released: g(&c.value_tables_released),
+            drop_keys_written: g(&c.drop_keys_written),
+            drop_key_bytes_written: g(&c.drop_key_bytes_written),
+            drop_files: vs.drop_files().len(),
             per_table,
         };
         let scores = crate::compaction::picker::level_scores(&version, &self.picker);
@@ -653,6 +657,8 @@ impl DbInner {
             value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
             drop_cache_answers: g(&c.gc_drop_cache_answers),
+            drop_key_answers: g(&c.gc_drop_key_answers),
+            drop_key_bytes_read: g(&c.gc_drop_key_bytes_read),
             hotness_aware: self.policy.drop_cache.is_some(),
             bytes_written_by_class: c
                 .gc_bytes_by_class

@@ -332,7 +332,12 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
                     wals.push(n);
                 }
             }
-            Some(FileType::KeyTable(n) | FileType::ValueTable(n) | FileType::Manifest(n)) => {
+            Some(
+                FileType::KeyTable(n)
+                | FileType::ValueTable(n)
+                | FileType::DropFile(n)
+                | FileType::Manifest(n),
+            ) => {
                 next_file_number.fetch_max(n + 1, Ordering::SeqCst);
             }
             _ => {}
@@ -564,6 +569,12 @@ fn check_recovered_files(
             return Err(missing(name));
         }
     }
+    for n in values.drop_files().keys() {
+        let name = crate::filename::drop_file_name(*n);
+        if !present.contains(name.as_str()) {
+            return Err(missing(name));
+        }
+    }
     let wal = wal_file_name(counters.log_number);
     if !present.contains(wal.as_str()) {
         return Err(missing(wal));
@@ -676,6 +687,9 @@ fn remove_unreferenced_files(
             Some(FileType::Wal(n)) => n < live_wal,
             Some(FileType::KeyTable(n)) => !live_tables.contains(&n),
             Some(FileType::ValueTable(n)) => version.values().live(n).is_none(),
+            // Written by a flush or compaction whose edit never landed, or listed by no live
+            // value table any more.
+            Some(FileType::DropFile(n)) => !version.values().drop_files().contains_key(&n),
             Some(FileType::Manifest(n)) => Some(n) != live_manifest,
             Some(FileType::Temp) => true,
             Some(FileType::Current | FileType::Lock | FileType::Options) | None => false,

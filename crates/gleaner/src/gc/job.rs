@@ -37,6 +37,8 @@ pub enum Validity {
     /// Garbage, known without any index-tree lookup (the DropCache holds a newer version of
     /// the key).
     DeadByDropCache,
+    /// Garbage, known without any lookup: compaction recorded its drop key (NovKV).
+    DeadByDropKey,
 }
 
 /// Figures of one GC job.
@@ -57,6 +59,12 @@ pub struct GcJobStats {
     pub index_bytes_read: u64,
     /// Validity checks answered by the DropCache, without an index-tree lookup.
     pub drop_cache_answers: u64,
+    /// Records found to be garbage by their drop keys (policy `novkv`), without any lookup.
+    pub drop_key_answers: u64,
+    /// Bytes of drop blocks read (policy `novkv`).
+    pub drop_key_bytes_read: u64,
+    /// Bytes of the records found to be garbage by their drop keys.
+    pub drop_key_record_bytes: u64,
     /// Bytes of output tables written.
     pub bytes_written: u64,
     /// Of those, bytes per value class (the policy's router numbers and names the classes).
@@ -79,6 +87,9 @@ impl GcJobStats {
         self.bytes_read += other.bytes_read;
         self.index_bytes_read += other.index_bytes_read;
         self.drop_cache_answers += other.drop_cache_answers;
+        self.drop_key_answers += other.drop_key_answers;
+        self.drop_key_bytes_read += other.drop_key_bytes_read;
+        self.drop_key_record_bytes += other.drop_key_record_bytes;
         self.bytes_written += other.bytes_written;
         for (a, b) in self
             .bytes_written_by_class
@@ -120,6 +131,10 @@ pub struct GcJobOutput {
     pub stats: GcJobStats,
     /// The output files: keep them once the edit naming them is installed.
     pub pending: PendingFiles,
+    /// Garbage the job copied because it could not tell it (policy `novkv`: garbage counted
+    /// before the database ran it has no drop keys), with the output holding it; the commit
+    /// counts it there. Set by the caller.
+    pub uncovered_garbage: Option<(u64, crate::version::Garbage)>,
 }
 
 /// Most bytes of live records a lazy read holds in memory before copying them: as much as a full
@@ -210,6 +225,7 @@ pub fn run_gc_job(
         moved: moved.unwrap_or_default(),
         stats,
         pending: done.pending,
+        uncovered_garbage: None,
     })
 }
 
@@ -251,9 +267,10 @@ impl Job<'_, '_> {
         let start = Instant::now();
         let verdicts = map_in_parallel(batch, self.io_depth, MIN_CHECKS_PER_THREAD, self.is_live)?;
         self.stats.lookup_micros += micros_since(start);
-        Ok(verdicts
-            .into_iter()
-            .map(|v| match v {
+        Ok(batch
+            .iter()
+            .zip(verdicts)
+            .map(|(record, v)| match v {
                 Validity::Live => true,
                 Validity::Dead => {
                     self.stats.records_dropped += 1;
@@ -262,6 +279,12 @@ impl Job<'_, '_> {
                 Validity::DeadByDropCache => {
                     self.stats.records_dropped += 1;
                     self.stats.drop_cache_answers += 1;
+                    false
+                }
+                Validity::DeadByDropKey => {
+                    self.stats.records_dropped += 1;
+                    self.stats.drop_key_answers += 1;
+                    self.stats.drop_key_record_bytes += record.location.len;
                     false
                 }
             })

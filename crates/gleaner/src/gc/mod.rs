@@ -3,6 +3,7 @@
 
 pub mod blobdb;
 pub mod job;
+pub mod novkv;
 pub mod oracle;
 pub mod pacing;
 mod parallel;

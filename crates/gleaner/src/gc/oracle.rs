@@ -1,11 +1,12 @@
 //! The validity oracle: whether a record a GC job reads is still live. Every scheme answers
 //! the same question (docs/gc.md, "Why GC may never drop a live record") in its own way: an
 //! index-tree lookup, GetKey over index-decoupled key tables, Scavenger's DropCache shortcut,
-//! and later a drop set that compaction hands over (NovKV).
+//! and a drop set that compaction hands over (NovKV).
 
 use std::sync::Arc;
 
 use super::job::Validity;
+use super::novkv::DropSet;
 use super::validity::{TreeCheck, ValidityContext};
 use crate::cache::TableCache;
 use crate::error::Result;
@@ -46,6 +47,9 @@ pub struct OracleEnv<'a> {
     pub validity: &'a ValidityContext,
     /// How lookups read (I/O class, caching).
     pub ctx: ReadCtx,
+    /// The drop keys of the job's victims, when the oracle asks for them
+    /// ([`ValidityOracle::uses_drop_keys`]).
+    pub drop_set: Option<&'a DropSet>,
 }
 
 /// Decides whether records are live.
@@ -54,6 +58,13 @@ pub trait ValidityOracle: Send + Sync + std::fmt::Debug {
     ///
     /// Errors: reading the index tree fails.
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity>;
+
+    /// Whether the checks need the drop keys of the job's victims (NovKV): the job then reads
+    /// the victims' drop blocks into [`OracleEnv::drop_set`] before it reads any record.
+    /// Default: no.
+    fn uses_drop_keys(&self) -> bool {
+        false
+    }
 }
 
 /// How an [`IndexOracle`] looks a key up.

@@ -25,9 +25,22 @@ pub struct VictimCandidate {
     pub smallest_seq: SeqNo,
     /// Largest sequence number of its records.
     pub largest_seq: SeqNo,
+    /// Drop keys in the drop blocks attached to it (policy `novkv`; a block several tables
+    /// list counts for each).
+    pub drop_keys: u64,
 }
 
 impl VictimCandidate {
+    /// Records not (yet) known to be garbage ÷ records (0 for an empty table): NovKV's valid
+    /// rate.
+    pub fn valid_rate(&self) -> f64 {
+        if self.records == 0 {
+            0.0
+        } else {
+            (self.records - self.garbage_records.min(self.records)) as f64 / self.records as f64
+        }
+    }
+
     /// Garbage bytes ÷ record bytes (1 for an empty table).
     pub fn garbage_ratio(&self) -> f64 {
         if self.record_bytes == 0 {
@@ -105,6 +118,7 @@ pub(crate) mod tests {
             class: 0,
             smallest_seq: number * 10,
             largest_seq: number * 10 + 9,
+            drop_keys: 0,
         }
     }
 

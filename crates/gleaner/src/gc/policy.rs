@@ -60,6 +60,13 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Whether flushes and compactions record the identity of every record whose handle they
+    /// drop in a drop file attached to its value table (NovKV's collaborative compaction), so
+    /// GC jobs can tell garbage without index lookups. Default: no.
+    fn records_drop_keys(&self) -> bool {
+        false
+    }
+
     /// Key tables to compact when the tree's shape asks for no compaction (a picker bias),
     /// in the order to try them. Default: none.
     fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {
@@ -105,5 +112,6 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::policy_set(opts),
         GcPolicyKind::Titan => super::titan::policy_set(opts),
         GcPolicyKind::Blobdb => super::blobdb::policy_set(opts),
+        GcPolicyKind::Novkv => super::novkv::policy_set(opts),
     }
 }

@@ -77,6 +77,8 @@ pub const DEFAULT_BLOBDB_AGE_CUTOFF: f64 = 0.25;
 /// Default `blobdb_force_threshold`: RocksDB's `blob_garbage_collection_force_threshold`, 1.0
 /// (off).
 pub const DEFAULT_BLOBDB_FORCE_THRESHOLD: f64 = 1.0;
+/// Default `novkv_valid_threshold`: the NovKV paper's evaluation setting, 0.7.
+pub const DEFAULT_NOVKV_VALID_THRESHOLD: f64 = 0.7;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
 /// Default `gc_read_gap`: 64 KiB (on the 1.4 GB/s, 33 k reads/s test disk a read costs about as
@@ -299,8 +301,8 @@ options_table! {
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
-    /// The garbage-collection policy (`scavenger`, `terarkdb`, `titan` or `blobdb`; docs/gc.md
-    /// compares them). Default `scavenger`.
+    /// The garbage-collection policy (`scavenger`, `terarkdb`, `titan`, `blobdb` or `novkv`;
+    /// docs/gc.md compares them). Default `scavenger`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);
     /// Lazy GC read (Scavenger §3.2): a GC job reads the victims' dense indexes, checks every
     /// record from its index entry, and reads only live records' values, adjacent ones in one
@@ -354,6 +356,9 @@ options_table! {
     /// (after every compaction the tree's shape asks for). Default 1.0, which is off; from 0 to
     /// 1.
     (blobdb_force_threshold, with_blobdb_force_threshold, f64, DEFAULT_BLOBDB_FORCE_THRESHOLD, persisted: true);
+    /// Policy `novkv`: a value table becomes a victim when its valid rate (records not yet
+    /// garbage ÷ records) is below this. Default 0.7 (the NovKV paper's); from 0 to 1.
+    (novkv_valid_threshold, with_novkv_valid_threshold, f64, DEFAULT_NOVKV_VALID_THRESHOLD, persisted: true);
     /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
     /// (`Db::run_gc`, `gleaner gc`).
     (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
@@ -549,6 +554,12 @@ impl Options {
         range("value_table_size", self.value_table_size, 1 << 10, 64 << 30)?;
         range("gc_garbage_ratio", self.gc_garbage_ratio, 0.0, 1.0)?;
         range("blobdb_age_cutoff", self.blobdb_age_cutoff, 0.0, 1.0)?;
+        range(
+            "novkv_valid_threshold",
+            self.novkv_valid_threshold,
+            0.0,
+            1.0,
+        )?;
         range(
             "blobdb_force_threshold",
             self.blobdb_force_threshold,

@@ -107,15 +107,21 @@ pub enum GcPolicyKind {
     /// referencing the oldest value table are compacted when the old tables hold that much
     /// garbage.
     Blobdb,
+    /// NovKV: flushes and compactions record the identity of every record whose handle they
+    /// drop (drop keys); GC collects tables whose valid rate is below `novkv_valid_threshold`
+    /// and tells garbage by the drop keys alone, without index lookups; handles naming a
+    /// collected table resolve by key in its outputs (inheritance).
+    Novkv,
 }
 
 impl GcPolicyKind {
     /// Every policy, for error messages.
-    pub const ALL: [GcPolicyKind; 4] = [
+    pub const ALL: [GcPolicyKind; 5] = [
         GcPolicyKind::Terarkdb,
         GcPolicyKind::Scavenger,
         GcPolicyKind::Titan,
         GcPolicyKind::Blobdb,
+        GcPolicyKind::Novkv,
     ];
 
     /// The policy's name in options.
@@ -125,6 +131,7 @@ impl GcPolicyKind {
             GcPolicyKind::Scavenger => "scavenger",
             GcPolicyKind::Titan => "titan",
             GcPolicyKind::Blobdb => "blobdb",
+            GcPolicyKind::Novkv => "novkv",
         }
     }
 

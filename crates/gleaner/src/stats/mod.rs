@@ -186,6 +186,9 @@ pub struct ValueTableStats {
     pub garbage_bytes: u64,
     /// Class tag.
     pub class: u32,
+    /// Drop keys in the drop blocks attached to it (policy `novkv`).
+    #[serde(default)]
+    pub drop_keys: u64,
 }
 
 /// Value tables in total, and what space they hold.
@@ -228,6 +231,16 @@ pub struct ValueStats {
     /// Retired tables released since open.
     #[serde(default)]
     pub tables_released: u64,
+    /// Drop keys (identities of garbage records) flushes and compactions wrote to drop files
+    /// (policy `novkv`).
+    #[serde(default)]
+    pub drop_keys_written: u64,
+    /// Bytes of those drop files.
+    #[serde(default)]
+    pub drop_key_bytes_written: u64,
+    /// Drop files live value tables list blocks of.
+    #[serde(default)]
+    pub drop_files: usize,
     /// Per table.
     pub per_table: Vec<ValueTableStats>,
 }
@@ -262,6 +275,12 @@ pub struct GcStats {
     pub index_bytes_read: u64,
     /// Validity checks answered by the DropCache, without an index-tree lookup.
     pub drop_cache_answers: u64,
+    /// Records found to be garbage by their drop keys, without any lookup (policy `novkv`).
+    #[serde(default)]
+    pub drop_key_answers: u64,
+    /// Bytes of drop blocks jobs read (policy `novkv`).
+    #[serde(default)]
+    pub drop_key_bytes_read: u64,
     /// Whether flush and GC route values to hot and cold tables (option
     /// `hotness_aware_writes` resolved against the policy).
     #[serde(default)]

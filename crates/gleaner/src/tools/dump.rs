@@ -53,7 +53,7 @@ pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
     let kind = parse_file_name(name).ok_or_else(|| {
         Error::invalid(format!(
             "{name}: not a Gleaner file that can be dumped (expected NNNNNN.sst, NNNNNN.vst, \
-             NNNNNN.log, MANIFEST-NNNNNN, CURRENT or OPTIONS)"
+             NNNNNN.vdk, NNNNNN.log, MANIFEST-NNNNNN, CURRENT or OPTIONS)"
         ))
     })?;
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFs::new());
@@ -67,6 +67,7 @@ pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
     match kind {
         FileType::KeyTable(n) => d.key_table(n),
         FileType::ValueTable(n) => d.value_table(n),
+        FileType::DropFile(_) => d.drop_file(),
         FileType::Wal(_) => d.wal(),
         FileType::Manifest(_) => d.manifest(),
         FileType::Current => d.current(),
@@ -222,6 +223,27 @@ impl Dumper<'_> {
                 render(&record.value, hex)
             );
             self.line(&line)?;
+        }
+        Ok(())
+    }
+
+    /// A drop file: each block with its named table, then its drop keys.
+    fn drop_file(&mut self) -> Result<()> {
+        let reader = crate::value::DropFileReader::open(
+            self.fs.as_ref(),
+            self.path,
+            self.name,
+            Arc::new(IoStats::default()),
+        )?;
+        let hex = self.hex;
+        for (block, keys) in reader.walk(IoClass::Other)? {
+            self.line(&format!(
+                "block offset={} len={} named_table={} keys={}",
+                block.offset, block.len, block.named_table, block.keys
+            ))?;
+            for (key, seq) in keys {
+                self.line(&format!("{}\tseq={seq}", render(&key, hex)))?;
+            }
         }
         Ok(())
     }

@@ -16,6 +16,7 @@
 //! docs/format.md ("Value table") is the byte-level specification.
 
 pub mod builder;
+pub mod drop_keys;
 pub mod format;
 pub mod index;
 pub mod iter;
@@ -27,6 +28,7 @@ pub mod record;
 mod tests;
 
 pub use builder::{FinishedValueTable, ValueTableBuilder, ValueTableBuilderOptions};
+pub use drop_keys::{DropFileReader, DropKey, WrittenBlock, write_drop_file};
 pub use format::FORMAT_VERSION;
 pub use index::{DEFAULT_INDEX_BLOCK_SIZE, IndexEntry};
 pub use iter::ValueIndexIter;

@@ -2,7 +2,7 @@
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
 use super::file_meta::TableMeta;
-use super::value_set::{Dependence, Garbage, Inheritor, ValueTableMeta};
+use super::value_set::{Dependence, DropBlock, Garbage, Inheritor, ValueTableMeta};
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
@@ -29,6 +29,7 @@ mod tag {
     pub const RETIRED_VALUE_TABLE: u64 = 12;
     pub const RELEASED_VALUE_TABLE: u64 = 13;
     pub const WRITE_BACK: u64 = 14;
+    pub const DROP_BLOCK: u64 = 15;
 }
 
 /// A key table added by an edit.
@@ -73,6 +74,9 @@ pub struct VersionEdit {
     /// Live value tables a write-back GC job installed (`true`: their write-back is under way)
     /// or finished writing back (`false`).
     pub write_back: Vec<(u64, bool)>,
+    /// Drop blocks attached to live value tables (policy `novkv`): the table, and where the
+    /// identities of some of its garbage records are.
+    pub drop_blocks: Vec<(u64, DropBlock)>,
 }
 
 fn emit(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
@@ -189,6 +193,13 @@ impl VersionEdit {
             put_varint64(&mut f, u64::from(*awaiting));
             emit(&mut out, tag::WRITE_BACK, &f);
         }
+        for (number, b) in &self.drop_blocks {
+            f.clear();
+            for v in [*number, b.file, b.offset, b.len, b.keys] {
+                put_varint64(&mut f, v);
+            }
+            emit(&mut out, tag::DROP_BLOCK, &f);
+        }
         out
     }
 
@@ -217,6 +228,7 @@ impl VersionEdit {
                 tag::RETIRED_VALUE_TABLE => "retired value table",
                 tag::RELEASED_VALUE_TABLE => "released value table",
                 tag::WRITE_BACK => "write-back mark",
+                tag::DROP_BLOCK => "drop block",
                 other => return Err(bad(&format!("unknown field tag {other}"))),
             };
             let trunc = || bad(&format!("truncated {what}"));
@@ -362,6 +374,21 @@ impl VersionEdit {
                     };
                     edit.write_back.push((number, awaiting));
                 }
+                tag::DROP_BLOCK => {
+                    let mut v = [0u64; 5];
+                    for x in &mut v {
+                        *x = p.varint64().ok_or_else(trunc)?;
+                    }
+                    edit.drop_blocks.push((
+                        v[0],
+                        DropBlock {
+                            file: v[1],
+                            offset: v[2],
+                            len: v[3],
+                            keys: v[4],
+                        },
+                    ));
+                }
                 _ => unreachable!("tags were matched above"),
             }
             if !p.is_empty() {
@@ -433,6 +460,15 @@ mod tests {
             retired_value_tables: vec![(22, 9_000)],
             released_value_tables: vec![23],
             write_back: vec![(31, true), (32, false)],
+            drop_blocks: vec![(
+                30,
+                DropBlock {
+                    file: 41,
+                    offset: 300,
+                    len: 77,
+                    keys: 5,
+                },
+            )],
         }
     }
 

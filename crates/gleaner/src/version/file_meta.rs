@@ -13,6 +13,8 @@ pub enum FileKind {
     KeyTable,
     /// A value table (`.vst`).
     ValueTable,
+    /// A drop file (`.vdk`, policy `novkv`).
+    DropFile,
 }
 
 /// Receives the tables that are no longer referenced by anything.

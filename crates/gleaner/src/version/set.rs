@@ -289,6 +289,13 @@ impl VersionSet {
                 v.mark_obsolete(Arc::clone(&self.sink));
             }
         }
+        // Drop files no live table lists a block of any more (their tables were collected or
+        // freed): deleted once no older version holds them.
+        for (n, f) in self.current.values().drop_files() {
+            if !next.values().drop_files().contains_key(n) {
+                f.mark_obsolete(Arc::clone(&self.sink));
+            }
+        }
         self.current = Arc::new(next);
         Ok(Arc::clone(&self.current))
     }

@@ -93,6 +93,73 @@ impl Drop for ValueFile {
     }
 }
 
+/// Where some drop keys of a value table are (policy `novkv`): a block of a drop file, as the
+/// manifest records it (field 15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DropBlock {
+    /// The drop file's number (`NNNNNN.vdk`).
+    pub file: u64,
+    /// First byte of the block in it.
+    pub offset: u64,
+    /// Length of the block, CRC included.
+    pub len: u64,
+    /// Drop keys in the block.
+    pub keys: u64,
+}
+
+/// A drop file listed by a version, shared by every version that lists it. When no live value
+/// table of the current version lists a block of it any more, it is deleted once the last
+/// version holding this object lets go.
+pub struct DropFile {
+    number: u64,
+    obsolete: OnceLock<Arc<dyn ObsoleteFileSink>>,
+}
+
+impl DropFile {
+    /// Drop file `number`.
+    pub fn new(number: u64) -> Self {
+        DropFile {
+            number,
+            obsolete: OnceLock::new(),
+        }
+    }
+
+    /// Its number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// Marks the file as removed by a durable manifest edit.
+    pub fn mark_obsolete(&self, sink: Arc<dyn ObsoleteFileSink>) {
+        let _ = self.obsolete.set(sink);
+    }
+}
+
+impl std::fmt::Debug for DropFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DropFile")
+            .field("number", &self.number)
+            .finish()
+    }
+}
+
+impl Drop for DropFile {
+    fn drop(&mut self) {
+        if let Some(sink) = self.obsolete.get() {
+            sink.file_unreferenced(FileKind::DropFile, self.number);
+        }
+    }
+}
+
+/// A drop block in a version, holding its drop file.
+#[derive(Debug, Clone)]
+pub struct DropBlockRef {
+    /// The block's place.
+    pub block: DropBlock,
+    /// Its file, kept on disk while this exists.
+    pub file: Arc<DropFile>,
+}
+
 /// Garbage of one value table: records no key-table entry references any more.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Garbage {
@@ -166,6 +233,10 @@ pub struct ValueSet {
     /// Live tables a write-back GC job installed and is still writing back into the index
     /// tree: their references are not all in place yet (see docs/gc.md, policy `titan`).
     awaiting_write_back: BTreeSet<u64>,
+    /// Drop blocks per live value table (policy `novkv`), in the order they were attached.
+    drop_blocks: BTreeMap<u64, Vec<DropBlockRef>>,
+    /// The drop files those blocks are in.
+    drop_files: BTreeMap<u64, Arc<DropFile>>,
 }
 
 impl ValueSet {
@@ -217,6 +288,21 @@ impl ValueSet {
     /// Live tables whose write-back is still in progress (or was interrupted by a crash).
     pub fn awaiting_write_back(&self) -> &BTreeSet<u64> {
         &self.awaiting_write_back
+    }
+
+    /// The drop blocks of live table `number` (policy `novkv`), in the order they were attached.
+    pub fn drop_blocks(&self, number: u64) -> &[DropBlockRef] {
+        self.drop_blocks.get(&number).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every live table's drop blocks, by table.
+    pub fn all_drop_blocks(&self) -> &BTreeMap<u64, Vec<DropBlockRef>> {
+        &self.drop_blocks
+    }
+
+    /// The drop files some live table lists a block of, by number.
+    pub fn drop_files(&self) -> &BTreeMap<u64, Arc<DropFile>> {
+        &self.drop_files
     }
 
     /// The live table that holds the record of `user_key` that a handle naming table `number`
@@ -322,8 +408,48 @@ impl ValueSet {
         Ok(())
     }
 
+    /// Attaches a drop block to live table `number`. The same block may be attached to several
+    /// tables (a GC job hands its victims' late blocks to each of its outputs), never twice to
+    /// one.
+    pub(super) fn add_drop_block(&mut self, number: u64, block: DropBlock) -> Result<(), String> {
+        if !self.tables.contains_key(&number) {
+            return Err(format!(
+                "drop block attached to value table {number}, which is not live"
+            ));
+        }
+        let list = self.drop_blocks.entry(number).or_default();
+        if list.iter().any(|b| b.block == block) {
+            return Err(format!(
+                "drop block at {} of drop file {} attached to value table {number} twice",
+                block.offset, block.file
+            ));
+        }
+        let file = Arc::clone(
+            self.drop_files
+                .entry(block.file)
+                .or_insert_with(|| Arc::new(DropFile::new(block.file))),
+        );
+        list.push(DropBlockRef { block, file });
+        Ok(())
+    }
+
+    /// Forgets drop files no live table lists a block of any more.
+    pub(super) fn prune_drop_files(&mut self) {
+        if self.drop_files.is_empty() {
+            return;
+        }
+        let used: BTreeSet<u64> = self
+            .drop_blocks
+            .values()
+            .flatten()
+            .map(|b| b.block.file)
+            .collect();
+        self.drop_files.retain(|n, _| used.contains(n));
+    }
+
     pub(super) fn remove_table(&mut self, number: u64) -> Result<Arc<ValueFile>, String> {
         self.garbage.remove(&number);
+        self.drop_blocks.remove(&number);
         self.awaiting_write_back.remove(&number);
         self.tables
             .remove(&number)

@@ -146,6 +146,9 @@ impl Version {
         for &(number, delta) in &edit.value_garbage {
             values.add_garbage(number, delta).map_err(bad)?;
         }
+        for &(number, block) in &edit.drop_blocks {
+            values.add_drop_block(number, block).map_err(bad)?;
+        }
         for &number in &edit.deleted_value_tables {
             values.remove_table(number).map_err(bad)?;
         }
@@ -166,6 +169,7 @@ impl Version {
                 .map_err(bad)?;
         }
         values.prune_inheritance();
+        values.prune_drop_files();
         levels[0].sort_by(|a, b| {
             b.largest_seq
                 .cmp(&a.largest_seq)
@@ -213,6 +217,11 @@ impl Version {
                 .inheritance()
                 .iter()
                 .map(|(n, c)| (*n, c.clone()))
+                .collect(),
+            drop_blocks: values
+                .all_drop_blocks()
+                .iter()
+                .flat_map(|(n, blocks)| blocks.iter().map(|b| (*n, b.block)))
                 .collect(),
             ..Default::default()
         }

@@ -213,6 +213,7 @@ struct Listing {
     temps: Vec<String>,
     options: bool,
     value_tables: BTreeSet<u64>,
+    drop_files: BTreeSet<u64>,
 }
 
 impl Listing {
@@ -225,6 +226,9 @@ impl Listing {
                 }
                 Some(FileType::ValueTable(n)) => {
                     l.value_tables.insert(n);
+                }
+                Some(FileType::DropFile(n)) => {
+                    l.drop_files.insert(n);
                 }
                 Some(FileType::Wal(n)) => {
                     l.wals.insert(n);
@@ -252,6 +256,56 @@ struct Checker {
 impl Checker {
     fn problem(&mut self, p: Problem) {
         self.report.problems.push(p);
+    }
+
+    /// Reads every drop block the live value tables list (policy `novkv`): each must be intact
+    /// and hold the number of keys the manifest records. Drop files no table lists are
+    /// orphans.
+    fn check_drop_files(&mut self, values: &crate::version::ValueSet, listing: &Listing) {
+        for &n in values.drop_files().keys() {
+            let name = crate::filename::drop_file_name(n);
+            let reader = match crate::value::DropFileReader::open(
+                self.fs.as_ref(),
+                &self.dir.join(&name),
+                &name,
+                Arc::clone(&self.io),
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.problem(Problem::from_error(&name, e));
+                    continue;
+                }
+            };
+            let blocks: Vec<crate::version::DropBlock> = values
+                .all_drop_blocks()
+                .values()
+                .flatten()
+                .filter(|b| b.block.file == n)
+                .map(|b| b.block)
+                .collect();
+            for b in blocks {
+                if let Err(e) = reader.read_block(
+                    b.offset,
+                    b.len,
+                    b.keys,
+                    crate::io::IoClass::Other,
+                    |_, _| {},
+                ) {
+                    self.problem(Problem::from_error(&name, e));
+                }
+            }
+        }
+        for &n in listing
+            .drop_files
+            .iter()
+            .filter(|n| !values.drop_files().contains_key(n))
+        {
+            self.warning(
+                crate::filename::drop_file_name(n),
+                None,
+                "drop file not referenced by the manifest (orphan, removed at next open)",
+            );
+        }
     }
 
     fn warning(&mut self, file: impl Into<String>, offset: Option<u64>, detail: impl Into<String>) {
@@ -371,6 +425,7 @@ impl Checker {
                 "value table not referenced by the manifest (orphan, removed at next open)",
             );
         }
+        self.check_drop_files(values, listing);
         let live: BTreeMap<u64, (usize, Arc<FileMetaData>)> = r
             .version
             .all_files()

@@ -1,0 +1,438 @@
+//! Policy `novkv`: flushes and compactions record the identity of every record whose handle they
+//! drop (drop keys, in drop files attached by their own manifest edit), and GC tells garbage by
+//! those alone: no index-tree lookup, nothing written back into the index tree.
+//!
+//! What is tested here: drop keys are exact (one per garbage record, naming the version); GC
+//! performs no lookup (the `gc_lookup` I/O counters stay at zero) and writes no WAL record and no
+//! key table; a snapshot held across compaction and GC reads what it read; drop keys that a
+//! compaction attaches to a victim while its job runs are carried over to the job's outputs;
+//! power lost at every step of a compaction that writes drop keys loses nothing and leaves no
+//! garbage without its drop key (a redone compaction adds none twice).
+
+#[allow(
+    dead_code,
+    reason = "the shared simulation helpers name the GC variants' type"
+)]
+mod common;
+mod sim;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gleaner::io::{FaultFs, FaultOp, FaultRule, TornMode};
+use gleaner::{Db, DbStats, GcPolicyKind, Options, ReadOptions};
+
+const KEYS: u32 = 120;
+
+fn options(fs: &FaultFs) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        // No workers: the test decides when flushes, compactions and GC run.
+        .with_inline_background_work(true)
+        .with_gc_threads(0)
+        .with_gc_policy(GcPolicyKind::Novkv)
+        .with_novkv_valid_threshold(0.9)
+        .with_memtable_size(1 << 20)
+        .with_l0_compaction_trigger(8)
+        .with_value_table_size(64 << 10)
+        .with_min_separated_value_size(100)
+}
+
+fn key(i: u32) -> String {
+    format!("key{i:04}")
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{i} {round} ").into_bytes();
+    v.resize(400 + (i as usize % 5) * 50, b'a' + (round % 26) as u8);
+    v
+}
+
+/// Writes every key (round 0), overwrites every third (round 1), and compacts, so the round-0
+/// tables have a third of their records as garbage; returns each key's round.
+fn build(db: &Db) -> Vec<u32> {
+    let mut latest = vec![0u32; KEYS as usize];
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 0)).expect("put");
+    }
+    db.flush().expect("flush");
+    for i in (0..KEYS).step_by(3) {
+        db.put(key(i), value(i, 1)).expect("put");
+        latest[i as usize] = 1;
+    }
+    db.compact_range(None, None).expect("compact");
+    latest
+}
+
+fn assert_reads(db: &Db, latest: &[u32], ctx: &str) {
+    for i in 0..KEYS {
+        assert_eq!(
+            db.get(key(i))
+                .unwrap_or_else(|e| panic!("{ctx}: {}: {e}", key(i))),
+            Some(value(i, latest[i as usize])),
+            "{ctx}: {}",
+            key(i)
+        );
+    }
+}
+
+fn assert_recount(db: &Db, ctx: &str) {
+    let r = db.recount_garbage().expect("recount");
+    assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
+}
+
+/// Every live table's drop keys identify exactly its garbage records (before any GC job, whose
+/// outputs may share carried-over blocks).
+fn assert_drop_keys_exact(s: &DbStats, ctx: &str) {
+    for t in &s.values.per_table {
+        assert_eq!(
+            t.drop_keys, t.garbage_records,
+            "{ctx}: table {} has {} drop keys for {} garbage records",
+            t.number, t.drop_keys, t.garbage_records
+        );
+    }
+}
+
+fn io(s: &DbStats, class: &str) -> gleaner::io::IoCounters {
+    s.io.get(class).copied().unwrap_or_default()
+}
+
+fn drop_files(fs: &FaultFs, path: &Path) -> usize {
+    use gleaner::io::FileSystem;
+    fs.list_dir(path)
+        .expect("list")
+        .iter()
+        .filter(|n| n.ends_with(".vdk"))
+        .count()
+}
+
+#[test]
+fn gc_tells_garbage_by_drop_keys_without_lookups_or_write_back() {
+    let fs = FaultFs::new(1);
+    let path = Path::new("/novkv");
+    let db = Db::open(path, options(&fs)).expect("open");
+    let latest = build(&db);
+    let before = db.stats();
+    let garbage = before.values.garbage_records;
+    assert_eq!(
+        garbage,
+        u64::from(KEYS.div_ceil(3)),
+        "one per overwritten key"
+    );
+    assert_eq!(
+        before.values.drop_keys_written, garbage,
+        "one drop key per garbage record, no more"
+    );
+    assert!(before.values.drop_files > 0 && drop_files(&fs, path) == before.values.drop_files);
+    assert_drop_keys_exact(&before, "after compaction");
+    let key_tables: Vec<usize> = before.levels.iter().map(|l| l.files).collect();
+
+    let run = db.run_gc().expect("gc");
+    let s = db.stats();
+    assert!(run.jobs > 0, "{run:?}");
+    assert_eq!(
+        run.totals.records_dropped, garbage,
+        "every garbage record, exactly"
+    );
+    assert_eq!(run.totals.drop_key_answers, garbage, "each by its drop key");
+    assert!(run.totals.drop_key_bytes_read > 0);
+    assert_eq!(s.gc.drop_key_answers, garbage);
+    // No index lookup, and nothing written into the index tree: no WAL record, no key table.
+    let lookups = io(&s, "gc_lookup");
+    assert_eq!(
+        (lookups.read_bytes, lookups.read_ops),
+        (0, 0),
+        "GC looked nothing up"
+    );
+    assert_eq!(
+        io(&s, "wal").write_bytes,
+        io(&before, "wal").write_bytes,
+        "GC wrote nothing through the write path"
+    );
+    assert_eq!(
+        s.levels.iter().map(|l| l.files).collect::<Vec<_>>(),
+        key_tables,
+        "GC wrote no key table"
+    );
+    assert_eq!(s.values.garbage_records, 0);
+    // The victims' drop files went with them (deleted from disk at the latest by the next
+    // open, checked below).
+    assert_eq!(s.values.drop_files, 0);
+    // Handles naming the collected tables resolve by key in the outputs.
+    assert!(s.values.inheritance_records > 0);
+    assert_reads(&db, &latest, "after GC");
+    assert_recount(&db, "after GC");
+    drop(db);
+    let db = Db::open(path, options(&fs)).expect("reopen");
+    assert_eq!(drop_files(&fs, path), 0, "drop files deleted from disk");
+    assert_reads(&db, &latest, "after reopen");
+    sim::check_recovered_state(db, path, &options(&fs), "after reopen");
+
+    // The counter is not blind: the same database under `terarkdb` looks every record up.
+    let fs = FaultFs::new(1);
+    let path = Path::new("/terarkdb");
+    let tdb = || {
+        options(&fs)
+            .with_gc_policy(GcPolicyKind::Terarkdb)
+            .with_gc_garbage_ratio(0.1)
+    };
+    let db = Db::open(path, tdb()).expect("open");
+    build(&db);
+    let run = db.run_gc().expect("gc");
+    assert!(run.jobs > 0);
+    assert!(
+        io(&db.stats(), "gc_lookup").read_ops > 0,
+        "terarkdb's GC looks records up"
+    );
+}
+
+/// A snapshot taken before the overwrites keeps the versions it reads out of every drop set:
+/// compaction keeps them (so drops nothing), and GC copies them. Once the snapshot is released,
+/// the next compaction drops them, with their drop keys, and GC collects them.
+#[test]
+fn a_snapshot_held_across_compaction_and_gc_reads_what_it_read() {
+    let fs = FaultFs::new(2);
+    let path = Path::new("/novkv-snapshot");
+    let db = Db::open(path, options(&fs)).expect("open");
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 0)).expect("put");
+    }
+    db.flush().expect("flush");
+    let snap = db.snapshot();
+    for i in (0..KEYS).step_by(2) {
+        db.put(key(i), value(i, 1)).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let s = db.stats();
+    assert_eq!(
+        s.values.garbage_records, 0,
+        "the snapshot needs every old version"
+    );
+    assert_eq!(s.values.drop_keys_written, 0);
+    // Make some garbage the snapshot does not need: keys 1, 5, 9, ... are overwritten twice
+    // after it. Their round-2 table also holds keys 3, 7, 11, ..., which stay live, so it is
+    // a GC victim rather than freed whole.
+    for i in (1..KEYS).step_by(2) {
+        db.put(key(i), value(i, 2)).expect("put");
+    }
+    db.flush().expect("flush");
+    for i in (1..KEYS).step_by(4) {
+        db.put(key(i), value(i, 3)).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let s = db.stats();
+    assert!(s.values.garbage_records > 0);
+    assert_drop_keys_exact(&s, "with the snapshot");
+    let run = db.run_gc().expect("gc");
+    assert_eq!(run.totals.drop_key_answers, s.values.garbage_records);
+    let ro = ReadOptions {
+        snapshot: Some(&snap),
+        ..Default::default()
+    };
+    for i in 0..KEYS {
+        assert_eq!(
+            db.get_with(key(i), &ro).expect("snapshot get"),
+            Some(value(i, 0)),
+            "the snapshot reads {} as before",
+            key(i)
+        );
+    }
+    assert_recount(&db, "with the snapshot");
+    drop(snap);
+    // Every round-0 version is garbage now: their table is freed by the compaction itself.
+    let written = db.stats().values.drop_keys_written;
+    db.compact_range(None, None).expect("compact");
+    let s = db.stats();
+    assert!(
+        s.values.drop_keys_written > written,
+        "the old versions' drop keys are written"
+    );
+    assert!(s.values.tables_freed_without_gc > 0, "{:?}", s.values);
+    db.run_gc().expect("gc");
+    for i in 0..KEYS {
+        let want = match i {
+            i if i % 4 == 1 => value(i, 3),
+            i if i % 2 == 0 => value(i, 1),
+            i => value(i, 2),
+        };
+        assert_eq!(db.get(key(i)).expect("get"), Some(want), "{}", key(i));
+    }
+    assert_eq!(db.stats().values.garbage_records, 0);
+    assert_recount(&db, "after the snapshot");
+    sim::check_recovered_state(db, path, &options(&fs), "after the snapshot");
+}
+
+/// A compaction that commits while a job runs attaches its drop keys to the job's victim; the
+/// job copied those records (it did not know them as garbage), so its edit hands the blocks to
+/// its outputs with the garbage. The next job must find every garbage record of the outputs by
+/// its drop key (a missing one would stop the picker, or fail the job's exactness check).
+#[test]
+fn drop_keys_attached_while_a_job_runs_carry_over_to_its_outputs() {
+    let fs = FaultFs::new(3);
+    let path = Path::new("/novkv-late");
+    // The victims (valid rate 2/3) are collected, the output with the late garbage (7/8) not
+    // yet: the reopen below lowers the bar for it.
+    let db = Arc::new(Db::open(path, options(&fs).with_novkv_valid_threshold(0.8)).expect("open"));
+    let mut latest = build(&db);
+    // GC is held as it creates its first output, after it read its victims' drop keys.
+    let gate = fs.add_gate(FaultOp::Create, Some(".vst"), 0);
+    let gc = {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || db.run_gc())
+    };
+    assert!(
+        gate.wait_until_reached(Duration::from_secs(60)),
+        "GC reaches its first output"
+    );
+    // Keys live in the victims (round 0, not overwritten), overwritten and compacted now.
+    let late: Vec<u32> = (0..KEYS).filter(|i| i % 3 == 1).take(10).collect();
+    for &i in &late {
+        db.put(key(i), value(i, 5))
+            .expect("overwrite while GC is held");
+        latest[i as usize] = 5;
+    }
+    db.compact_range(None, None)
+        .expect("compact while GC is held");
+    gate.open();
+    let first = gc.join().expect("gc thread").expect("gc");
+    assert!(first.jobs > 0);
+    let s = db.stats();
+    assert_eq!(
+        s.values.garbage_records,
+        late.len() as u64,
+        "the late drops are garbage of the outputs"
+    );
+    for t in s.values.per_table.iter().filter(|t| t.garbage_records > 0) {
+        assert!(
+            t.drop_keys >= t.garbage_records,
+            "table {} got the late drop keys: {t:?}",
+            t.number
+        );
+    }
+    assert_reads(&db, &latest, "after the first job");
+    assert_recount(&db, "after the first job");
+    // The carried blocks are in the manifest: they survive a reopen.
+    drop(Arc::into_inner(db).expect("only handle"));
+    let opts = options(&fs).with_novkv_valid_threshold(0.95);
+    let db = Db::open(path, opts.clone()).expect("reopen");
+    let second = db.run_gc().expect("second gc");
+    assert_eq!(
+        second.totals.drop_key_answers,
+        late.len() as u64,
+        "{second:?}"
+    );
+    assert_eq!(db.stats().values.garbage_records, 0);
+    assert_reads(&db, &latest, "after the second job");
+    sim::check_recovered_state(db, path, &opts, "after the late drops");
+}
+
+/// The mutating operations the crash test tells apart.
+const OP_KINDS: [FaultOp; 7] = [
+    FaultOp::Create,
+    FaultOp::Append,
+    FaultOp::Flush,
+    FaultOp::Sync,
+    FaultOp::Rename,
+    FaultOp::Remove,
+    FaultOp::SyncDir,
+];
+
+/// The steps of recording drop keys the test must see: the drop file written and synced, its
+/// directory entry made durable, and the compaction's manifest edit that attaches its blocks.
+const DROP_KEY_STEPS: [(FaultOp, &str); 6] = [
+    (FaultOp::Create, ".vdk"),
+    (FaultOp::Append, ".vdk"),
+    (FaultOp::Sync, ".vdk"),
+    (FaultOp::SyncDir, "/novkv-crash"),
+    (FaultOp::Append, "MANIFEST"),
+    (FaultOp::Sync, "MANIFEST"),
+];
+
+/// Rules that never fire and only count, one per kind of operation, then one per step.
+fn add_counting_rules(fs: &FaultFs) {
+    let kinds = OP_KINDS.iter().map(|&op| (op, None));
+    let steps = DROP_KEY_STEPS
+        .iter()
+        .map(|&(op, f)| (op, Some(f.to_string())));
+    for (op, path_contains) in kinds.chain(steps) {
+        fs.add_fault(FaultRule::counter(op, path_contains));
+    }
+}
+
+#[test]
+fn power_loss_at_every_step_of_recording_drop_keys_loses_nothing() {
+    // Overwrites wait in L0 and the memtable; `compact_range` then flushes, compacts, writes the
+    // drop file and installs it. Power is lost at each of its mutating operations in turn. After
+    // recovery every value is there, the garbage accounting is exact, every table's drop keys
+    // identify exactly its garbage (none lost, none added twice by the compaction that runs
+    // again), and GC collects all of it by drop keys alone.
+    let path = Path::new("/novkv-crash/db");
+    let setup = |fs: &FaultFs| {
+        let db = Db::open(path, options(fs)).expect("open");
+        let mut latest = vec![0u32; KEYS as usize];
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 0)).expect("put");
+        }
+        db.flush().expect("flush");
+        for i in (0..KEYS).step_by(3) {
+            db.put(key(i), value(i, 1)).expect("put");
+            latest[i as usize] = 1;
+        }
+        db.flush().expect("flush");
+        for i in (0..KEYS).step_by(5) {
+            db.put(key(i), value(i, 2)).expect("put");
+            latest[i as usize] = 2;
+        }
+        // Synced, so the crash keeps every write (what the WAL holds is replayed).
+        db.flush().expect("flush");
+        add_counting_rules(fs);
+        (db, latest)
+    };
+    let kinds = OP_KINDS.len();
+    let fs = FaultFs::new(9);
+    let (db, _) = setup(&fs);
+    let before = fs.mutating_ops();
+    db.compact_range(None, None).expect("fault-free compaction");
+    let ops = fs.mutating_ops() - before;
+    let all = fs.fault_rule_matches();
+    assert!(db.stats().values.drop_keys_written > 0);
+    drop(db);
+    assert_eq!(all[..kinds].iter().sum::<u64>(), ops, "{all:?}");
+    for (s, (op, file)) in DROP_KEY_STEPS.iter().enumerate() {
+        assert!(all[kinds + s] > 0, "the compaction never {op:?} {file}");
+    }
+    let mut cases = 0;
+    for at in 0..ops {
+        for torn in [TornMode::None, TornMode::KeepPrefixWithGarbage] {
+            let ctx = format!("power loss at mutating operation {at} of {ops}, torn {torn:?}");
+            let fs = FaultFs::new(9);
+            let (db, latest) = setup(&fs);
+            fs.set_crash_after(at);
+            let _ = db.compact_range(None, None);
+            assert!(fs.is_frozen(), "{ctx}: power loss did not strike");
+            drop(db);
+            fs.crash(torn);
+            let db = Db::open(path, options(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            assert_reads(&db, &latest, &ctx);
+            assert_recount(&db, &ctx);
+            assert_drop_keys_exact(&db.stats(), &ctx);
+            // The compaction runs again; then GC finds every garbage record by its drop key.
+            db.compact_range(None, None)
+                .unwrap_or_else(|e| panic!("{ctx}: compaction after recovery: {e}"));
+            let s = db.stats();
+            assert_drop_keys_exact(&s, &ctx);
+            let garbage = s.values.garbage_records;
+            assert!(garbage > 0, "{ctx}");
+            let run = db
+                .run_gc()
+                .unwrap_or_else(|e| panic!("{ctx}: gc after recovery: {e}"));
+            assert_eq!(run.totals.drop_key_answers, garbage, "{ctx}: {run:?}");
+            assert_eq!(db.stats().values.garbage_records, 0, "{ctx}");
+            assert_reads(&db, &latest, &ctx);
+            sim::check_recovered_state(db, path, &options(&fs), &ctx);
+            cases += 1;
+        }
+    }
+    eprintln!("power loss struck in all {cases} cases");
+}
