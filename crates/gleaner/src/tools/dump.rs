@@ -436,6 +436,12 @@ impl Dumper<'_> {
         for (number, awaiting) in &e.write_back {
             lines.push(format!("write_back: number={number} awaiting={awaiting}"));
         }
+        for (number, b) in &e.drop_blocks {
+            lines.push(format!(
+                "drop_block: number={number} drop_file={} offset={} len={} keys={}",
+                b.file, b.offset, b.len, b.keys
+            ));
+        }
         for l in lines {
             self.line(&l)?;
         }

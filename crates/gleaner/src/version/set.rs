@@ -343,13 +343,32 @@ impl VersionSet {
                 snapshot.compact_pointers.push((level as u32, key.clone()));
             }
         }
-        let files = next.snapshot_edit();
-        snapshot.new_tables = files.new_tables;
-        snapshot.new_value_tables = files.new_value_tables;
-        snapshot.value_garbage = files.value_garbage;
-        snapshot.inheritance = files.inheritance;
-        snapshot.retired_value_tables = files.retired_value_tables;
-        snapshot.write_back = files.write_back;
+        // Every field named, none left to `..`: a field added to the snapshot must be carried
+        // into the new manifest (a forgotten one is lost at the next open).
+        let VersionEdit {
+            format_version: _,
+            log_number: _,
+            next_file_number: _,
+            last_sequence: _,
+            compact_pointers: _,
+            deleted_files: _,
+            new_tables,
+            new_value_tables,
+            deleted_value_tables: _,
+            value_garbage,
+            inheritance,
+            retired_value_tables,
+            released_value_tables: _,
+            write_back,
+            drop_blocks,
+        } = next.snapshot_edit();
+        snapshot.new_tables = new_tables;
+        snapshot.new_value_tables = new_value_tables;
+        snapshot.value_garbage = value_garbage;
+        snapshot.inheritance = inheritance;
+        snapshot.retired_value_tables = retired_value_tables;
+        snapshot.write_back = write_back;
+        snapshot.drop_blocks = drop_blocks;
         let path = self.dir.join(manifest_file_name(number));
         let file = self.fs.new_writable(
             &path,
