@@ -37,11 +37,13 @@ const KEY_SPACE: u64 = 500;
 const MIN_SEPARATED: u64 = 512;
 /// The GC variants `--gc` accepts: the `scavenger` policy, the `terarkdb` policy (`tdb`)
 /// with any of Scavenger's techniques switched on (`r` lazy read, `l` index-decoupled tables and
-/// lookups, `w` hotness-aware writes), named as in the paper's ablation, `titan` and `blobdb`.
+/// lookups, `w` hotness-aware writes), named as in the paper's ablation, `titan`, `blobdb` and
+/// `novkv`.
 const GC_VARIANTS: &[&str] = &[
     "scavenger",
     "titan",
     "blobdb",
+    "novkv",
     "tdb",
     "tdb-r",
     "tdb-l",
@@ -387,6 +389,15 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
         return opts
             .with_gc_policy(GcPolicyKind::Blobdb)
             .with_blobdb_force_threshold(0.5)
+            .with_gc_lazy_read(Switch::Auto)
+            .with_index_decoupled_tables(Switch::Auto)
+            .with_hotness_aware_writes(Switch::Auto);
+    }
+    if variant == "novkv" {
+        // As frequent as the others' GC: a valid rate below 1 − `gc_garbage_ratio`.
+        return opts
+            .with_gc_policy(GcPolicyKind::Novkv)
+            .with_novkv_valid_threshold(0.95)
             .with_gc_lazy_read(Switch::Auto)
             .with_index_decoupled_tables(Switch::Auto)
             .with_hotness_aware_writes(Switch::Auto);

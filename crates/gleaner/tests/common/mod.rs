@@ -19,7 +19,7 @@ const TECHNIQUES: &[(char, SetSwitch)] = &[
 
 /// Every GC policy and ablation variant, as `(name, options transformer)`: every combination of
 /// the techniques, `tdb` (the `terarkdb` policy with every switch off), `tdb-r`, ...,
-/// `scavenger` (the policy with its defaults), `titan` and `blobdb`.
+/// `scavenger` (the policy with its defaults), `titan`, `blobdb` and `novkv`.
 pub fn gc_variants() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for mask in 0..(1u32 << TECHNIQUES.len()) {
@@ -70,6 +70,16 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
         Box::new(|o: Options| {
             o.with_gc_policy(GcPolicyKind::Blobdb)
                 .with_blobdb_force_threshold(0.5)
+        }),
+    ));
+    // NovKV collects below its valid rate; the tests' option sets tune `gc_garbage_ratio` to
+    // make GC frequent, so NovKV gets the same (a valid rate below 1 − that ratio).
+    out.push((
+        "novkv".to_string(),
+        Box::new(|o: Options| {
+            let valid = (1.0 - o.gc_garbage_ratio()).min(0.99);
+            o.with_gc_policy(GcPolicyKind::Novkv)
+                .with_novkv_valid_threshold(valid)
         }),
     ));
     out
