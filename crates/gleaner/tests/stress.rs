@@ -33,7 +33,8 @@
 //! ```
 //!
 //! A failure names the seed, the variant and the key; `GLEANER_STRESS_SEED=<seed>` replays the
-//! same operation sequences (thread interleaving still varies from run to run).
+//! same operation sequences (thread interleaving still varies from run to run), and
+//! `GLEANER_STRESS_VARIANTS=novkv,titan` runs only the variants named.
 
 use std::fmt::Display;
 use std::ops::RangeInclusive;
@@ -633,10 +634,13 @@ fn options(fs: &FaultFs) -> Options {
 fn stress(variant: &str, tune: &common::Tune, seed: u64, secs: u64) {
     let fs = FaultFs::new(seed);
     let dir = Path::new("/stress");
-    let db = Db::open(dir, tune(options(&fs))).expect("open");
+    // Every failure names the seed and the variant, not only those of `Run::fail`.
+    let label = format!("seed {seed}, variant {variant}; replay with GLEANER_STRESS_SEED={seed}");
+    eprintln!("stress: {label}");
+    let db = Db::open(dir, tune(options(&fs))).unwrap_or_else(|e| panic!("{label}: open: {e}"));
     assert!(
         db.options().gc_threads() > 0,
-        "the stress test wants background GC threads"
+        "{label}: the stress test wants background GC threads"
     );
     let run = Run {
         seed,
@@ -651,10 +655,10 @@ fn stress(variant: &str, tune: &common::Tune, seed: u64, secs: u64) {
     // report the seed and abort.
     let (alive, watch) = std::sync::mpsc::channel::<()>();
     let limit = Duration::from_secs(secs + 300);
-    let label = format!("seed {seed}, variant {variant}");
+    let watched = label.clone();
     std::thread::spawn(move || {
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
-            eprintln!("stress: no progress after {limit:?} ({label}): aborting");
+            eprintln!("stress: no progress after {limit:?} ({watched}): aborting");
             std::process::abort();
         }
     });
@@ -727,22 +731,28 @@ fn stress(variant: &str, tune: &common::Tune, seed: u64, secs: u64) {
 
     run.check_final("after the run");
     // Settle background work so the recount sees a quiet tree, then check the accounting.
-    db.compact_range(None, None).expect("final compact");
-    db.run_gc().expect("final gc");
+    db.compact_range(None, None)
+        .unwrap_or_else(|e| run.fail(format_args!("final compact: {e}")));
+    db.run_gc()
+        .unwrap_or_else(|e| run.fail(format_args!("final gc: {e}")));
     run.check_final("after the final compaction and GC");
     run.check_garbage("after the run");
-    db.close().expect("close");
+    db.close()
+        .unwrap_or_else(|e| run.fail(format_args!("close: {e}")));
 
     // The closed handle stays in scope (it only lends `run` its lifetime); the reopened one
     // reads the same files.
-    let reopened = Db::open(dir, tune(options(&fs))).expect("reopen");
+    let reopened =
+        Db::open(dir, tune(options(&fs))).unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
     let run = Run {
         db: &reopened,
         ..run
     };
     run.check_final("after reopen");
     run.check_garbage("after reopen");
-    reopened.close().expect("close after reopen");
+    run.db
+        .close()
+        .unwrap_or_else(|e| run.fail(format_args!("close after reopen: {e}")));
     drop(alive);
 }
 
@@ -756,15 +766,30 @@ fn stress_gc_variants() {
             .as_nanos() as u64
     });
     let all = std::env::var("GLEANER_STRESS_ALL").is_ok_and(|v| v != "0" && !v.is_empty());
+    // A comma-separated list of variant names runs just those (to repeat one variant's run).
+    let only: Option<Vec<String>> = std::env::var("GLEANER_STRESS_VARIANTS")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.split(',').map(|n| n.trim().to_string()).collect());
     eprintln!("stress: seed {seed} (replay with GLEANER_STRESS_SEED={seed}), {secs} s per variant");
     let variants: Vec<_> = common::gc_variants()
         .into_iter()
-        .filter(|(name, _)| all || name == "scavenger" || name == "tdb")
+        .filter(|(name, _)| match &only {
+            Some(names) => names.contains(name),
+            None => all || name == "scavenger" || name == "tdb",
+        })
         .collect();
-    assert!(
-        all || variants.len() == 2,
-        "the scavenger and tdb variants are gone from gc_variants()"
-    );
+    match &only {
+        Some(names) => assert_eq!(
+            variants.len(),
+            names.len(),
+            "GLEANER_STRESS_VARIANTS={names:?} names a variant gc_variants() does not have"
+        ),
+        None => assert!(
+            all || variants.len() == 2,
+            "the scavenger and tdb variants are gone from gc_variants()"
+        ),
+    }
     for (name, tune) in &variants {
         stress(name, tune, seed, secs);
     }
