@@ -7,7 +7,8 @@
 //! key table; a snapshot held across compaction and GC reads what it read; drop keys that a
 //! compaction attaches to a victim while its job runs are carried over to the job's outputs;
 //! power lost at every step of a compaction that writes drop keys loses nothing and leaves no
-//! garbage without its drop key (a redone compaction adds none twice).
+//! garbage without its drop key (a redone compaction adds none twice); drop files of obsolete
+//! tables are deleted by the job's own purge (inline) or the purge thread, orphans at open.
 
 #[allow(
     dead_code,
@@ -451,4 +452,107 @@ fn power_loss_at_every_step_of_recording_drop_keys_loses_nothing() {
         }
     }
     eprintln!("power loss struck in all {cases} cases");
+}
+
+/// Drop files go where obsolete tables go. With inline work the job's own turn deletes them:
+/// after GC collected every table listing a block, none is left on disk before any reopen.
+/// With the engine's threads the purge thread deletes them: a compaction that finds a table
+/// entirely garbage frees it (no GC job), and its drop file goes with it. An orphan drop file
+/// (written by a job whose edit never landed) is deleted at open like an orphan table.
+#[test]
+fn drop_files_of_obsolete_tables_are_purged_and_orphans_deleted_at_open() {
+    use gleaner::io::FileSystem;
+
+    // Inline: run_gc deletes the victims' drop files itself.
+    let fs = FaultFs::new(4);
+    let path = Path::new("/novkv-purge-inline");
+    let db = Db::open(path, options(&fs)).expect("open");
+    let latest = build(&db);
+    assert!(drop_files(&fs, path) > 0, "the compaction wrote drop files");
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.drop_files, 0);
+    assert_eq!(
+        drop_files(&fs, path),
+        0,
+        "the collected tables' drop files are deleted before any reopen"
+    );
+    assert_reads(&db, &latest, "after GC");
+    db.close().expect("close");
+
+    // The engine's threads: only the purge thread deletes obsolete files here.
+    let fs = FaultFs::new(5);
+    let path = Path::new("/novkv-purge-threads");
+    let threaded = options(&fs)
+        .with_inline_background_work(false)
+        .with_l0_compaction_trigger(2);
+    let db = Db::open(path, threaded.clone()).expect("open");
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 0)).expect("put");
+    }
+    db.flush().expect("flush");
+    // A third overwritten: the round-0 tables get drop keys (a drop file on disk).
+    for i in (0..KEYS).step_by(3) {
+        db.put(key(i), value(i, 1)).expect("put");
+    }
+    db.flush().expect("flush");
+    let wait = |what: &str, done: &dyn Fn(&DbStats, usize) -> bool| {
+        let start = std::time::Instant::now();
+        loop {
+            let s = db.stats();
+            let on_disk = drop_files(&fs, path);
+            let quiet = s.compaction.running == 0 && s.immutable_memtables == 0;
+            if quiet && done(&s, on_disk) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{what}: {on_disk} drop files on disk, {} listed, {} compactions",
+                s.values.drop_files,
+                s.compaction.compactions
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait("the first compaction", &|s, on_disk| {
+        s.values.drop_files > 0 && on_disk == s.values.drop_files
+    });
+    // The rest overwritten: the round-0 tables become entirely garbage, the compaction frees
+    // them, and their drop files are no longer listed by any table.
+    for i in (0..KEYS).filter(|i| i % 3 != 0) {
+        db.put(key(i), value(i, 2)).expect("put");
+    }
+    db.flush().expect("flush");
+    // A second L0 table, so the trigger compacts them.
+    db.put("zz", "filler").expect("put");
+    db.flush().expect("flush");
+    wait("the second compaction", &|s, on_disk| {
+        s.values.tables_freed_without_gc > 0 && s.values.drop_files == 0 && on_disk == 0
+    });
+    db.close().expect("close");
+
+    // An orphan drop file beside the database is deleted at open; listed ones stay.
+    let db = Db::open(path, options(&fs)).expect("reopen");
+    for i in (0..KEYS).step_by(2) {
+        db.put(key(i), value(i, 3)).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let listed = db.stats().values.drop_files;
+    assert!(listed > 0);
+    db.close().expect("close");
+    fs.set_file_bytes(&path.join("999999.vdk"), b"not a drop file".to_vec())
+        .expect("orphan");
+    assert_eq!(drop_files(&fs, path), listed + 1);
+    let db = Db::open(path, options(&fs)).expect("reopen");
+    assert_eq!(
+        drop_files(&fs, path),
+        listed,
+        "the orphan is deleted, the listed drop files kept"
+    );
+    assert!(
+        !fs.list_dir(path)
+            .expect("list")
+            .iter()
+            .any(|n| n == "999999.vdk")
+    );
+    db.close().expect("close");
 }
