@@ -710,13 +710,15 @@ fn stress(variant: &str, tune: &common::Tune, seed: u64, secs: u64) {
     let stats = db.stats();
     eprintln!(
         "stress {variant}: {} flushes, {} compactions, {} GC jobs ({} records dropped, {} \
-         rewritten), {} value tables freed without GC",
+         rewritten), {} value tables freed without GC, {} GC errors (last: {:?})",
         stats.compaction.flushes,
         stats.compaction.compactions,
         stats.gc.jobs,
         stats.gc.records_dropped,
         stats.gc.records_written,
-        stats.values.tables_freed_without_gc
+        stats.values.tables_freed_without_gc,
+        stats.gc.errors,
+        stats.gc.last_error
     );
     // The point is to race GC with everything else: a run in which it never ran proved little
     // (under `blobdb`, GC is compactions relocating values).
@@ -729,6 +731,14 @@ fn stress(variant: &str, tune: &common::Tune, seed: u64, secs: u64) {
         stats.gc.relocated_values
     );
 
+    // Nothing here injects a fault: a background GC job that failed (stats only, nothing else
+    // would tell) is a bug, such as a drop set that disagrees with the garbage it names.
+    assert!(
+        stats.gc.errors == 0,
+        "seed {seed}, variant {variant}: {} GC jobs failed, the last with {:?}",
+        stats.gc.errors,
+        stats.gc.last_error
+    );
     run.check_final("after the run");
     // Settle background work so the recount sees a quiet tree, then check the accounting.
     db.compact_range(None, None)
