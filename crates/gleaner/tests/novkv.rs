@@ -146,6 +146,14 @@ fn gc_tells_garbage_by_drop_keys_without_lookups_or_write_back() {
         (0, 0),
         "GC looked nothing up"
     );
+    // The drop blocks are read as part of the victims, under `gc_index_read`.
+    let index_reads = io(&s, "gc_index_read").read_bytes - io(&before, "gc_index_read").read_bytes;
+    assert!(
+        index_reads >= run.totals.drop_key_bytes_read,
+        "{index_reads} bytes under gc_index_read, {} of drop blocks",
+        run.totals.drop_key_bytes_read
+    );
+    assert_eq!(s.gc.index_bytes_read, io(&s, "gc_index_read").read_bytes);
     assert_eq!(
         io(&s, "wal").write_bytes,
         io(&before, "wal").write_bytes,
@@ -267,7 +275,7 @@ fn a_snapshot_held_across_compaction_and_gc_reads_what_it_read() {
 /// A compaction that commits while a job runs attaches its drop keys to the job's victim; the
 /// job copied those records (it did not know them as garbage), so its edit hands the blocks to
 /// its outputs with the garbage. The next job must find every garbage record of the outputs by
-/// its drop key (a missing one would stop the picker, or fail the job's exactness check).
+/// its drop key (a missing one would make it look records up).
 #[test]
 fn drop_keys_attached_while_a_job_runs_carry_over_to_its_outputs() {
     let fs = FaultFs::new(3);
@@ -338,6 +346,11 @@ fn drop_keys_attached_while_a_job_runs_carry_over_to_its_outputs() {
         second.totals.drop_key_answers,
         late.len() as u64,
         "{second:?}"
+    );
+    assert_eq!(
+        io(&db.stats(), "gc_lookup").read_ops,
+        0,
+        "the carried blocks name all the garbage: nothing looked up"
     );
     assert_eq!(db.stats().values.garbage_records, 0);
     assert_reads(&db, &latest, "after the second job");
@@ -555,4 +568,105 @@ fn drop_files_of_obsolete_tables_are_purged_and_orphans_deleted_at_open() {
             .any(|n| n == "999999.vdk")
     );
     db.close().expect("close");
+}
+
+/// A database that ran `terarkdb` before `novkv` holds garbage without drop keys, and drop
+/// blocks that inheritance records attach to several tables (a TerarkDB job cut its outputs at
+/// `value_table_size`, and a block of a collected table goes to every output that may hold one
+/// of its keys), so drop keys can seem to cover garbage they do not name. GC must stay correct
+/// and live there: it once never picked a table whose garbage the drop keys did not cover, and
+/// put the output of a job fooled by shared blocks out of reach until the next open, so that
+/// garbage was never collected. Now a job whose drop keys cannot name all the garbage looks up
+/// the records they do not name, and the output of a fooled job is collected that way by the
+/// next job.
+#[test]
+fn garbage_without_drop_keys_and_shared_blocks_are_collected() {
+    let fs = FaultFs::new(6);
+    let path = Path::new("/novkv-mixed");
+    let base = || options(&fs).with_value_table_size(8 << 10);
+    let terarkdb = base()
+        .with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_gc_garbage_ratio(0.3);
+    let db = Db::open(path, terarkdb).expect("open");
+    let mut latest = vec![0u32; KEYS as usize];
+    let mut put = |db: &Db, i: u32, round: u32| {
+        db.put(key(i), value(i, round)).expect("put");
+        latest[i as usize] = round;
+    };
+    for i in 0..KEYS {
+        put(&db, i, 0);
+    }
+    db.flush().expect("flush");
+    // Every other key of the first half overwritten: the four tables holding it reach the
+    // ratio, and one job collects them into outputs cut at 8 KiB. One key of the last table
+    // too: it stays below the ratio, with garbage that has no drop key.
+    for i in (0..KEYS / 2).step_by(2) {
+        put(&db, i, 1);
+    }
+    put(&db, KEYS - 3, 1);
+    db.compact_range(None, None).expect("compact");
+    let run = db.run_gc().expect("terarkdb gc");
+    assert!(run.jobs > 0);
+    // No compaction since: the handles of the first half still name the collected tables.
+    assert!(db.stats().values.inheritance_records > 0);
+    db.close().expect("close");
+
+    // Now `novkv`. Two keys of the last collected table overwritten and compacted: their drop
+    // keys are one block, placed through the inheritance records on both outputs that hold
+    // one of them.
+    let db = Db::open(path, base()).expect("reopen as novkv");
+    for i in [59, 63] {
+        put(&db, i, 3);
+    }
+    db.compact_range(None, None).expect("compact");
+    let mut tables: Vec<gleaner::stats::ValueTableStats> = db
+        .stats()
+        .values
+        .per_table
+        .into_iter()
+        .filter(|t| t.garbage_records > 0)
+        .collect();
+    let valid = |t: &gleaner::stats::ValueTableStats| {
+        (t.records - t.garbage_records) as f64 / t.records as f64
+    };
+    tables.sort_by(|a, b| valid(a).total_cmp(&valid(b)));
+    // The scenario: the lowest valid rate is a table whose drop-key count exceeds its garbage
+    // (the shared block), the next one holds garbage without drop keys; together their keys
+    // seem to cover their garbage, so a job collecting both alone is fooled.
+    let (shared, bare) = (&tables[0], &tables[1]);
+    assert!(shared.drop_keys > shared.garbage_records, "{tables:#?}");
+    assert!(
+        bare.drop_keys == 0 && bare.garbage_records > 0,
+        "{tables:#?}"
+    );
+    assert!(
+        shared.drop_keys + bare.drop_keys >= shared.garbage_records + bare.garbage_records,
+        "{tables:#?}"
+    );
+    let first_job = shared.file_bytes + bare.file_bytes;
+    assert!(
+        tables[2..].iter().all(|t| t.file_bytes > 0) && tables.len() > 2,
+        "a third table with garbage, left to a later job: {tables:#?}"
+    );
+    assert_recount(&db, "before novkv gc");
+    db.close().expect("close");
+    // The first job takes exactly those two tables.
+    let novkv = base()
+        .with_novkv_valid_threshold(0.95)
+        .with_gc_max_input_size(first_job);
+    let db = Db::open(path, novkv.clone()).expect("reopen");
+    let run = db.run_gc().expect("novkv gc");
+    let s = db.stats();
+    assert_eq!(
+        s.values.garbage_records, 0,
+        "every garbage record collected: {run:?} {:#?}",
+        s.values.per_table
+    );
+    assert!(
+        io(&s, "gc_lookup").read_ops > 0,
+        "records without drop keys were looked up"
+    );
+    assert_reads(&db, &latest, "after novkv gc");
+    assert_recount(&db, "after novkv gc");
+    sim::check_recovered_state(db, path, &novkv, "after novkv gc");
 }

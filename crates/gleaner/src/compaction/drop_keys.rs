@@ -161,6 +161,7 @@ impl WrittenDropKeys {
                         offset: b.offset,
                         len: b.len,
                         keys: b.keys,
+                        named_table: b.named_table,
                     },
                 ));
             }
@@ -267,10 +268,8 @@ mod tests {
         .expect("open");
         let (b, _) = &w.blocks[0];
         let mut got = Vec::new();
-        r.read_block(b.offset, b.len, b.keys, IoClass::GcRead, |k, s| {
-            got.push((k.to_vec(), s))
-        })
-        .expect("read");
+        r.read_block(b, IoClass::GcRead, |k, s| got.push((k.to_vec(), s)))
+            .expect("read");
         assert_eq!(got, vec![(b"k".to_vec(), 7), (b"k".to_vec(), 3)]);
         assert!(
             DropKeyCollector::default()
@@ -386,6 +385,7 @@ mod tests {
                             offset: 0,
                             len: 30,
                             keys: 1,
+                            named_table: 5,
                         },
                     )],
                     ..Default::default()
@@ -405,6 +405,7 @@ mod tests {
                         offset: 0,
                         len: 30,
                         keys: 1,
+                        named_table: 5,
                     },
                 )],
                 ..Default::default()
@@ -422,6 +423,7 @@ mod tests {
                         offset: 30,
                         len: 30,
                         keys: 1,
+                        named_table: 5,
                     },
                 )],
                 ..Default::default()
@@ -449,7 +451,8 @@ mod tests {
                     file: 50,
                     offset: 0,
                     len: 30,
-                    keys: 1
+                    keys: 1,
+                    named_table: 5,
                 }
             )]
         );

@@ -87,11 +87,6 @@ impl DbInner {
                     class: v.class,
                     smallest_seq: v.smallest_seq,
                     largest_seq: v.largest_seq,
-                    drop_keys: values
-                        .drop_blocks(v.number)
-                        .iter()
-                        .map(|b| b.block.keys)
-                        .sum(),
                 }
             })
             .collect();
@@ -231,10 +226,28 @@ impl DbInner {
         let memtables = sv.memtables();
         drop(sv);
         // NovKV: the victims' drop keys, from the version pinned after the compactions that
-        // started before the claim committed (their drops are in it). Every garbage record of
-        // the victims in that version has its drop key there, in the same edit as its count.
+        // started before the claim committed (their drops are in it). Every garbage record
+        // counted under `novkv` has its drop key there, in the same edit as its count.
+        let victims_garbage = live.iter().fold(Garbage::default(), |mut g, n| {
+            let v = version.values().garbage(*n);
+            g.records += v.records;
+            g.bytes += v.bytes;
+            g
+        });
         let drop_set = if self.policy.oracle.uses_drop_keys() {
-            Some(self.load_drop_set(&version, &live)?)
+            let mut set = self.load_drop_set(&version, &live)?;
+            // Fewer distinct drop keys than garbage records, or a victim known to hold garbage
+            // without drop keys: the set cannot name all the garbage, so records outside it are
+            // looked up. (More keys than garbage proves nothing: a block placed through
+            // inheritance is attached to every table that may hold one of its keys.)
+            let uncovered = {
+                let st = self.state.lock();
+                live.iter().any(|n| st.gc_uncovered.contains(n))
+            };
+            if (set.len() as u64) < victims_garbage.records || uncovered {
+                set.set_partial();
+            }
+            Some(set)
         } else {
             None
         };
@@ -283,23 +296,12 @@ impl DbInner {
         drop(victims);
         drop(memtables);
         let mut out = out;
-        let mut uncovered = None;
         if let Some(set) = &drop_set {
             out.stats.drop_key_bytes_read = set.bytes_read();
-            // The drop keys identify exactly the victims' garbage when every garbage record
-            // was counted under `novkv`. Garbage counted under another policy (the database
-            // switched) has none: those records were copied, and stay garbage of the output.
-            let expected = live.iter().fold(Garbage::default(), |mut g, n| {
-                let v = version.values().garbage(*n);
-                g.records += v.records;
-                g.bytes += v.bytes;
-                g
-            });
+            let expected = victims_garbage;
             let found = out.stats.drop_key_answers;
-            if found > expected.records
-                || out.stats.drop_key_record_bytes > expected.bytes
-                || (found < expected.records && out.tables.len() != 1)
-            {
+            // Every drop key names a garbage record of the pinned version: more is damage.
+            if found > expected.records || out.stats.drop_key_record_bytes > expected.bytes {
                 return Err(Error::corruption(
                     crate::filename::value_table_file_name(live[0]),
                     0,
@@ -310,18 +312,33 @@ impl DbInner {
                     ),
                 ));
             }
-            if found < expected.records {
-                uncovered = Some((
-                    out.tables[0].number,
+            // A partial set looked up every record it did not name: every garbage record of
+            // the pinned version was dropped (a counted record is referenced by no key-table
+            // entry, so no lookup finds it live). A complete one that found less than the
+            // garbage was fooled by shared blocks: the rest is garbage without drop keys,
+            // copied into the one output, which carries it; the next job on that output looks
+            // its records up.
+            if !set.is_partial() && found < expected.records {
+                let Some(output) = out.tables.first().filter(|_| out.tables.len() == 1) else {
+                    return Err(Error::corruption(
+                        crate::filename::value_table_file_name(live[0]),
+                        0,
+                        format!(
+                            "value tables {live:?} have {} garbage records, their drop keys \
+                             name {found}, and the job wrote {} tables",
+                            expected.records,
+                            out.tables.len()
+                        ),
+                    ));
+                };
+                out.uncovered_garbage = Some((
+                    output.number,
                     Garbage {
                         records: expected.records - found,
                         bytes: expected.bytes - out.stats.drop_key_record_bytes,
                     },
                 ));
             }
-        }
-        if let Some((table, g)) = uncovered {
-            out.uncovered_garbage = Some((table, g));
         }
         match self.policy.commit {
             CommitStyle::Inheritance => {
@@ -563,11 +580,15 @@ impl DbInner {
         let uncovered = out.uncovered_garbage.map(|(t, _)| t);
         self.apply_gc_edit(&mut versions, edit, Some(out.pending))?;
         drop(versions);
-        if let Some(t) = uncovered {
-            // No job of this policy can tell that garbage: picking the table again would only
-            // copy it once more.
-            self.state.lock().gc_failed.insert(t);
+        let mut st = self.state.lock();
+        for v in victims {
+            st.gc_uncovered.remove(v);
         }
+        if let Some(t) = uncovered {
+            // Its drop keys cannot tell that garbage: the next job on it looks records up.
+            st.gc_uncovered.insert(t);
+        }
+        drop(st);
         Ok(out.stats)
     }
 
@@ -629,9 +650,7 @@ impl DbInner {
                     )?)
                 }
             };
-            reader
-                .read_block(b.offset, b.len, b.keys, DROP_BLOCK_READ_CLASS, each)
-                .map(|_| ())
+            reader.read_block(&b.expected(), DROP_BLOCK_READ_CLASS, each)
         })
     }
 

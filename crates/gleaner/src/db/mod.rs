@@ -74,6 +74,10 @@ struct DbState {
     late_drops: BTreeMap<u64, Vec<LateDrop>>,
     /// Value tables a GC job found damaged; not chosen again until the database is reopened.
     gc_failed: BTreeSet<u64>,
+    /// Policy `novkv`: live value tables known to hold garbage that has no drop key (a job
+    /// copied it into them, its drop keys having seemed to cover its victims' garbage); the
+    /// next job collecting one looks up the records its drop keys do not name.
+    gc_uncovered: BTreeSet<u64>,
     /// Consecutive compactions that failed before their manifest edit, and when the next may
     /// start (see `DbInner::note_compaction_error`).
     compaction_failures: u32,

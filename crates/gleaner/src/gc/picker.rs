@@ -25,9 +25,6 @@ pub struct VictimCandidate {
     pub smallest_seq: SeqNo,
     /// Largest sequence number of its records.
     pub largest_seq: SeqNo,
-    /// Drop keys in the drop blocks attached to it (policy `novkv`; a block several tables
-    /// list counts for each).
-    pub drop_keys: u64,
 }
 
 impl VictimCandidate {
@@ -118,7 +115,6 @@ pub(crate) mod tests {
             class: 0,
             smallest_seq: number * 10,
             largest_seq: number * 10 + 9,
-            drop_keys: 0,
         }
     }
 

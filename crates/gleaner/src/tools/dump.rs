@@ -236,16 +236,16 @@ impl Dumper<'_> {
             Arc::new(IoStats::default()),
         )?;
         let hex = self.hex;
-        for (block, keys) in reader.walk(IoClass::Other)? {
-            self.line(&format!(
+        // Streamed: memory stays bounded whatever the file's size.
+        reader.walk(IoClass::Other, |item| match item {
+            crate::value::WalkItem::Block(block) => self.line(&format!(
                 "block offset={} len={} named_table={} keys={}",
                 block.offset, block.len, block.named_table, block.keys
-            ))?;
-            for (key, seq) in keys {
-                self.line(&format!("{}\tseq={seq}", render(&key, hex)))?;
+            )),
+            crate::value::WalkItem::Key(key, seq) => {
+                self.line(&format!("{}\tseq={seq}", render(key, hex)))
             }
-        }
-        Ok(())
+        })
     }
 
     fn properties(&mut self, p: &TableProperties) -> Result<()> {
@@ -438,8 +438,8 @@ impl Dumper<'_> {
         }
         for (number, b) in &e.drop_blocks {
             lines.push(format!(
-                "drop_block: number={number} drop_file={} offset={} len={} keys={}",
-                b.file, b.offset, b.len, b.keys
+                "drop_block: number={number} drop_file={} offset={} len={} keys={} named_table={}",
+                b.file, b.offset, b.len, b.keys, b.named_table
             ));
         }
         for l in lines {

@@ -193,21 +193,21 @@ impl DropFileReader {
         self.blocks_end
     }
 
-    /// Reads the block at `offset..offset + len` (as the manifest records it), counted under
-    /// `class`, and calls `each` for every drop key in it. Returns the block's named table.
+    /// Reads the block `want` names (as the manifest records it: offset, length, key count and
+    /// named table), counted under `class`, and calls `each` for every drop key in it.
     ///
     /// Errors: I/O; `Corruption` for a block outside the block region or longer than
     /// [`MAX_DROP_BLOCK_LEN`], a CRC mismatch, a malformed payload, a key longer than
-    /// [`MAX_KEY_SIZE`], a sequence number above [`MAX_SEQUENCE`], or a key count other than
-    /// `expected_keys`.
+    /// [`MAX_KEY_SIZE`], a sequence number above [`MAX_SEQUENCE`], a key count other than
+    /// `want.keys`, or a named table other than `want.named_table` (the manifest points at
+    /// another table's block).
     pub fn read_block(
         &self,
-        offset: u64,
-        len: u64,
-        expected_keys: u64,
+        want: &WrittenBlock,
         class: IoClass,
         mut each: impl FnMut(&[u8], SeqNo),
-    ) -> Result<u64> {
+    ) -> Result<()> {
+        let (offset, len) = (want.offset, want.len);
         let bad = |what: String| Error::corruption(&self.name, offset, what);
         if !(MIN_BLOCK_LEN..=MAX_DROP_BLOCK_LEN).contains(&len)
             || offset
@@ -225,62 +225,122 @@ impl DropFileReader {
         if checksum::unmask(decode_fixed32(crc)) != checksum::crc32c(payload) {
             return Err(bad("drop block checksum mismatch".into()));
         }
-        let (named, count) = parse_payload(payload, &mut each).map_err(bad)?;
-        if count != expected_keys {
+        // The header is checked before any key is handed out: a block of another table must
+        // not feed a single key into the caller's set.
+        let (named, count) = parse_header(payload).map_err(bad)?;
+        if named != want.named_table {
             return Err(bad(format!(
-                "drop block holds {count} keys, the manifest says {expected_keys}"
+                "drop block is of value table {named}, the manifest says {}",
+                want.named_table
             )));
         }
-        Ok(named)
+        if count != want.keys {
+            return Err(bad(format!(
+                "drop block holds {count} keys, the manifest says {}",
+                want.keys
+            )));
+        }
+        parse_payload(payload, &mut each).map_err(bad)?;
+        Ok(())
     }
 
-    /// Walks every block from the start of the file (for tools): the named table, offset,
-    /// length and keys of each.
+    /// Walks every block from the start of the file (for tools), calling `each` with every
+    /// block (its named table, offset, length and key count) before the drop keys it holds.
+    /// Memory stays bounded: the file is read in windows of at most [`WALK_WINDOW`] bytes
+    /// that grow only to hold one whole block, and a block longer than
+    /// [`MAX_DROP_BLOCK_LEN`] is corruption; every block is checked (CRC, payload) before any
+    /// of its keys is handed out.
     ///
-    /// Errors: as [`DropFileReader::read_block`], and blocks that do not tile the block region.
-    pub fn walk(&self, class: IoClass) -> Result<Vec<(WrittenBlock, Vec<DropKey>)>> {
-        let len = usize::try_from(self.blocks_end)
-            .map_err(|_| Error::corruption(&self.name, 0, "drop file too large to walk"))?;
-        let buf = self.file.read_vec(0, len, class)?;
-        let mut out = Vec::new();
-        let mut at = 0usize;
-        while at < buf.len() {
-            let mut keys = Vec::new();
-            let rest = &buf[at..];
+    /// Errors: as [`DropFileReader::read_block`], blocks that do not tile the block region,
+    /// and those of `each`.
+    pub fn walk(
+        &self,
+        class: IoClass,
+        mut each: impl FnMut(WalkItem<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let mut at = 0u64; // file offset of buf[0]
+        let mut buf: Vec<u8> = Vec::new();
+        let mut pos = 0usize; // first unparsed byte of buf
+        while at + (pos as u64) < self.blocks_end {
+            let start = at + pos as u64;
+            let rest = &buf[pos..];
             let mut d = Decoder::new(rest);
-            let end = skip_payload(&mut d)
-                .ok_or_else(|| Error::corruption(&self.name, at as u64, "malformed drop block"))?;
-            if end + 4 > rest.len() {
-                return Err(Error::corruption(
-                    &self.name,
-                    at as u64,
-                    "drop block runs past the block region",
-                ));
-            }
+            let whole = skip_payload(&mut d).filter(|&end| end + 4 <= rest.len());
+            let Some(end) = whole else {
+                // The block is not all in memory (or is malformed): read further, from the
+                // block's start, at least twice as much as before, up to the longest block.
+                let held = (buf.len() - pos) as u64;
+                let remaining = self.blocks_end - start;
+                if held >= remaining || held >= MAX_DROP_BLOCK_LEN {
+                    let what = if held >= MAX_DROP_BLOCK_LEN {
+                        format!("drop block longer than the limit of {MAX_DROP_BLOCK_LEN} bytes")
+                    } else {
+                        "malformed drop block, or one running past the block region".into()
+                    };
+                    return Err(Error::corruption(&self.name, start, what));
+                }
+                let want = (held.saturating_mul(2))
+                    .max(WALK_WINDOW)
+                    .min(remaining)
+                    .min(MAX_DROP_BLOCK_LEN);
+                // Bounded above by MAX_DROP_BLOCK_LEN (1 GiB).
+                buf = self.file.read_vec(start, want as usize, class)?;
+                at = start;
+                pos = 0;
+                continue;
+            };
             let payload = &rest[..end];
             if checksum::unmask(decode_fixed32(&rest[end..end + 4])) != checksum::crc32c(payload) {
                 return Err(Error::corruption(
                     &self.name,
-                    at as u64,
+                    start,
                     "drop block checksum mismatch",
                 ));
             }
-            let (named_table, count) =
-                parse_payload(payload, &mut |k: &[u8], s| keys.push((k.to_vec(), s)))
-                    .map_err(|e| Error::corruption(&self.name, at as u64, e))?;
-            out.push((
-                WrittenBlock {
-                    named_table,
-                    offset: at as u64,
-                    len: end as u64 + 4,
-                    keys: count,
-                },
-                keys,
-            ));
-            at += end + 4;
+            let (named_table, count) = parse_payload(payload, &mut |_: &[u8], _| {})
+                .map_err(|e| Error::corruption(&self.name, start, e))?;
+            each(WalkItem::Block(WrittenBlock {
+                named_table,
+                offset: start,
+                len: end as u64 + 4,
+                keys: count,
+            }))?;
+            let mut failed = None;
+            parse_payload(payload, &mut |k: &[u8], s| {
+                if failed.is_none()
+                    && let Err(e) = each(WalkItem::Key(k, s))
+                {
+                    failed = Some(e);
+                }
+            })
+            .map_err(|e| Error::corruption(&self.name, start, e))?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            pos += end + 4;
         }
-        Ok(out)
+        Ok(())
     }
+}
+
+/// What [`DropFileReader::walk`] hands out, in file order: a block, then its drop keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalkItem<'a> {
+    /// A block (checked whole before this is handed out).
+    Block(WrittenBlock),
+    /// A drop key of the last block handed out.
+    Key(&'a [u8], SeqNo),
+}
+
+/// Bytes [`DropFileReader::walk`] reads at a time (more only to hold one longer block).
+pub const WALK_WINDOW: u64 = 1 << 20;
+
+/// The named table and key count at the start of a payload.
+fn parse_header(payload: &[u8]) -> std::result::Result<(u64, u64), String> {
+    let mut d = Decoder::new(payload);
+    let named = d.varint64().ok_or("malformed drop block header")?;
+    let count = d.varint64().ok_or("malformed drop block header")?;
+    Ok((named, count))
 }
 
 /// Parses a payload that must be consumed exactly; returns its named table and key count.
@@ -370,18 +430,110 @@ mod tests {
         assert_eq!(written[1].offset, written[0].len);
         let r = DropFileReader::open(fs.as_ref(), &path, "000009.vdk", stats).expect("open");
         for (w, (named, want)) in written.iter().zip(&blocks) {
+            assert_eq!(w.named_table, *named);
             let mut got = Vec::new();
-            let n = r
-                .read_block(w.offset, w.len, w.keys, IoClass::GcRead, |k, s| {
-                    got.push((k.to_vec(), s))
-                })
+            r.read_block(w, IoClass::GcRead, |k, s| got.push((k.to_vec(), s)))
                 .expect("read");
-            assert_eq!(n, *named);
             assert_eq!(&got, want);
         }
-        let walked = r.walk(IoClass::Other).expect("walk");
+        let walked = walked(&r);
         assert_eq!(walked.iter().map(|(w, _)| *w).collect::<Vec<_>>(), written);
         assert_eq!(walked[2].1, blocks[2].1);
+    }
+
+    fn walked(r: &DropFileReader) -> Vec<(WrittenBlock, Vec<DropKey>)> {
+        let mut out: Vec<(WrittenBlock, Vec<DropKey>)> = Vec::new();
+        r.walk(IoClass::Other, |item| {
+            match item {
+                WalkItem::Block(b) => out.push((b, Vec::new())),
+                WalkItem::Key(k, s) => out
+                    .last_mut()
+                    .expect("a block first")
+                    .1
+                    .push((k.to_vec(), s)),
+            }
+            Ok(())
+        })
+        .expect("walk");
+        out
+    }
+
+    /// The walk reads in bounded windows: blocks larger than a window, and many blocks across
+    /// window boundaries, come out whole and in order; damage anywhere is corruption; the
+    /// callback's error stops it.
+    #[test]
+    fn the_walk_reads_in_bounded_windows() {
+        let (fs, dir, stats) = setup();
+        let path = dir.join("000014.vdk");
+        // Keys of 2 KiB: a block of 1000 keys is about 2 MiB, twice the walk window.
+        let big: Vec<DropKey> = (0..1000u64)
+            .map(|i| {
+                let mut k = format!("{i:05}").into_bytes();
+                k.resize(2048, b'x');
+                (k, i)
+            })
+            .collect();
+        let mut blocks: Vec<(u64, Vec<DropKey>)> =
+            (0..300).map(|t| (t, keys(t % 7, "s"))).collect();
+        blocks.insert(150, (999, big));
+        let written = write_drop_file(
+            fs.as_ref(),
+            &path,
+            IoClass::CompactionWrite,
+            Arc::clone(&stats),
+            &blocks,
+        )
+        .expect("write");
+        assert!(
+            written[150].len > 2 * WALK_WINDOW - (64 << 10),
+            "{}",
+            written[150].len
+        );
+        let counted = Arc::new(IoStats::default());
+        let r = DropFileReader::open(fs.as_ref(), &path, "w", Arc::clone(&counted)).expect("open");
+        let got = walked(&r);
+        assert_eq!(got.iter().map(|(w, _)| *w).collect::<Vec<_>>(), written);
+        for ((_, k), (_, want)) in got.iter().zip(&blocks) {
+            assert_eq!(k, want);
+        }
+        // Read in windows (the footer, then several reads), not in one read of the whole file;
+        // the re-reads that grow a window to hold the big block stay within a few file sizes.
+        let size = fs.read_all(&path).expect("read").len() as u64;
+        let reads = counted.get(IoClass::Other);
+        assert!(reads.read_ops >= 3, "{reads:?}");
+        assert!(reads.read_bytes < 3 * size, "{reads:?} for {size} bytes");
+        // The callback's error stops the walk.
+        let mut seen = 0;
+        let e = r
+            .walk(IoClass::Other, |_| {
+                seen += 1;
+                if seen == 10 {
+                    Err(Error::invalid("enough"))
+                } else {
+                    Ok(())
+                }
+            })
+            .expect_err("stopped");
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert_eq!(seen, 10);
+        // A flipped bit in the last block, and a block claiming more bytes than the region.
+        let good = fs.read_all(&path).expect("read");
+        for at in [
+            written[299].offset as usize + 1,
+            written[150].offset as usize + 9,
+        ] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x04;
+            let p = dir.join("000015.vdk");
+            let mut f = fs
+                .new_writable(&p, WriteFileOptions::default())
+                .expect("create");
+            f.append(&bad).expect("append");
+            f.sync().expect("sync");
+            let r = DropFileReader::open(fs.as_ref(), &p, "v", Arc::clone(&stats)).expect("open");
+            let e = r.walk(IoClass::Other, |_| Ok(())).expect_err("damage");
+            assert!(e.is_corruption(), "{e}");
+        }
     }
 
     #[test]
@@ -399,18 +551,30 @@ mod tests {
         let w = written[0];
         let r = DropFileReader::open(fs.as_ref(), &path, "x", Arc::clone(&stats)).expect("open");
         // Wrong coordinates and counts.
-        for (off, len, keys) in [
-            (0, w.len + 1, w.keys),
-            (1, w.len, w.keys),
-            (0, 3, 0),
-            (0, w.len, w.keys + 1),
-            (u64::MAX - 2, 10, 1),
+        for (offset, len, keys, named_table) in [
+            (0, w.len + 1, w.keys, 5),
+            (1, w.len, w.keys, 5),
+            (0, 3, 0, 5),
+            (0, w.len, w.keys + 1, 5),
+            (u64::MAX - 2, 10, 1, 5),
+            // The manifest names another table's block: no key may come out.
+            (0, w.len, w.keys, 6),
         ] {
+            let want = WrittenBlock {
+                named_table,
+                offset,
+                len,
+                keys,
+            };
+            let mut handed_out = 0;
             let e = r
-                .read_block(off, len, keys, IoClass::GcRead, |_, _| {})
+                .read_block(&want, IoClass::GcRead, |_, _| handed_out += 1)
                 .expect_err("bad coordinates");
             assert!(e.is_corruption(), "{e}");
+            assert_eq!(handed_out, 0, "{want:?}");
         }
+        r.read_block(&w, IoClass::GcRead, |_, _| {})
+            .expect("the right block");
         // Every single flipped bit of the block is caught.
         let good = fs.read_all(&path).expect("read");
         for byte in 0..w.len as usize {
@@ -424,7 +588,7 @@ mod tests {
             f.sync().expect("sync");
             let r = DropFileReader::open(fs.as_ref(), &p, "y", Arc::clone(&stats)).expect("open");
             let e = r
-                .read_block(w.offset, w.len, w.keys, IoClass::GcRead, |_, _| {})
+                .read_block(&w, IoClass::GcRead, |_, _| {})
                 .expect_err("flipped bit");
             assert!(e.is_corruption(), "byte {byte}: {e}");
         }

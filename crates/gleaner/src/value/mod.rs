@@ -28,7 +28,7 @@ pub mod record;
 mod tests;
 
 pub use builder::{FinishedValueTable, ValueTableBuilder, ValueTableBuilderOptions};
-pub use drop_keys::{DropFileReader, DropKey, WrittenBlock, write_drop_file};
+pub use drop_keys::{DropFileReader, DropKey, WalkItem, WrittenBlock, write_drop_file};
 pub use format::FORMAT_VERSION;
 pub use index::{DEFAULT_INDEX_BLOCK_SIZE, IndexEntry};
 pub use iter::ValueIndexIter;

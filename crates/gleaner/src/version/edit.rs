@@ -195,7 +195,7 @@ impl VersionEdit {
         }
         for (number, b) in &self.drop_blocks {
             f.clear();
-            for v in [*number, b.file, b.offset, b.len, b.keys] {
+            for v in [*number, b.file, b.offset, b.len, b.keys, b.named_table] {
                 put_varint64(&mut f, v);
             }
             emit(&mut out, tag::DROP_BLOCK, &f);
@@ -375,7 +375,7 @@ impl VersionEdit {
                     edit.write_back.push((number, awaiting));
                 }
                 tag::DROP_BLOCK => {
-                    let mut v = [0u64; 5];
+                    let mut v = [0u64; 6];
                     for x in &mut v {
                         *x = p.varint64().ok_or_else(trunc)?;
                     }
@@ -386,6 +386,7 @@ impl VersionEdit {
                             offset: v[2],
                             len: v[3],
                             keys: v[4],
+                            named_table: v[5],
                         },
                     ));
                 }
@@ -467,6 +468,7 @@ mod tests {
                     offset: 300,
                     len: 77,
                     keys: 5,
+                    named_table: 29,
                 },
             )],
         }

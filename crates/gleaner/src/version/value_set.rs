@@ -105,6 +105,22 @@ pub struct DropBlock {
     pub len: u64,
     /// Drop keys in the block.
     pub keys: u64,
+    /// The value table the block was written for (the one the dropped handles named): the
+    /// table it is attached to, or one whose records a GC job copied to that table. Reading
+    /// the block checks it, so a manifest pointing at another table's block is corruption.
+    pub named_table: u64,
+}
+
+impl DropBlock {
+    /// What a reader of the drop file expects to find.
+    pub fn expected(&self) -> crate::value::WrittenBlock {
+        crate::value::WrittenBlock {
+            named_table: self.named_table,
+            offset: self.offset,
+            len: self.len,
+            keys: self.keys,
+        }
+    }
 }
 
 /// A drop file listed by a version, shared by every version that lists it. When no live value

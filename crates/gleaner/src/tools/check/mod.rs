@@ -284,13 +284,9 @@ impl Checker {
                 .map(|b| b.block)
                 .collect();
             for b in blocks {
-                if let Err(e) = reader.read_block(
-                    b.offset,
-                    b.len,
-                    b.keys,
-                    crate::io::IoClass::Other,
-                    |_, _| {},
-                ) {
+                if let Err(e) =
+                    reader.read_block(&b.expected(), crate::io::IoClass::Other, |_, _| {})
+                {
                     self.problem(Problem::from_error(&name, e));
                 }
             }
