@@ -277,6 +277,7 @@ mod tests {
                 len: 56,
             },
             record_seq: Some(7),
+            alias: false,
         };
         let mut b = WriteBatch::new();
         b.put_handle(b"k", &stored);

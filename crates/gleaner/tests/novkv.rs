@@ -670,3 +670,286 @@ fn garbage_without_drop_keys_and_shared_blocks_are_collected() {
     assert_recount(&db, "after novkv gc");
     sim::check_recovered_state(db, path, &novkv, "after novkv gc");
 }
+
+/// Keys `build` left at round 0 (never overwritten): after GC, their handles name collected
+/// tables, so a read finds the record through inheritance.
+fn unchanged(latest: &[u32]) -> Vec<u32> {
+    (0..KEYS).filter(|&i| latest[i as usize] == 0).collect()
+}
+
+/// `build`, then GC: the handles of the unchanged keys name collected tables.
+fn build_and_collect(db: &Db) -> Vec<u32> {
+    let latest = build(db);
+    let run = db.run_gc().expect("gc");
+    assert!(run.jobs > 0);
+    latest
+}
+
+fn ops(db: &Db) -> gleaner::stats::OperationStats {
+    db.stats().operations
+}
+
+/// Selective handle updating (NovKV §III-D): a read that found its record through inheritance
+/// writes an alias through the write path, and the next read of the key goes straight to the
+/// record. Aliases never make records garbage: compacting them records no drop key and counts
+/// nothing, and keeps their owners; when the keys are overwritten, each owner becomes garbage
+/// exactly once. Garbage matches the recount all along.
+#[test]
+fn a_read_through_inheritance_writes_an_alias_and_the_next_read_needs_no_search() {
+    let fs = FaultFs::new(11);
+    let path = Path::new("/novkv-alias");
+    let db = Db::open(path, options(&fs)).expect("open");
+    let mut latest = build_and_collect(&db);
+    let stale = unchanged(&latest);
+    let before = ops(&db);
+    let wal_before = io(&db.stats(), "wal").write_bytes;
+    assert_reads(&db, &latest, "first reads after GC");
+    let first = ops(&db);
+    assert_eq!(
+        first.gets_via_inheritance - before.gets_via_inheritance,
+        stale.len() as u64,
+        "every unchanged key is found through inheritance"
+    );
+    // Inline work: the reads only queued their updates; the next fixed point writes them.
+    assert_eq!(first.handle_updates_written, 0);
+    db.flush().expect("a fixed point");
+    let updated = ops(&db);
+    assert_eq!(updated.handle_updates_written, stale.len() as u64);
+    assert_eq!(updated.handle_updates_skipped, 0);
+    assert_eq!(updated.handle_updates_dropped, 0);
+    assert!(
+        io(&db.stats(), "wal").write_bytes > wal_before,
+        "the aliases went through the write path"
+    );
+    assert_reads(&db, &latest, "second reads");
+    let second = ops(&db);
+    assert_eq!(
+        second.gets_via_inheritance, updated.gets_via_inheritance,
+        "no second read goes through inheritance"
+    );
+    assert_eq!(
+        second.handle_updates_written,
+        updated.handle_updates_written
+    );
+    let r = db.recount_garbage().expect("recount");
+    assert!(r.mismatches.is_empty(), "{:#?}", r.mismatches);
+    assert_eq!(r.aliases, stale.len() as u64, "{r:?}");
+
+    // Compacting the aliases (flushed with the memtable) drops nothing and counts nothing.
+    let s = db.stats();
+    db.compact_range(None, None).expect("compact");
+    let after = db.stats();
+    assert_eq!(after.values.garbage_records, s.values.garbage_records);
+    assert_eq!(after.values.drop_keys_written, s.values.drop_keys_written);
+    let r = db.recount_garbage().expect("recount");
+    assert!(r.mismatches.is_empty(), "{:#?}", r.mismatches);
+    assert_eq!(r.aliases, stale.len() as u64, "the aliases are kept: {r:?}");
+    assert_reads(&db, &latest, "after compacting the aliases");
+    assert_eq!(
+        ops(&db).gets_via_inheritance,
+        second.gets_via_inheritance,
+        "reads still need no search"
+    );
+
+    // Every key overwritten: each owner becomes garbage once, aliases add nothing.
+    let garbage = after.values.garbage_records;
+    let written = after.values.drop_keys_written;
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 7)).expect("put");
+        latest[i as usize] = 7;
+    }
+    db.compact_range(None, None).expect("compact");
+    let s = db.stats();
+    assert_eq!(
+        s.values.drop_keys_written - written,
+        u64::from(KEYS),
+        "one drop key per overwritten owner"
+    );
+    assert!(s.values.garbage_records > garbage || s.values.tables_freed_without_gc > 0);
+    let r = db.recount_garbage().expect("recount");
+    assert!(r.mismatches.is_empty(), "{:#?}", r.mismatches);
+    assert_eq!(r.aliases, 0, "{r:?}");
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.garbage_records, 0);
+    assert_reads(&db, &latest, "after the overwrites");
+    sim::check_recovered_state(db, path, &options(&fs), "after the aliases");
+}
+
+/// The update is conditioned on the key's newest version still being the one the read found:
+/// a user write that lands between the read and the update wins, deterministically (inline
+/// work writes the queued updates after the write that triggers it).
+#[test]
+fn a_user_write_between_the_read_and_its_handle_update_wins() {
+    let fs = FaultFs::new(12);
+    let path = Path::new("/novkv-alias-race");
+    let db = Db::open(path, options(&fs)).expect("open");
+    let mut latest = build_and_collect(&db);
+    let stale = unchanged(&latest);
+    let (raced, other) = (stale[0], stale[1]);
+    assert_eq!(
+        db.get(key(raced)).expect("get"),
+        Some(value(raced, 0)),
+        "read through inheritance, update queued"
+    );
+    let before = ops(&db);
+    assert_eq!(
+        before.handle_updates_written + before.handle_updates_skipped,
+        0
+    );
+    // The user's write commits first; the fixed point after it then tries the update.
+    db.put(key(raced), value(raced, 9)).expect("put");
+    latest[raced as usize] = 9;
+    let after = ops(&db);
+    assert_eq!(after.handle_updates_skipped, 1, "{after:?}");
+    assert_eq!(after.handle_updates_written, 0, "{after:?}");
+    assert_eq!(db.get(key(raced)).expect("get"), Some(value(raced, 9)));
+    // Without a write in between, the same sequence writes the update.
+    db.get(key(other)).expect("get");
+    db.put("unrelated", "x").expect("put");
+    assert_eq!(ops(&db).handle_updates_written, 1);
+    assert_reads(&db, &latest, "after the race");
+    db.compact_range(None, None).expect("compact");
+    assert_reads(&db, &latest, "after compaction");
+    assert_recount(&db, "after the race");
+    sim::check_recovered_state(db, path, &options(&fs), "after the race");
+}
+
+/// Aliases are ordinary WAL records: after a crash they are replayed (synced) or lost (not
+/// synced), and either way every value reads back and garbage matches the recount; later
+/// overwrites make each owner garbage once.
+#[test]
+fn aliases_survive_a_crash_or_are_lost_without_harm() {
+    for synced in [true, false] {
+        let ctx = format!("aliases synced: {synced}");
+        let fs = FaultFs::new(13);
+        let path = Path::new("/novkv-alias-crash");
+        let db = Db::open(path, options(&fs)).expect("open");
+        let mut latest = build_and_collect(&db);
+        let stale = unchanged(&latest);
+        // Synced, so that everything before the aliases survives the crash.
+        db.sync_wal().expect("sync");
+        assert_reads(&db, &latest, &ctx);
+        db.put("unrelated", "x")
+            .expect("the fixed point writes the aliases");
+        assert_eq!(ops(&db).handle_updates_written, stale.len() as u64, "{ctx}");
+        if synced {
+            db.sync_wal().expect("sync");
+        }
+        // Power lost now: nothing the close would write reaches the disk.
+        fs.set_crash_after(0);
+        drop(db);
+        fs.crash(TornMode::None);
+        let db = Db::open(path, options(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+        let r = db.recount_garbage().expect("recount");
+        assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
+        assert_eq!(
+            r.aliases,
+            if synced { stale.len() as u64 } else { 0 },
+            "{ctx}: {r:?}"
+        );
+        assert_reads(&db, &latest, &ctx);
+        let via = ops(&db).gets_via_inheritance;
+        if synced {
+            assert_eq!(via, 0, "{ctx}: the replayed aliases spare the search");
+        } else {
+            assert_eq!(
+                via,
+                stale.len() as u64,
+                "{ctx}: lost aliases, searched again"
+            );
+        }
+        db.compact_range(None, None).expect("compact");
+        assert_recount(&db, &ctx);
+        let written = db.stats().values.drop_keys_written;
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 8)).expect("put");
+            latest[i as usize] = 8;
+        }
+        db.compact_range(None, None).expect("compact");
+        assert_eq!(
+            db.stats().values.drop_keys_written - written,
+            u64::from(KEYS),
+            "{ctx}: one drop key per owner"
+        );
+        assert_recount(&db, &ctx);
+        db.run_gc().expect("gc");
+        assert_eq!(db.stats().values.garbage_records, 0, "{ctx}");
+        assert_reads(&db, &latest, &ctx);
+        sim::check_recovered_state(db, path, &options(&fs), &ctx);
+    }
+}
+
+/// Snapshots across handle updates: one taken before the update still reads its version after
+/// it; one taken after reads the alias, and while it lives a compaction that meets an overwrite
+/// of the key keeps the alias and, behind it in the same snapshot stripe, its owner (the record
+/// stays referenced, no drop key); once it is released, the owner becomes garbage once.
+#[test]
+fn snapshots_held_across_handle_updates_read_their_versions() {
+    let fs = FaultFs::new(14);
+    let path = Path::new("/novkv-alias-snapshot");
+    let db = Db::open(path, options(&fs)).expect("open");
+    let mut latest = build_and_collect(&db);
+    let stale = unchanged(&latest);
+    let pair = [stale[0], stale[1]];
+    let read_at = |snap: &gleaner::Snapshot, i: u32| {
+        db.get_with(
+            key(i),
+            &ReadOptions {
+                snapshot: Some(snap),
+                ..Default::default()
+            },
+        )
+        .expect("snapshot get")
+    };
+    let early = db.snapshot();
+    assert_reads(&db, &latest, "reads");
+    db.put("unrelated", "x")
+        .expect("the fixed point writes the aliases");
+    assert_eq!(ops(&db).handle_updates_written, stale.len() as u64);
+    let late = db.snapshot();
+    for i in pair {
+        db.put(key(i), value(i, 4)).expect("overwrite");
+        latest[i as usize] = 4;
+    }
+    for i in pair {
+        assert_eq!(read_at(&early, i), Some(value(i, 0)), "early, {}", key(i));
+        assert_eq!(read_at(&late, i), Some(value(i, 0)), "late, {}", key(i));
+    }
+    drop(early);
+    let written = db.stats().values.drop_keys_written;
+    let garbage = db.stats().values.garbage_records;
+    db.compact_range(None, None).expect("compact");
+    for i in pair {
+        assert_eq!(read_at(&late, i), Some(value(i, 0)), "late, {}", key(i));
+        assert_eq!(db.get(key(i)).expect("get"), Some(value(i, 4)));
+    }
+    let s = db.stats();
+    assert_eq!(
+        s.values.drop_keys_written, written,
+        "the late snapshot still reads the old records"
+    );
+    assert_eq!(s.values.garbage_records, garbage);
+    let r = db.recount_garbage().expect("recount");
+    assert!(r.mismatches.is_empty(), "{:#?}", r.mismatches);
+    assert_eq!(r.aliases, stale.len() as u64, "{r:?}");
+    db.run_gc().expect("gc");
+    for i in pair {
+        assert_eq!(read_at(&late, i), Some(value(i, 0)), "late after GC");
+    }
+    let garbage = db.stats().values.garbage_records;
+    drop(late);
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(
+        db.stats().values.drop_keys_written - written,
+        2,
+        "each overwritten owner once, its alias never"
+    );
+    assert_eq!(
+        db.stats().values.garbage_records - garbage,
+        2,
+        "the two owners' records, counted once"
+    );
+    assert_recount(&db, "after the snapshots");
+    assert_reads(&db, &latest, "after the snapshots");
+    sim::check_recovered_state(db, path, &options(&fs), "after the snapshots");
+}

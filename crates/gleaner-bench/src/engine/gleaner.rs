@@ -181,6 +181,11 @@ impl Engine for GleanerEngine {
                 "gets_via_inheritance".into(),
                 s.operations.gets_via_inheritance.into(),
             );
+            // `novkv`: aliases reads wrote, so the key's next read needs no search.
+            map.insert(
+                "handle_updates_written".into(),
+                s.operations.handle_updates_written.into(),
+            );
             // Which trigger stopped writers (L0 or the immutable memtables) and what flushes
             // and compactions cost, per phase: the engine's own stalls are otherwise one figure.
             if let Ok(stalls) = serde_json::to_value(&s.stalls) {

@@ -239,6 +239,13 @@ fn gc(s: &DbStats, lines: &mut Vec<String>) {
             bytes(g.drop_key_bytes_read)
         ));
     }
+    let o = &s.operations;
+    if o.handle_updates_written + o.handle_updates_skipped + o.handle_updates_dropped > 0 {
+        lines.push(format!(
+            "  handle updates on read: {} written, {} skipped (a newer write won), {} dropped",
+            o.handle_updates_written, o.handle_updates_skipped, o.handle_updates_dropped
+        ));
+    }
     if let Some(e) = &g.last_error {
         lines.push(format!("  last error: {e}"));
     }

@@ -35,6 +35,10 @@ impl DropListener for DropKeyCollector {
             self.undecodable += 1;
             return;
         };
+        // An alias never makes its record garbage: its owner does, once, when it is dropped.
+        if stored.alias {
+            return;
+        }
         // The record's identity: its key and the sequence number it was written at (a handle
         // written back after the record moved names it by its fourth varint).
         self.keys
@@ -188,6 +192,7 @@ mod tests {
                 len: 20,
             },
             record_seq,
+            alias: false,
         }
         .encode_to(&mut v);
         v
@@ -234,6 +239,17 @@ mod tests {
             ValueKind::ValueHandle,
             &handle(6, Some(12)),
         );
+        // An alias of m's record (a handle update on read) is no drop key.
+        let alias = StoredHandle::alias(
+            ValueHandle {
+                file_number: 6,
+                offset: 0,
+                len: 20,
+            },
+            12,
+        )
+        .encode();
+        dropped(&mut c, b"m", 41, ValueKind::ValueHandle, &alias);
         dropped(&mut c, b"n", 8, ValueKind::Value, b"inline");
         dropped(&mut c, b"o", 9, ValueKind::Deletion, b"");
         dropped(&mut c, b"p", 10, ValueKind::ValueHandle, b"\xff");

@@ -202,6 +202,11 @@ impl DropListener for GarbageListener {
             self.unresolved += 1;
             return;
         };
+        // An alias references its record only beside the record's owner, which compaction
+        // keeps while the alias is the newest version: dropping the alias frees nothing.
+        if stored.alias {
+            return;
+        }
         let (handle, record_seq) = (stored.location, stored.record_seq(event.key.seq));
         let table = match place(
             self.version.values(),
@@ -354,6 +359,7 @@ impl<'a> HandleRewriter<'a> {
         Ok(Some(StoredHandle {
             location: at.handle,
             record_seq: stored.record_seq,
+            alias: stored.alias,
         }))
     }
 }

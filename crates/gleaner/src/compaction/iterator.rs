@@ -6,10 +6,18 @@
 //! than the newest snapshot. A reader at any snapshot (or at the present) sees the newest version
 //! of its stripe, so only that one is kept per stripe. A deletion in the oldest stripe is dropped
 //! too when no deeper level can hold an older version of the key.
+//!
+//! One exception: when the newest version of a stripe is an *alias* (policy `novkv`'s handle
+//! update on read, a second entry naming a record an older entry already names), the record's
+//! *owner* in the stripe is kept too. The alias never makes the record garbage (listeners ignore
+//! dropped aliases), so the owner must stay until a version naming another record shadows it:
+//! then it is dropped, and its record becomes garbage, exactly once. Both name the same record,
+//! so every reader sees the same value whichever it finds.
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
+use crate::value::StoredHandle;
 
 /// Why an entry was discarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,7 +112,20 @@ pub struct CompactionIterator<I: InternalIterator> {
     last_stripe: usize,
     /// Sequence number of the newest entry of the current key's current stripe.
     stripe_newest: SeqNo,
+    /// When that entry is an alias, the sequence number of the record it names.
+    stripe_alias: Option<SeqNo>,
     valid: bool,
+}
+
+/// The record an entry's value names when the entry is a value handle: `(record sequence,
+/// alias)`; `None` for other entries and for handles that do not decode (the listeners count
+/// those).
+fn handle_record(kind: ValueKind, seq: SeqNo, value: &[u8]) -> Option<(SeqNo, bool)> {
+    if kind != ValueKind::ValueHandle {
+        return None;
+    }
+    let stored = StoredHandle::decode(value, "compaction input", 0).ok()?;
+    Some((stored.record_seq(seq), stored.alias))
 }
 
 impl<I: InternalIterator> CompactionIterator<I> {
@@ -126,6 +147,7 @@ impl<I: InternalIterator> CompactionIterator<I> {
             has_current: false,
             last_stripe: 0,
             stripe_newest: 0,
+            stripe_alias: None,
             valid: false,
         }
     }
@@ -172,11 +194,18 @@ impl<I: InternalIterator> CompactionIterator<I> {
                 ));
             }
             let shadowed = same_key && stripe == self.last_stripe;
+            let record = handle_record(parsed.kind, parsed.seq, self.input.value());
             if !shadowed {
                 self.stripe_newest = parsed.seq;
+                self.stripe_alias = record.and_then(|(r, alias)| alias.then_some(r));
             }
             self.last_stripe = stripe;
-            let reason = if shadowed {
+            // The owner of the record the stripe's newest version is an alias of.
+            let owner_of_alias =
+                shadowed && record.is_some_and(|(r, alias)| !alias && self.stripe_alias == Some(r));
+            let reason = if owner_of_alias {
+                None
+            } else if shadowed {
                 Some(DropReason::Shadowed)
             } else if parsed.kind == ValueKind::Deletion
                 && stripe == 0
@@ -192,7 +221,9 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         key: parsed,
                         value: self.input.value(),
                         reason,
-                        hidden_by: self.stripe_newest,
+                        // Behind an alias the newest version's record is its owner's, older
+                        // than the alias: a record at or after it is not hidden.
+                        hidden_by: self.stripe_alias.unwrap_or(self.stripe_newest),
                     });
                     self.input.next()?;
                 }
@@ -274,6 +305,83 @@ mod tests {
     }
 
     use ValueKind::{Deletion as D, Value as V};
+
+    /// An entry of key `k` whose value is a stored handle.
+    fn h(seq: SeqNo, record_seq: Option<SeqNo>, alias: bool) -> (Vec<u8>, Vec<u8>) {
+        let stored = StoredHandle {
+            location: crate::value::ValueHandle {
+                file_number: 4,
+                offset: 0,
+                len: 10,
+            },
+            record_seq,
+            alias,
+        };
+        (
+            make_internal_key(b"k", seq, ValueKind::ValueHandle),
+            stored.encode(),
+        )
+    }
+
+    fn run_values(
+        mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+        snapshots: Vec<SeqNo>,
+    ) -> (Vec<SeqNo>, Vec<(SeqNo, SeqNo)>) {
+        entries.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        let mut it = CompactionIterator::new(
+            VecIterator::new(entries, compare_internal),
+            snapshots,
+            Box::new(|_| true),
+            "t".into(),
+        );
+        struct Hidden(Vec<(SeqNo, SeqNo)>);
+        impl DropListener for Hidden {
+            fn on_drop(&mut self, e: &DropEvent<'_>) {
+                self.0.push((e.key.seq, e.hidden_by));
+            }
+        }
+        let mut rec = Hidden(Vec::new());
+        let mut kept = Vec::new();
+        it.seek_to_first(&mut rec).expect("seek");
+        while it.valid() {
+            kept.push(ParsedKey::parse(it.key()).expect("key").seq);
+            it.next(&mut rec).expect("next");
+        }
+        (kept, rec.0)
+    }
+
+    /// An alias that is the newest version of its stripe keeps its record's owner: the alias
+    /// never makes the record garbage, so the owner must stay until another record shadows it.
+    /// Older aliases of the record and older versions go; a version hidden behind an alias is
+    /// hidden by the alias's record (the owner's sequence number), not by the alias itself.
+    #[test]
+    fn an_alias_keeps_its_owner_until_another_record_shadows_both() {
+        let base = vec![
+            h(9, Some(3), true),
+            h(7, Some(3), true),
+            h(3, None, false),
+            h(1, None, false),
+        ];
+        let (kept, dropped) = run_values(base.clone(), vec![]);
+        assert_eq!(kept, vec![9, 3]);
+        assert_eq!(dropped, vec![(7, 3), (1, 3)]);
+        // A written-back (titan) handle of another record is no owner of this one.
+        let (kept, _) = run_values(vec![h(9, Some(3), true), h(5, Some(2), false)], vec![]);
+        assert_eq!(kept, vec![9]);
+        // A newer version of another record shadows the alias and the owner alike.
+        let mut overwritten = base.clone();
+        overwritten.push((make_internal_key(b"k", 12, V), b"new".to_vec()));
+        let (kept, dropped) = run_values(overwritten.clone(), vec![]);
+        assert_eq!(kept, vec![12]);
+        assert_eq!(dropped, vec![(9, 12), (7, 12), (3, 12), (1, 12)]);
+        // Unless a snapshot reads the alias: then its stripe keeps the alias and the owner.
+        let (kept, dropped) = run_values(overwritten, vec![10]);
+        assert_eq!(kept, vec![12, 9, 3]);
+        assert_eq!(dropped, vec![(7, 3), (1, 3)]);
+        // A snapshot between owner and alias: each is the newest of its own stripe.
+        let (kept, _) = run_values(base, vec![5]);
+        assert_eq!(kept, vec![9, 3]);
+    }
 
     #[test]
     fn without_snapshots_only_the_newest_version_survives() {

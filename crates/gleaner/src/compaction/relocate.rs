@@ -61,6 +61,8 @@ pub struct Relocator<'a> {
     last: Option<(Vec<u8>, SeqNo)>,
     ikey: Vec<u8>,
     value: Vec<u8>,
+    /// The last alias met (its key and record): its owner follows it and is not relocated.
+    alias_of: Option<(Vec<u8>, SeqNo)>,
 }
 
 impl<'a> Relocator<'a> {
@@ -83,6 +85,7 @@ impl<'a> Relocator<'a> {
             last: None,
             ikey: Vec::new(),
             value: Vec::new(),
+            alias_of: None,
         }
     }
 
@@ -100,6 +103,22 @@ impl<'a> Relocator<'a> {
             return Ok(None);
         }
         let stored = StoredHandle::decode(value, "compaction input", 0)?;
+        let record_seq = stored.record_seq(key.seq);
+        // An alias (policy `novkv`'s handle update on read) and its owner, which compaction
+        // keeps behind it, name one record: relocating either would count the old record as
+        // garbage while the other still names it, and the table could go from under it. The
+        // record stays where it is until a newer version of the key shadows both.
+        if stored.alias {
+            self.alias_of = Some((key.user_key.to_vec(), record_seq));
+            return Ok(None);
+        }
+        if self
+            .alias_of
+            .as_ref()
+            .is_some_and(|(k, s)| k.as_slice() == key.user_key && *s == record_seq)
+        {
+            return Ok(None);
+        }
         let at = stored.location;
         if at.file_number >= self.plan.below {
             return Ok(None);
@@ -108,7 +127,6 @@ impl<'a> Relocator<'a> {
             // Collected (inheritance) or retired: not an old table of this policy's making.
             return Ok(None);
         };
-        let record_seq = stored.record_seq(key.seq);
         // New tables take records in internal-key order; an entry whose record sequence breaks
         // it (a handle written back by another policy) keeps its old place.
         let in_order = self.last.as_ref().is_none_or(|(k, s)| {
@@ -156,6 +174,7 @@ impl<'a> Relocator<'a> {
             StoredHandle {
                 location,
                 record_seq: stored.record_seq,
+                alias: false,
             }
             .encode_to(&mut self.value);
         }

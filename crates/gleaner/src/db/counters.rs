@@ -21,6 +21,12 @@ pub struct Counters {
     pub gets_separated: AtomicU64,
     /// Of those, reads whose handle named a collected table.
     pub gets_via_inheritance: AtomicU64,
+    /// Handle updates on read (aliases) written.
+    pub handle_updates_written: AtomicU64,
+    /// Handle updates on read skipped: the key's newest version was no longer the one read.
+    pub handle_updates_skipped: AtomicU64,
+    /// Handle updates on read dropped: the queue was full, or there was no room to write.
+    pub handle_updates_dropped: AtomicU64,
     /// Memtable flushes.
     pub flushes: AtomicU64,
     /// Bytes written by flushes.

@@ -74,7 +74,11 @@ impl DbInner {
         let values = st.version.values();
         let candidates: Vec<VictimCandidate> = values
             .tables()
-            .filter(|v| !st.gc_claimed.contains(&v.number) && !st.gc_failed.contains(&v.number))
+            .filter(|v| {
+                !st.gc_claimed.contains(&v.number)
+                    && !st.gc_failed.contains(&v.number)
+                    && !st.alias_pins.values().any(|p| p.contains(&v.number))
+            })
             .map(|v| {
                 let g = values.garbage(v.number);
                 VictimCandidate {
@@ -385,6 +389,7 @@ impl DbInner {
                     let stored = StoredHandle {
                         location: m.to,
                         record_seq: Some(m.seq),
+                        alias: false,
                     };
                     if self.write_back(&m.key, m.from, &stored)? {
                         written += 1;

@@ -10,8 +10,9 @@
 //! `flush`, at the end of open, and while a write waits at the space budget. Each runs all
 //! pending work to completion, in a fixed order: every sealed memtable is flushed, then
 //! compactions run until the picker finds none, then — when GC threads are configured — GC jobs
-//! until the policy finds no victim. Concurrent callers take turns (one lock), so the engine
-//! stays correct with several threads; only the single-threaded schedule is deterministic.
+//! until the policy finds no victim, then the handle updates reads queued (policy `novkv`).
+//! Concurrent callers take turns (one lock), so the engine stays correct with several threads;
+//! only the single-threaded schedule is deterministic.
 
 use super::DbInner;
 use super::background::Work;
@@ -30,6 +31,15 @@ impl DbInner {
         if !self.opts.inline_background_work() {
             return;
         }
+        self.run_inline_jobs();
+        // Handle updates on read (policy `novkv`) wait for this point, so that a seeded
+        // workload writes them at the same moments on every run. After the turn is let go:
+        // they take the WAL, which comes before the turn in the lock order (and they never
+        // wait for it).
+        self.apply_handle_updates(super::handle_updates::MAX_QUEUED);
+    }
+
+    fn run_inline_jobs(&self) {
         let _turn = self.inline_turn.lock();
         // A GC job that fails leaves its victims as they were, and the policy would choose them
         // again at once: GC waits for the next fixed point after a failure.

@@ -4,6 +4,7 @@
 mod background;
 mod counters;
 mod gc;
+mod handle_updates;
 mod inline;
 mod iter;
 mod open;
@@ -78,6 +79,11 @@ struct DbState {
     /// copied it into them, its drop keys having seemed to cover its victims' garbage); the
     /// next job collecting one looks up the records its drop keys do not name.
     gc_uncovered: BTreeSet<u64>,
+    /// Policy `novkv`: the value tables aliases in each unflushed memtable name (by WAL
+    /// number). No GC job collects them until that memtable is flushed: until then no key
+    /// table references them for the alias, so the inheritance records that would lead from a
+    /// collected table to its records could be pruned under the alias (`db/handle_updates.rs`).
+    alias_pins: BTreeMap<u64, BTreeSet<u64>>,
     /// Consecutive compactions that failed before their manifest edit, and when the next may
     /// start (see `DbInner::note_compaction_error`).
     compaction_failures: u32,
@@ -192,6 +198,9 @@ struct DbInner {
     /// Opened with [`Db::open_read_only`]: no WAL, no background work, and every operation
     /// that would write is refused (see [`DbInner::check_writable`]).
     read_only: bool,
+    /// Handle updates on read waiting to be written (policies that update handles on read, on
+    /// a read-write handle).
+    handle_updates: Option<handle_updates::HandleUpdates>,
 }
 
 /// An open database. `Db` is `Send + Sync`: share it across threads behind an `Arc`. Dropping
@@ -711,6 +720,9 @@ impl DbInner {
                 iterators: g(&c.iterators),
                 gets_separated: g(&c.gets_separated),
                 gets_via_inheritance: g(&c.gets_via_inheritance),
+                handle_updates_written: g(&c.handle_updates_written),
+                handle_updates_skipped: g(&c.handle_updates_skipped),
+                handle_updates_dropped: g(&c.handle_updates_dropped),
                 scan_values_prefetched: self.read_pool.get().map_or(0, |p| p.served()),
             },
             compaction: CompactionStats {

@@ -470,12 +470,14 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         late_drops: BTreeMap::new(),
         gc_failed: BTreeSet::new(),
         gc_uncovered: BTreeSet::new(),
+        alias_pins: BTreeMap::new(),
         compaction_failures: 0,
         compaction_retry_at: None,
         bg_error: None,
         shutting_down: false,
     };
     let policy = crate::gc::policy_set(&opts);
+    let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()
         .map(super::space::SpaceControl::new)
@@ -525,6 +527,8 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         lock: Mutex::new(lock),
         space,
         gc_pacer,
+        handle_updates: (policy_updates_handles && !read_only)
+            .then(super::handle_updates::HandleUpdates::default),
         disk,
         read_only,
     }))

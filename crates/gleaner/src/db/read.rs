@@ -54,7 +54,7 @@ impl DbInner {
                 if let Some(value) = cache.and_then(|c| c.get(&handle, key, record_seq)) {
                     return Ok(Some(value));
                 }
-                let (value, via_inheritance) = sv.version.values().read_value(
+                let (value, moved) = sv.version.values().read_value(
                     &self.values,
                     key,
                     record_seq,
@@ -62,11 +62,17 @@ impl DbInner {
                     IoClass::UserRead,
                     opts.fill_cache,
                 )?;
-                if via_inheritance {
-                    Counters::add(&self.counters.gets_via_inheritance, 1);
-                }
+                drop(sv);
                 if let Some(c) = cache.filter(|_| opts.fill_cache) {
                     c.insert(&handle, key, record_seq, &value);
+                }
+                if let Some(to) = moved {
+                    Counters::add(&self.counters.gets_via_inheritance, 1);
+                    // Only a read of the present can fix the key's newest version up (the
+                    // write checks that it still is the one read).
+                    if opts.snapshot.is_none() {
+                        self.note_stale_read(key, handle, record_seq, to);
+                    }
                 }
                 Ok(Some(value))
             }

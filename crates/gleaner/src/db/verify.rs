@@ -34,6 +34,9 @@ pub struct GarbageRecount {
     pub tables: usize,
     /// Handles found in key tables.
     pub handles: u64,
+    /// Of those, aliases (policy `novkv`'s handle updates on read): checked to resolve, not
+    /// counted as references, since each names a record its owner already references.
+    pub aliases: u64,
     /// Of those, handles of shadowed versions whose record GC reclaimed early: a newer version
     /// of the key is in the tree and no live snapshot reads between the two, so nothing reads
     /// them. A handle that resolves to nothing while a live snapshot still reads its version
@@ -104,6 +107,7 @@ impl DbInner {
                         IoClass::Other,
                         false,
                     ) {
+                        Ok(Some(_)) if stored.alias => report.aliases += 1,
                         Ok(Some(at)) => {
                             let r = referenced.entry(at.handle.file_number).or_default();
                             r.0 += 1;

@@ -33,18 +33,37 @@ const STALL_WAIT: Duration = Duration::from_millis(100);
 pub(super) struct Writer {
     batch: Option<WriteBatch>,
     sync: bool,
-    /// A GC write-back: applied only if the key's newest version still names the record.
-    /// Always a group of its own, checked by its own leader.
+    /// A GC write-back or a handle update on read: applied only if the key's newest version
+    /// still names the record. Always a group of its own, checked by its own leader.
     condition: Option<Condition>,
+    /// False for a handle update on read: it never waits for room (no delay, no stall, no
+    /// memtable switch) and is skipped instead.
+    may_wait: bool,
     done: Mutex<Option<Result<()>>>,
 }
 
 /// The condition of a write-back: the newest version of `key` names the record written at
-/// `record_seq` that is at `location` (where the GC job read it).
+/// `record_seq` that is at `location` (where the GC job, or the read, found it), checked with
+/// reads counted under `class`.
 struct Condition {
     key: Vec<u8>,
     record_seq: SeqNo,
     location: ValueHandle,
+    class: IoClass,
+    /// An alias naming this value table: it must be live and unclaimed by GC, and is pinned
+    /// until the memtable is flushed (`DbState::alias_pins`).
+    pins: Option<u64>,
+}
+
+/// What became of a queued write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// Written (or, for a switch request, done).
+    Yes,
+    /// Its condition failed: a newer version of the key names another record.
+    ConditionFailed,
+    /// A write that may not wait found no room (memtable full, or writes delayed or stopped).
+    NoRoom,
 }
 
 impl DbInner {
@@ -82,7 +101,7 @@ impl DbInner {
     /// Commits a batch (`None`: switches the memtable) through the write queue; with
     /// `inline_background_work`, then runs the background work it made due.
     pub(super) fn write_impl(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
-        self.commit_queued(batch, sync, None)?;
+        self.commit_queued(batch, sync, None, true)?;
         self.run_inline_work();
         Ok(())
     }
@@ -103,8 +122,36 @@ impl DbInner {
             key: key.to_vec(),
             record_seq: handle.record_seq.unwrap_or_default(),
             location: from,
+            class: IoClass::GcLookup,
+            pins: None,
         };
-        self.commit_queued(Some(batch), false, Some(condition))
+        Ok(self.commit_queued(Some(batch), false, Some(condition), true)? == Applied::Yes)
+    }
+
+    /// Writes the alias `key` → `to` for record `record_seq` (a handle update on read, policy
+    /// `novkv`) if the key's newest version is still the one the read found, whose handle is
+    /// `from`, and `to`'s table is still live and not claimed by a GC job (it is then pinned
+    /// until the memtable is flushed: `DbState::alias_pins`). Never waits for room
+    /// ([`Applied::NoRoom`] when the memtable is full or writes are delayed). Not synced: an
+    /// alias lost in a crash only costs a later read the search again.
+    pub(super) fn write_alias(
+        &self,
+        key: &[u8],
+        from: ValueHandle,
+        record_seq: SeqNo,
+        to: ValueHandle,
+    ) -> Result<Applied> {
+        let mut batch = WriteBatch::new();
+        batch.put_handle(key, &StoredHandle::alias(to, record_seq));
+        let condition = Condition {
+            key: key.to_vec(),
+            record_seq,
+            location: from,
+            // Part of serving reads.
+            class: IoClass::UserRead,
+            pins: Some(to.file_number),
+        };
+        self.commit_queued(Some(batch), false, Some(condition), false)
     }
 
     /// Makes every write so far durable (earlier WALs were synced when their memtables were
@@ -121,10 +168,16 @@ impl DbInner {
 
     /// Whether the newest version of `key`, in the memtables or the index tree, names the
     /// record written at `record_seq` at `location`.
-    fn names_record(&self, key: &[u8], record_seq: SeqNo, location: ValueHandle) -> Result<bool> {
+    fn names_record(
+        &self,
+        key: &[u8],
+        record_seq: SeqNo,
+        location: ValueHandle,
+        class: IoClass,
+    ) -> Result<bool> {
         let sv = self.super_version.load();
         let ctx = ReadCtx {
-            class: IoClass::GcLookup,
+            class,
             fill_cache: true,
             readahead: 0,
         };
@@ -136,25 +189,36 @@ impl DbInner {
     }
 
     /// Queues a writer and either waits for a leader to commit it or becomes the leader.
-    /// Returns whether the batch was applied: always, unless `condition` failed.
+    /// Returns whether the batch was applied: always, unless `condition` failed or a writer
+    /// that may not wait (`may_wait` false, only with a condition) found no room.
     fn commit_queued(
         &self,
         batch: Option<WriteBatch>,
         sync: bool,
         condition: Option<Condition>,
-    ) -> Result<bool> {
+        may_wait: bool,
+    ) -> Result<Applied> {
+        debug_assert!(
+            may_wait || condition.is_some(),
+            "only conditional writes skip"
+        );
         let me = Arc::new(Writer {
             batch,
             sync,
             condition,
+            may_wait,
             done: Mutex::new(None),
         });
         let mut queue = self.writers.lock();
+        // A write that may not wait leads at once or not at all.
+        if !may_wait && !queue.is_empty() {
+            return Ok(Applied::NoRoom);
+        }
         queue.push_back(Arc::clone(&me));
         loop {
             if let Some(r) = me.done.lock().take() {
                 // Conditional writers lead their own group, so a follower's batch was applied.
-                return r.map(|()| true);
+                return r.map(|()| Applied::Yes);
             }
             if Arc::ptr_eq(&queue[0], &me) {
                 break;
@@ -206,23 +270,46 @@ impl DbInner {
     }
 
     /// Writes the group's batches to the WAL and the memtable; returns whether it did (a
-    /// conditional write whose condition fails writes nothing).
-    fn write_group(&self, group: &[Arc<Writer>]) -> Result<bool> {
-        let mut wal_guard = self.wal.lock();
+    /// conditional write whose condition fails writes nothing, nor does one that may not wait
+    /// and finds no room).
+    fn write_group(&self, group: &[Arc<Writer>]) -> Result<Applied> {
+        let mut wal_guard = if group[0].may_wait {
+            self.wal.lock()
+        } else {
+            // Held by a WAL sync, say: a write that may not wait does not wait for it.
+            match self.wal.try_lock() {
+                Some(g) => g,
+                None => return Ok(Applied::NoRoom),
+            }
+        };
         let Some(wal) = wal_guard.as_mut() else {
             return Err(Error::Closed);
         };
         let force_switch = group[0].batch.is_none();
-        let mem = self.make_room(wal, force_switch)?;
+        let Some(mem) = self.make_room(wal, force_switch, group[0].may_wait)? else {
+            return Ok(Applied::NoRoom);
+        };
         if force_switch {
-            return Ok(true);
+            return Ok(Applied::Yes);
         }
         // Checked holding the WAL, after any memtable switch: no other write can land between
         // the check and this one.
-        if let Some(c) = &group[0].condition
-            && !self.names_record(&c.key, c.record_seq, c.location)?
-        {
-            return Ok(false);
+        if let Some(c) = &group[0].condition {
+            if !self.names_record(&c.key, c.record_seq, c.location, c.class)? {
+                return Ok(Applied::ConditionFailed);
+            }
+            if let Some(table) = c.pins {
+                // Under the state lock, as GC claims victims: the table cannot be claimed
+                // between this check and the pin. The memtable cannot switch: we hold the WAL.
+                let mut st = self.state.lock();
+                if st.version.values().live(table).is_none() || st.gc_claimed.contains(&table) {
+                    return Ok(Applied::ConditionFailed);
+                }
+                st.alias_pins
+                    .entry(mem.wal_number())
+                    .or_default()
+                    .insert(table);
+            }
         }
         let batches: Vec<&WriteBatch> = group.iter().filter_map(|w| w.batch.as_ref()).collect();
         let count: u64 = batches.iter().map(|b| u64::from(b.count())).sum();
@@ -266,7 +353,7 @@ impl DbInner {
                         mem.add(seq, ValueKind::Deletion, key, &[]);
                         user_bytes += key.len() as u64;
                     }
-                    // The engine's own write (a GC write-back), not user data.
+                    // The engine's own write (a GC write-back, an alias), not user data.
                     BatchOp::PutHandle { key, handle } => {
                         mem.add(seq, ValueKind::ValueHandle, key, handle);
                     }
@@ -282,19 +369,30 @@ impl DbInner {
         if sync {
             Counters::add(&self.counters.wal_syncs, 1);
         }
-        Ok(true)
+        Ok(Applied::Yes)
     }
 
     /// Ensures the active memtable has room (or, with `force`, switches a non-empty one),
     /// delaying or stalling the writer while L0 or the immutable memtables are over their
-    /// limits. Returns the memtable to write into.
-    fn make_room(&self, wal: &mut Wal, force: bool) -> Result<Arc<MemTable>> {
+    /// limits. Returns the memtable to write into; `None` when `may_wait` is false and the
+    /// writer would have to be delayed, or the memtable is full.
+    fn make_room(
+        &self,
+        wal: &mut Wal,
+        force: bool,
+        may_wait: bool,
+    ) -> Result<Option<Arc<MemTable>>> {
         let mut allow_delay = !force;
         let mut inline_pending = self.opts.inline_background_work();
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
             let l0 = st.version.files(0).len();
+            if !may_wait {
+                let delayed = l0 >= self.opts.l0_slowdown_trigger() as usize;
+                let full = st.mem.approximate_bytes() >= self.opts.memtable_size();
+                return Ok((!delayed && !full).then(|| Arc::clone(&st.mem)));
+            }
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger() as usize {
                 let start = Instant::now();
                 MutexGuard::unlocked(&mut st, || std::thread::sleep(SLOWDOWN_DELAY));
@@ -308,7 +406,7 @@ impl DbInner {
             }
             let full = st.mem.approximate_bytes() >= self.opts.memtable_size();
             if (!force && !full) || (force && st.mem.is_empty()) {
-                return Ok(Arc::clone(&st.mem));
+                return Ok(Some(Arc::clone(&st.mem)));
             }
             let imm_full = st.imm.len() >= self.opts.max_immutable_memtables() as usize;
             let l0_full = l0 >= self.opts.l0_stop_trigger() as usize;
@@ -333,7 +431,7 @@ impl DbInner {
             }
             self.switch_memtable(&mut st, wal)?;
             if force {
-                return Ok(Arc::clone(&st.mem));
+                return Ok(Some(Arc::clone(&st.mem)));
             }
         }
     }

@@ -121,6 +121,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
             min_size: opts.min_separated_value_size(),
         }),
         drop_cache: None,
+        updates_handles_on_read: false,
     }
 }
 

@@ -293,6 +293,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         commit: CommitStyle::Inheritance,
         hooks: Box::new(NovKvHooks),
         drop_cache: None,
+        updates_handles_on_read: true,
     }
 }
 

@@ -7,7 +7,9 @@
 //! - **value router** ([`ValueRouter`], `gc/router.rs`): which class, and so which run of value
 //!   tables, a value goes to at flush, in GC and in compaction;
 //! - **commit style** ([`CommitStyle`]): how references to moved records stay valid;
-//! - **compaction hooks** ([`CompactionHooks`]): what a policy adds to flushes and compactions.
+//! - **compaction hooks** ([`CompactionHooks`]): what a policy adds to flushes and compactions;
+//! - **handle updates on read** ([`PolicySet::updates_handles_on_read`]): whether reads that
+//!   resolve a stale handle write an alias.
 //!
 //! Each policy module builds its own set (`gc/scavenger.rs` for `terarkdb`, `scavenger` and the
 //! ablation variants); [`policy_set`] is the registry from option `gc_policy` to those builders,
@@ -104,6 +106,10 @@ pub struct PolicySet {
     pub hooks: Box<dyn CompactionHooks>,
     /// The DropCache, when the policy keeps one (for `stats()`).
     pub drop_cache: Option<Arc<DropCache>>,
+    /// Selective handle updating on reads (NovKV §III-D): a point read whose handle named a
+    /// collected table writes an alias naming the record's current place, so the next read of
+    /// the key needs no search (`db/handle_updates.rs`, docs/gc.md).
+    pub updates_handles_on_read: bool,
 }
 
 /// The policy `opts` select (option `gc_policy`, with the technique switches it resolves).

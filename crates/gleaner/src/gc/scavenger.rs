@@ -89,6 +89,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         commit: CommitStyle::Inheritance,
         hooks,
         drop_cache,
+        updates_handles_on_read: false,
     }
 }
 

@@ -63,6 +63,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         commit: CommitStyle::WriteBack,
         hooks: Box::new(NoHooks),
         drop_cache: None,
+        updates_handles_on_read: false,
     }
 }
 

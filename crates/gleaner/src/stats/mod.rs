@@ -155,6 +155,18 @@ pub struct OperationStats {
     /// compaction rewrites the handle.
     #[serde(default)]
     pub gets_via_inheritance: u64,
+    /// Policy `novkv`: handle updates on read written (aliases naming the record's current
+    /// place, so the key's next read needs no search).
+    #[serde(default)]
+    pub handle_updates_written: u64,
+    /// Policy `novkv`: handle updates on read skipped because the key's newest version was no
+    /// longer the one the read found (a newer write won).
+    #[serde(default)]
+    pub handle_updates_skipped: u64,
+    /// Policy `novkv`: handle updates on read dropped (the queue was full, or writing would
+    /// have had to wait).
+    #[serde(default)]
+    pub handle_updates_dropped: u64,
     /// Separated values scans found already read by their look-ahead (`scan_prefetch_depth`).
     #[serde(default)]
     pub scan_values_prefetched: u64,

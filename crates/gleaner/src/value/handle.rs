@@ -21,8 +21,11 @@ pub struct ValueHandle {
 }
 
 /// Longest encoding of a handle as an index-tree entry stores it ([`StoredHandle`]): four
-/// ten-byte varints.
-pub const MAX_HANDLE_LEN: usize = 40;
+/// ten-byte varints and the one-byte flags.
+pub const MAX_HANDLE_LEN: usize = 41;
+
+/// Flag of a [`StoredHandle`] (its fifth varint): the entry is an alias.
+const FLAG_ALIAS: u64 = 1;
 
 impl ValueHandle {
     /// Appends the encoding to `dst`.
@@ -60,14 +63,24 @@ impl ValueHandle {
 /// names the record written at its own sequence number; an entry written back through the write
 /// path after the record moved (Titan's GC write-back) has a newer sequence number of its own
 /// and names the record by `record_seq`. Readers check the record they read against
-/// `(user key, record_seq)`. Encoded as the three varints of the [`ValueHandle`], then, only when
-/// `record_seq` is set, a fourth (docs/format.md, "Value handle").
+/// `(user key, record_seq)`.
+///
+/// An *alias* (policy `novkv`'s handle update on read, docs/gc.md) is a second entry naming a
+/// record that an older entry of the key (its *owner*) already names: it only tells reads where
+/// the record is now. It never makes its record garbage: compaction drops it without counting
+/// anything, and keeps the owner while the alias is the newest version of their snapshot
+/// stripe; the garbage recount counts owners only.
+///
+/// Encoded as the three varints of the [`ValueHandle`], then, only when `record_seq` is set, a
+/// fourth, then, only for an alias, a fifth: the flags, 1 (docs/format.md, "Value handle").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StoredHandle {
     /// Where the record is.
     pub location: ValueHandle,
     /// The record's sequence number, when it differs from the entry's.
     pub record_seq: Option<SeqNo>,
+    /// An alias: the record's owner is an older entry of the key. Only with `record_seq`.
+    pub alias: bool,
 }
 
 impl StoredHandle {
@@ -76,6 +89,16 @@ impl StoredHandle {
         StoredHandle {
             location,
             record_seq: None,
+            alias: false,
+        }
+    }
+
+    /// An alias naming record `record_seq` at `location` (see the type's documentation).
+    pub fn alias(location: ValueHandle, record_seq: SeqNo) -> Self {
+        StoredHandle {
+            location,
+            record_seq: Some(record_seq),
+            alias: true,
         }
     }
 
@@ -84,11 +107,15 @@ impl StoredHandle {
         self.record_seq.unwrap_or(entry_seq)
     }
 
-    /// Appends the encoding to `dst`.
+    /// Appends the encoding to `dst`. An alias without a record sequence number cannot be
+    /// built through [`StoredHandle::alias`]; one built by hand is encoded as a plain handle.
     pub fn encode_to(&self, dst: &mut Vec<u8>) {
         self.location.encode_to(dst);
         if let Some(seq) = self.record_seq {
             put_varint64(dst, seq);
+            if self.alias {
+                put_varint64(dst, FLAG_ALIAS);
+            }
         }
     }
 
@@ -100,7 +127,8 @@ impl StoredHandle {
     }
 
     /// Decodes a stored handle that must span all of `bytes`; `file` and `offset` locate it for
-    /// errors. A record sequence number above the largest one a write can have is damage.
+    /// errors. A record sequence number above the largest one a write can have, or flags other
+    /// than the alias flag, are damage.
     pub fn decode(bytes: &[u8], file: &str, offset: u64) -> Result<StoredHandle> {
         let mut d = Decoder::new(bytes);
         let bad = || Error::corruption(file, offset, "malformed value handle");
@@ -114,12 +142,20 @@ impl StoredHandle {
         } else {
             Some(d.varint64().ok_or_else(bad)?)
         };
+        let alias = if d.is_empty() {
+            false
+        } else if d.varint64().ok_or_else(bad)? == FLAG_ALIAS {
+            true
+        } else {
+            return Err(bad());
+        };
         if !d.is_empty() || location.len == 0 || record_seq.is_some_and(|s| s > MAX_SEQUENCE) {
             return Err(bad());
         }
         Ok(StoredHandle {
             location,
             record_seq,
+            alias,
         })
     }
 }
@@ -139,6 +175,7 @@ mod tests {
             let h = StoredHandle {
                 location,
                 record_seq,
+                alias: false,
             };
             let e = h.encode();
             assert!(e.len() <= MAX_HANDLE_LEN);
@@ -153,13 +190,45 @@ mod tests {
                     assert!(r.is_err(), "cut at {cut}");
                 }
             }
+            // Past the flags (the fourth and fifth varints of a plain handle, then more).
             let mut longer = e.clone();
-            longer.extend_from_slice(&[1, 1]);
+            longer.extend_from_slice(&[1, 1, 1]);
             assert!(StoredHandle::decode(&longer, "t.sst", 0).is_err());
         }
         let mut too_new = location.encode();
         put_varint64(&mut too_new, MAX_SEQUENCE + 1);
         assert!(StoredHandle::decode(&too_new, "t.sst", 0).is_err());
+        // An alias: a fifth varint, the flags; format-1 handles decode as before.
+        for record_seq in [0, 77, MAX_SEQUENCE] {
+            let h = StoredHandle::alias(location, record_seq);
+            let e = h.encode();
+            assert!(e.len() <= MAX_HANDLE_LEN);
+            let back = StoredHandle::decode(&e, "t.sst", 0).expect("decode");
+            assert_eq!(back, h);
+            assert!(back.alias);
+            // Without its flags it is a plain written-back handle of the same record.
+            let plain = StoredHandle::decode(&e[..e.len() - 1], "t.sst", 0).expect("four");
+            assert_eq!((plain.record_seq, plain.alias), (Some(record_seq), false));
+            // Unknown flags, and anything after the flags, are damage.
+            for flags in [0u64, 2, 3, 1 << 20] {
+                let mut other = e[..e.len() - 1].to_vec();
+                put_varint64(&mut other, flags);
+                assert!(StoredHandle::decode(&other, "t.sst", 0).is_err(), "{flags}");
+            }
+            let mut longer = e.clone();
+            longer.push(1);
+            assert!(StoredHandle::decode(&longer, "t.sst", 0).is_err());
+        }
+        // Encoding an alias with the longest varints stays within the bound.
+        let widest = StoredHandle::alias(
+            ValueHandle {
+                file_number: u64::MAX,
+                offset: u64::MAX,
+                len: u64::MAX,
+            },
+            u64::MAX,
+        );
+        assert_eq!(widest.encode().len(), MAX_HANDLE_LEN);
         // A plain handle is a stored handle of the entry's own record.
         assert_eq!(
             StoredHandle::decode(&location.encode(), "t.sst", 0).expect("decode"),

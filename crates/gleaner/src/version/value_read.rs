@@ -130,8 +130,8 @@ impl ValueSet {
     }
 
     /// Reads the value of the record `(user_key, seq)` that `handle` was written as, checking that
-    /// the record read is that one. Also says whether the record was found through inheritance
-    /// (the handle names a table GC collected).
+    /// the record read is that one. Also returns where the record was found when that was
+    /// through inheritance (the handle names a table GC collected).
     pub fn read_value(
         &self,
         cache: &ValueTableCache,
@@ -140,14 +140,15 @@ impl ValueSet {
         handle: ValueHandle,
         class: IoClass,
         fill_cache: bool,
-    ) -> Result<(Vec<u8>, bool)> {
+    ) -> Result<(Vec<u8>, Option<ValueHandle>)> {
         let at = self.locate(cache, user_key, seq, handle, class, fill_cache)?;
         let record = at
             .table
             .read_record(at.handle.offset, at.handle.len, class)?;
         check_record(&at.handle, &record.key, record.seq, user_key, seq)?;
         // A live table is read at the handle itself; inheritance leads to another table.
-        Ok((record.value, at.handle.file_number != handle.file_number))
+        let moved = (at.handle.file_number != handle.file_number).then_some(at.handle);
+        Ok((record.value, moved))
     }
 }
 

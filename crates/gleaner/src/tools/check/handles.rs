@@ -181,7 +181,7 @@ impl<'v> HandleCheck<'v> {
         );
         let error = match located {
             Ok(Some(at)) => {
-                self.check_located(&at, user_key, record_seq, found, failure);
+                self.check_located(&at, user_key, record_seq, !stored.alias, found, failure);
                 return;
             }
             Ok(None) => match self.is_shadowed(user_key, seq) {
@@ -205,20 +205,24 @@ impl<'v> HandleCheck<'v> {
         found.fail(failure(error));
     }
 
-    /// Counts a located record as referenced, reads it and checks it is the one asked for.
+    /// Counts a located record as referenced when `owner` (an alias names a record its owner
+    /// already references), reads it and checks it is the one asked for.
     fn check_located(
         &mut self,
         at: &crate::version::Located,
         user_key: &[u8],
         seq: SeqNo,
+        owner: bool,
         found: &mut TableHandles,
         failure: impl Fn(crate::Error) -> String,
     ) {
         // Located: the record is referenced from here, whether or not it reads back intact
         // (a damaged record is the value table's problem, reported with it).
-        let r = self.referenced.entry(at.handle.file_number).or_default();
-        r.0 += 1;
-        r.1 += at.handle.len;
+        if owner {
+            let r = self.referenced.entry(at.handle.file_number).or_default();
+            r.0 += 1;
+            r.1 += at.handle.len;
+        }
         let read = at
             .table
             .read_record(at.handle.offset, at.handle.len, IoClass::Other)
