@@ -775,6 +775,43 @@ fn a_read_through_inheritance_writes_an_alias_and_the_next_read_needs_no_search(
     sim::check_recovered_state(db, path, &options(&fs), "after the aliases");
 }
 
+/// A full memtable does not stop handle updates: the update switches it, as any writer would
+/// when that needs no wait. Otherwise, once a memtable filled up while only reads came (the
+/// aliases themselves fill it), every later update would find no room, the queue would fill,
+/// and every read after it would keep paying the search (the bench's second read run once
+/// wrote no alias at all). Here the write that is the fixed point leaves its memtable full.
+#[test]
+fn handle_updates_switch_a_full_memtable() {
+    let fs = FaultFs::new(13);
+    let path = Path::new("/novkv-full-memtable");
+    let db = Db::open(path, options(&fs)).expect("open");
+    let latest = build_and_collect(&db);
+    let stale = unchanged(&latest);
+    db.flush().expect("an empty memtable before the reads");
+    assert_reads(&db, &latest, "reads after GC");
+    let queued = ops(&db);
+    assert_eq!(queued.handle_updates_written, 0, "inline: only queued");
+    // Fills the empty memtable past its size in one write; its fixed point then writes the
+    // queued updates.
+    let filler = vec![b'f'; 1 << 20];
+    db.put("zz-filler", &filler).expect("put");
+    let after = ops(&db);
+    assert_eq!(
+        after.handle_updates_written,
+        stale.len() as u64,
+        "{after:?}"
+    );
+    assert_eq!(after.handle_updates_dropped, 0, "{after:?}");
+    assert_reads(&db, &latest, "second reads");
+    assert_eq!(
+        ops(&db).gets_via_inheritance,
+        after.gets_via_inheritance,
+        "no second read goes through inheritance"
+    );
+    assert_eq!(db.get("zz-filler").expect("get"), Some(filler));
+    assert_recount(&db, "after the updates");
+}
+
 /// The update is conditioned on the key's newest version still being the one the read found:
 /// a user write that lands between the read and the update wins, deterministically (inline
 /// work writes the queued updates after the write that triggers it).

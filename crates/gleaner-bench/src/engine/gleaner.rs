@@ -181,10 +181,19 @@ impl Engine for GleanerEngine {
                 "gets_via_inheritance".into(),
                 s.operations.gets_via_inheritance.into(),
             );
-            // `novkv`: aliases reads wrote, so the key's next read needs no search.
+            // `novkv`: aliases reads wrote, so the key's next read needs no search; those a
+            // newer write made moot; those dropped for want of room or queue space.
             map.insert(
                 "handle_updates_written".into(),
                 s.operations.handle_updates_written.into(),
+            );
+            map.insert(
+                "handle_updates_skipped".into(),
+                s.operations.handle_updates_skipped.into(),
+            );
+            map.insert(
+                "handle_updates_dropped".into(),
+                s.operations.handle_updates_dropped.into(),
             );
             // Which trigger stopped writers (L0 or the immutable memtables) and what flushes
             // and compactions cost, per phase: the engine's own stalls are otherwise one figure.

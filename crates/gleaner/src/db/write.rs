@@ -375,7 +375,8 @@ impl DbInner {
     /// Ensures the active memtable has room (or, with `force`, switches a non-empty one),
     /// delaying or stalling the writer while L0 or the immutable memtables are over their
     /// limits. Returns the memtable to write into; `None` when `may_wait` is false and the
-    /// writer would have to be delayed, or the memtable is full.
+    /// writer would have to be delayed or stopped (a full memtable it switches when that needs
+    /// no wait).
     fn make_room(
         &self,
         wal: &mut Wal,
@@ -389,9 +390,20 @@ impl DbInner {
             st.check_usable()?;
             let l0 = st.version.files(0).len();
             if !may_wait {
-                let delayed = l0 >= self.opts.l0_slowdown_trigger() as usize;
-                let full = st.mem.approximate_bytes() >= self.opts.memtable_size();
-                return Ok((!delayed && !full).then(|| Arc::clone(&st.mem)));
+                if l0 >= self.opts.l0_slowdown_trigger() as usize {
+                    return Ok(None);
+                }
+                if st.mem.approximate_bytes() < self.opts.memtable_size() {
+                    return Ok(Some(Arc::clone(&st.mem)));
+                }
+                // A full memtable is switched as any writer would when that needs no wait:
+                // with reads alone coming, nothing else would ever make room.
+                let imm_full = st.imm.len() >= self.opts.max_immutable_memtables() as usize;
+                if imm_full || l0 >= self.opts.l0_stop_trigger() as usize {
+                    return Ok(None);
+                }
+                self.switch_memtable(&mut st, wal)?;
+                return Ok(Some(Arc::clone(&st.mem)));
             }
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger() as usize {
                 let start = Instant::now();
