@@ -9,6 +9,9 @@ pub struct Counters {
     pub batches: AtomicU64,
     /// Group commits (WAL records written by a leader).
     pub write_groups: AtomicU64,
+    /// Group commits of user batches: not the engine's own conditional writes (GC write-backs,
+    /// handle updates on read). GC pacing watches these; not reported.
+    pub user_write_groups: AtomicU64,
     /// Synced group commits.
     pub wal_syncs: AtomicU64,
     /// Bytes of keys and values in committed batches.

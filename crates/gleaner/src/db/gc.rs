@@ -610,12 +610,7 @@ impl DbInner {
         };
         let mut charge = bytes;
         loop {
-            let activity = Activity {
-                now: p.origin.elapsed(),
-                writes: Counters::get(&self.counters.batches),
-                reads: Counters::get(&self.counters.gets) + Counters::get(&self.counters.iterators),
-                space_pressed: self.space.as_ref().is_some_and(|s| s.pressed()),
-            };
+            let activity = self.pacing_activity(p.origin.elapsed());
             let wait = p
                 .pacer
                 .lock()
@@ -631,6 +626,18 @@ impl DbInner {
             if closed() {
                 return Err(Error::Closed);
             }
+        }
+    }
+
+    /// What GC pacing sees of the workload at `now`.
+    pub(super) fn pacing_activity(&self, now: Duration) -> Activity {
+        Activity {
+            now,
+            // The user's writes: the engine's own (handle updates that reads queue, GC
+            // write-backs) must not make a read-only workload look like writes.
+            writes: Counters::get(&self.counters.user_write_groups),
+            reads: Counters::get(&self.counters.gets) + Counters::get(&self.counters.iterators),
+            space_pressed: self.space.as_ref().is_some_and(|s| s.pressed()),
         }
     }
 

@@ -266,6 +266,48 @@ mod tests {
         assert!(r.mismatches.is_empty(), "{:#?}", r.mismatches);
     }
 
+    /// A handle update is the engine's write, not the user's: GC pacing, which yields to reads
+    /// only while no user write comes, must not see one. (It once counted every batch, so under
+    /// `novkv` the aliases that reads wrote kept GC at full speed through a read-only phase.)
+    #[test]
+    fn handle_updates_are_no_user_writes_to_gc_pacing() {
+        let fs = FaultFs::new(22);
+        let opts = Options::default()
+            .with_file_system(Arc::new(fs.clone()))
+            .with_inline_background_work(true)
+            .with_gc_threads(0)
+            .with_gc_policy(GcPolicyKind::Novkv)
+            .with_novkv_valid_threshold(0.9)
+            .with_value_table_size(64 << 10)
+            .with_min_separated_value_size(100);
+        let db = Db::open(Path::new("/pacing"), opts).expect("open");
+        for i in 0..60 {
+            db.put(key(i), value(i, 0)).expect("put");
+        }
+        db.flush().expect("flush");
+        for i in (0..60).step_by(2) {
+            db.put(key(i), value(i, 1)).expect("put");
+        }
+        db.compact_range(None, None).expect("compact");
+        assert!(db.run_gc().expect("gc").jobs > 0);
+        let inner = &db.inner;
+        let now = std::time::Duration::ZERO;
+        let before = inner.pacing_activity(now);
+        let groups = db.stats().operations.write_groups;
+        for i in (1..60).step_by(2) {
+            assert_eq!(db.get(key(i)).expect("get"), Some(value(i, 0)));
+        }
+        inner.apply_handle_updates(MAX_QUEUED);
+        let s = db.stats().operations;
+        assert_eq!(s.handle_updates_written, 30, "{s:?}");
+        assert_eq!(s.write_groups, groups + 30, "each alias is a write group");
+        let after = inner.pacing_activity(now);
+        assert_eq!(after.writes, before.writes, "no user write for the pacer");
+        assert_eq!(after.reads, before.reads + 30);
+        db.put("user", "write").expect("put");
+        assert_eq!(inner.pacing_activity(now).writes, before.writes + 1);
+    }
+
     fn f(key: &str, record_seq: SeqNo) -> FixUp {
         let h = ValueHandle {
             file_number: 1,

@@ -365,6 +365,9 @@ impl DbInner {
         self.visible_seq.store(seq - 1, Ordering::Release);
         Counters::add(&self.counters.batches, batches.len() as u64);
         Counters::add(&self.counters.write_groups, 1);
+        if group[0].condition.is_none() {
+            Counters::add(&self.counters.user_write_groups, 1);
+        }
         Counters::add(&self.counters.user_bytes_written, user_bytes);
         if sync {
             Counters::add(&self.counters.wal_syncs, 1);

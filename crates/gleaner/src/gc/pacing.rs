@@ -30,7 +30,8 @@ const BURST: Duration = Duration::from_millis(100);
 pub struct Activity {
     /// Time since some fixed origin (monotonic).
     pub now: Duration,
-    /// Running count of user writes (batches committed).
+    /// Running count of user writes (group commits of user batches; the engine's own
+    /// conditional writes do not count).
     pub writes: u64,
     /// Running count of user reads (point reads and iterators).
     pub reads: u64,
