@@ -406,7 +406,8 @@ impl DbInner {
                     return Ok(None);
                 }
                 self.switch_memtable(&mut st, wal)?;
-                return Ok(Some(Arc::clone(&st.mem)));
+                // Looked at again: the state lock was let go while the new WAL was created.
+                continue;
             }
             if allow_delay && l0 >= self.opts.l0_slowdown_trigger() as usize {
                 let start = Instant::now();
