@@ -15,16 +15,17 @@
     reason = "the shared simulation helpers name the GC variants' type"
 )]
 mod common;
+mod rounds;
 mod sim;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rounds::{KEYS, assert_reads, build, key, value};
+
 use gleaner::io::{FaultFs, FaultOp, FaultRule, TornMode};
 use gleaner::{Db, DbStats, GcPolicyKind, Options, ReadOptions};
-
-const KEYS: u32 = 120;
 
 fn options(fs: &FaultFs) -> Options {
     Options::default()
@@ -38,44 +39,6 @@ fn options(fs: &FaultFs) -> Options {
         .with_l0_compaction_trigger(8)
         .with_value_table_size(64 << 10)
         .with_min_separated_value_size(100)
-}
-
-fn key(i: u32) -> String {
-    format!("key{i:04}")
-}
-
-fn value(i: u32, round: u32) -> Vec<u8> {
-    let mut v = format!("{i} {round} ").into_bytes();
-    v.resize(400 + (i as usize % 5) * 50, b'a' + (round % 26) as u8);
-    v
-}
-
-/// Writes every key (round 0), overwrites every third (round 1), and compacts, so the round-0
-/// tables have a third of their records as garbage; returns each key's round.
-fn build(db: &Db) -> Vec<u32> {
-    let mut latest = vec![0u32; KEYS as usize];
-    for i in 0..KEYS {
-        db.put(key(i), value(i, 0)).expect("put");
-    }
-    db.flush().expect("flush");
-    for i in (0..KEYS).step_by(3) {
-        db.put(key(i), value(i, 1)).expect("put");
-        latest[i as usize] = 1;
-    }
-    db.compact_range(None, None).expect("compact");
-    latest
-}
-
-fn assert_reads(db: &Db, latest: &[u32], ctx: &str) {
-    for i in 0..KEYS {
-        assert_eq!(
-            db.get(key(i))
-                .unwrap_or_else(|e| panic!("{ctx}: {}: {e}", key(i))),
-            Some(value(i, latest[i as usize])),
-            "{ctx}: {}",
-            key(i)
-        );
-    }
 }
 
 fn assert_recount(db: &Db, ctx: &str) {

@@ -172,15 +172,9 @@ mod tests {
         format!("key{i:04}")
     }
 
-    /// An alias in a memtable is no reference the version knows of: were its table collected,
-    /// a compaction rewriting the key tables' handles past it would prune the inheritance
-    /// records the alias resolves through, and a read of the key would find its table gone
-    /// (the model test once met this). The table is pinned until the memtable is flushed: no
-    /// GC job collects it meanwhile, and after the flush the alias's key table references it.
-    #[test]
-    fn a_table_an_unflushed_alias_names_is_not_collected_before_the_flush() {
-        let fs = FaultFs::new(21);
-        let opts = Options::default()
+    /// Inline work (the test decides when jobs run), `novkv`, small separated values.
+    fn options(fs: &FaultFs) -> Options {
+        Options::default()
             .with_file_system(Arc::new(fs.clone()))
             .with_inline_background_work(true)
             .with_gc_threads(0)
@@ -189,7 +183,18 @@ mod tests {
             .with_memtable_size(1 << 20)
             .with_l0_compaction_trigger(8)
             .with_value_table_size(64 << 10)
-            .with_min_separated_value_size(100);
+            .with_min_separated_value_size(100)
+    }
+
+    /// An alias in a memtable is no reference the version knows of: were its table collected,
+    /// a compaction rewriting the key tables' handles past it would prune the inheritance
+    /// records the alias resolves through, and a read of the key would find its table gone
+    /// (the model test once met this). The table is pinned until the memtable is flushed: no
+    /// GC job collects it meanwhile, and after the flush the alias's key table references it.
+    #[test]
+    fn a_table_an_unflushed_alias_names_is_not_collected_before_the_flush() {
+        let fs = FaultFs::new(21);
+        let opts = options(&fs);
         let db = Db::open(Path::new("/pins"), opts).expect("open");
         const KEYS: u32 = 120;
         let mut latest = vec![0u32; KEYS as usize];
@@ -272,14 +277,7 @@ mod tests {
     #[test]
     fn handle_updates_are_no_user_writes_to_gc_pacing() {
         let fs = FaultFs::new(22);
-        let opts = Options::default()
-            .with_file_system(Arc::new(fs.clone()))
-            .with_inline_background_work(true)
-            .with_gc_threads(0)
-            .with_gc_policy(GcPolicyKind::Novkv)
-            .with_novkv_valid_threshold(0.9)
-            .with_value_table_size(64 << 10)
-            .with_min_separated_value_size(100);
+        let opts = options(&fs);
         let db = Db::open(Path::new("/pacing"), opts).expect("open");
         for i in 0..60 {
             db.put(key(i), value(i, 0)).expect("put");
