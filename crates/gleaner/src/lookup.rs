@@ -58,6 +58,8 @@ pub enum Lookup {
 pub enum KeyLookup {
     /// A separated value: the version at `seq` names the record written at `record_seq`.
     Handle {
+        /// Where the version's handle says the record is (possibly a table GC collected since).
+        handle: crate::value::ValueHandle,
         /// The version's sequence number.
         seq: SeqNo,
         /// The record's sequence number (the version's own unless the handle was written back

@@ -325,6 +325,7 @@ mod tests {
                                 count: 1,
                                 bytes: 20,
                             }],
+                            aliases: 0,
                         },
                     }],
                     ..Default::default()

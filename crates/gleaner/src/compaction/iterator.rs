@@ -13,6 +13,13 @@
 //! dropped aliases), so the owner must stay until a version naming another record shadows it:
 //! then it is dropped, and its record becomes garbage, exactly once. Both name the same record,
 //! so every reader sees the same value whichever it finds.
+//!
+//! Under a policy that writes no aliases (a database that ran `novkv` and was switched), the
+//! iterator drops every alias that is the newest version of its stripe, without a drop event:
+//! the owner behind it (in this input or deeper in the tree) names the same record, so every
+//! reader then finds the owner and reads the same value; the alias was never counted as a
+//! reference, so nothing changes in the accounting. The aliases so go with the first compaction
+//! that meets them, and with them the need to keep their records in place.
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -40,9 +47,10 @@ pub struct DropEvent<'a> {
     pub value: &'a [u8],
     /// Why it was discarded.
     pub reason: DropReason,
-    /// The sequence number of a newer version of the key that hides this entry from every
-    /// reader: for a shadowed entry, the newest version of its snapshot stripe in the input;
-    /// for a dropped tombstone, its own (it hides every older version).
+    /// The sequence number from which on the key's records are not hidden: for a shadowed
+    /// entry, the newest version of its snapshot stripe in the input — the record it names when
+    /// it is a handle (an alias or a `titan` write-back names an older record than itself, and
+    /// that record is live); for a dropped tombstone, its own (it hides every older version).
     pub hidden_by: SeqNo,
 }
 
@@ -114,6 +122,13 @@ pub struct CompactionIterator<I: InternalIterator> {
     stripe_newest: SeqNo,
     /// When that entry is an alias, the sequence number of the record it names.
     stripe_alias: Option<SeqNo>,
+    /// When that entry is a handle, the sequence number of the record it names: its own, or
+    /// for a `titan` write-back or an alias, the older record's.
+    stripe_record: Option<SeqNo>,
+    /// Drop aliases that are the newest version of their stripe (see the module comment).
+    drop_aliases: bool,
+    /// Aliases dropped so.
+    aliases_dropped: u64,
     valid: bool,
 }
 
@@ -148,8 +163,24 @@ impl<I: InternalIterator> CompactionIterator<I> {
             last_stripe: 0,
             stripe_newest: 0,
             stripe_alias: None,
+            stripe_record: None,
+            drop_aliases: false,
+            aliases_dropped: 0,
             valid: false,
         }
+    }
+
+    /// Drops every alias that is the newest version of its stripe, without a drop event (for a
+    /// policy that writes no aliases; see the module comment).
+    #[must_use]
+    pub fn dropping_aliases(mut self, drop: bool) -> Self {
+        self.drop_aliases = drop;
+        self
+    }
+
+    /// Aliases dropped as [`CompactionIterator::dropping_aliases`] asks.
+    pub fn aliases_dropped(&self) -> u64 {
+        self.aliases_dropped
     }
 
     fn stripe(&self, seq: SeqNo) -> usize {
@@ -198,8 +229,17 @@ impl<I: InternalIterator> CompactionIterator<I> {
             if !shadowed {
                 self.stripe_newest = parsed.seq;
                 self.stripe_alias = record.and_then(|(r, alias)| alias.then_some(r));
+                self.stripe_record = record.map(|(r, _)| r);
             }
             self.last_stripe = stripe;
+            if self.drop_aliases && !shadowed && self.stripe_alias.is_some() {
+                // Readers find the owner instead, which names the same record. The stripe's
+                // state stays the alias's, so the owner behind it in this input is kept and
+                // older versions are hidden by the alias's record, as when it is kept.
+                self.aliases_dropped += 1;
+                self.input.next()?;
+                continue;
+            }
             // The owner of the record the stripe's newest version is an alias of.
             let owner_of_alias =
                 shadowed && record.is_some_and(|(r, alias)| !alias && self.stripe_alias == Some(r));
@@ -221,9 +261,12 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         key: parsed,
                         value: self.input.value(),
                         reason,
-                        // Behind an alias the newest version's record is its owner's, older
-                        // than the alias: a record at or after it is not hidden.
-                        hidden_by: self.stripe_alias.unwrap_or(self.stripe_newest),
+                        // What hides the dropped version is the newest version's record: behind
+                        // an alias or a `titan` write-back that record is older than the
+                        // version naming it, and a record at or after it is not hidden (a
+                        // DropCache that took the write-back's own number had GC reclaim the
+                        // record the write-back names).
+                        hidden_by: self.stripe_record.unwrap_or(self.stripe_newest),
                     });
                     self.input.next()?;
                 }
@@ -324,16 +367,28 @@ mod tests {
     }
 
     fn run_values(
-        mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
         snapshots: Vec<SeqNo>,
     ) -> (Vec<SeqNo>, Vec<(SeqNo, SeqNo)>) {
+        let (kept, dropped, _) = run_values_dropping_aliases(entries, snapshots, false);
+        (kept, dropped)
+    }
+
+    /// Kept sequence numbers, `(seq, hidden_by)` of every drop event, and aliases dropped
+    /// without one.
+    fn run_values_dropping_aliases(
+        mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+        snapshots: Vec<SeqNo>,
+        drop_aliases: bool,
+    ) -> (Vec<SeqNo>, Vec<(SeqNo, SeqNo)>, u64) {
         entries.sort_by(|a, b| compare_internal(&a.0, &b.0));
         let mut it = CompactionIterator::new(
             VecIterator::new(entries, compare_internal),
             snapshots,
             Box::new(|_| true),
             "t".into(),
-        );
+        )
+        .dropping_aliases(drop_aliases);
         struct Hidden(Vec<(SeqNo, SeqNo)>);
         impl DropListener for Hidden {
             fn on_drop(&mut self, e: &DropEvent<'_>) {
@@ -347,7 +402,55 @@ mod tests {
             kept.push(ParsedKey::parse(it.key()).expect("key").seq);
             it.next(&mut rec).expect("next");
         }
-        (kept, rec.0)
+        (kept, rec.0, it.aliases_dropped())
+    }
+
+    /// A `titan` write-back (version 9 naming record 3) hides the versions behind it from record
+    /// 3 on, not from 9: record 3 is what readers read. Taking 9 had the DropCache (a database
+    /// switched from `titan` to `scavenger`) declare the written-back record garbage.
+    #[test]
+    fn a_write_back_hides_older_versions_from_its_record_on() {
+        let (kept, dropped) = run_values(
+            vec![h(9, Some(3), false), h(3, None, false), h(1, None, false)],
+            vec![],
+        );
+        assert_eq!(kept, vec![9]);
+        assert_eq!(dropped, vec![(3, 3), (1, 3)]);
+    }
+
+    /// Under a policy that writes no aliases, an alias that is the newest version of its stripe
+    /// goes without a drop event (no reference, no overwrite): the owner behind it names the same
+    /// record and is kept, in this input or deeper. Versions behind it are hidden as when it is
+    /// kept; an alias that something newer shadows is dropped as always, with its event.
+    #[test]
+    fn a_policy_without_aliases_drops_them_and_keeps_their_owners() {
+        let base = vec![
+            h(9, Some(3), true),
+            h(7, Some(3), true),
+            h(3, None, false),
+            h(1, None, false),
+        ];
+        let (kept, dropped, silent) = run_values_dropping_aliases(base.clone(), vec![], true);
+        assert_eq!(kept, vec![3], "the owner alone");
+        assert_eq!(dropped, vec![(7, 3), (1, 3)], "as when the alias is kept");
+        assert_eq!(silent, 1);
+        // The owner deeper in the tree: nothing of the key is left here.
+        let (kept, dropped, silent) =
+            run_values_dropping_aliases(vec![h(9, Some(3), true)], vec![], true);
+        assert_eq!((kept, dropped, silent), (vec![], vec![], 1));
+        // A snapshot reading the alias: its stripe's alias goes too, the reader finds the owner.
+        let (kept, _, silent) = run_values_dropping_aliases(base.clone(), vec![8], true);
+        assert_eq!(
+            (kept, silent),
+            (vec![3], 2),
+            "both aliases newest of their stripe"
+        );
+        // Shadowed by a newer version: dropped with an event, silently nothing.
+        let mut overwritten = base;
+        overwritten.push((make_internal_key(b"k", 12, V), b"new".to_vec()));
+        let (kept, dropped, silent) = run_values_dropping_aliases(overwritten, vec![], true);
+        assert_eq!((kept, silent), (vec![12], 0));
+        assert_eq!(dropped, vec![(9, 12), (7, 12), (3, 12), (1, 12)]);
     }
 
     /// An alias that is the newest version of its stripe keeps its record's owner: the alias

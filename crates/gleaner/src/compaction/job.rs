@@ -11,7 +11,7 @@ use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::picker::CompactionPlan;
-use super::relocate::{Relocation, RelocationStats, Relocator};
+use super::relocate::{AliasTables, Relocation, RelocationStats, Relocator};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
@@ -48,6 +48,8 @@ pub struct JobStats {
     pub handles_rewritten: u64,
     /// Values relocated to new value tables (policy `blobdb`).
     pub relocation: RelocationStats,
+    /// Aliases dropped because the policy writes none (see `compaction/iterator.rs`).
+    pub aliases_dropped: u64,
 }
 
 /// How often (in kept entries) a job checks whether it was cancelled.
@@ -125,13 +127,14 @@ pub struct Separation {
 /// Writes the memtables (oldest first) into one or more L0 tables, separating values as
 /// `separation` says when it is given. Shadowed versions no snapshot needs are dropped (before
 /// separation, so they never reach a value table); tombstones are kept (older data may sit
-/// below).
+/// below); with `drop_aliases`, aliases are dropped (see `compaction/iterator.rs`).
 pub fn flush_memtables(
     mems: &[Arc<MemTable>],
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
     separation: Option<Separation>,
     listener: &mut dyn DropListener,
+    drop_aliases: bool,
 ) -> Result<(FinishedOutputs, JobStats)> {
     let start = Instant::now();
     let children: Vec<Box<dyn InternalIterator>> = mems
@@ -139,7 +142,8 @@ pub fn flush_memtables(
         .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
         .collect();
     let merged = MergingIterator::new(children, compare_internal);
-    let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into());
+    let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into())
+        .dropping_aliases(drop_aliases);
     let mut outputs = TableOutputs::new(out, 0, Vec::new());
     if let Some(sep) = separation {
         let values = ClassedValueOutputs::new(sep.values, sep.router, RouteOrigin::Flush);
@@ -158,6 +162,8 @@ pub fn flush_memtables(
         None,
         None,
     )?;
+    stats.aliases_dropped = it.aliases_dropped();
+    stats.entries_in += stats.aliases_dropped;
     let done = outputs.finish()?;
     stats.output_files = (done.key_tables.len() + done.value_tables.len()) as u64;
     stats.output_bytes = done.key_bytes + done.value_bytes;
@@ -191,7 +197,8 @@ pub struct CompactionResult {
 }
 
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
-/// that still holds its inputs), relocating values as `relocation` says. Returns the edit that
+/// that still holds its inputs), relocating values as `relocation` says and dropping aliases
+/// with `drop_aliases` (see `compaction/iterator.rs`). Returns the edit that
 /// installs the result and its output files (keep them once the edit is installed). When
 /// `cancel` is set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
 #[expect(
@@ -208,6 +215,7 @@ pub fn run_compaction(
     listener: &mut dyn DropListener,
     cancel: Option<&AtomicBool>,
     relocation: Option<RelocationSetup>,
+    drop_aliases: bool,
 ) -> Result<CompactionResult> {
     let start = Instant::now();
     let mut edit = VersionEdit::default();
@@ -263,11 +271,15 @@ pub fn run_compaction(
         snapshots,
         Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, uk)),
         format!("compaction of level {}", plan.level),
-    );
+    )
+    .dropping_aliases(drop_aliases);
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
     let mut rewriter = HandleRewriter::new(version, values);
-    let mut relocator =
-        relocation.map(|r| Relocator::new(version, values, r.plan, r.values, r.router));
+    let inputs: Vec<u64> = plan.all_inputs().map(|f| f.number).collect();
+    let mut relocator = relocation.map(|r| {
+        let aliases = AliasTables::new(version, &inputs, tables);
+        Relocator::new(version, values, r.plan, r.values, r.router, aliases)
+    });
     drain(
         &mut it,
         &mut outputs,
@@ -278,6 +290,8 @@ pub fn run_compaction(
         relocator.as_mut(),
     )?;
     stats.handles_rewritten = rewriter.rewritten;
+    stats.aliases_dropped = it.aliases_dropped();
+    stats.entries_in += stats.aliases_dropped;
     let mut relocated_garbage = BTreeMap::new();
     let mut moved = None;
     if let Some(r) = relocator {

@@ -80,6 +80,8 @@ pub struct TableOutputs {
     separation: Option<(ClassedValueOutputs, u64)>,
     /// Handles in the current table, per value table (its dependence).
     dependence: BTreeMap<u64, Dependence>,
+    /// Aliases among them.
+    aliases: u64,
     scratch_key: Vec<u8>,
     scratch_handle: Vec<u8>,
 }
@@ -102,6 +104,7 @@ impl TableOutputs {
             bytes_written: 0,
             separation: None,
             dependence: BTreeMap::new(),
+            aliases: 0,
             scratch_key: Vec::new(),
             scratch_handle: Vec::new(),
         }
@@ -193,6 +196,7 @@ impl TableOutputs {
             ValueKind::ValueHandle => {
                 let stored = StoredHandle::decode(value, "compaction input", 0)?;
                 self.note_handle(&stored.location);
+                self.aliases += u64::from(stored.alias);
             }
             ValueKind::Deletion => {}
         }
@@ -236,6 +240,7 @@ impl TableOutputs {
                 num_entries: p.num_entries,
                 num_deletions: p.num_deletions,
                 dependence: std::mem::take(&mut self.dependence).into_values().collect(),
+                aliases: std::mem::take(&mut self.aliases),
             },
         });
         Ok(())

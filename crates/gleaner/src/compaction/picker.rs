@@ -397,6 +397,7 @@ mod tests {
                 num_entries: 1,
                 num_deletions: 0,
                 dependence: Vec::new(),
+                aliases: 0,
             },
         }
     }

@@ -8,14 +8,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig};
-use crate::cache::ValueTableCache;
+use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
 use crate::gc::router::{RouteOrigin, ValueRouter};
 use crate::io::IoClass;
-use crate::key::{ParsedKey, SeqNo, ValueKind, append_internal_key};
+use crate::iter::InternalIterator;
+use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, append_internal_key, make_lookup_key};
+use crate::table::ReadCtx;
 use crate::value::StoredHandle;
-use crate::version::{Garbage, Version};
+use crate::version::{FileMetaData, Garbage, Version};
 
 /// Which values a compaction relocates: those of kept entries whose handle names a live value
 /// table numbered below `below`.
@@ -37,6 +39,8 @@ pub struct RelocationStats {
     pub relocated_bytes: u64,
     /// Values moved inline into the key table instead (shorter than the separation threshold).
     pub inlined: u64,
+    /// Values left in place because an alias outside the compaction names their record.
+    pub aliased: u64,
 }
 
 /// What a finished relocation produced.
@@ -63,17 +67,87 @@ pub struct Relocator<'a> {
     value: Vec<u8>,
     /// The last alias met (its key and record): its owner follows it and is not relocated.
     alias_of: Option<(Vec<u8>, SeqNo)>,
+    /// Key tables outside the compaction that hold aliases, and where to read them.
+    aliases: AliasTables<'a>,
+}
+
+/// The key tables outside a compaction that hold aliases (policy `novkv`'s handle updates on
+/// read, left behind when a database switched policies): an alias names its record's place
+/// directly, so a record one of them names must stay where it is. Tables record their alias
+/// count, so a database without aliases looks nothing up.
+pub struct AliasTables<'a> {
+    /// Those tables, any level.
+    files: Vec<Arc<FileMetaData>>,
+    tables: &'a TableCache,
+}
+
+impl<'a> AliasTables<'a> {
+    /// The tables of `version` holding aliases, but for `inputs` (the compaction's own: their
+    /// aliases pass through the relocator, which sees them before their owners).
+    pub fn new(version: &Version, inputs: &[u64], tables: &'a TableCache) -> Self {
+        let files = version
+            .all_files()
+            .filter(|(_, f)| f.aliases > 0 && !inputs.contains(&f.number))
+            .map(|(_, f)| Arc::clone(f))
+            .collect();
+        AliasTables { files, tables }
+    }
+
+    /// Whether one of the tables holds an alias of record `(user_key, record_seq)`.
+    ///
+    /// Errors: reading a table fails.
+    fn name(&self, user_key: &[u8], record_seq: SeqNo) -> Result<bool> {
+        let ctx = ReadCtx {
+            class: IoClass::CompactionRead,
+            fill_cache: true,
+            readahead: 0,
+        };
+        let lookup = make_lookup_key(user_key, MAX_SEQUENCE);
+        for f in &self.files {
+            if user_key < f.smallest_user_key() || user_key > f.largest_user_key() {
+                continue;
+            }
+            let table = self.tables.get(f.number, f.file_size, ctx.class)?;
+            if !table.may_contain(user_key) {
+                continue;
+            }
+            let mut it = table.iter(ctx);
+            it.seek(&lookup)?;
+            while it.valid() {
+                let parsed = ParsedKey::parse(it.key()).ok_or_else(|| {
+                    Error::corruption(
+                        crate::filename::table_file_name(f.number),
+                        0,
+                        "malformed internal key",
+                    )
+                })?;
+                if parsed.user_key != user_key {
+                    break;
+                }
+                if parsed.kind == ValueKind::ValueHandle {
+                    let name = crate::filename::table_file_name(f.number);
+                    let stored = StoredHandle::decode(it.value(), &name, 0)?;
+                    if stored.alias && stored.record_seq(parsed.seq) == record_seq {
+                        return Ok(true);
+                    }
+                }
+                it.next()?;
+            }
+        }
+        Ok(false)
+    }
 }
 
 impl<'a> Relocator<'a> {
     /// A relocator for a compaction reading `version`, writing new value tables as `cfg` says
-    /// in the classes `router` chooses.
+    /// in the classes `router` chooses, leaving in place the records `aliases` name.
     pub fn new(
         version: &'a Version,
         cache: &'a ValueTableCache,
         plan: Relocation,
         cfg: ValueOutputConfig,
         router: Arc<dyn ValueRouter>,
+        aliases: AliasTables<'a>,
     ) -> Self {
         Relocator {
             version,
@@ -86,6 +160,7 @@ impl<'a> Relocator<'a> {
             ikey: Vec::new(),
             value: Vec::new(),
             alias_of: None,
+            aliases,
         }
     }
 
@@ -133,6 +208,13 @@ impl<'a> Relocator<'a> {
             key.user_key > k.as_slice() || (key.user_key == k.as_slice() && record_seq < *s)
         });
         if !in_order {
+            return Ok(None);
+        }
+        // An alias in a table this compaction does not read names the record at its place: the
+        // record stays (relocating it would count it as garbage, and its table could go from
+        // under the alias, while the alias still reads it there).
+        if self.aliases.name(key.user_key, record_seq)? {
+            self.stats.aliased += 1;
             return Ok(None);
         }
         let record = self

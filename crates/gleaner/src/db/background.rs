@@ -414,7 +414,14 @@ impl DbInner {
             if let Some(k) = drop_keys.as_mut() {
                 listeners.push(k);
             }
-            flush_memtables(mems, snapshots, out, separation, &mut FanOut(listeners))?
+            flush_memtables(
+                mems,
+                snapshots,
+                out,
+                separation,
+                &mut FanOut(listeners),
+                !self.policy.updates_handles_on_read,
+            )?
         };
         let written = match drop_keys {
             Some(k) => k.write(&self.drop_file_config(IoClass::Flush))?,
@@ -490,6 +497,7 @@ impl DbInner {
         Counters::add(&self.counters.flush_bytes, stats.output_bytes);
         Counters::add(&self.counters.flush_micros, stats.micros);
         Counters::add(&self.counters.dropped_shadowed, stats.dropped.shadowed);
+        Counters::add(&self.counters.aliases_dropped, stats.aliases_dropped);
         for m in mems {
             // The WAL's contents are now in a table and the manifest no longer needs it.
             self.obsolete.push(ObsoleteFile::Wal(m.wal_number()));
@@ -544,6 +552,8 @@ impl DbInner {
                 &mut FanOut(listeners),
                 Some(&self.shutting_down),
                 relocation,
+                // Aliases are the policy's own; any other policy lets them go.
+                !self.policy.updates_handles_on_read,
             )?
         };
         // Written before the manifest lock is taken; deleted again if the edit never lands.
@@ -627,6 +637,8 @@ impl DbInner {
         let r = &stats.relocation;
         Counters::add(&c.relocated_values, r.relocated + r.inlined);
         Counters::add(&c.relocated_bytes, r.relocated_bytes);
+        Counters::add(&c.relocations_kept_for_aliases, r.aliased);
+        Counters::add(&c.aliases_dropped, stats.aliases_dropped);
     }
 
     /// Manual compaction of `[begin, end]` down the tree, run on the caller's thread: each level

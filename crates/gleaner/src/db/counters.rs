@@ -107,6 +107,10 @@ pub struct Counters {
     pub forced_compactions: AtomicU64,
     /// Values compactions relocated out of old value tables (policy `blobdb`).
     pub relocated_values: AtomicU64,
+    /// Values relocation left in place for aliases naming their records.
+    pub relocations_kept_for_aliases: AtomicU64,
+    /// Aliases flushes and compactions dropped (a policy that writes none).
+    pub aliases_dropped: AtomicU64,
     /// Bytes of the old records of those.
     pub relocated_bytes: AtomicU64,
     /// Handles a write-back GC job wrote back into the index tree (policy `titan`).
@@ -121,6 +125,9 @@ pub struct Counters {
     pub gc_drop_key_answers: AtomicU64,
     /// Bytes of drop blocks GC jobs read (policy `novkv`).
     pub gc_drop_key_bytes_read: AtomicU64,
+    /// GC jobs run again because they met two copies of one record their check could not tell
+    /// apart.
+    pub gc_twin_restarts: AtomicU64,
     /// Bytes of value tables GC wrote, per value class (the router's numbering).
     pub gc_bytes_by_class: [AtomicU64; crate::gc::MAX_VALUE_CLASSES],
     /// Bytes of value tables GC wrote.

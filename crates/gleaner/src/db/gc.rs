@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::filename::drop_file_name;
 use crate::gc::novkv::{DROP_BLOCK_READ_CLASS, DropSet};
 use crate::gc::{
-    CommitStyle, GcJobStats, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
+    CommitStyle, GcJobStats, JobEnd, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
     VictimCandidate,
     pacing::{Activity, Pacer},
     run_gc_job,
@@ -238,7 +238,7 @@ impl DbInner {
             g.bytes += v.bytes;
             g
         });
-        let drop_set = if self.policy.oracle.uses_drop_keys() {
+        let mut drop_set = if self.policy.oracle.uses_drop_keys() {
             let mut set = self.load_drop_set(&version, &live)?;
             // Fewer distinct drop keys than garbage records, or a victim known to hold garbage
             // without drop keys: the set cannot name all the garbage, so records outside it are
@@ -255,33 +255,6 @@ impl DbInner {
         } else {
             None
         };
-        let env = OracleEnv {
-            memtables: &memtables,
-            memtable_seq,
-            version: &version,
-            tables: &self.tables,
-            validity: &validity,
-            ctx: ReadCtx {
-                class: IoClass::GcLookup,
-                fill_cache: true,
-                readahead: 0,
-            },
-            drop_set: drop_set.as_ref(),
-        };
-        let oracle = self.policy.oracle.as_ref();
-        let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
-        let plan = JobPlan {
-            read_mode: self.policy.read_mode,
-            router: Arc::clone(&self.policy.router),
-            max_gap: self.opts.gc_read_gap(),
-            record_moves: self.policy.commit == CommitStyle::WriteBack,
-            // Inline work runs no threads of the engine's own (its schedule must replay).
-            io_depth: if self.opts.inline_background_work() {
-                1
-            } else {
-                self.opts.gc_io_depth() as usize
-            },
-        };
         let mut outputs = self.value_output_config(IoClass::GcWrite);
         if drop_set.is_some() {
             // NovKV rewrites its victims into one table (the paper's SVTable): every drop block
@@ -294,9 +267,66 @@ impl DbInner {
                 .sum();
             outputs.target_size = outputs.target_size.max(victim_bytes.saturating_add(1));
         }
-        let out = run_gc_job(&victims, plan, &is_live, outputs, &|bytes| {
-            self.gc_checkpoint(claim.paced, bytes)
-        })?;
+        let oracle = self.policy.oracle.as_ref();
+        // At most twice: a job that met two copies of a record its check could not tell apart
+        // runs again with a check that can (a drop set made partial looks them up).
+        let mut out = None;
+        for _ in 0..2 {
+            let env = OracleEnv {
+                memtables: &memtables,
+                memtable_seq,
+                version: &version,
+                tables: &self.tables,
+                values: &self.values,
+                validity: &validity,
+                ctx: ReadCtx {
+                    class: IoClass::GcLookup,
+                    fill_cache: true,
+                    readahead: 0,
+                },
+                drop_set: drop_set.as_ref(),
+            };
+            let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
+            let plan = JobPlan {
+                read_mode: self.policy.read_mode,
+                router: Arc::clone(&self.policy.router),
+                max_gap: self.opts.gc_read_gap(),
+                record_moves: self.policy.commit == CommitStyle::WriteBack,
+                // Inline work runs no threads of the engine's own (its schedule must replay).
+                io_depth: if self.opts.inline_background_work() {
+                    1
+                } else {
+                    self.opts.gc_io_depth() as usize
+                },
+                tells_copies_apart: oracle.tells_copies_apart(&env),
+            };
+            match run_gc_job(&victims, plan, &is_live, outputs.clone(), &|bytes| {
+                self.gc_checkpoint(claim.paced, bytes)
+            })? {
+                JobEnd::Done(done) => {
+                    out = Some(*done);
+                    break;
+                }
+                JobEnd::MetTwins => {
+                    Counters::add(&self.counters.gc_twin_restarts, 1);
+                    match drop_set.as_mut() {
+                        Some(set) if !set.is_partial() => set.set_partial(),
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "GC of value tables {live:?}: the validity check of policy `{}` \
+                                 cannot tell two copies of one record apart",
+                                self.policy.name
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        let Some(out) = out else {
+            return Err(Error::invalid(format!(
+                "GC of value tables {live:?} met two copies of one record twice"
+            )));
+        };
         drop(victims);
         drop(memtables);
         let mut out = out;

@@ -672,6 +672,7 @@ impl DbInner {
             drop_cache_answers: g(&c.gc_drop_cache_answers),
             drop_key_answers: g(&c.gc_drop_key_answers),
             drop_key_bytes_read: g(&c.gc_drop_key_bytes_read),
+            twin_restarts: g(&c.gc_twin_restarts),
             hotness_aware: self.policy.drop_cache.is_some(),
             bytes_written_by_class: c
                 .gc_bytes_by_class
@@ -689,6 +690,8 @@ impl DbInner {
             paced_micros: g(&c.gc_paced_micros),
             claimed,
             relocated_values: g(&c.relocated_values),
+            relocations_kept_for_aliases: g(&c.relocations_kept_for_aliases),
+            aliases_dropped: g(&c.aliases_dropped),
             relocated_bytes: g(&c.relocated_bytes),
             forced_compactions: g(&c.forced_compactions),
             written_back: g(&c.gc_written_back),

@@ -31,7 +31,7 @@ use crate::io::{
 };
 use crate::key::ValueKind;
 use crate::memtable::MemTable;
-use crate::options::{Options, parse_options_file, render_options_file};
+use crate::options::{GcPolicyKind, OptionValue, Options, parse_options_file, render_options_file};
 use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
 use crate::wal::{LogWriter, decode_wal_record, wal_reader};
 
@@ -124,6 +124,9 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             out,
             separation,
             &mut TeeListener(&mut DropCounter::default(), &mut garbage),
+            // Replayed aliases stay: the first compaction under a policy that writes none
+            // drops them, and until then relocation leaves the records they name in place.
+            false,
         )?;
         edit.new_tables.extend(done.key_tables);
         edit.new_value_tables.extend(done.value_tables);
@@ -266,9 +269,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     if exists && fs.path_kind(&dir.join(OPTIONS))?.is_some() {
         let bytes = fs.read_all(&dir.join(OPTIONS))?;
         io.record_read(IoClass::Manifest, bytes.len() as u64);
-        for (name, value) in parse_options_file(OPTIONS, &bytes)? {
-            opts.apply_saved(&name, &value)?;
-        }
+        apply_saved_options(&mut opts, parse_options_file(OPTIONS, &bytes)?)?;
     }
     opts.validate()?;
     match mode {
@@ -583,6 +584,45 @@ fn check_recovered_files(
     let wal = wal_file_name(counters.log_number);
     if !present.contains(wal.as_str()) {
         return Err(missing(wal));
+    }
+    Ok(())
+}
+
+/// Applies the options saved in OPTIONS (`saved`, as `(name, value)`) that the caller did not
+/// set. When the database was last opened under another GC policy than it opens under now, the
+/// saved values of that policy's own options ([`crate::gc::own_options`]) are dropped: the new
+/// policy does not read them, and they must not come back, stale, with a later switch back.
+fn apply_saved_options(opts: &mut Options, saved: Vec<(String, String)>) -> Result<()> {
+    let policy = |pairs: &[(String, String)]| -> Result<Option<GcPolicyKind>> {
+        pairs
+            .iter()
+            .find(|(n, _)| n == "gc_policy")
+            .map(|(_, v)| {
+                GcPolicyKind::parse_option(v).map_err(|why| {
+                    Error::invalid(format!(
+                        "OPTIONS file: option `gc_policy` has unusable value `{v}`: {why}"
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let before = policy(&saved)?;
+    if let Some(p) = before
+        && !opts.is_overridden("gc_policy")
+    {
+        opts.apply_saved("gc_policy", p.name())?;
+    }
+    let now = opts.gc_policy();
+    let dropped: &[&str] = match before {
+        Some(p) if p != now => crate::gc::own_options(p),
+        _ => &[],
+    };
+    for (name, value) in &saved {
+        if dropped.contains(&name.as_str()) && !crate::gc::own_options(now).contains(&name.as_str())
+        {
+            continue;
+        }
+        opts.apply_saved(name, value)?;
     }
     Ok(())
 }

@@ -182,10 +182,14 @@ impl DbInner {
             readahead: 0,
         };
         let newest = sv.get(&self.tables, key, MAX_SEQUENCE, ctx)?;
-        Ok(sv
-            .version
-            .values()
-            .names_record(newest.as_ref(), record_seq, location))
+        sv.version.values().names_record(
+            &self.values,
+            key,
+            newest.as_ref(),
+            record_seq,
+            location,
+            class,
+        )
     }
 
     /// Queues a writer and either waits for a leader to commit it or becomes the leader.

@@ -105,6 +105,10 @@ impl CompactionHooks for BlobDbHooks {
     }
 }
 
+/// Options only `blobdb` reads: a switch to another policy drops them (docs/gc.md, "Switching
+/// policies").
+pub const OWN_OPTIONS: &[&str] = &["blobdb_age_cutoff", "blobdb_force_threshold"];
+
 /// The roles of `blobdb`.
 pub fn policy_set(opts: &Options) -> PolicySet {
     PolicySet {
@@ -168,6 +172,7 @@ mod tests {
                     count: 1,
                     bytes: 10,
                 }],
+                aliases: 0,
             },
         };
         let edit = VersionEdit {

@@ -171,24 +171,45 @@ pub struct JobPlan {
     /// Validity lookups, and reads of live records (lazy read), in flight at once (option
     /// `gc_io_depth`; 1 = one at a time, on the job's thread).
     pub io_depth: usize,
+    /// Whether the validity check tells two copies of one record apart
+    /// ([`ValidityOracle::tells_copies_apart`](super::ValidityOracle::tells_copies_apart)).
+    /// When it does not and the job meets a record twice, it stops with
+    /// [`JobEnd::MetTwins`] and writes nothing.
+    pub tells_copies_apart: bool,
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub enum JobEnd {
+    /// It ran to the end.
+    Done(Box<GcJobOutput>),
+    /// Two victims hold copies of one record and the validity check cannot tell which is live
+    /// (see [`JobPlan::tells_copies_apart`]): the job stopped, its outputs deleted; run it
+    /// again with a check that can.
+    MetTwins,
 }
 
 /// Runs one GC job over `victims` as `plan` says; `is_live` is the policy's validity check,
-/// `checkpoint` the engine's say between batches. On any error the outputs written so far are
-/// deleted (they are only kept once the caller installs them).
+/// `checkpoint` the engine's say between batches. On any error, and when it stops at
+/// [`JobEnd::MetTwins`], the outputs written so far are deleted (they are only kept once the
+/// caller installs them).
+///
+/// Errors: reading a victim or a lookup fails; writing an output fails; two copies of one record
+/// both found live (corruption: a check that tells copies apart finds at most one).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     plan: JobPlan,
     is_live: &IsLive<'_>,
     outputs: ValueOutputConfig,
     checkpoint: &Checkpoint<'_>,
-) -> Result<GcJobOutput> {
+) -> Result<JobEnd> {
     let JobPlan {
         read_mode,
         router,
         max_gap,
         record_moves,
         io_depth,
+        tells_copies_apart,
     } = plan;
     let mut job = Job {
         stats: GcJobStats {
@@ -202,10 +223,16 @@ pub fn run_gc_job(
         checkpoint,
         max_gap,
         io_depth: io_depth.max(1),
+        tells_copies_apart,
+        met_twins: false,
+        last_copied: None,
     };
     match read_mode {
         GcReadMode::Full => job.run_full(victims)?,
         GcReadMode::Lazy => job.run_lazy(victims)?,
+    }
+    if job.met_twins {
+        return Ok(JobEnd::MetTwins);
     }
     let Job {
         mut stats,
@@ -219,14 +246,14 @@ pub fn run_gc_job(
     stats.write_micros += micros_since(start);
     stats.bytes_written_by_class = done.bytes_by_class;
     stats.bytes_written = done.bytes();
-    Ok(GcJobOutput {
+    Ok(JobEnd::Done(Box::new(GcJobOutput {
         tables: done.tables,
         copied,
         moved: moved.unwrap_or_default(),
         stats,
         pending: done.pending,
         uncovered_garbage: None,
-    })
+    })))
 }
 
 fn micros_since(start: Instant) -> u64 {
@@ -245,6 +272,21 @@ struct Job<'a, 'b> {
     max_gap: u64,
     /// Lookups and reads in flight at once.
     io_depth: usize,
+    /// Whether the validity check tells copies of one record apart.
+    tells_copies_apart: bool,
+    /// Set when the job met two copies of a record it cannot tell apart: it stops.
+    met_twins: bool,
+    /// The last record copied: two copies of one record are never both live.
+    last_copied: Option<(Vec<u8>, SeqNo)>,
+}
+
+/// Whether some head holds record `(key, seq)`: the merged stream meets it again next.
+fn twin_ahead<'h>(
+    mut heads: impl Iterator<Item = Option<(&'h [u8], SeqNo)>>,
+    key: &[u8],
+    seq: SeqNo,
+) -> bool {
+    heads.any(|h| h == Some((key, seq)))
 }
 
 /// Index of the smallest of `heads` in internal-key order (user key ascending, sequence
@@ -292,6 +334,21 @@ impl Job<'_, '_> {
     }
 
     fn copy(&mut self, record: &OwnedRecord, from: ValueHandle) -> Result<()> {
+        if self
+            .last_copied
+            .as_ref()
+            .is_some_and(|(k, s)| *k == record.key && *s == record.seq)
+        {
+            return Err(Error::corruption(
+                crate::filename::value_table_file_name(from.file_number),
+                from.offset,
+                format!(
+                    "two copies of the record at sequence {} were both found live",
+                    record.seq
+                ),
+            ));
+        }
+        self.last_copied = Some((record.key.clone(), record.seq));
         let start = Instant::now();
         let handle = self.out.add(&record.key, record.seq, &record.value)?;
         self.stats.write_micros += micros_since(start);
@@ -322,8 +379,10 @@ impl Job<'_, '_> {
         self.stats.read_micros += micros_since(start);
         // Records in key order with where they are, checked a batch at a time (at most
         // CHECK_BATCH records or GC_READ_CHUNK bytes of values held).
-        let mut batch: Vec<(OwnedRecord, ValueHandle)> = Vec::new();
+        let mut batch: Vec<(OwnedRecord, ValueHandle, bool)> = Vec::new();
         let mut batch_bytes = 0;
+        // Whether the previous record of the merged stream has a copy right after it.
+        let mut twin_of_previous = false;
         while let Some(i) = smallest(
             heads
                 .iter()
@@ -338,8 +397,20 @@ impl Job<'_, '_> {
                 offset,
                 len,
             };
+            let ahead = twin_ahead(
+                heads
+                    .iter()
+                    .map(|h| h.as_ref().map(|(_, _, r)| (r.key.as_slice(), r.seq))),
+                &record.key,
+                record.seq,
+            );
+            let has_twin = std::mem::replace(&mut twin_of_previous, ahead) || ahead;
+            if has_twin && !self.tells_copies_apart {
+                self.met_twins = true;
+                return Ok(());
+            }
             batch_bytes += len;
-            batch.push((record, at));
+            batch.push((record, at, has_twin));
             if batch.len() >= CHECK_BATCH || batch_bytes >= GC_READ_CHUNK {
                 self.check_and_copy(&mut batch)?;
                 batch_bytes = 0;
@@ -354,18 +425,19 @@ impl Job<'_, '_> {
     }
 
     /// Checks a batch of fully read records and copies the live ones, in key order.
-    fn check_and_copy(&mut self, batch: &mut Vec<(OwnedRecord, ValueHandle)>) -> Result<()> {
+    fn check_and_copy(&mut self, batch: &mut Vec<(OwnedRecord, ValueHandle, bool)>) -> Result<()> {
         let refs: Vec<RecordRef<'_>> = batch
             .iter()
-            .map(|(r, at)| RecordRef {
+            .map(|(r, at, has_twin)| RecordRef {
                 user_key: &r.key,
                 seq: r.seq,
                 location: *at,
+                has_twin: *has_twin,
             })
             .collect();
         let live = self.check_batch(&refs)?;
         drop(refs);
-        for ((record, at), live) in batch.drain(..).zip(live) {
+        for ((record, at, _), live) in batch.drain(..).zip(live) {
             if live {
                 self.copy(&record, at)?;
             }
@@ -392,7 +464,9 @@ impl Job<'_, '_> {
         }
         self.stats.read_micros += micros_since(start);
         let mut window = Window::default();
-        let mut batch: Vec<(usize, IndexEntry)> = Vec::with_capacity(CHECK_BATCH);
+        let mut batch: Vec<(usize, IndexEntry, bool)> = Vec::with_capacity(CHECK_BATCH);
+        // Whether the previous entry of the merged stream has a copy right after it.
+        let mut twin_of_previous = false;
         loop {
             let next = smallest(
                 heads
@@ -404,14 +478,26 @@ impl Job<'_, '_> {
                 let start = Instant::now();
                 heads[i] = indexes[i].next().transpose()?;
                 self.stats.read_micros += micros_since(start);
-                batch.push((i, entry));
+                let ahead = twin_ahead(
+                    heads
+                        .iter()
+                        .map(|h| h.as_ref().map(|e| (e.user_key.as_slice(), e.seq))),
+                    &entry.user_key,
+                    entry.seq,
+                );
+                let has_twin = std::mem::replace(&mut twin_of_previous, ahead) || ahead;
+                if has_twin && !self.tells_copies_apart {
+                    self.met_twins = true;
+                    return Ok(());
+                }
+                batch.push((i, entry, has_twin));
                 if batch.len() < CHECK_BATCH {
                     continue;
                 }
             }
             let refs: Vec<RecordRef<'_>> = batch
                 .iter()
-                .map(|(i, e)| RecordRef {
+                .map(|(i, e, has_twin)| RecordRef {
                     user_key: &e.user_key,
                     seq: e.seq,
                     location: ValueHandle {
@@ -419,11 +505,12 @@ impl Job<'_, '_> {
                         offset: e.offset,
                         len: e.len,
                     },
+                    has_twin: *has_twin,
                 })
                 .collect();
             let live = self.check_batch(&refs)?;
             drop(refs);
-            for ((i, entry), live) in batch.drain(..).zip(live) {
+            for ((i, entry, _), live) in batch.drain(..).zip(live) {
                 if !live {
                     continue;
                 }
@@ -561,7 +648,145 @@ fn read_run(
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicU64;
+
     use super::*;
+    use crate::cache::ValueTableCache;
+    use crate::gc::router::SingleClass;
+    use crate::io::{FaultFs, FileSystem, IoStats};
+    use crate::table::Compression;
+
+    fn output_config(fs: &FaultFs, next: &Arc<AtomicU64>) -> ValueOutputConfig {
+        ValueOutputConfig {
+            fs: Arc::new(fs.clone()),
+            dir: PathBuf::from("/db"),
+            stats: Arc::new(IoStats::default()),
+            class: IoClass::GcWrite,
+            next_file_number: Arc::clone(next),
+            target_size: 1 << 20,
+            index_compression: Compression::None,
+            direct: false,
+        }
+    }
+
+    /// One value table per list of `(key, seq)` records, each value naming its table, opened.
+    fn victims(
+        fs: &FaultFs,
+        next: &Arc<AtomicU64>,
+        tables: &[&[(&str, SeqNo)]],
+    ) -> Vec<Arc<ValueTable>> {
+        fs.create_dir_all(std::path::Path::new("/db")).expect("dir");
+        let cache = ValueTableCache::new(
+            Arc::new(fs.clone()),
+            PathBuf::from("/db"),
+            Arc::new(IoStats::default()),
+            None,
+            16,
+            false,
+        );
+        tables
+            .iter()
+            .enumerate()
+            .map(|(t, records)| {
+                let mut out = ClassedValueOutputs::new(
+                    output_config(fs, next),
+                    Arc::new(SingleClass),
+                    RouteOrigin::Flush,
+                );
+                for (k, seq) in *records {
+                    out.add(k.as_bytes(), *seq, format!("table {t}").as_bytes())
+                        .expect("add");
+                }
+                let done = out.finish().expect("finish");
+                done.pending.keep();
+                let meta = &done.tables[0];
+                cache
+                    .get(meta.number, meta.file_size, IoClass::GcRead)
+                    .expect("open")
+            })
+            .collect()
+    }
+
+    fn plan(read_mode: GcReadMode, tells_copies_apart: bool) -> JobPlan {
+        JobPlan {
+            read_mode,
+            router: Arc::new(SingleClass),
+            max_gap: 0,
+            record_moves: true,
+            io_depth: 1,
+            tells_copies_apart,
+        }
+    }
+
+    /// Two victims holding a copy each of record `b@5` (a relocation's old copy and the new
+    /// one): the check is told which records have a twin; a check that cannot tell copies apart
+    /// stops the job, which leaves no output; one that can keeps the copy it finds live, once;
+    /// both copies live is an error, never two records under one internal key.
+    #[test]
+    fn two_copies_of_a_record_are_told_apart_or_the_job_stops() {
+        for mode in [GcReadMode::Full, GcReadMode::Lazy] {
+            let fs = FaultFs::new(3);
+            let next = Arc::new(AtomicU64::new(10));
+            let v = victims(&fs, &next, &[&[("a", 1), ("b", 5)], &[("b", 5), ("c", 2)]]);
+            let (old, new) = (v[0].file_number(), v[1].file_number());
+            let files = || {
+                fs.list_dir(std::path::Path::new("/db"))
+                    .expect("list")
+                    .len()
+            };
+            let before = files();
+            let twins = Mutex::new(Vec::new());
+            // Live: every record but the old table's copy of b.
+            let exact = |r: &RecordRef<'_>| {
+                if r.has_twin {
+                    twins.lock().unwrap().push(r.location.file_number);
+                }
+                Ok(if r.user_key == b"b" && r.location.file_number == old {
+                    Validity::Dead
+                } else {
+                    Validity::Live
+                })
+            };
+            let ok = |_: u64| Ok(());
+            let out = run_gc_job(&v, plan(mode, true), &exact, output_config(&fs, &next), &ok)
+                .expect("job");
+            let JobEnd::Done(out) = out else {
+                panic!("{mode:?}: the job stopped")
+            };
+            let mut got = twins.lock().unwrap().clone();
+            got.sort_unstable();
+            assert_eq!(got, vec![old, new], "{mode:?}: both copies flagged");
+            assert_eq!(out.stats.records_written, 3, "{mode:?}");
+            let b = out.moved.iter().find(|m| m.key == b"b").expect("b copied");
+            assert_eq!(b.from.file_number, new, "{mode:?}: the live copy");
+            drop(out);
+
+            let all_live = |_: &RecordRef<'_>| Ok(Validity::Live);
+            let stopped = run_gc_job(
+                &v,
+                plan(mode, false),
+                &all_live,
+                output_config(&fs, &next),
+                &ok,
+            )
+            .expect("job");
+            assert!(matches!(stopped, JobEnd::MetTwins), "{mode:?}");
+            assert_eq!(files(), before, "{mode:?}: a stopped job leaves no output");
+
+            let err = run_gc_job(
+                &v,
+                plan(mode, true),
+                &all_live,
+                output_config(&fs, &next),
+                &ok,
+            )
+            .expect_err("both copies live");
+            assert!(err.is_corruption(), "{mode:?}: {err}");
+            assert_eq!(files(), before, "{mode:?}: a failed job leaves no output");
+        }
+    }
 
     fn entry(offset: u64, len: u64) -> IndexEntry {
         IndexEntry {

@@ -16,12 +16,14 @@ pub mod titan;
 pub mod validity;
 
 pub use job::{
-    Checkpoint, GcJobOutput, GcJobStats, IsLive, JobPlan, MovedRecord, Validity, run_gc_job,
+    Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, Validity, run_gc_job,
 };
 pub use oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
-pub use policy::{CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, policy_set};
+pub use policy::{
+    CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, own_options, policy_set,
+};
 pub use reader::VictimReader;
 pub use router::{MAX_VALUE_CLASSES, RouteOrigin, SingleClass, ValueRouter};
 pub use scavenger::RatioPicker;
-pub use validity::{TreeCheck, ValidityContext};
+pub use validity::ValidityContext;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::job::Validity;
 use super::novkv::DropSet;
-use super::validity::{TreeCheck, ValidityContext};
-use crate::cache::TableCache;
+use super::validity::ValidityContext;
+use crate::cache::{TableCache, ValueTableCache};
 use crate::error::Result;
 use crate::hotness::DropCache;
 use crate::key::{MAX_SEQUENCE, SeqNo, make_lookup_key};
@@ -27,6 +27,11 @@ pub struct RecordRef<'a> {
     pub seq: SeqNo,
     /// Where the record is: its victim, offset and length.
     pub location: ValueHandle,
+    /// Another victim of the same job holds a copy of the same record (same key and sequence
+    /// number): a `blobdb` relocation or an interrupted `titan` job left two copies. At most
+    /// one of them is the copy readers reach, so the verdict must tell them apart by place
+    /// ([`ValidityOracle::tells_copies_apart`]).
+    pub has_twin: bool,
 }
 
 /// What a job's checks are decided against: one pinned version of the index tree, the
@@ -43,6 +48,8 @@ pub struct OracleEnv<'a> {
     pub version: &'a Version,
     /// Key tables, for lookups.
     pub tables: &'a TableCache,
+    /// Value tables, to find which copy of a record a handle naming a collected table reaches.
+    pub values: &'a ValueTableCache,
     /// The snapshots and the durable sequence number.
     pub validity: &'a ValidityContext,
     /// How lookups read (I/O class, caching).
@@ -65,6 +72,17 @@ pub trait ValidityOracle: Send + Sync + std::fmt::Debug {
     fn uses_drop_keys(&self) -> bool {
         false
     }
+
+    /// Whether the verdicts under `env` tell two copies of one record apart: live is only the
+    /// copy a read of the version naming the record reaches ([`ValueSet::reads_record_at`]).
+    /// A job that meets a record twice with an oracle that does not is stopped and run again
+    /// with one that does (docs/gc.md, "Two copies of one record"). Default: yes.
+    ///
+    /// [`ValueSet::reads_record_at`]: crate::version::ValueSet::reads_record_at
+    fn tells_copies_apart(&self, env: &OracleEnv<'_>) -> bool {
+        let _ = env;
+        true
+    }
 }
 
 /// How an [`IndexOracle`] looks a key up.
@@ -78,8 +96,9 @@ pub enum LookupKind {
     GetKey,
 }
 
-/// The TerarkDB family's oracle: a record is live if the index tree still holds its version
-/// as the key's newest (or, when a snapshot may read it, at all), checked by a lookup; with a
+/// The TerarkDB family's oracle: a record is live if the version some reader reads — the key's
+/// newest, or the newest at or below a snapshot — names it and reaches it at its place (another
+/// copy of the record is garbage), checked by lookups in the pinned index tree; with a
 /// DropCache, a record its key's newer version is known to hide is garbage without a lookup.
 #[derive(Debug, Clone)]
 pub struct IndexOracle {
@@ -101,25 +120,60 @@ impl ValidityOracle for IndexOracle {
         if env.validity.dead_by_drop_cache(seq, newest) {
             return Ok(Validity::DeadByDropCache);
         }
-        // Newest: live only as the key's newest version (a shadowed version no snapshot reads
-        // is reclaimed even while the tree still holds it). Present: a snapshot may read it, so
-        // it is live while the tree holds its version.
-        let at = match env.validity.tree_check(seq) {
-            TreeCheck::Newest => MAX_SEQUENCE,
-            TreeCheck::Present => seq,
-        };
-        let lookup = make_lookup_key(key, at);
-        let live = match self.lookup {
-            // The version found names this record (the one written at `seq`, wherever it is).
-            LookupKind::GetKey => matches!(
-                env.version.get_key(env.tables, &lookup, env.ctx)?,
-                Some(KeyLookup::Handle { record_seq, .. }) if record_seq == seq
-            ),
-            LookupKind::Get => matches!(
-                env.version.get(env.tables, &lookup, env.ctx)?,
-                Some(Lookup::Handle { record_seq, .. }) if record_seq == seq
-            ),
-        };
-        Ok(if live { Validity::Live } else { Validity::Dead })
+        // The readers that may reach the record: the present, and each snapshot at or above its
+        // sequence number. Each reads the newest version at or below its own, so one lookup per
+        // distinct version read, newest first: the present's, then that of the newest snapshot
+        // below the version found, and so on down to the record's own sequence number (a
+        // version naming the record is never older than it). The record is live when one of
+        // those versions names it and reaches it at its place: a relocated record's old copy is
+        // garbage although its version is live, and a `titan` write-back (or an alias) names
+        // the record from a newer version than the record's own, which compaction may have
+        // dropped already.
+        let mut at = MAX_SEQUENCE;
+        loop {
+            let lookup = make_lookup_key(key, at);
+            let found =
+                match self.lookup {
+                    LookupKind::GetKey => {
+                        env.version
+                            .get_key(env.tables, &lookup, env.ctx)?
+                            .map(|f| match f {
+                                KeyLookup::Handle {
+                                    handle,
+                                    seq,
+                                    record_seq,
+                                } => (seq, (record_seq == record.seq).then_some(handle)),
+                                other => (other.seq(), None),
+                            })
+                    }
+                    LookupKind::Get => env.version.get_seq(env.tables, &lookup, env.ctx)?.map(
+                        |(version_seq, f)| match f {
+                            Lookup::Handle {
+                                handle, record_seq, ..
+                            } => (version_seq, (record_seq == record.seq).then_some(handle)),
+                            _ => (version_seq, None),
+                        },
+                    ),
+                };
+            let Some((version_seq, names)) = found else {
+                return Ok(Validity::Dead);
+            };
+            if let Some(h) = names
+                && env.version.values().reads_record_at(
+                    env.values,
+                    key,
+                    seq,
+                    h,
+                    record.location,
+                    env.ctx.class,
+                )?
+            {
+                return Ok(Validity::Live);
+            }
+            match env.validity.newest_snapshot_in(seq, version_seq) {
+                Some(x) => at = x,
+                None => return Ok(Validity::Dead),
+            }
+        }
     }
 }

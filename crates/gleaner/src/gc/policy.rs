@@ -112,6 +112,18 @@ pub struct PolicySet {
     pub updates_handles_on_read: bool,
 }
 
+/// The options only `policy` reads (its module's `OWN_OPTIONS`): when a database is reopened
+/// under another policy, the values saved in its OPTIONS file for these are not applied (the
+/// new policy does not read them, and a later switch back starts from the defaults).
+pub fn own_options(policy: GcPolicyKind) -> &'static [&'static str] {
+    match policy {
+        GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::OWN_OPTIONS,
+        GcPolicyKind::Titan => super::titan::OWN_OPTIONS,
+        GcPolicyKind::Blobdb => super::blobdb::OWN_OPTIONS,
+        GcPolicyKind::Novkv => super::novkv::OWN_OPTIONS,
+    }
+}
+
 /// The policy `opts` select (option `gc_policy`, with the technique switches it resolves).
 pub fn policy_set(opts: &Options) -> PolicySet {
     match opts.gc_policy() {

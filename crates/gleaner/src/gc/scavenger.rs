@@ -54,6 +54,11 @@ impl CompactionHooks for HotnessHooks {
     }
 }
 
+/// Options only the TerarkDB family reads: none. Its ratio (`gc_garbage_ratio`) and technique
+/// switches belong to the foundation, which other policies share (the space throttle reads the
+/// ratio under every policy, and the switches can be turned on under any).
+pub const OWN_OPTIONS: &[&str] = &[];
+
 /// The roles of `terarkdb` or `scavenger` with the technique switches of `opts` resolved.
 pub fn policy_set(opts: &Options) -> PolicySet {
     let drop_cache = opts.hotness_enabled().then(|| {

@@ -41,13 +41,21 @@ impl ValidityOracle for NewestVersionOracle {
         // Titan compares the newest version's blob index with the record's place; a crash
         // between a job's two edits can leave two live copies of a record, and only the one the
         // newest version names is live.
-        let live = env
-            .version
-            .values()
-            .names_record(newest.as_ref(), record.seq, record.location);
+        let live = env.version.values().names_record(
+            env.values,
+            record.user_key,
+            newest.as_ref(),
+            record.seq,
+            record.location,
+            env.ctx.class,
+        )?;
         Ok(if live { Validity::Live } else { Validity::Dead })
     }
 }
+
+/// Options only `titan` reads: a switch to another policy drops them (docs/gc.md, "Switching
+/// policies").
+pub const OWN_OPTIONS: &[&str] = &["titan_discardable_ratio"];
 
 /// The roles of `titan`.
 pub fn policy_set(opts: &Options) -> PolicySet {

@@ -59,16 +59,12 @@ impl ValidityContext {
         self.snapshots.get(first).is_some_and(|&x| x < hi)
     }
 
-    /// How a record at `seq` is checked against the tree: against the newest version unless a
-    /// snapshot at or above `seq` exists, which might read the record even though a newer
-    /// version exists. (Such a snapshot keeps the record's version in the tree, so `Present`
-    /// is exact for it; it only keeps shadowed records other snapshots no longer need.)
-    pub fn tree_check(&self, seq: SeqNo) -> TreeCheck {
-        if self.snapshot_in(seq, SeqNo::MAX) {
-            TreeCheck::Present
-        } else {
-            TreeCheck::Newest
-        }
+    /// The newest snapshot reading at a sequence number in `lo..hi`, if any: after a lookup
+    /// found the version at `hi` (read by the present and by every snapshot at or above it),
+    /// the next reader down that may read another version of a record written at `lo`.
+    pub fn newest_snapshot_in(&self, lo: SeqNo, hi: SeqNo) -> Option<SeqNo> {
+        let end = self.snapshots.partition_point(|&x| x < hi);
+        self.snapshots[..end].last().copied().filter(|&x| x >= lo)
     }
 
     /// True when the DropCache's `newest` sequence number for the record's key proves the
@@ -113,19 +109,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_snapshots_records_are_checked_against_the_newest_version() {
+    fn without_snapshots_only_the_present_reads() {
         let ctx = ValidityContext::new(Vec::new(), 100);
-        assert_eq!(ctx.tree_check(5), TreeCheck::Newest);
-        assert_eq!(ctx.tree_check(100), TreeCheck::Newest);
+        assert_eq!(ctx.newest_snapshot_in(5, SeqNo::MAX), None);
+        assert_eq!(ctx.newest_snapshot_in(0, 100), None);
     }
 
+    /// After the version at `hi` was found, the next reader is the newest snapshot below it,
+    /// and only one at or above the record's own sequence number can read the record.
     #[test]
-    fn a_snapshot_at_or_above_the_record_keeps_shadowed_versions() {
+    fn the_next_reader_down_is_the_newest_snapshot_below_the_version_found() {
         let ctx = ValidityContext::new(vec![50, 20], 100);
-        assert_eq!(ctx.tree_check(10), TreeCheck::Present);
-        assert_eq!(ctx.tree_check(20), TreeCheck::Present);
-        assert_eq!(ctx.tree_check(50), TreeCheck::Present);
-        assert_eq!(ctx.tree_check(51), TreeCheck::Newest);
+        assert_eq!(ctx.newest_snapshot_in(10, SeqNo::MAX), Some(50));
+        assert_eq!(
+            ctx.newest_snapshot_in(10, 50),
+            Some(20),
+            "50 reads the version at 50"
+        );
+        assert_eq!(ctx.newest_snapshot_in(10, 51), Some(50));
+        assert_eq!(
+            ctx.newest_snapshot_in(20, 30),
+            Some(20),
+            "a snapshot at the record reads it"
+        );
+        assert_eq!(
+            ctx.newest_snapshot_in(21, 50),
+            None,
+            "20 is older than the record"
+        );
+        assert_eq!(ctx.newest_snapshot_in(10, 20), None);
     }
 
     #[test]

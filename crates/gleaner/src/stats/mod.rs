@@ -293,6 +293,11 @@ pub struct GcStats {
     /// Bytes of drop blocks jobs read (policy `novkv`).
     #[serde(default)]
     pub drop_key_bytes_read: u64,
+    /// Jobs that met two copies of one record (a relocation's old copy under `blobdb`, an
+    /// interrupted `titan` job's victim and output) with a check that could not tell them apart,
+    /// and ran again with one that can (policy `novkv`'s drop keys name records, not places).
+    #[serde(default)]
+    pub twin_restarts: u64,
     /// Whether flush and GC route values to hot and cold tables (option
     /// `hotness_aware_writes` resolved against the policy).
     #[serde(default)]
@@ -328,6 +333,15 @@ pub struct GcStats {
     /// Bytes of the old records of those (now garbage of their tables).
     #[serde(default)]
     pub relocated_bytes: u64,
+    /// Values relocation left in place because an alias in a key table outside the compaction
+    /// names their record (a database switched from `novkv` to `blobdb`; docs/gc.md,
+    /// "Switching policies").
+    #[serde(default)]
+    pub relocations_kept_for_aliases: u64,
+    /// Aliases compactions and flushes dropped because the policy writes none (a database
+    /// switched from `novkv`): readers find their owners instead.
+    #[serde(default)]
+    pub aliases_dropped: u64,
     /// Compactions forced to relocate values (policy `blobdb`, `blobdb_force_threshold`).
     #[serde(default)]
     pub forced_compactions: u64,

@@ -139,6 +139,10 @@ impl VersionEdit {
                 put_varint64(&mut f, d.count);
                 put_varint64(&mut f, d.bytes);
             }
+            // Optional, so that manifests of databases without aliases stay as they were.
+            if t.aliases > 0 {
+                put_varint64(&mut f, t.aliases);
+            }
             emit(&mut out, tag::NEW_KEY_TABLE, &f);
         }
         for v in &self.new_value_tables {
@@ -283,6 +287,21 @@ impl VersionEdit {
                             bytes: p.varint64().ok_or_else(trunc)?,
                         });
                     }
+                    // Absent when the table holds no alias (and in manifests written before it
+                    // was recorded).
+                    let aliases = if p.is_empty() {
+                        0
+                    } else {
+                        p.varint64().ok_or_else(trunc)?
+                    };
+                    let handles = dependence
+                        .iter()
+                        .fold(0u64, |a, d| a.saturating_add(d.count));
+                    if aliases > handles {
+                        return Err(bad(&format!(
+                            "new key table claims {aliases} aliases among {handles} handles"
+                        )));
+                    }
                     if ParsedKey::parse(&smallest).is_none() || ParsedKey::parse(&largest).is_none()
                     {
                         return Err(bad("new key table bounds are not internal keys"));
@@ -300,6 +319,7 @@ impl VersionEdit {
                         num_entries: v[2],
                         num_deletions: v[3],
                         dependence,
+                        aliases,
                     };
                     edit.new_tables.push(NewTable { level, meta });
                 }
@@ -429,6 +449,7 @@ mod tests {
                         count: 17,
                         bytes: 170_000,
                     }],
+                    aliases: 3,
                 },
             }],
             new_value_tables: vec![ValueTableMeta {

@@ -45,6 +45,10 @@ pub struct TableMeta {
     pub num_deletions: u64,
     /// Handles the table holds, per value table they name.
     pub dependence: Vec<super::value_set::Dependence>,
+    /// Of those handles, aliases (policy `novkv`'s handle updates on read). Only a table that
+    /// holds some can hold an alias of a record a compaction elsewhere relocates (policy
+    /// `blobdb`), so relocation looks only into those (`compaction/relocate.rs`).
+    pub aliases: u64,
 }
 
 impl TableMeta {
@@ -158,6 +162,7 @@ mod tests {
             num_entries: 2,
             num_deletions: 0,
             dependence: Vec::new(),
+            aliases: 0,
         }))
     }
 

@@ -84,29 +84,78 @@ impl ValueSet {
         Ok(None)
     }
 
-    /// Whether `found`, a key's newest version, names the record written at `record_seq` that
-    /// is at `location`: a handle to that record at that place, or through inheritance records
-    /// when the handle's table was collected. A handle to another copy of the same record (a
-    /// write-back GC interrupted by a crash leaves the victim's copy and the output's copy both
-    /// live until the next GC) names that copy only.
+    /// Whether `found`, a version of `user_key` (typically its newest), names the record written
+    /// at `record_seq` that is at `location` — the very copy a read of that version reaches.
+    /// See [`ValueSet::reads_record_at`]; anything but a handle naming `record_seq` names no
+    /// record.
+    ///
+    /// Errors: reading a table's dense index fails.
     pub fn names_record(
         &self,
+        cache: &ValueTableCache,
+        user_key: &[u8],
         found: Option<&Lookup>,
         record_seq: SeqNo,
         location: ValueHandle,
-    ) -> bool {
+        class: IoClass,
+    ) -> Result<bool> {
         match found {
             Some(Lookup::Handle {
                 handle,
                 record_seq: s,
                 ..
             }) if *s == record_seq => {
-                *handle == location
-                    || (self.live(handle.file_number).is_none()
-                        && self.retired_table(handle.file_number).is_none())
+                self.reads_record_at(cache, user_key, record_seq, *handle, location, class)
             }
-            _ => false,
+            _ => Ok(false),
         }
+    }
+
+    /// Whether a version whose handle is `handle`, naming the record `(user_key, record_seq)`,
+    /// reads the copy of that record at `location`. One record can have two copies in live
+    /// tables: a `blobdb` relocation leaves the old copy behind as garbage, and a `titan` job
+    /// interrupted between its two edits leaves the victim's copy and the output's. Only the
+    /// copy a read reaches is the live one, so a GC check must compare places, not only
+    /// sequence numbers:
+    ///
+    /// - the same handle reaches the same place;
+    /// - a handle naming a live (or retired) table reaches the place it names;
+    /// - a handle naming a collected table reaches the first table, in inheritance order, that
+    ///   holds the record (as [`ValueSet::try_locate`] reads it): `location`'s table when no
+    ///   candidate before it holds the record. Only the candidates before it are looked up (a
+    ///   dense-index search each, cached), so with one candidate nothing is read.
+    ///
+    /// `location` must be where the record `(user_key, record_seq)` is (a GC job read it
+    /// there). Errors: reading a candidate's dense index fails.
+    pub fn reads_record_at(
+        &self,
+        cache: &ValueTableCache,
+        user_key: &[u8],
+        record_seq: SeqNo,
+        handle: ValueHandle,
+        location: ValueHandle,
+        class: IoClass,
+    ) -> Result<bool> {
+        if handle == location {
+            return Ok(true);
+        }
+        if self.live(handle.file_number).is_some()
+            || self.retired_table(handle.file_number).is_some()
+        {
+            return Ok(
+                handle.file_number == location.file_number && handle.offset == location.offset
+            );
+        }
+        for v in &self.candidates(handle.file_number, user_key) {
+            if v.number == location.file_number {
+                return Ok(true);
+            }
+            let table = cache.get(v.number, v.file_size, class)?;
+            if table.find(user_key, record_seq, class, true)?.is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(false)
     }
 
     /// The [`Error::Corruption`] for `handle`, written as `(user_key, seq)`, when it resolves
@@ -172,4 +221,102 @@ pub fn check_record(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::io::{FaultFs, IoStats};
+    use crate::version::{Inheritor, ValueTableMeta};
+
+    fn meta(number: u64) -> ValueTableMeta {
+        ValueTableMeta {
+            number,
+            file_size: 100,
+            records: 10,
+            record_bytes: 1000,
+            smallest_key: b"a".to_vec(),
+            largest_key: b"z".to_vec(),
+            smallest_seq: 1,
+            largest_seq: 10,
+            class: 0,
+        }
+    }
+
+    fn at(file_number: u64, offset: u64) -> ValueHandle {
+        ValueHandle {
+            file_number,
+            offset,
+            len: 10,
+        }
+    }
+
+    /// A cache over an empty directory: any table it is asked to open fails, so a check that
+    /// answers through it read nothing.
+    fn no_files() -> ValueTableCache {
+        ValueTableCache::new(
+            Arc::new(FaultFs::new(1)),
+            PathBuf::from("/none"),
+            Arc::new(IoStats::default()),
+            None,
+            4,
+            false,
+        )
+    }
+
+    /// Two copies of one record: only the copy the version's handle reaches is the one it
+    /// reads — at the handle's place in a live table, and through inheritance the first
+    /// candidate holding it (here the only one, found without a read).
+    #[test]
+    fn a_version_reads_one_copy_of_its_record() {
+        let cache = no_files();
+        let mut s = ValueSet::default();
+        for n in [2, 5, 9] {
+            s.add_table(meta(n)).expect("add");
+        }
+        let class = IoClass::GcLookup;
+        let check = |s: &ValueSet, handle, location| {
+            s.reads_record_at(&cache, b"k", 7, handle, location, class)
+                .expect("no read needed")
+        };
+        assert!(check(&s, at(2, 40), at(2, 40)), "the same place");
+        assert!(
+            !check(&s, at(2, 40), at(5, 0)),
+            "a relocated copy's old place"
+        );
+        assert!(!check(&s, at(2, 40), at(2, 60)), "another record's place");
+        // Table 1 was collected into 5 alone: its handles reach 5.
+        s.add_inheritance(
+            1,
+            vec![Inheritor {
+                number: 5,
+                smallest_key: b"a".to_vec(),
+                largest_key: b"z".to_vec(),
+            }],
+        )
+        .expect("inherit");
+        assert!(check(&s, at(1, 0), at(5, 30)));
+        // A copy elsewhere is not read either when 5 holds the record; finding that out opens 5.
+        assert!(
+            s.reads_record_at(&cache, b"k", 7, at(1, 0), at(9, 30), class)
+                .is_err(),
+            "5 is looked up"
+        );
+        // The names of a version found: a handle of another record names nothing here.
+        let found = Lookup::Handle {
+            handle: at(2, 40),
+            seq: 8,
+            record_seq: 6,
+        };
+        assert!(
+            !s.names_record(&cache, b"k", Some(&found), 7, at(2, 40), class)
+                .expect("no read")
+        );
+        assert!(
+            !s.names_record(&cache, b"k", Some(&Lookup::Deleted), 7, at(2, 40), class)
+                .expect("no read")
+        );
+    }
 }

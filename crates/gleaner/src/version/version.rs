@@ -258,6 +258,18 @@ impl Version {
         lookup_key: &[u8],
         ctx: ReadCtx,
     ) -> Result<Option<Lookup>> {
+        Ok(self
+            .get_seq(tables, lookup_key, ctx)?
+            .map(|(_, found)| found))
+    }
+
+    /// Like [`Version::get`], with the sequence number of the version found.
+    pub fn get_seq(
+        &self,
+        tables: &TableCache,
+        lookup_key: &[u8],
+        ctx: ReadCtx,
+    ) -> Result<Option<(key::SeqNo, Lookup)>> {
         self.search(lookup_key, |f| Self::get_from(tables, f, lookup_key, ctx))
     }
 
@@ -304,6 +316,7 @@ impl Version {
                     let name = crate::filename::table_file_name(f.number);
                     let stored = StoredHandle::decode(&bytes, &name, 0)?;
                     KeyLookup::Handle {
+                        handle: stored.location,
                         seq: parsed.seq,
                         record_seq: stored.record_seq(parsed.seq),
                     }
@@ -348,7 +361,7 @@ impl Version {
         f: &FileMetaData,
         lookup_key: &[u8],
         ctx: ReadCtx,
-    ) -> Result<Option<Lookup>> {
+    ) -> Result<Option<(key::SeqNo, Lookup)>> {
         let table = tables.get(f.number, f.file_size, ctx.class)?;
         let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
             return Ok(None);
@@ -356,7 +369,7 @@ impl Version {
         let name = || crate::filename::table_file_name(f.number);
         let parsed = ParsedKey::parse(&ikey)
             .ok_or_else(|| Error::corruption(name(), 0, "malformed internal key"))?;
-        Ok(Some(match parsed.kind {
+        let found = match parsed.kind {
             ValueKind::Value => Lookup::Value(value),
             ValueKind::Deletion => Lookup::Deleted,
             ValueKind::ValueHandle => {
@@ -367,7 +380,8 @@ impl Version {
                     record_seq: stored.record_seq(parsed.seq),
                 }
             }
-        }))
+        };
+        Ok(Some((parsed.seq, found)))
     }
 
     /// Appends one iterator per L0 table and one per deeper non-empty level.
@@ -413,6 +427,7 @@ mod tests {
                 num_entries: 1,
                 num_deletions: 0,
                 dependence: Vec::new(),
+                aliases: 0,
             },
         }
     }
