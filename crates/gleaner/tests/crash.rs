@@ -17,7 +17,10 @@
 //! it alone, replays exactly. A second simulation runs the background threads, whose
 //! interleavings vary between runs; the property is checked whatever the interleaving.
 //! `GLEANER_CRASH_POINTS` / `GLEANER_CRASH_THREAD_POINTS` set the crash points per GC variant,
-//! `GLEANER_CRASH_SECS` repeats rounds with new seeds for that long.
+//! `GLEANER_CRASH_SECS` repeats rounds with new seeds for that long. Every fourth crash point
+//! reopens the database under another GC variant (a policy switch at the recovery, with the old
+//! policy's unfinished work on disk: a `titan` job between its edits, `novkv` aliases in the
+//! WAL, ...); its replay line names it (`GLEANER_CRASH_REOPEN_AS`).
 
 use std::path::Path;
 
@@ -42,11 +45,15 @@ struct CrashPoint {
     torn: TornMode,
     /// Seed of the fault file system (it decides what a torn write keeps).
     fs_seed: u64,
+    /// The GC variant (index into `common::gc_variants`) the database is reopened under after
+    /// the crash, when it switches policies there (docs/gc.md, "Switching policies").
+    reopen_as: Option<usize>,
 }
 
 /// Runs the workload on a fresh database with `tune`'s options until power is lost at `point`,
-/// reopens, and checks the prefix property, the garbage accounting, a clean `gleaner check`, and
-/// that the recovered database takes writes and survives a clean reopen.
+/// reopens (under another GC variant when the point says so), and checks the prefix property,
+/// the garbage accounting, a clean `gleaner check`, and that the recovered database takes writes
+/// and survives a clean reopen.
 fn crash_once(
     ops: &[(Op, bool)],
     tune: &common::Tune,
@@ -55,9 +62,15 @@ fn crash_once(
     ctx: &str,
 ) {
     let path = Path::new("/crash/db");
-    let opts = |fs: &FaultFs| schedule.tune(tune(options(fs)));
+    let variants = common::gc_variants();
+    let after: &common::Tune = match point.reopen_as {
+        Some(v) => &variants[v].1,
+        None => tune,
+    };
+    let first = |fs: &FaultFs| schedule.tune(tune(options(fs)));
+    let opts = |fs: &FaultFs| schedule.tune(after(options(fs)));
     let fs = FaultFs::new(point.fs_seed);
-    let db = Db::open(path, opts(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
+    let db = Db::open(path, first(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.set_crash_after(point.at);
     let acked = run(&db, ops, &Checks::new(&fs, ctx));
     // Power is lost: nothing after the freeze reaches the disk; the handle's close fails.
@@ -99,7 +112,18 @@ fn simulate(test: &str, schedule: Schedule, points: u64) -> u64 {
             .unwrap_or_else(|| panic!("no GC variant named {variant}"));
         let torn = TORN_MODES[env_u64("GLEANER_CRASH_TORN").unwrap_or(0) as usize % 3];
         let fs_seed = env_u64("GLEANER_CRASH_FS_SEED").unwrap_or(first_seed);
-        let point = CrashPoint { at, torn, fs_seed };
+        let reopen_as = std::env::var("GLEANER_CRASH_REOPEN_AS").ok().map(|name| {
+            common::gc_variants()
+                .iter()
+                .position(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("no GC variant named {name}"))
+        });
+        let point = CrashPoint {
+            at,
+            torn,
+            fs_seed,
+            reopen_as,
+        };
         let ops = workload(first_seed, 700);
         let ctx = format!("replay of {variant} {schedule:?} {point:?}");
         crash_once(&ops, &tune, schedule, point, &ctx);
@@ -115,7 +139,9 @@ fn simulate(test: &str, schedule: Schedule, points: u64) -> u64 {
             "{test}: {schedule:?} round {round}, seed {seed} (replay with GLEANER_SEED={seed})"
         );
         let ops = workload(seed, 700);
-        for (v, (variant, tune)) in common::gc_variants().into_iter().enumerate() {
+        let variants = common::gc_variants();
+        let names: Vec<String> = variants.iter().map(|(n, _)| n.clone()).collect();
+        for (v, (variant, tune)) in variants.into_iter().enumerate() {
             if only_variant.as_ref().is_some_and(|o| *o != variant) {
                 continue;
             }
@@ -128,17 +154,27 @@ fn simulate(test: &str, schedule: Schedule, points: u64) -> u64 {
                 let base = total * i / points;
                 let at = base + rng.random_range(0..(total / points).max(1));
                 let torn_index = i % 3;
+                // Every fourth point switches policies at the reopen, to a variant the seed
+                // picks (never its own).
+                let reopen_as = (i % 4 == 3).then(|| {
+                    let other = rng.random_range(0..names.len() - 1);
+                    if other >= v { other + 1 } else { other }
+                });
                 let point = CrashPoint {
                     at,
                     torn: TORN_MODES[torn_index as usize],
                     fs_seed: seed.wrapping_add(i),
+                    reopen_as,
                 };
+                let reopen = reopen_as.map_or(String::new(), |r| {
+                    format!(" GLEANER_CRASH_REOPEN_AS={}", names[r])
+                });
                 let ctx = format!(
                     "seed {seed} variant {variant} schedule {schedule:?} crash point {at} of \
                      {total} torn {:?}; replay with GLEANER_SEED={seed} \
                      GLEANER_CRASH_VARIANT={variant} GLEANER_CRASH_AT={at} \
-                     GLEANER_CRASH_TORN={torn_index} GLEANER_CRASH_FS_SEED={} cargo test -p \
-                     gleaner --test crash {test}",
+                     GLEANER_CRASH_TORN={torn_index} GLEANER_CRASH_FS_SEED={}{reopen} cargo \
+                     test -p gleaner --test crash {test}",
                     point.torn, point.fs_seed
                 );
                 crash_once(&ops, &tune, schedule, point, &ctx);

@@ -562,3 +562,66 @@ fn a_switch_drops_the_old_policys_own_options() {
     assert_eq!(o.value_table_size(), 64 << 10);
     assert_eq!(o.min_separated_value_size(), 100);
 }
+
+/// `titan`, cut by power loss while it writes back, → `terarkdb`: the job's victims and outputs
+/// are both live, with two copies of every moved record. Where the write-back survived, the
+/// output's copy is live and the victim's is named only by the shadowed original version; where
+/// it was lost, the other way round. A job of both would keep one copy of each in its outputs,
+/// and the victim's inheritance record would lead the shadowed original version to it too: two
+/// references to one record, its garbage counted twice once both go. Twins split the job: each
+/// victim alone, so the garbage copy's version resolves to nothing, as any reclaimed shadowed
+/// version does.
+#[test]
+fn an_interrupted_titan_job_is_collected_exactly_by_another_policy() {
+    let fs = FaultFs::new(26);
+    let path = Path::new("/switch-titan-crash");
+    let titan = base(&fs)
+        .with_gc_policy(GcPolicyKind::Titan)
+        .with_titan_discardable_ratio(0.2);
+    let db = Db::open(path, titan).expect("open");
+    let latest = build(&db);
+    db.flush().expect("flush");
+    // Power is lost at the WAL sync that ends the write-backs: the job's outputs are installed
+    // (marked), and a prefix of its write-backs survives.
+    fs.add_fault(FaultRule::counter(FaultOp::Sync, Some(".log".into())));
+    let synced = *fs.fault_rule_matches().last().expect("counter");
+    fs.clear_faults();
+    fs.add_fault(FaultRule {
+        op: FaultOp::Sync,
+        path_contains: Some(".log".into()),
+        skip: synced,
+        times: Some(1),
+        kind: FaultKind::PowerLoss,
+    });
+    assert!(db.run_gc().is_err(), "the job is cut while it writes back");
+    drop(db);
+    fs.clear_faults();
+    fs.crash(TornMode::KeepRandomPrefix);
+
+    // Every table with garbage in one job, were it not split.
+    let terarkdb = base(&fs)
+        .with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_gc_garbage_ratio(0.0);
+    let db = Db::open(path, terarkdb.clone()).expect("reopen as terarkdb");
+    assert_reads(&db, &latest, "after the crash");
+    assert_recount(&db, "after the crash");
+    let tables = db.stats().values.per_table;
+    assert!(
+        tables.iter().filter(|t| t.garbage_records > 0).count() >= 2,
+        "victim and output both hold garbage: {tables:?}"
+    );
+    let run = db.run_gc().expect("gc");
+    assert!(run.jobs > 0, "{run:?}");
+    assert_reads(&db, &latest, "after GC");
+    assert_recount(&db, "after GC");
+    assert!(db.stats().gc.twin_restarts > 0, "victims and outputs met");
+    // Every key overwritten: each record's garbage is counted once.
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 9)).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    assert_recount(&db, "after the overwrites");
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.garbage_records, 0);
+    sim::check_recovered_state(db, path, &terarkdb, "terarkdb");
+}

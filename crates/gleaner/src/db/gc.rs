@@ -195,19 +195,43 @@ impl DbInner {
             }
             st.check_usable()?;
         }
+        if let Some(stats) = self.collect(&claim.victims, claim.paced)? {
+            return Ok(stats);
+        }
+        // Two victims hold copies of one record (docs/gc.md, "Two copies of one record"): one
+        // job per victim, so that the inheritance record of the victim whose copy is garbage
+        // never leads to the other's copy (an entry still naming the garbage copy would then
+        // resolve to it and count it twice). A table never holds a record twice.
+        Counters::add(&self.counters.gc_twin_restarts, 1);
+        let mut total = GcJobStats::default();
+        for v in &claim.victims {
+            let stats = self.collect(&[*v], claim.paced)?.ok_or_else(|| {
+                Error::corruption(
+                    crate::filename::value_table_file_name(*v),
+                    0,
+                    "a value table holds one record twice",
+                )
+            })?;
+            total.add(&stats);
+        }
+        Ok(total)
+    }
+
+    /// Collects `victims` (claimed) in one job and commits it; `None` when the job met two copies
+    /// of one record in two victims and stopped, leaving everything as it was.
+    fn collect(&self, victims: &[u64], paced: bool) -> Result<Option<GcJobStats>> {
         let sv = self.super_version.load_full();
         let version = Arc::clone(&sv.version);
         // A victim may have been deleted meanwhile: a compaction that was committing while the
         // claim was made can still have found it entirely garbage. There is nothing left to do
         // for such a table.
-        let live: Vec<u64> = claim
-            .victims
+        let live: Vec<u64> = victims
             .iter()
             .copied()
             .filter(|n| version.values().live(*n).is_some())
             .collect();
         if live.is_empty() {
-            return Ok(GcJobStats::default());
+            return Ok(Some(GcJobStats::default()));
         }
         let mut victims = Vec::with_capacity(live.len());
         for n in &live {
@@ -238,7 +262,7 @@ impl DbInner {
             g.bytes += v.bytes;
             g
         });
-        let mut drop_set = if self.policy.oracle.uses_drop_keys() {
+        let drop_set = if self.policy.oracle.uses_drop_keys() {
             let mut set = self.load_drop_set(&version, &live)?;
             // Fewer distinct drop keys than garbage records, or a victim known to hold garbage
             // without drop keys: the set cannot name all the garbage, so records outside it are
@@ -268,64 +292,39 @@ impl DbInner {
             outputs.target_size = outputs.target_size.max(victim_bytes.saturating_add(1));
         }
         let oracle = self.policy.oracle.as_ref();
-        // At most twice: a job that met two copies of a record its check could not tell apart
-        // runs again with a check that can (a drop set made partial looks them up).
-        let mut out = None;
-        for _ in 0..2 {
-            let env = OracleEnv {
-                memtables: &memtables,
-                memtable_seq,
-                version: &version,
-                tables: &self.tables,
-                values: &self.values,
-                validity: &validity,
-                ctx: ReadCtx {
-                    class: IoClass::GcLookup,
-                    fill_cache: true,
-                    readahead: 0,
-                },
-                drop_set: drop_set.as_ref(),
-            };
-            let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
-            let plan = JobPlan {
-                read_mode: self.policy.read_mode,
-                router: Arc::clone(&self.policy.router),
-                max_gap: self.opts.gc_read_gap(),
-                record_moves: self.policy.commit == CommitStyle::WriteBack,
-                // Inline work runs no threads of the engine's own (its schedule must replay).
-                io_depth: if self.opts.inline_background_work() {
-                    1
-                } else {
-                    self.opts.gc_io_depth() as usize
-                },
-                tells_copies_apart: oracle.tells_copies_apart(&env),
-            };
-            match run_gc_job(&victims, plan, &is_live, outputs.clone(), &|bytes| {
-                self.gc_checkpoint(claim.paced, bytes)
-            })? {
-                JobEnd::Done(done) => {
-                    out = Some(*done);
-                    break;
-                }
-                JobEnd::MetTwins => {
-                    Counters::add(&self.counters.gc_twin_restarts, 1);
-                    match drop_set.as_mut() {
-                        Some(set) if !set.is_partial() => set.set_partial(),
-                        _ => {
-                            return Err(Error::invalid(format!(
-                                "GC of value tables {live:?}: the validity check of policy `{}` \
-                                 cannot tell two copies of one record apart",
-                                self.policy.name
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-        let Some(out) = out else {
-            return Err(Error::invalid(format!(
-                "GC of value tables {live:?} met two copies of one record twice"
-            )));
+        let env = OracleEnv {
+            memtables: &memtables,
+            memtable_seq,
+            version: &version,
+            tables: &self.tables,
+            values: &self.values,
+            validity: &validity,
+            ctx: ReadCtx {
+                class: IoClass::GcLookup,
+                fill_cache: true,
+                readahead: 0,
+            },
+            drop_set: drop_set.as_ref(),
+        };
+        let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
+        let plan = JobPlan {
+            read_mode: self.policy.read_mode,
+            router: Arc::clone(&self.policy.router),
+            max_gap: self.opts.gc_read_gap(),
+            record_moves: self.policy.commit == CommitStyle::WriteBack,
+            // Inline work runs no threads of the engine's own (its schedule must replay).
+            io_depth: if self.opts.inline_background_work() {
+                1
+            } else {
+                self.opts.gc_io_depth() as usize
+            },
+            stop_at_twins: live.len() > 1,
+        };
+        let out = match run_gc_job(&victims, plan, &is_live, outputs, &|bytes| {
+            self.gc_checkpoint(paced, bytes)
+        })? {
+            JobEnd::Done(done) => *done,
+            JobEnd::MetTwins => return Ok(None),
         };
         drop(victims);
         drop(memtables);
@@ -380,6 +379,7 @@ impl DbInner {
             }
             CommitStyle::WriteBack => self.commit_write_back(&live, out),
         }
+        .map(Some)
     }
 
     /// Commits a job by writing the new places back into the index tree (policy `titan`):

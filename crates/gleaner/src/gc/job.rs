@@ -171,11 +171,11 @@ pub struct JobPlan {
     /// Validity lookups, and reads of live records (lazy read), in flight at once (option
     /// `gc_io_depth`; 1 = one at a time, on the job's thread).
     pub io_depth: usize,
-    /// Whether the validity check tells two copies of one record apart
-    /// ([`ValidityOracle::tells_copies_apart`](super::ValidityOracle::tells_copies_apart)).
-    /// When it does not and the job meets a record twice, it stops with
-    /// [`JobEnd::MetTwins`] and writes nothing.
-    pub tells_copies_apart: bool,
+    /// Stop, writing nothing, at the first record two victims hold a copy each of
+    /// ([`JobEnd::MetTwins`]). A job of several victims must: its outputs would hold the live
+    /// copy, and the inheritance record of the victim whose copy is garbage would lead an entry
+    /// still naming that copy to it (docs/gc.md, "Two copies of one record").
+    pub stop_at_twins: bool,
 }
 
 /// How a job ended.
@@ -183,9 +183,8 @@ pub struct JobPlan {
 pub enum JobEnd {
     /// It ran to the end.
     Done(Box<GcJobOutput>),
-    /// Two victims hold copies of one record and the validity check cannot tell which is live
-    /// (see [`JobPlan::tells_copies_apart`]): the job stopped, its outputs deleted; run it
-    /// again with a check that can.
+    /// Two victims hold copies of one record (see [`JobPlan::stop_at_twins`]): the job stopped,
+    /// its outputs deleted; collect the victims one job each.
     MetTwins,
 }
 
@@ -194,8 +193,8 @@ pub enum JobEnd {
 /// [`JobEnd::MetTwins`], the outputs written so far are deleted (they are only kept once the
 /// caller installs them).
 ///
-/// Errors: reading a victim or a lookup fails; writing an output fails; two copies of one record
-/// both found live (corruption: a check that tells copies apart finds at most one).
+/// Errors: reading a victim or a lookup fails; writing an output fails; one record found live
+/// twice (corruption: a table holds a record once, and a job that may meet two copies stops).
 pub fn run_gc_job(
     victims: &[Arc<ValueTable>],
     plan: JobPlan,
@@ -209,7 +208,7 @@ pub fn run_gc_job(
         max_gap,
         record_moves,
         io_depth,
-        tells_copies_apart,
+        stop_at_twins,
     } = plan;
     let mut job = Job {
         stats: GcJobStats {
@@ -223,7 +222,7 @@ pub fn run_gc_job(
         checkpoint,
         max_gap,
         io_depth: io_depth.max(1),
-        tells_copies_apart,
+        stop_at_twins,
         met_twins: false,
         last_copied: None,
     };
@@ -272,9 +271,9 @@ struct Job<'a, 'b> {
     max_gap: u64,
     /// Lookups and reads in flight at once.
     io_depth: usize,
-    /// Whether the validity check tells copies of one record apart.
-    tells_copies_apart: bool,
-    /// Set when the job met two copies of a record it cannot tell apart: it stops.
+    /// Whether to stop at two copies of one record.
+    stop_at_twins: bool,
+    /// Set when the job met two copies of a record and stopped.
     met_twins: bool,
     /// The last record copied: two copies of one record are never both live.
     last_copied: Option<(Vec<u8>, SeqNo)>,
@@ -342,10 +341,7 @@ impl Job<'_, '_> {
             return Err(Error::corruption(
                 crate::filename::value_table_file_name(from.file_number),
                 from.offset,
-                format!(
-                    "two copies of the record at sequence {} were both found live",
-                    record.seq
-                ),
+                format!("the record at sequence {} was found live twice", record.seq),
             ));
         }
         self.last_copied = Some((record.key.clone(), record.seq));
@@ -379,10 +375,8 @@ impl Job<'_, '_> {
         self.stats.read_micros += micros_since(start);
         // Records in key order with where they are, checked a batch at a time (at most
         // CHECK_BATCH records or GC_READ_CHUNK bytes of values held).
-        let mut batch: Vec<(OwnedRecord, ValueHandle, bool)> = Vec::new();
+        let mut batch: Vec<(OwnedRecord, ValueHandle)> = Vec::new();
         let mut batch_bytes = 0;
-        // Whether the previous record of the merged stream has a copy right after it.
-        let mut twin_of_previous = false;
         while let Some(i) = smallest(
             heads
                 .iter()
@@ -397,20 +391,20 @@ impl Job<'_, '_> {
                 offset,
                 len,
             };
-            let ahead = twin_ahead(
-                heads
-                    .iter()
-                    .map(|h| h.as_ref().map(|(_, _, r)| (r.key.as_slice(), r.seq))),
-                &record.key,
-                record.seq,
-            );
-            let has_twin = std::mem::replace(&mut twin_of_previous, ahead) || ahead;
-            if has_twin && !self.tells_copies_apart {
+            if self.stop_at_twins
+                && twin_ahead(
+                    heads
+                        .iter()
+                        .map(|h| h.as_ref().map(|(_, _, r)| (r.key.as_slice(), r.seq))),
+                    &record.key,
+                    record.seq,
+                )
+            {
                 self.met_twins = true;
                 return Ok(());
             }
             batch_bytes += len;
-            batch.push((record, at, has_twin));
+            batch.push((record, at));
             if batch.len() >= CHECK_BATCH || batch_bytes >= GC_READ_CHUNK {
                 self.check_and_copy(&mut batch)?;
                 batch_bytes = 0;
@@ -425,19 +419,18 @@ impl Job<'_, '_> {
     }
 
     /// Checks a batch of fully read records and copies the live ones, in key order.
-    fn check_and_copy(&mut self, batch: &mut Vec<(OwnedRecord, ValueHandle, bool)>) -> Result<()> {
+    fn check_and_copy(&mut self, batch: &mut Vec<(OwnedRecord, ValueHandle)>) -> Result<()> {
         let refs: Vec<RecordRef<'_>> = batch
             .iter()
-            .map(|(r, at, has_twin)| RecordRef {
+            .map(|(r, at)| RecordRef {
                 user_key: &r.key,
                 seq: r.seq,
                 location: *at,
-                has_twin: *has_twin,
             })
             .collect();
         let live = self.check_batch(&refs)?;
         drop(refs);
-        for ((record, at, _), live) in batch.drain(..).zip(live) {
+        for ((record, at), live) in batch.drain(..).zip(live) {
             if live {
                 self.copy(&record, at)?;
             }
@@ -464,9 +457,7 @@ impl Job<'_, '_> {
         }
         self.stats.read_micros += micros_since(start);
         let mut window = Window::default();
-        let mut batch: Vec<(usize, IndexEntry, bool)> = Vec::with_capacity(CHECK_BATCH);
-        // Whether the previous entry of the merged stream has a copy right after it.
-        let mut twin_of_previous = false;
+        let mut batch: Vec<(usize, IndexEntry)> = Vec::with_capacity(CHECK_BATCH);
         loop {
             let next = smallest(
                 heads
@@ -478,26 +469,26 @@ impl Job<'_, '_> {
                 let start = Instant::now();
                 heads[i] = indexes[i].next().transpose()?;
                 self.stats.read_micros += micros_since(start);
-                let ahead = twin_ahead(
-                    heads
-                        .iter()
-                        .map(|h| h.as_ref().map(|e| (e.user_key.as_slice(), e.seq))),
-                    &entry.user_key,
-                    entry.seq,
-                );
-                let has_twin = std::mem::replace(&mut twin_of_previous, ahead) || ahead;
-                if has_twin && !self.tells_copies_apart {
+                if self.stop_at_twins
+                    && twin_ahead(
+                        heads
+                            .iter()
+                            .map(|h| h.as_ref().map(|e| (e.user_key.as_slice(), e.seq))),
+                        &entry.user_key,
+                        entry.seq,
+                    )
+                {
                     self.met_twins = true;
                     return Ok(());
                 }
-                batch.push((i, entry, has_twin));
+                batch.push((i, entry));
                 if batch.len() < CHECK_BATCH {
                     continue;
                 }
             }
             let refs: Vec<RecordRef<'_>> = batch
                 .iter()
-                .map(|(i, e, has_twin)| RecordRef {
+                .map(|(i, e)| RecordRef {
                     user_key: &e.user_key,
                     seq: e.seq,
                     location: ValueHandle {
@@ -505,12 +496,11 @@ impl Job<'_, '_> {
                         offset: e.offset,
                         len: e.len,
                     },
-                    has_twin: *has_twin,
                 })
                 .collect();
             let live = self.check_batch(&refs)?;
             drop(refs);
-            for ((i, entry, _), live) in batch.drain(..).zip(live) {
+            for ((i, entry), live) in batch.drain(..).zip(live) {
                 if !live {
                     continue;
                 }
@@ -709,23 +699,23 @@ mod tests {
             .collect()
     }
 
-    fn plan(read_mode: GcReadMode, tells_copies_apart: bool) -> JobPlan {
+    fn plan(read_mode: GcReadMode, stop_at_twins: bool) -> JobPlan {
         JobPlan {
             read_mode,
             router: Arc::new(SingleClass),
             max_gap: 0,
             record_moves: true,
             io_depth: 1,
-            tells_copies_apart,
+            stop_at_twins,
         }
     }
 
     /// Two victims holding a copy each of record `b@5` (a relocation's old copy and the new
-    /// one): the check is told which records have a twin; a check that cannot tell copies apart
-    /// stops the job, which leaves no output; one that can keeps the copy it finds live, once;
-    /// both copies live is an error, never two records under one internal key.
+    /// one): a job that must stop at them stops and leaves no output; one that goes on keeps
+    /// the copy its check finds live, once; a record found live twice is an error, never two
+    /// records under one internal key.
     #[test]
-    fn two_copies_of_a_record_are_told_apart_or_the_job_stops() {
+    fn two_copies_of_a_record_stop_the_job_or_one_is_kept() {
         for mode in [GcReadMode::Full, GcReadMode::Lazy] {
             let fs = FaultFs::new(3);
             let next = Arc::new(AtomicU64::new(10));
@@ -737,52 +727,57 @@ mod tests {
                     .len()
             };
             let before = files();
-            let twins = Mutex::new(Vec::new());
-            // Live: every record but the old table's copy of b.
-            let exact = |r: &RecordRef<'_>| {
-                if r.has_twin {
-                    twins.lock().unwrap().push(r.location.file_number);
-                }
-                Ok(if r.user_key == b"b" && r.location.file_number == old {
-                    Validity::Dead
-                } else {
-                    Validity::Live
-                })
-            };
             let ok = |_: u64| Ok(());
-            let out = run_gc_job(&v, plan(mode, true), &exact, output_config(&fs, &next), &ok)
-                .expect("job");
-            let JobEnd::Done(out) = out else {
-                panic!("{mode:?}: the job stopped")
-            };
-            let mut got = twins.lock().unwrap().clone();
-            got.sort_unstable();
-            assert_eq!(got, vec![old, new], "{mode:?}: both copies flagged");
-            assert_eq!(out.stats.records_written, 3, "{mode:?}");
-            let b = out.moved.iter().find(|m| m.key == b"b").expect("b copied");
-            assert_eq!(b.from.file_number, new, "{mode:?}: the live copy");
-            drop(out);
-
             let all_live = |_: &RecordRef<'_>| Ok(Validity::Live);
+            let checked = Mutex::new(0);
+            let counting = |_: &RecordRef<'_>| {
+                *checked.lock().unwrap() += 1;
+                Ok(Validity::Live)
+            };
             let stopped = run_gc_job(
                 &v,
-                plan(mode, false),
-                &all_live,
+                plan(mode, true),
+                &counting,
                 output_config(&fs, &next),
                 &ok,
             )
             .expect("job");
             assert!(matches!(stopped, JobEnd::MetTwins), "{mode:?}");
             assert_eq!(files(), before, "{mode:?}: a stopped job leaves no output");
+            assert!(*checked.lock().unwrap() <= 1, "{mode:?}: stopped at b");
+
+            // Live: every record but the old table's copy of b.
+            let exact = |r: &RecordRef<'_>| {
+                Ok(if r.user_key == b"b" && r.location.file_number == old {
+                    Validity::Dead
+                } else {
+                    Validity::Live
+                })
+            };
+            let out = run_gc_job(
+                &v,
+                plan(mode, false),
+                &exact,
+                output_config(&fs, &next),
+                &ok,
+            )
+            .expect("job");
+            let JobEnd::Done(out) = out else {
+                panic!("{mode:?}: the job stopped")
+            };
+            assert_eq!(out.stats.records_written, 3, "{mode:?}");
+            let b = out.moved.iter().find(|m| m.key == b"b").expect("b copied");
+            assert_eq!(b.from.file_number, new, "{mode:?}: the live copy");
+            drop(out);
 
             let err = run_gc_job(
                 &v,
-                plan(mode, true),
+                plan(mode, false),
                 &all_live,
                 output_config(&fs, &next),
                 &ok,
             )
-            .expect_err("both copies live");
+            .expect_err("b live twice");
             assert!(err.is_corruption(), "{mode:?}: {err}");
             assert_eq!(files(), before, "{mode:?}: a failed job leaves no output");
         }

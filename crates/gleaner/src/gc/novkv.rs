@@ -248,12 +248,7 @@ impl ValidityOracle for DropKeyOracle {
         let set = env.drop_set.ok_or_else(|| {
             Error::invalid("policy `novkv` checked a record without its job's drop set")
         })?;
-        if record.has_twin {
-            // A drop key says that an entry naming the record was dropped, not which copy it
-            // named: the place decides (the relocated copy of a record lives on while its old
-            // copy's entry is gone).
-            self.fallback.check(record, env)
-        } else if set.contains(record.user_key, record.seq) {
+        if set.contains(record.user_key, record.seq) {
             Ok(Validity::DeadByDropKey)
         } else if set.is_partial() {
             self.fallback.check(record, env)
@@ -264,13 +259,6 @@ impl ValidityOracle for DropKeyOracle {
 
     fn uses_drop_keys(&self) -> bool {
         true
-    }
-
-    /// A drop key names a record by key and sequence number, not by place, and a complete set
-    /// takes every record it does not name for live: only a partial set, which looks those
-    /// records up, tells two copies of one record apart.
-    fn tells_copies_apart(&self, env: &OracleEnv<'_>) -> bool {
-        env.drop_set.is_some_and(DropSet::is_partial)
     }
 }
 
@@ -479,7 +467,6 @@ mod tests {
                 offset: 0,
                 len: 20,
             },
-            has_twin: false,
         };
         let live = RecordRef { seq: 6, ..dead };
         // A complete set never touches the environment's version and tables (an empty version

@@ -25,13 +25,10 @@ pub struct RecordRef<'a> {
     pub user_key: &'a [u8],
     /// The record's sequence number.
     pub seq: SeqNo,
-    /// Where the record is: its victim, offset and length.
+    /// Where the record is: its victim, offset and length. One record can have two copies in
+    /// live tables (a `blobdb` relocation's old copy, an interrupted `titan` job's victim and
+    /// output): only the one readers reach is live, so verdicts compare places.
     pub location: ValueHandle,
-    /// Another victim of the same job holds a copy of the same record (same key and sequence
-    /// number): a `blobdb` relocation or an interrupted `titan` job left two copies. At most
-    /// one of them is the copy readers reach, so the verdict must tell them apart by place
-    /// ([`ValidityOracle::tells_copies_apart`]).
-    pub has_twin: bool,
 }
 
 /// What a job's checks are decided against: one pinned version of the index tree, the
@@ -71,17 +68,6 @@ pub trait ValidityOracle: Send + Sync + std::fmt::Debug {
     /// Default: no.
     fn uses_drop_keys(&self) -> bool {
         false
-    }
-
-    /// Whether the verdicts under `env` tell two copies of one record apart: live is only the
-    /// copy a read of the version naming the record reaches ([`ValueSet::reads_record_at`]).
-    /// A job that meets a record twice with an oracle that does not is stopped and run again
-    /// with one that does (docs/gc.md, "Two copies of one record"). Default: yes.
-    ///
-    /// [`ValueSet::reads_record_at`]: crate::version::ValueSet::reads_record_at
-    fn tells_copies_apart(&self, env: &OracleEnv<'_>) -> bool {
-        let _ = env;
-        true
     }
 }
 
