@@ -281,6 +281,12 @@ impl DbInner {
             } else {
                 self.opts.gc_io_depth() as usize
             },
+            // The database's threads, started by the first job that needs them.
+            io_pool: if self.opts.inline_background_work() || self.opts.gc_io_depth() <= 1 {
+                None
+            } else {
+                self.gc_io.get()
+            },
         };
         let mut outputs = self.value_output_config(IoClass::GcWrite);
         if drop_set.is_some() {

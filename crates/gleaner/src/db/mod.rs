@@ -153,6 +153,9 @@ struct DbInner {
     values: Arc<ValueTableCache>,
     /// Reader threads for scans' value prefetching, started by the first scan that prefetches.
     read_pool: std::sync::OnceLock<Arc<prefetch::ReadPool>>,
+    /// Threads for GC jobs' reads in flight (`gc_io_depth`), started by the first job that
+    /// reads more than one at a time, stopped at close.
+    gc_io: crate::gc::LazyGcIoPool,
     picker: PickerConfig,
     /// The GC policy's roles.
     policy: PolicySet,
@@ -557,6 +560,8 @@ impl DbInner {
         // Manual compactions, GC runs, flushes and writes on other threads (which may be
         // running inline work or surfacing hidden garbage) end too before the lock is released.
         self.wait_for_foreground_calls();
+        // No job is left to use GC's read threads: they end now.
+        self.gc_io.shutdown();
         // Wait out an in-flight group commit (its leader holds the WAL), then sync and retire
         // the WAL so every acknowledged write is durable.
         let mut result = Ok(());
@@ -688,6 +693,7 @@ impl DbInner {
             write_micros: g(&c.gc_write_micros),
             paced_micros: g(&c.gc_paced_micros),
             claimed,
+            io_threads: self.gc_io.threads(),
             relocated_values: g(&c.relocated_values),
             relocated_bytes: g(&c.relocated_bytes),
             forced_compactions: g(&c.forced_compactions),

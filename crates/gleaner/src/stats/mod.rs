@@ -321,6 +321,11 @@ pub struct GcStats {
     pub paced_micros: u64,
     /// Victims being collected now.
     pub claimed: usize,
+    /// Threads of the pool GC jobs' reads in flight run on: 0 until the first job that reads
+    /// more than one at a time starts it, and after close; then
+    /// (`gc_io_depth` − 1) × the GC workers (1 without workers), at most 63.
+    #[serde(default)]
+    pub io_threads: usize,
     /// Values compactions relocated out of the oldest value tables (policy `blobdb`; inlined
     /// ones included).
     #[serde(default)]
