@@ -226,8 +226,9 @@ impl DbInner {
                 self.surface_hidden_garbage();
                 Ok(())
             }
-            // A failed GC job leaves its victims as they were; only a failed manifest write
-            // (which `run_gc_claim` reports itself) makes the database read-only.
+            // A failed GC job leaves its victims as they were, and the workers back off from
+            // them (`claim_victims`); only a failed manifest write (which `run_gc_claim`
+            // reports itself) makes the database read-only.
             Work::Gc(claim) => match self.run_gc_claim(claim) {
                 Ok(_) => Ok(()),
                 Err(e) => {

@@ -4,6 +4,7 @@
 mod background;
 mod counters;
 mod gc;
+mod gc_backoff;
 mod handle_updates;
 mod inline;
 mod iter;
@@ -75,6 +76,9 @@ struct DbState {
     late_drops: BTreeMap<u64, Vec<LateDrop>>,
     /// Value tables a GC job found damaged; not chosen again until the database is reopened.
     gc_failed: BTreeSet<u64>,
+    /// Live value tables whose last GC jobs failed otherwise, and when background workers may
+    /// pick them again (see `DbInner::claim_victims`).
+    gc_backoff: BTreeMap<u64, gc_backoff::GcBackoff>,
     /// Policy `novkv`: live value tables known to hold garbage that has no drop key (a job
     /// copied it into them, its drop keys having seemed to cover its victims' garbage); the
     /// next job collecting one looks up the records its drop keys do not name.
@@ -588,8 +592,14 @@ impl DbInner {
         use crate::stats::*;
         let c = &self.counters;
         let g = Counters::get;
+        let backoff;
         let (version, mem_bytes, mem_entries, imm, imm_bytes, running, bg_error, claimed, usage) = {
             let st = self.state.lock();
+            backoff = gc_backoff::GcBackoffSummary::of(
+                &st.gc_backoff,
+                |n| st.version.values().live(n).is_some(),
+                std::time::Instant::now(),
+            );
             (
                 Arc::clone(&st.version),
                 st.mem.approximate_bytes(),
@@ -694,6 +704,12 @@ impl DbInner {
             paced_micros: g(&c.gc_paced_micros),
             claimed,
             io_threads: self.gc_io.threads(),
+            backoff_tables: backoff.failing,
+            backoff_waiting: backoff.waiting,
+            backoff_next_retry_ms: backoff
+                .next_retry
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            backoff_failures: backoff.most_failures,
             relocated_values: g(&c.relocated_values),
             relocated_bytes: g(&c.relocated_bytes),
             forced_compactions: g(&c.forced_compactions),

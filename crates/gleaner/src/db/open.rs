@@ -469,6 +469,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         gc_claimed: BTreeSet::new(),
         late_drops: BTreeMap::new(),
         gc_failed: BTreeSet::new(),
+        gc_backoff: BTreeMap::new(),
         gc_uncovered: BTreeSet::new(),
         alias_pins: BTreeMap::new(),
         compaction_failures: 0,
