@@ -646,6 +646,7 @@ fn eight_compaction_failures_in_a_row_make_the_database_read_only() {
         .with_l0_slowdown_trigger(100)
         .with_l0_stop_trigger(200)
         .with_level_base_size(1 << 30);
+    logged("/compaction-give-up/db");
     let db = Db::open(dir, opts).expect("open");
     let mut expect = prepare(&db);
     put_synced(&db, &mut expect, 7, value(7, 9)).expect("put");
@@ -675,12 +676,58 @@ fn eight_compaction_failures_in_a_row_make_the_database_read_only() {
             assert!(matches!(put, Err(Error::ReadOnly(_))), "{put:?}");
         }
     }
+    // In the log: each failure, and the moment the database stopped taking writes.
+    let lines = logged("/compaction-give-up/db");
+    let warned = lines
+        .iter()
+        .filter(|(level, l)| *level == log::Level::Warn && l.contains("compaction failed"))
+        .count();
+    assert_eq!(warned, 8, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|(level, l)| *level == log::Level::Error && l.contains("refuses writes")),
+        "{lines:#?}"
+    );
     fs.clear_faults();
     drop(db);
     let db = Db::open(dir, options(&fs)).expect("reopen");
     assert_all(&db, &expect, "reopened");
     db.compact_range(None, None)
         .expect("compacts once the table reads");
+}
+
+/// Every log record the engine emits in this test binary (the tests run at once, so each
+/// picks its own by its database's path, which every record names).
+struct Captured(std::sync::Mutex<Vec<(log::Level, String)>>);
+
+static CAPTURED: Captured = Captured(std::sync::Mutex::new(Vec::new()));
+
+impl log::Log for Captured {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let line = record.args().to_string();
+        self.0.lock().unwrap().push((record.level(), line));
+    }
+
+    fn flush(&self) {}
+}
+
+/// The records logged so far that mention `dir`.
+fn logged(dir: &str) -> Vec<(log::Level, String)> {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        log::set_logger(&CAPTURED).expect("no other logger");
+        log::set_max_level(log::LevelFilter::Info);
+    });
+    let all = CAPTURED.0.lock().unwrap();
+    all.iter()
+        .filter(|(_, l)| l.contains(dir))
+        .cloned()
+        .collect()
 }
 
 /// GC's wait before retrying a table after its `failures`-th failed job in a row, as
@@ -783,6 +830,7 @@ fn a_gc_job_that_fails_every_time_backs_off_while_others_are_collected() {
         .with_gc_threads(2)
         // One victim per job: every failed job is one of the unreadable table's.
         .with_gc_max_input_size(1 << 10);
+    logged("/gc-backoff/db");
     let db = Db::open("/gc-backoff/db", opts).expect("open");
     let tables = write_groups(&db, 3);
     let bad = tables[0];
@@ -799,8 +847,9 @@ fn a_gc_job_that_fails_every_time_backs_off_while_others_are_collected() {
         assert!(Instant::now() < deadline, "{what}: {:#?}", s.gc);
         std::thread::sleep(Duration::from_millis(10));
     };
-    let s = wait_for("three failed jobs", deadline, &|s| {
-        s.gc.backoff_failures >= 3
+    // Each failure is logged after it is counted: wait for both.
+    let s = wait_for("three failed jobs, logged", deadline, &|s| {
+        s.gc.backoff_failures >= 3 && logged("/gc-backoff/db").len() >= 3
     });
     let most = most_gc_attempts(start.elapsed());
     assert!(
@@ -820,6 +869,18 @@ fn a_gc_job_that_fails_every_time_backs_off_while_others_are_collected() {
         s.gc
     );
     assert!(s.gc.backoff_next_retry_ms.is_none_or(|ms| ms <= 30_000));
+    // Each failure is in the log, with the table, the error and the wait.
+    let warnings = logged("/gc-backoff/db");
+    let victim = format!("GC job on value tables [{bad}] failed");
+    assert!(
+        warnings.len() >= 3
+            && warnings
+                .iter()
+                .all(|(level, line)| *level == log::Level::Warn
+                    && line.contains(&victim)
+                    && line.contains("retrying them in")),
+        "{warnings:#?}"
+    );
 
     // The other tables are collected meanwhile, and writes and reads go on.
     overwrite_half(&db, 1);

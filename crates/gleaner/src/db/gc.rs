@@ -48,6 +48,13 @@ pub(super) struct GcPacer {
     pacer: Mutex<Pacer>,
 }
 
+impl GcClaim {
+    /// The value tables claimed.
+    pub(super) fn victims(&self) -> &[u64] {
+        &self.victims
+    }
+}
+
 impl GcPacer {
     /// Pacing at `rate` bytes a second; `None` for 0 (off).
     pub(super) fn new(rate: u64) -> Option<GcPacer> {
@@ -705,12 +712,41 @@ impl DbInner {
         })
     }
 
-    /// Records a failed GC job for `stats()`.
-    pub(super) fn note_gc_error(&self, e: &Error) {
-        if !matches!(e, Error::Closed) {
-            Counters::add(&self.counters.gc_errors, 1);
-            *self.last_gc_error.lock() = Some(e.to_string());
+    /// Records a failed background GC job (of `victims`) for `stats()` and the log.
+    pub(super) fn note_gc_error(&self, e: &Error, victims: &[u64]) {
+        if matches!(e, Error::Closed) {
+            return;
         }
+        Counters::add(&self.counters.gc_errors, 1);
+        *self.last_gc_error.lock() = Some(e.to_string());
+        let (damaged, backoff) = {
+            let st = self.state.lock();
+            let damaged = victims.iter().any(|v| st.gc_failed.contains(v));
+            let backoff = victims
+                .iter()
+                .filter_map(|v| st.gc_backoff.get(v))
+                .max_by_key(|b| b.retry_at)
+                .copied();
+            (damaged, backoff)
+        };
+        let retry = if damaged {
+            "they are not collected again until the database is reopened".to_string()
+        } else if self.opts.inline_background_work() {
+            "retrying at the next point of inline work".to_string()
+        } else if let Some(b) = backoff {
+            let wait = b.retry_at.saturating_duration_since(Instant::now());
+            format!(
+                "retrying them in {:.1} s ({} failures in a row)",
+                wait.as_secs_f64(),
+                b.failures
+            )
+        } else {
+            "retrying them".to_string()
+        };
+        log::warn!(
+            "{}: GC job on value tables {victims:?} failed: {e}; {retry}",
+            self.dir.display()
+        );
     }
 
     fn record_gc(&self, s: &GcJobStats) {

@@ -523,6 +523,10 @@ impl DbInner {
     fn set_bg_error(&self, e: Error) {
         let mut st = self.state.lock();
         if st.bg_error.is_none() {
+            log::error!(
+                "{}: the database refuses writes until it is reopened: {e}",
+                self.dir.display()
+            );
             st.bg_error = Some(e);
         }
         drop(st);

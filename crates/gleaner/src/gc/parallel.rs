@@ -154,7 +154,10 @@ impl LazyGcIoPool {
         let mut slot = self.pool.lock();
         let pool = slot.as_mut().ok()?;
         if pool.is_none() {
-            *pool = GcIoPool::new(self.threads).ok().map(Arc::new);
+            match GcIoPool::new(self.threads) {
+                Ok(p) => *pool = Some(Arc::new(p)),
+                Err(e) => log::warn!("GC reads one at a time: {e}"),
+            }
         }
         pool.clone()
     }
