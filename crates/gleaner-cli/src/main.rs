@@ -1,7 +1,10 @@
 //! The `gleaner` command: operate and inspect a Gleaner database from the shell.
 //!
 //! Every error ends the process with exit status 2 and one line `gleaner: <error>` on stderr;
-//! `get` of an absent key and `check` of a damaged database exit with 1. See `gleaner --help`.
+//! `get` of an absent key and `check` of a damaged database exit with 1. Failures of the
+//! engine's background work while a command runs (a GC job or compaction that failed and is
+//! retried, the database turning read-only) come before it as `gleaner: warning: ...` and
+//! `gleaner: error: ...` lines. See `gleaner --help`.
 
 mod args;
 mod codec;
@@ -18,6 +21,9 @@ use crate::args::Cli;
 use crate::commands::Status;
 
 fn main() -> ExitCode {
+    // Background failures of the engine while a command runs (a failed GC job or compaction
+    // during `load`, say): the command's own error, if any, is still its last line.
+    gleaner::logging::StderrLogger::install("gleaner", log::LevelFilter::Info);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),

@@ -16,6 +16,9 @@ const MAX_BLOCKING_THREADS: usize = 128;
 const RESERVED_FDS: u64 = 64;
 
 fn main() -> ExitCode {
+    // The engine's reports of failures no command sees (a failed background GC job or
+    // compaction, the database turning read-only) go to stderr beside the server's own lines.
+    gleaner::logging::StderrLogger::install("gleaner-server", log::LevelFilter::Info);
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {

@@ -22,6 +22,7 @@ pub mod hotness;
 pub mod io;
 pub mod iter;
 pub mod key;
+pub mod logging;
 pub mod lookup;
 pub mod memtable;
 pub mod merge;

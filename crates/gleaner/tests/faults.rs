@@ -7,8 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
+use gleaner::stats::DbStats;
 use gleaner::{Db, Error, Options, WriteBatch, WriteOptions};
 
 mod common;
@@ -644,6 +646,7 @@ fn eight_compaction_failures_in_a_row_make_the_database_read_only() {
         .with_l0_slowdown_trigger(100)
         .with_l0_stop_trigger(200)
         .with_level_base_size(1 << 30);
+    logged("/compaction-give-up/db");
     let db = Db::open(dir, opts).expect("open");
     let mut expect = prepare(&db);
     put_synced(&db, &mut expect, 7, value(7, 9)).expect("put");
@@ -673,10 +676,340 @@ fn eight_compaction_failures_in_a_row_make_the_database_read_only() {
             assert!(matches!(put, Err(Error::ReadOnly(_))), "{put:?}");
         }
     }
+    // In the log: each failure, and the moment the database stopped taking writes.
+    let lines = logged("/compaction-give-up/db");
+    let warned = lines
+        .iter()
+        .filter(|(level, l)| *level == log::Level::Warn && l.contains("compaction failed"))
+        .count();
+    assert_eq!(warned, 8, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|(level, l)| *level == log::Level::Error && l.contains("refuses writes")),
+        "{lines:#?}"
+    );
     fs.clear_faults();
     drop(db);
     let db = Db::open(dir, options(&fs)).expect("reopen");
     assert_all(&db, &expect, "reopened");
     db.compact_range(None, None)
         .expect("compacts once the table reads");
+}
+
+/// Every log record the engine emits in this test binary (the tests run at once, so each
+/// picks its own by its database's path, which every record names).
+struct Captured(std::sync::Mutex<Vec<(log::Level, String)>>);
+
+static CAPTURED: Captured = Captured(std::sync::Mutex::new(Vec::new()));
+
+impl log::Log for Captured {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let line = record.args().to_string();
+        self.0.lock().unwrap().push((record.level(), line));
+    }
+
+    fn flush(&self) {}
+}
+
+/// The records logged so far that mention `dir`.
+fn logged(dir: &str) -> Vec<(log::Level, String)> {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        log::set_logger(&CAPTURED).expect("no other logger");
+        log::set_max_level(log::LevelFilter::Info);
+    });
+    let all = CAPTURED.0.lock().unwrap();
+    all.iter()
+        .filter(|(_, l)| l.contains(dir))
+        .cloned()
+        .collect()
+}
+
+/// GC's wait before retrying a table after its `failures`-th failed job in a row, as
+/// docs/stats.md gives it: 0.1 s, doubling, at most 30 s.
+fn gc_retry_wait(failures: u32) -> Duration {
+    Duration::from_millis(100)
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(Duration::from_secs(30))
+}
+
+/// The most jobs on one table that can have failed within `elapsed` of the moment it could
+/// first be picked: the (n+1)-th starts no sooner than the n-th wait after the n-th failed.
+fn most_gc_attempts(elapsed: Duration) -> u32 {
+    let mut attempts = 1;
+    let mut earliest_next = gc_retry_wait(1);
+    while earliest_next <= elapsed {
+        attempts += 1;
+        earliest_next += gc_retry_wait(attempts);
+    }
+    attempts
+}
+
+/// Options for the backoff tests: one value table per flush of a group of keys, GC at 10 %
+/// garbage, never paced.
+fn backoff_options(fs: &FaultFs) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        .with_gc_policy(gleaner::GcPolicyKind::Terarkdb)
+        .with_memtable_size(1 << 20)
+        .with_value_table_size(1 << 20)
+        .with_min_separated_value_size(256)
+        .with_gc_garbage_ratio(0.1)
+        .with_gc_read_yield_rate(0)
+}
+
+const GROUP_KEYS: u32 = 100;
+
+fn group_key(group: u32, i: u32) -> String {
+    format!("g{group}-{i:04}")
+}
+
+/// Writes `groups` groups of keys, each flushed on its own; returns each group's value table.
+fn write_groups(db: &Db, groups: u32) -> Vec<u64> {
+    let mut tables = Vec::new();
+    for group in 0..groups {
+        let before: Vec<u64> = value_tables(db);
+        for i in 0..GROUP_KEYS {
+            db.put(group_key(group, i), value(group * GROUP_KEYS + i, 0))
+                .expect("put");
+        }
+        db.flush().expect("flush");
+        let new: Vec<u64> = value_tables(db)
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .collect();
+        assert_eq!(new.len(), 1, "group {group} fills one value table: {new:?}");
+        tables.push(new[0]);
+    }
+    tables
+}
+
+fn value_tables(db: &Db) -> Vec<u64> {
+    db.stats()
+        .values
+        .per_table
+        .iter()
+        .map(|t| t.number)
+        .collect()
+}
+
+/// Overwrites every other key of `group` and compacts, so about half of its table is garbage.
+fn overwrite_half(db: &Db, group: u32) {
+    for i in (0..GROUP_KEYS).step_by(2) {
+        db.put(group_key(group, i), value(group * GROUP_KEYS + i, 1))
+            .expect("overwrite");
+    }
+    db.compact_range(None, None).expect("compact");
+}
+
+/// A rule that fails every read of value table `n`.
+fn unreadable(n: u64) -> FaultRule {
+    FaultRule {
+        op: FaultOp::Read,
+        path_contains: Some(gleaner::filename::value_table_file_name(n)),
+        skip: 0,
+        times: None,
+        kind: FaultKind::Eio,
+    }
+}
+
+/// Issue 23: a GC job that fails every time (a value table that cannot be read) used to be
+/// retried at once, for minutes, at 100 % CPU. Now background workers back off from the table
+/// (0.1 s doubling), keep collecting the others, report it in `stats()`, and collect it once it
+/// reads again. Every bound asserted holds whatever the scheduling: the number of attempts is
+/// compared with what the waits allow in the time the test measured.
+#[test]
+fn a_gc_job_that_fails_every_time_backs_off_while_others_are_collected() {
+    let fs = FaultFs::new(800);
+    let opts = backoff_options(&fs)
+        .with_gc_threads(2)
+        // One victim per job: every failed job is one of the unreadable table's.
+        .with_gc_max_input_size(1 << 10);
+    logged("/gc-backoff/db");
+    let db = Db::open("/gc-backoff/db", opts).expect("open");
+    let tables = write_groups(&db, 3);
+    let bad = tables[0];
+    fs.add_fault(unreadable(bad));
+    // No table has garbage before this point, so no job on `bad` started before it.
+    let start = Instant::now();
+    overwrite_half(&db, 0);
+    let deadline = start + Duration::from_secs(60);
+    let wait_for = |what: &str, deadline: Instant, done: &dyn Fn(&DbStats) -> bool| loop {
+        let s = db.stats();
+        if done(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: {:#?}", s.gc);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Each failure is logged after it is counted: wait for both.
+    let s = wait_for("three failed jobs, logged", deadline, &|s| {
+        s.gc.backoff_failures >= 3 && logged("/gc-backoff/db").len() >= 3
+    });
+    let most = most_gc_attempts(start.elapsed());
+    assert!(
+        s.gc.backoff_failures <= most && s.gc.errors <= u64::from(most),
+        "at most {most} attempts fit in the waits: {:#?}",
+        s.gc
+    );
+    assert_eq!(s.gc.backoff_tables, 1, "{:#?}", s.gc);
+    // GC's reads run on the database's pool, (depth 8 − 1) × two workers threads at most,
+    // however often jobs are retried.
+    assert!(s.gc.io_threads <= 2 * 7, "{:#?}", s.gc);
+    assert!(
+        s.gc.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(&gleaner::filename::value_table_file_name(bad))),
+        "{:#?}",
+        s.gc
+    );
+    assert!(s.gc.backoff_next_retry_ms.is_none_or(|ms| ms <= 30_000));
+    // Each failure is in the log, with the table, the error and the wait.
+    let warnings = logged("/gc-backoff/db");
+    let victim = format!("GC job on value tables [{bad}] failed");
+    assert!(
+        warnings.len() >= 3
+            && warnings
+                .iter()
+                .all(|(level, line)| *level == log::Level::Warn
+                    && line.contains(&victim)
+                    && line.contains("retrying them in")),
+        "{warnings:#?}"
+    );
+
+    // The other tables are collected meanwhile, and writes and reads go on.
+    overwrite_half(&db, 1);
+    overwrite_half(&db, 2);
+    wait_for("the other tables collected", deadline, &|s| {
+        s.values
+            .per_table
+            .iter()
+            .all(|t| t.number == bad || t.garbage_bytes == 0)
+            && !s
+                .values
+                .per_table
+                .iter()
+                .any(|t| tables[1..].contains(&t.number))
+    });
+    for group in 0..3 {
+        for i in 0..GROUP_KEYS {
+            let got = db.get(group_key(group, i));
+            let round = u32::from(i % 2 == 0);
+            if group == 0 && round == 0 {
+                // Its value is only in the unreadable table.
+                assert!(matches!(got, Err(Error::Io { .. })), "{got:?}");
+            } else {
+                assert_eq!(
+                    got.expect("readable"),
+                    Some(value(group * GROUP_KEYS + i, round)),
+                    "{}",
+                    group_key(group, i)
+                );
+            }
+        }
+    }
+    let s = db.stats();
+    let most = most_gc_attempts(start.elapsed());
+    assert_eq!(s.gc.io_threads, 2 * 7, "started by the jobs that succeeded");
+    assert!(
+        s.gc.errors <= u64::from(most),
+        "at most {most} attempts fit in the waits: {:#?}",
+        s.gc
+    );
+    assert!(value_tables(&db).contains(&bad));
+
+    // Once the table reads again, it is collected (within the longest wait, 30 s).
+    fs.clear_faults();
+    let s = wait_for(
+        "the table collected once it reads",
+        Instant::now() + Duration::from_secs(120),
+        &|s| !s.values.per_table.iter().any(|t| t.number == bad),
+    );
+    assert_eq!(
+        (s.gc.backoff_tables, s.gc.backoff_next_retry_ms),
+        (0, None),
+        "{:#?}",
+        s.gc
+    );
+    for group in 0..3 {
+        for i in 0..GROUP_KEYS {
+            let round = u32::from(i % 2 == 0);
+            assert_eq!(
+                db.get(group_key(group, i)).expect("get"),
+                Some(value(group * GROUP_KEYS + i, round))
+            );
+        }
+    }
+    let recount = db.recount_garbage().expect("recount");
+    assert!(recount.mismatches.is_empty(), "{:#?}", recount.mismatches);
+}
+
+/// A job takes at most one table that failed before, the one with the fewest failures in a
+/// row, so a table that fails every time does not keep the tables picked with it from being
+/// collected. Inline work (no clock involved: it retries at every fixed point) shows it
+/// step by step.
+#[test]
+fn a_table_that_fails_every_time_does_not_hold_back_the_tables_picked_with_it() {
+    let fs = FaultFs::new(801);
+    let opts = backoff_options(&fs)
+        .with_inline_background_work(true)
+        .with_gc_threads(1);
+    let db = Db::open("/gc-backoff-inline/db", opts).expect("open");
+    let tables = write_groups(&db, 2);
+    fs.add_fault(unreadable(tables[0]));
+    // Both tables get their garbage in one compaction, so the first job takes both.
+    for group in 0..2 {
+        for i in (0..GROUP_KEYS).step_by(2) {
+            db.put(group_key(group, i), value(group * GROUP_KEYS + i, 1))
+                .expect("overwrite");
+        }
+    }
+    db.compact_range(None, None).expect("compact");
+    // Every write is a fixed point that tries GC again.
+    for n in 0..4 {
+        db.put(format!("extra{n}"), b"x").expect("put");
+    }
+    let s = db.stats();
+    let live = value_tables(&db);
+    assert!(
+        live.contains(&tables[0]) && !live.contains(&tables[1]),
+        "the readable table was collected, the other not: {live:?} {:#?}",
+        s.gc
+    );
+    assert_eq!(s.gc.backoff_tables, 1, "{:#?}", s.gc);
+    assert!(s.gc.backoff_failures >= 2, "{:#?}", s.gc);
+}
+
+/// `run_gc` neither waits out the backoff nor sleeps: the caller asked for the work and gets
+/// each failure; the backoff it leaves is what background workers would honour.
+#[test]
+fn run_gc_retries_at_once_and_reports_each_failure() {
+    let fs = FaultFs::new(802);
+    let opts = backoff_options(&fs).with_gc_threads(0);
+    let db = Db::open("/gc-backoff-run/db", opts).expect("open");
+    let tables = write_groups(&db, 1);
+    fs.add_fault(unreadable(tables[0]));
+    overwrite_half(&db, 0);
+    for attempt in 1..=3u32 {
+        let err = db.run_gc().expect_err("the victim cannot be read");
+        assert!(matches!(err, Error::Io { .. }), "attempt {attempt}: {err}");
+        let s = db.stats();
+        assert_eq!(
+            (s.gc.backoff_tables, s.gc.backoff_failures),
+            (1, attempt),
+            "{:#?}",
+            s.gc
+        );
+    }
+    fs.clear_faults();
+    let run = db.run_gc().expect("collects once the table reads");
+    assert!(run.jobs >= 1, "{run:?}");
+    let s = db.stats();
+    assert!(!value_tables(&db).contains(&tables[0]));
+    assert_eq!((s.gc.backoff_tables, s.gc.backoff_failures), (0, 0));
 }

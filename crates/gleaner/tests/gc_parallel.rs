@@ -57,7 +57,12 @@ fn run(tune: &common::Tune, depth: u32) -> (GcRunStats, Tables, Vec<Vec<u8>>) {
     let values = (0..KEYS)
         .map(|i| db.get(format!("k{i:05}")).expect("get").expect("present"))
         .collect();
+    // Started by the job because it read more than one at a time, sized for one job (no GC
+    // workers here) beside the job's own thread; stopped at close.
+    let io_threads = db.stats().gc.io_threads;
+    assert_eq!(io_threads, depth as usize - 1, "depth {depth}");
     db.close().expect("close");
+    assert_eq!(db.stats().gc.io_threads, 0, "depth {depth}: after close");
     let mut tables: Tables = fs
         .list_files()
         .into_iter()

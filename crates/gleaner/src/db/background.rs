@@ -226,16 +226,20 @@ impl DbInner {
                 self.surface_hidden_garbage();
                 Ok(())
             }
-            // A failed GC job leaves its victims as they were; only a failed manifest write
-            // (which `run_gc_claim` reports itself) makes the database read-only.
-            Work::Gc(claim) => match self.run_gc_claim(claim) {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    self.note_gc_error(&e);
-                    self.purge_after_job();
-                    return false;
+            // A failed GC job leaves its victims as they were, and the workers back off from
+            // them (`claim_victims`); only a failed manifest write (which `run_gc_claim`
+            // reports itself) makes the database read-only.
+            Work::Gc(claim) => {
+                let victims = claim.victims().to_vec();
+                match self.run_gc_claim(claim) {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        self.note_gc_error(&e, &victims);
+                        self.purge_after_job();
+                        return false;
+                    }
                 }
-            },
+            }
         };
         let ok = result.is_ok();
         match result {
@@ -359,8 +363,21 @@ impl DbInner {
             .saturating_mul(1 << doublings)
             .min(COMPACTION_RETRY_MAX);
         st.compaction_retry_at = Some(std::time::Instant::now() + wait);
-        let give_up = st.compaction_failures >= MAX_COMPACTION_FAILURES;
+        let failures = st.compaction_failures;
+        let give_up = failures >= MAX_COMPACTION_FAILURES;
         drop(st);
+        if give_up {
+            log::warn!(
+                "{}: compaction failed: {e}; {failures} failures in a row, giving up",
+                self.dir.display()
+            );
+        } else {
+            log::warn!(
+                "{}: compaction failed: {e}; retrying in {:.1} s ({failures} failures in a row)",
+                self.dir.display(),
+                wait.as_secs_f64()
+            );
+        }
         if give_up {
             self.set_bg_error(e.clone());
         }

@@ -48,6 +48,13 @@ pub(super) struct GcPacer {
     pacer: Mutex<Pacer>,
 }
 
+impl GcClaim {
+    /// The value tables claimed.
+    pub(super) fn victims(&self) -> &[u64] {
+        &self.victims
+    }
+}
+
 impl GcPacer {
     /// Pacing at `rate` bytes a second; `None` for 0 (off).
     pub(super) fn new(rate: u64) -> Option<GcPacer> {
@@ -69,15 +76,28 @@ pub struct GcRunStats {
 
 impl DbInner {
     /// Chooses victims with the policy and claims them (under the state lock); `paced` as
-    /// [`GcClaim::paced`].
+    /// [`GcClaim::paced`]. A background worker's claim (`paced`) also skips the tables whose
+    /// failed jobs it backs off from until their `retry_at`; `run_gc` (the caller asked, and
+    /// hears the error) and inline work (its schedule must not depend on the clock) do not
+    /// wait. Whoever claims, a job takes at most one table that failed before, so a table that
+    /// fails every time cannot keep others that were picked with it from being collected.
     pub(super) fn claim_victims(&self, st: &mut DbState, paced: bool) -> Option<GcClaim> {
         let values = st.version.values();
+        // Entries of tables that left the version go: the map is bounded by the live tables.
+        st.gc_backoff.retain(|n, _| values.live(*n).is_some());
+        let now = Instant::now();
+        let honours_backoff = paced && !self.opts.inline_background_work();
         let candidates: Vec<VictimCandidate> = values
             .tables()
             .filter(|v| {
                 !st.gc_claimed.contains(&v.number)
                     && !st.gc_failed.contains(&v.number)
                     && !st.alias_pins.values().any(|p| p.contains(&v.number))
+                    && (!honours_backoff
+                        || st
+                            .gc_backoff
+                            .get(&v.number)
+                            .is_none_or(|b| b.retry_at <= now))
             })
             .map(|v| {
                 let g = values.garbage(v.number);
@@ -99,7 +119,18 @@ impl DbInner {
             garbage_ratio: self.space.as_ref().map(|s| s.gc_ratio()),
             latest_seq: self.visible_seq.load(std::sync::atomic::Ordering::Acquire),
         };
-        let victims = self.policy.picker.pick(&candidates, &ctx);
+        let mut victims = self.policy.picker.pick(&candidates, &ctx);
+        // Of the tables that failed before, only the one with the fewest failures in a row
+        // (the first in the picker's order among equals) stays; the others wait for a job of
+        // their own (any subset of the picker's choice is a valid job). Taking turns so, a
+        // table that fails every time cannot starve one that failed beside it, even where no
+        // clock orders them (`run_gc`, inline work).
+        let retried = victims
+            .iter()
+            .filter_map(|n| st.gc_backoff.get(n).map(|b| (b.failures, *n)))
+            .min_by_key(|(failures, _)| *failures)
+            .map(|(_, n)| n);
+        victims.retain(|n| !st.gc_backoff.contains_key(n) || Some(*n) == retried);
         if victims.is_empty() {
             return None;
         }
@@ -135,6 +166,14 @@ impl DbInner {
             } else {
                 super::background::IDLE_WAIT
             };
+            // Wake when the soonest backoff ends, so a retry is not later than it says.
+            let now = Instant::now();
+            let wait = st
+                .gc_backoff
+                .values()
+                .filter(|b| b.retry_at > now)
+                .map(|b| b.retry_at - now)
+                .fold(wait, Duration::min);
             self.bg_cv.wait_for(&mut st, wait);
         }
     }
@@ -173,6 +212,7 @@ impl DbInner {
             // A damaged victim would fail every job that picks it; leave it to `gleaner check`.
             st.gc_failed.extend(claim.victims.iter().copied());
         }
+        st.record_gc_outcome(&claim.victims, &result, Instant::now());
         drop(st);
         self.bg_cv.notify_all();
         self.progress_cv.notify_all();
@@ -317,6 +357,12 @@ impl DbInner {
                 1
             } else {
                 self.opts.gc_io_depth() as usize
+            },
+            // The database's threads, started by the first job that needs them.
+            io_pool: if self.opts.inline_background_work() || self.opts.gc_io_depth() <= 1 {
+                None
+            } else {
+                self.gc_io.get()
             },
             stop_at_twins: live.len() > 1,
         };
@@ -696,12 +742,41 @@ impl DbInner {
         })
     }
 
-    /// Records a failed GC job for `stats()`.
-    pub(super) fn note_gc_error(&self, e: &Error) {
-        if !matches!(e, Error::Closed) {
-            Counters::add(&self.counters.gc_errors, 1);
-            *self.last_gc_error.lock() = Some(e.to_string());
+    /// Records a failed background GC job (of `victims`) for `stats()` and the log.
+    pub(super) fn note_gc_error(&self, e: &Error, victims: &[u64]) {
+        if matches!(e, Error::Closed) {
+            return;
         }
+        Counters::add(&self.counters.gc_errors, 1);
+        *self.last_gc_error.lock() = Some(e.to_string());
+        let (damaged, backoff) = {
+            let st = self.state.lock();
+            let damaged = victims.iter().any(|v| st.gc_failed.contains(v));
+            let backoff = victims
+                .iter()
+                .filter_map(|v| st.gc_backoff.get(v))
+                .max_by_key(|b| b.retry_at)
+                .copied();
+            (damaged, backoff)
+        };
+        let retry = if damaged {
+            "they are not collected again until the database is reopened".to_string()
+        } else if self.opts.inline_background_work() {
+            "retrying at the next point of inline work".to_string()
+        } else if let Some(b) = backoff {
+            let wait = b.retry_at.saturating_duration_since(Instant::now());
+            format!(
+                "retrying them in {:.1} s ({} failures in a row)",
+                wait.as_secs_f64(),
+                b.failures
+            )
+        } else {
+            "retrying them".to_string()
+        };
+        log::warn!(
+            "{}: GC job on value tables {victims:?} failed: {e}; {retry}",
+            self.dir.display()
+        );
     }
 
     fn record_gc(&self, s: &GcJobStats) {

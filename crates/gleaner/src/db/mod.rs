@@ -4,6 +4,7 @@
 mod background;
 mod counters;
 mod gc;
+mod gc_backoff;
 mod handle_updates;
 mod inline;
 mod iter;
@@ -75,6 +76,9 @@ struct DbState {
     late_drops: BTreeMap<u64, Vec<LateDrop>>,
     /// Value tables a GC job found damaged; not chosen again until the database is reopened.
     gc_failed: BTreeSet<u64>,
+    /// Live value tables whose last GC jobs failed otherwise, and when background workers may
+    /// pick them again (see `DbInner::claim_victims`).
+    gc_backoff: BTreeMap<u64, gc_backoff::GcBackoff>,
     /// Policy `novkv`: live value tables known to hold garbage that has no drop key (a job
     /// copied it into them, its drop keys having seemed to cover its victims' garbage); the
     /// next job collecting one looks up the records its drop keys do not name.
@@ -153,6 +157,9 @@ struct DbInner {
     values: Arc<ValueTableCache>,
     /// Reader threads for scans' value prefetching, started by the first scan that prefetches.
     read_pool: std::sync::OnceLock<Arc<prefetch::ReadPool>>,
+    /// Threads for GC jobs' reads in flight (`gc_io_depth`), started by the first job that
+    /// reads more than one at a time, stopped at close.
+    gc_io: crate::gc::LazyGcIoPool,
     picker: PickerConfig,
     /// The GC policy's roles.
     policy: PolicySet,
@@ -516,6 +523,10 @@ impl DbInner {
     fn set_bg_error(&self, e: Error) {
         let mut st = self.state.lock();
         if st.bg_error.is_none() {
+            log::error!(
+                "{}: the database refuses writes until it is reopened: {e}",
+                self.dir.display()
+            );
             st.bg_error = Some(e);
         }
         drop(st);
@@ -557,6 +568,8 @@ impl DbInner {
         // Manual compactions, GC runs, flushes and writes on other threads (which may be
         // running inline work or surfacing hidden garbage) end too before the lock is released.
         self.wait_for_foreground_calls();
+        // No job is left to use GC's read threads: they end now.
+        self.gc_io.shutdown();
         // Wait out an in-flight group commit (its leader holds the WAL), then sync and retire
         // the WAL so every acknowledged write is durable.
         let mut result = Ok(());
@@ -583,8 +596,14 @@ impl DbInner {
         use crate::stats::*;
         let c = &self.counters;
         let g = Counters::get;
+        let backoff;
         let (version, mem_bytes, mem_entries, imm, imm_bytes, running, bg_error, claimed, usage) = {
             let st = self.state.lock();
+            backoff = gc_backoff::GcBackoffSummary::of(
+                &st.gc_backoff,
+                |n| st.version.values().live(n).is_some(),
+                std::time::Instant::now(),
+            );
             (
                 Arc::clone(&st.version),
                 st.mem.approximate_bytes(),
@@ -689,6 +708,13 @@ impl DbInner {
             write_micros: g(&c.gc_write_micros),
             paced_micros: g(&c.gc_paced_micros),
             claimed,
+            io_threads: self.gc_io.threads(),
+            backoff_tables: backoff.failing,
+            backoff_waiting: backoff.waiting,
+            backoff_next_retry_ms: backoff
+                .next_retry
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            backoff_failures: backoff.most_failures,
             relocated_values: g(&c.relocated_values),
             relocations_kept_for_aliases: g(&c.relocations_kept_for_aliases),
             aliases_dropped: g(&c.aliases_dropped),

@@ -470,6 +470,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         gc_claimed: BTreeSet::new(),
         late_drops: BTreeMap::new(),
         gc_failed: BTreeSet::new(),
+        gc_backoff: BTreeMap::new(),
         gc_uncovered: BTreeSet::new(),
         alias_pins: BTreeMap::new(),
         compaction_failures: 0,
@@ -489,6 +490,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
     } else {
         super::gc::GcPacer::new(opts.gc_read_yield_rate())
     };
+    let gc_io = crate::gc::LazyGcIoPool::new(gc_io_threads(&opts, space.is_some()));
     Ok(Arc::new(DbInner {
         dir,
         opts,
@@ -499,6 +501,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         tables,
         values,
         read_pool: std::sync::OnceLock::new(),
+        gc_io,
         picker,
         policy,
         next_file_number,
@@ -533,6 +536,22 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         disk,
         read_only,
     }))
+}
+
+/// Threads of the pool GC jobs' reads in flight run on (`DbInner::gc_io`): each job uses up to
+/// `gc_io_depth` − 1 beside its own thread, and as many jobs run at once as there are GC
+/// workers (one for `run_gc` without any), so this is what they need together, at most
+/// [`crate::gc::MAX_GC_IO_THREADS`]. None under inline work, which runs no engine threads.
+fn gc_io_threads(opts: &Options, space_throttled: bool) -> usize {
+    if opts.inline_background_work() {
+        return 0;
+    }
+    let workers = if space_throttled {
+        opts.gc_threads().max(opts.gc_threads_max())
+    } else {
+        opts.gc_threads()
+    };
+    (opts.gc_io_depth().saturating_sub(1) as usize).saturating_mul(workers.max(1) as usize)
 }
 
 /// Checks that every file the recovered state needs is present: each live key table, and the

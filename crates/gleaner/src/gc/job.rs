@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::oracle::RecordRef;
-use super::parallel::map_in_parallel;
+use super::parallel::{GcIoPool, map_in_parallel};
 use super::policy::GcReadMode;
 use super::reader::{GC_READ_CHUNK, VictimReader};
 use super::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
@@ -145,8 +145,8 @@ const MAX_LAZY_WINDOW: u64 = 16 * GC_READ_CHUNK;
 /// checks for cancellation once per batch.
 const CHECK_BATCH: usize = 256;
 
-/// Validity checks per thread, at least: many are answered from the DropCache or the block
-/// cache in about a microsecond, where starting a thread costs tens.
+/// Validity checks per chunk handed to another thread, at least: many are answered from the
+/// DropCache or the block cache in about a microsecond, about what the hand-over costs.
 const MIN_CHECKS_PER_THREAD: usize = 16;
 
 /// The validity check a job calls for every record it reads; called from several threads at
@@ -171,6 +171,9 @@ pub struct JobPlan {
     /// Validity lookups, and reads of live records (lazy read), in flight at once (option
     /// `gc_io_depth`; 1 = one at a time, on the job's thread).
     pub io_depth: usize,
+    /// The threads that run all but the first of those (the database's, shared by its jobs);
+    /// `None` runs everything on the job's thread, whatever `io_depth` says.
+    pub io_pool: Option<Arc<GcIoPool>>,
     /// Stop, writing nothing, at the first record two victims hold a copy each of
     /// ([`JobEnd::MetTwins`]). A job of several victims must: its outputs would hold the live
     /// copy, and the inheritance record of the victim whose copy is garbage would lead an entry
@@ -209,6 +212,7 @@ pub fn run_gc_job(
         record_moves,
         io_depth,
         stop_at_twins,
+        io_pool,
     } = plan;
     let mut job = Job {
         stats: GcJobStats {
@@ -225,6 +229,7 @@ pub fn run_gc_job(
         stop_at_twins,
         met_twins: false,
         last_copied: None,
+        io_pool,
     };
     match read_mode {
         GcReadMode::Full => job.run_full(victims)?,
@@ -277,6 +282,8 @@ struct Job<'a, 'b> {
     met_twins: bool,
     /// The last record copied: two copies of one record are never both live.
     last_copied: Option<(Vec<u8>, SeqNo)>,
+    /// Where all but the first of them run.
+    io_pool: Option<Arc<GcIoPool>>,
 }
 
 /// Whether some head holds record `(key, seq)`: the merged stream meets it again next.
@@ -306,7 +313,13 @@ impl Job<'_, '_> {
         (self.checkpoint)(batch.iter().map(|r| r.location.len).sum())?;
         self.stats.records_read += batch.len() as u64;
         let start = Instant::now();
-        let verdicts = map_in_parallel(batch, self.io_depth, MIN_CHECKS_PER_THREAD, self.is_live)?;
+        let verdicts = map_in_parallel(
+            self.io_pool.as_deref(),
+            batch,
+            self.io_depth,
+            MIN_CHECKS_PER_THREAD,
+            self.is_live,
+        )?;
         self.stats.lookup_micros += micros_since(start);
         Ok(batch
             .iter()
@@ -543,9 +556,13 @@ impl Job<'_, '_> {
                     .map(move |run| (v, run))
             })
             .collect();
-        let read = map_in_parallel(&runs, self.io_depth, 1, &|(v, run): &(usize, &[usize])| {
-            read_run(&victims[*v], &window.entries, run)
-        })?;
+        let read = map_in_parallel(
+            self.io_pool.as_deref(),
+            &runs,
+            self.io_depth,
+            1,
+            &|(v, run): &(usize, &[usize])| read_run(&victims[*v], &window.entries, run),
+        )?;
         for ((_, run), (bytes, run_records)) in runs.iter().zip(read) {
             self.stats.bytes_read += bytes;
             for (&p, r) in run.iter().zip(run_records) {
@@ -706,6 +723,7 @@ mod tests {
             max_gap: 0,
             record_moves: true,
             io_depth: 1,
+            io_pool: None,
             stop_at_twins,
         }
     }

@@ -19,6 +19,8 @@ pub use job::{
     Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, Validity, run_gc_job,
 };
 pub use oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
+pub(crate) use parallel::LazyGcIoPool;
+pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{
     CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, own_options, policy_set,

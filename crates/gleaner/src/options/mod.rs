@@ -313,10 +313,13 @@ options_table! {
     /// about as much as a long one. 0 reads only live records. Default 64 KiB; at most 16 MiB.
     (gc_read_gap, with_gc_read_gap, u64, DEFAULT_GC_READ_GAP, persisted: true);
     /// Validity lookups (and, with lazy read, reads of live records) a GC job keeps in flight
-    /// at once, on short-lived threads of its own: each is a small random read, and the device
-    /// serves several at once faster than one after another. Results are used in key order,
-    /// so the outputs do not depend on the threads. Under `inline_background_work` a job runs
-    /// them one at a time. Default 8; 1 = one at a time on the job's thread; at most 64.
+    /// at once, on its own thread and the database's pool of GC read threads: each is a small
+    /// random read, and the device serves several at once faster than one after another.
+    /// Results are used in key order, so the outputs do not depend on the threads. The pool is
+    /// started by the first job that reads more than one at a time, with (`gc_io_depth` − 1) ×
+    /// the GC workers (1 without workers) threads, at most 63, and stopped at close. Under
+    /// `inline_background_work` a job runs them one at a time and no pool is started. Default
+    /// 8; 1 = one at a time on the job's thread; at most 64.
     (gc_io_depth, with_gc_io_depth, u32, DEFAULT_GC_IO_DEPTH, persisted: true);
     /// GC pacing while reads dominate (docs/gc.md, "Pacing while reads dominate"): when no write has arrived for a
     /// second while point reads or iterators keep coming, and the space throttle (if on) is

@@ -326,6 +326,26 @@ pub struct GcStats {
     pub paced_micros: u64,
     /// Victims being collected now.
     pub claimed: usize,
+    /// Threads of the pool GC jobs' reads in flight run on: 0 until the first job that reads
+    /// more than one at a time starts it, and after close; then
+    /// (`gc_io_depth` − 1) × the GC workers (1 without workers), at most 63.
+    #[serde(default)]
+    pub io_threads: usize,
+    /// Live value tables whose most recent GC jobs failed (not for damage: a damaged table is
+    /// left alone until the database is reopened). Background workers pick each again only
+    /// after a wait of 0.1 s doubling with its failures in a row, up to 30 s; a job that
+    /// collects it, or the table leaving the database, forgets it.
+    #[serde(default)]
+    pub backoff_tables: usize,
+    /// Of those, the tables whose wait has not ended yet.
+    #[serde(default)]
+    pub backoff_waiting: usize,
+    /// Milliseconds until the soonest of those waits ends (`None` when none is waiting).
+    #[serde(default)]
+    pub backoff_next_retry_ms: Option<u64>,
+    /// The most failed jobs in a row of any of those tables (0 when there are none).
+    #[serde(default)]
+    pub backoff_failures: u32,
     /// Values compactions relocated out of the oldest value tables (policy `blobdb`; inlined
     /// ones included).
     #[serde(default)]
