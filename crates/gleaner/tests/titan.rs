@@ -6,7 +6,8 @@
 //! must win (and the copy must count as garbage at once); a snapshot taken before the job must
 //! still read what it read; a written-back handle dropped by a flush (the key overwritten again
 //! before the flush) must make its record garbage (Titan's own accounting misses this,
-//! tikv/titan #86).
+//! tikv/titan #86); with inline work, a job whose write-backs fill the memtables must not
+//! deadlock the writer that makes room (issue 23).
 
 #[allow(
     dead_code,
@@ -258,4 +259,164 @@ fn a_written_back_handle_dropped_by_a_flush_is_garbage() {
     assert_reads(&db, &latest, "after the flush");
     assert_recount(&db, "after the flush");
     sim::check_recovered_state(db, path, &options(&fs), "after the flush");
+}
+
+/// Keys of the inline tests below, whose GC jobs write back more handles than a memtable holds.
+const WIDE_KEYS: u32 = 400;
+
+fn wide_key(i: u32) -> String {
+    format!("wide{i:05}")
+}
+
+/// 200 bytes naming the key and its round: separated under [`inline_options`].
+fn wide_value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{i} {round} ").into_bytes();
+    v.resize(200, b'a' + (round % 26) as u8);
+    v
+}
+
+/// Inline work with GC on (one GC thread's worth, run at the fixed points), a 4 KiB memtable
+/// and one immutable memtable: a job's write-backs fill the memtables many times over, so the
+/// write path must make room (flush) in the middle of a job's commit.
+fn inline_options(fs: &FaultFs) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        .with_inline_background_work(true)
+        .with_gc_threads(1)
+        .with_gc_policy(GcPolicyKind::Titan)
+        .with_titan_discardable_ratio(0.2)
+        .with_memtable_size(4 << 10)
+        .with_max_immutable_memtables(1)
+        .with_min_separated_value_size(200)
+}
+
+/// Runs `f` on a thread of its own and returns what it returns. A deadlock detector, not a
+/// timing assertion: the work takes well under a second, and a deadlocked thread never
+/// returns, so 30 s only separates "finished" from "hung".
+fn finishes<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(v) => v,
+        // The closure panicked: show its panic.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(worker.join().expect_err("the worker sent nothing"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what} did not finish within 30 s: deadlocked")
+        }
+    }
+}
+
+/// Reads every wide key against its round in `latest` (`None`: deleted).
+fn assert_wide_reads(db: &Db, latest: &[Option<u32>], ctx: &str) {
+    for (i, round) in latest.iter().enumerate() {
+        let i = i as u32;
+        assert_eq!(
+            db.get(wide_key(i))
+                .unwrap_or_else(|e| panic!("{ctx}: {}: {e}", wide_key(i))),
+            round.map(|r| wide_value(i, r)),
+            "{ctx}: {}",
+            wide_key(i)
+        );
+    }
+}
+
+/// Writes every wide key (round 0), overwrites every third (round 1) and compacts, each step
+/// checked for a deadlock; returns each key's round.
+fn load_wide(db: &Arc<Db>) -> Vec<Option<u32>> {
+    let db = Arc::clone(db);
+    finishes("loading", move || {
+        let mut latest = vec![Some(0); WIDE_KEYS as usize];
+        for i in 0..WIDE_KEYS {
+            db.put(wide_key(i), wide_value(i, 0)).expect("put");
+        }
+        for i in (0..WIDE_KEYS).step_by(3) {
+            db.put(wide_key(i), wide_value(i, 1)).expect("overwrite");
+            latest[i as usize] = Some(1);
+        }
+        db.compact_range(None, None).expect("compact");
+        latest
+    })
+}
+
+/// Issue 23, item 3: a titan job run by inline work held the inline turn while it wrote its
+/// handles back; once they filled the memtables, the write path ran inline work to make room
+/// on the same thread, which took the turn again and waited on itself forever.
+#[test]
+fn inline_write_backs_that_fill_the_memtables_do_not_deadlock() {
+    let fs = FaultFs::new(5);
+    let path = Path::new("/titan-inline-fill");
+    let db = Arc::new(Db::open(path, inline_options(&fs)).expect("open"));
+    let latest = load_wide(&db);
+    {
+        let db = Arc::clone(&db);
+        finishes("a put after the compaction", move || {
+            db.put("after", "x").expect("put");
+        });
+    }
+    let s = db.stats();
+    assert!(s.gc.jobs > 0, "{:?}", s.gc);
+    assert!(
+        s.gc.written_back > 100,
+        "a job wrote back more handles than a memtable holds: {:?}",
+        s.gc
+    );
+    assert_wide_reads(&db, &latest, "after GC");
+    assert_eq!(db.get("after").expect("get"), Some(b"x".to_vec()));
+    assert_recount(&db, "after GC");
+    let db = Arc::into_inner(db).expect("only handle");
+    sim::check_recovered_state(db, path, &inline_options(&fs), "after GC");
+}
+
+/// Issue 23, item 3, the other way to deadlock: a writer that found the memtables full ran the
+/// inline work to make room while it held the WAL and led the write queue; when that work
+/// claimed a titan job, the job's write-backs queued behind the writer running them. Here the
+/// writer making room is itself a job's write-back: the garbage is made with GC off, then the
+/// database is reopened with it on and small jobs (`gc_max_input_size`), so that while one job
+/// writes back, filling the memtables, the next is due already.
+#[test]
+fn room_made_for_a_write_back_runs_no_gc_job() {
+    let fs = FaultFs::new(6);
+    let path = Path::new("/titan-inline-nested");
+    let opts = || inline_options(&fs).with_gc_max_input_size(32 << 10);
+    let db = Arc::new(Db::open(path, opts().with_gc_threads(0)).expect("open"));
+    let mut latest = load_wide(&db);
+    Arc::into_inner(db)
+        .expect("only handle")
+        .close()
+        .expect("close");
+    // The fixed point at the end of open runs every job that is due.
+    let db = {
+        let opts = opts();
+        finishes("the reopen", move || {
+            Arc::new(Db::open(path, opts).expect("reopen"))
+        })
+    };
+    let s = db.stats();
+    assert!(s.gc.jobs > 1, "{:?}", s.gc);
+    assert!(
+        s.gc.written_back > 100,
+        "the jobs' write-backs filled the memtables: {:?}",
+        s.gc
+    );
+    {
+        let db = Arc::clone(&db);
+        finishes("overwrites, GC and a put", move || {
+            for i in (1..WIDE_KEYS).step_by(3) {
+                db.put(wide_key(i), wide_value(i, 2)).expect("overwrite");
+            }
+            db.compact_range(None, None).expect("compact");
+            db.run_gc().expect("gc");
+        });
+    }
+    for i in (1..WIDE_KEYS).step_by(3) {
+        latest[i as usize] = Some(2);
+    }
+    assert_wide_reads(&db, &latest, "after GC");
+    assert_recount(&db, "after GC");
+    let db = Arc::into_inner(db).expect("only handle");
+    sim::check_recovered_state(db, path, &opts(), "after GC");
 }

@@ -226,16 +226,7 @@ impl DbInner {
                 self.surface_hidden_garbage();
                 Ok(())
             }
-            // A failed GC job leaves its victims as they were; only a failed manifest write
-            // (which `run_gc_claim` reports itself) makes the database read-only.
-            Work::Gc(claim) => match self.run_gc_claim(claim) {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    self.note_gc_error(&e);
-                    self.purge_after_job();
-                    return false;
-                }
-            },
+            Work::Gc(claim) => return self.gc_job_ended(self.run_gc_claim(claim)),
         };
         let ok = result.is_ok();
         match result {
@@ -246,6 +237,25 @@ impl DbInner {
         // sequence number into key tables. A failure to log the release is the background error
         // already (a failed manifest write); closing just leaves it for the next open.
         let _ = self.release_retired();
+        self.purge_after_job();
+        ok
+    }
+
+    /// Records how a GC job ended and deletes the files it made obsolete; returns whether it
+    /// succeeded. A failed GC job leaves its victims as they were; only a failed manifest write
+    /// (which the job reports itself) makes the database read-only.
+    pub(super) fn gc_job_ended(&self, result: Result<crate::gc::GcJobStats>) -> bool {
+        let ok = match result {
+            Ok(_) => {
+                // A failure to log a release is the background error already.
+                let _ = self.release_retired();
+                true
+            }
+            Err(e) => {
+                self.note_gc_error(&e);
+                false
+            }
+        };
         self.purge_after_job();
         ok
     }

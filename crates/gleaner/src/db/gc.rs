@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::filename::drop_file_name;
 use crate::gc::novkv::{DROP_BLOCK_READ_CLASS, DropSet};
 use crate::gc::{
-    CommitStyle, GcJobStats, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
-    VictimCandidate,
+    CommitStyle, GcJobStats, JobPlan, MovedRecord, OracleEnv, PickContext, RecordRef,
+    ValidityContext, VictimCandidate,
     pacing::{Activity, Pacer},
     run_gc_job,
 };
@@ -65,6 +65,36 @@ pub struct GcRunStats {
     pub jobs: u64,
     /// Summed figures of those jobs.
     pub totals: GcJobStats,
+}
+
+/// How far [`DbInner::start_gc_claim`] took a job.
+pub(super) enum GcProgress {
+    /// Committed, or failed; its claim is released. What `run_gc_claim` returns.
+    Finished(Result<GcJobStats>),
+    /// Its outputs are installed; [`DbInner::finish_gc_claim`] writes back and commits.
+    WritingBack(PendingWriteBack),
+}
+
+/// A claimed write-back job whose outputs are installed (see [`DbInner::start_gc_claim`]).
+pub(super) struct PendingWriteBack {
+    /// Every victim claimed, live or not.
+    victims: Vec<u64>,
+    write_back: WriteBack,
+}
+
+/// What is left of a write-back commit after its first edit.
+struct WriteBack {
+    /// The victims the job read (live when it started).
+    victims: Vec<u64>,
+    outputs: Vec<u64>,
+    moved: Vec<MovedRecord>,
+    stats: GcJobStats,
+}
+
+/// How `run_gc_job` left a job.
+enum JobEnd {
+    Committed(GcJobStats),
+    Installed(WriteBack),
 }
 
 impl DbInner {
@@ -161,19 +191,54 @@ impl DbInner {
 
     /// Runs one claimed job and commits it; the claim is released either way.
     pub(super) fn run_gc_claim(&self, claim: GcClaim) -> Result<GcJobStats> {
-        let result = self.run_gc_job(&claim);
-        let mut st = self.state.lock();
-        for v in &claim.victims {
-            st.gc_claimed.remove(v);
-            st.late_drops.remove(v);
+        match self.start_gc_claim(claim) {
+            GcProgress::Finished(result) => result,
+            GcProgress::WritingBack(pending) => self.finish_gc_claim(pending),
         }
-        if let Err(e) = &result
-            && e.is_corruption()
+    }
+
+    /// Runs one claimed job up to anything it writes through the write path: a job of commit
+    /// style `Inheritance` to its end (the claim is then released); one of style `WriteBack`
+    /// through the edit that installs its outputs, leaving the write-backs and the edit after
+    /// them to [`DbInner::finish_gc_claim`]. Inline work runs this part under its turn and the
+    /// rest after letting the turn go: the write path may run inline work to make room, which
+    /// takes the turn, while it holds the WAL and leads the write queue.
+    pub(super) fn start_gc_claim(&self, claim: GcClaim) -> GcProgress {
+        match self.run_gc_job(&claim) {
+            Ok(JobEnd::Committed(stats)) => {
+                GcProgress::Finished(self.end_gc_claim(&claim.victims, Ok(stats)))
+            }
+            Ok(JobEnd::Installed(write_back)) => GcProgress::WritingBack(PendingWriteBack {
+                victims: claim.victims,
+                write_back,
+            }),
+            Err(e) => GcProgress::Finished(self.end_gc_claim(&claim.victims, Err(e))),
+        }
+    }
+
+    /// Writes back the new places of the records a job started by
+    /// [`DbInner::start_gc_claim`] moved, commits it, and releases its claim.
+    pub(super) fn finish_gc_claim(&self, pending: PendingWriteBack) -> Result<GcJobStats> {
+        let result = self.write_back_moved(pending.write_back);
+        self.end_gc_claim(&pending.victims, result)
+    }
+
+    /// Releases the claim on a job's `victims` and records the job's `result`.
+    fn end_gc_claim(&self, victims: &[u64], result: Result<GcJobStats>) -> Result<GcJobStats> {
         {
-            // A damaged victim would fail every job that picks it; leave it to `gleaner check`.
-            st.gc_failed.extend(claim.victims.iter().copied());
+            let mut st = self.state.lock();
+            for v in victims {
+                st.gc_claimed.remove(v);
+                st.late_drops.remove(v);
+            }
+            if let Err(e) = &result
+                && e.is_corruption()
+            {
+                // A damaged victim would fail every job that picks it; leave it to `gleaner
+                // check`.
+                st.gc_failed.extend(victims.iter().copied());
+            }
         }
-        drop(st);
         self.bg_cv.notify_all();
         self.progress_cv.notify_all();
         let stats = result?;
@@ -184,7 +249,7 @@ impl DbInner {
         Ok(stats)
     }
 
-    fn run_gc_job(&self, claim: &GcClaim) -> Result<GcJobStats> {
+    fn run_gc_job(&self, claim: &GcClaim) -> Result<JobEnd> {
         // Compactions that started before the claim count their drops into the victims as plain
         // garbage; wait until they are done so the index tree shows those drops.
         {
@@ -207,7 +272,7 @@ impl DbInner {
             .filter(|n| version.values().live(*n).is_some())
             .collect();
         if live.is_empty() {
-            return Ok(GcJobStats::default());
+            return Ok(JobEnd::Committed(GcJobStats::default()));
         }
         let mut victims = Vec::with_capacity(live.len());
         for n in &live {
@@ -345,10 +410,10 @@ impl DbInner {
             }
         }
         match self.policy.commit {
-            CommitStyle::Inheritance => {
-                self.commit_gc(&live, out, drop_set.as_ref().map(|s| s.blocks()))
-            }
-            CommitStyle::WriteBack => self.commit_write_back(&live, out),
+            CommitStyle::Inheritance => self
+                .commit_gc(&live, out, drop_set.as_ref().map(|s| s.blocks()))
+                .map(JobEnd::Committed),
+            CommitStyle::WriteBack => self.install_write_back(&live, out).map(JobEnd::Installed),
         }
     }
 
@@ -366,13 +431,15 @@ impl DbInner {
     ///    victims at the newest sequence number: versions naming them are all shadowed at or
     ///    below it, so they are released once no snapshot reads below it.
     ///
-    /// Drops of the victims' handles are moot from step 3 on (a retired table keeps no account),
-    /// and the outputs stay claimed until then, so no other job picks them.
-    fn commit_write_back(
+    /// This is step 1; [`DbInner::write_back_moved`] does steps 2 and 3, once the caller holds
+    /// nothing the write path may need (the inline turn). Drops of the victims' handles are moot
+    /// from step 3 on (a retired table keeps no account), and the outputs stay claimed until
+    /// then, so no other job picks them.
+    fn install_write_back(
         &self,
         victims: &[u64],
         out: crate::gc::GcJobOutput,
-    ) -> Result<GcJobStats> {
+    ) -> Result<WriteBack> {
         let outputs: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
         let installed = VersionEdit {
             write_back: outputs.iter().map(|n| (*n, true)).collect(),
@@ -380,46 +447,63 @@ impl DbInner {
             ..Default::default()
         };
         self.state.lock().gc_claimed.extend(outputs.iter().copied());
-        let result = self
-            .log_gc_edit(installed, Some(out.pending))
-            .and_then(|()| {
-                let mut lost: BTreeMap<u64, Garbage> = BTreeMap::new();
-                let mut written = 0u64;
-                for m in &out.moved {
-                    let stored = StoredHandle {
-                        location: m.to,
-                        record_seq: Some(m.seq),
-                        alias: false,
-                    };
-                    if self.write_back(&m.key, m.from, &stored)? {
-                        written += 1;
-                    } else {
-                        let g = lost.entry(m.to.file_number).or_default();
-                        g.records += 1;
-                        g.bytes += m.to.len;
-                    }
-                }
-                self.sync_wal()?;
-                Counters::add(&self.counters.gc_written_back, written);
-                Counters::add(
-                    &self.counters.gc_write_back_conflicts,
-                    out.moved.len() as u64 - written,
-                );
-                let obsolete_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
-                let finished = VersionEdit {
-                    write_back: outputs.iter().map(|n| (*n, false)).collect(),
-                    value_garbage: lost.into_iter().collect(),
-                    retired_value_tables: victims.iter().map(|v| (*v, obsolete_seq)).collect(),
-                    ..Default::default()
+        if let Err(e) = self.log_gc_edit(installed, Some(out.pending)) {
+            self.release_outputs(&outputs);
+            return Err(e);
+        }
+        Ok(WriteBack {
+            victims: victims.to_vec(),
+            outputs,
+            moved: out.moved,
+            stats: out.stats,
+        })
+    }
+
+    /// Steps 2 and 3 of a write-back commit (see [`DbInner::install_write_back`]); the claim on
+    /// the outputs is released either way.
+    fn write_back_moved(&self, job: WriteBack) -> Result<GcJobStats> {
+        let result = (|| {
+            let mut lost: BTreeMap<u64, Garbage> = BTreeMap::new();
+            let mut written = 0u64;
+            for m in &job.moved {
+                let stored = StoredHandle {
+                    location: m.to,
+                    record_seq: Some(m.seq),
+                    alias: false,
                 };
-                self.log_gc_edit(finished, None)
-            });
+                if self.write_back(&m.key, m.from, &stored)? {
+                    written += 1;
+                } else {
+                    let g = lost.entry(m.to.file_number).or_default();
+                    g.records += 1;
+                    g.bytes += m.to.len;
+                }
+            }
+            self.sync_wal()?;
+            Counters::add(&self.counters.gc_written_back, written);
+            Counters::add(
+                &self.counters.gc_write_back_conflicts,
+                job.moved.len() as u64 - written,
+            );
+            let obsolete_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+            let finished = VersionEdit {
+                write_back: job.outputs.iter().map(|n| (*n, false)).collect(),
+                value_garbage: lost.into_iter().collect(),
+                retired_value_tables: job.victims.iter().map(|v| (*v, obsolete_seq)).collect(),
+                ..Default::default()
+            };
+            self.log_gc_edit(finished, None)
+        })();
+        self.release_outputs(&job.outputs);
+        result.map(|()| job.stats)
+    }
+
+    /// Ends the claim on a write-back job's outputs.
+    fn release_outputs(&self, outputs: &[u64]) {
         let mut st = self.state.lock();
-        for n in &outputs {
+        for n in outputs {
             st.gc_claimed.remove(n);
         }
-        drop(st);
-        result.map(|()| out.stats)
     }
 
     /// Releases the retired value tables (policy `titan`) no reader can reach any more: every

@@ -184,7 +184,8 @@ struct DbInner {
     last_compaction_error: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Taken by whoever runs inline background work (option `inline_background_work`), so
-    /// callers take turns. Lock order: `wal` before this; nothing the work takes needs `wal`.
+    /// callers take turns. Lock order: `wal` (and leading the write queue) before this; nothing
+    /// done under it writes through the write path (see `db/inline.rs`).
     inline_turn: Mutex<()>,
     lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Space-aware throttling, when on and a budget is set.
