@@ -226,6 +226,9 @@ impl DbInner {
     /// Releases the claim on a job's `victims` and records the job's `result`.
     fn end_gc_claim(&self, victims: &[u64], result: Result<GcJobStats>) -> Result<GcJobStats> {
         {
+            // Under the manifest lock, as `release_outputs`: a flush or compaction that read
+            // the claims before this must not record late drops for the victims after it.
+            let _versions = self.versions.lock();
             let mut st = self.state.lock();
             for v in victims {
                 st.gc_claimed.remove(v);
@@ -498,11 +501,19 @@ impl DbInner {
         result.map(|()| job.stats)
     }
 
-    /// Ends the claim on a write-back job's outputs.
+    /// Ends the claim on a write-back job's outputs, and frees the late drops flushes and
+    /// compactions recorded for them meanwhile (written-back handles dropped while the outputs
+    /// were claimed). Nothing reads those: only an inheritance commit reads late drops, of its
+    /// victims. Their garbage is counted already: `GarbageListener::settle` adds every drop it
+    /// returns as late to its own edit too, which the flush or compaction committed.
     fn release_outputs(&self, outputs: &[u64]) {
+        // Under the manifest lock, which a flush or compaction holds from reading the claims to
+        // recording its late drops: none records one for these tables after this.
+        let _versions = self.versions.lock();
         let mut st = self.state.lock();
         for n in outputs {
             st.gc_claimed.remove(n);
+            st.late_drops.remove(n);
         }
     }
 

@@ -584,7 +584,18 @@ impl DbInner {
         use crate::stats::*;
         let c = &self.counters;
         let g = Counters::get;
-        let (version, mem_bytes, mem_entries, imm, imm_bytes, running, bg_error, claimed, usage) = {
+        let (
+            version,
+            mem_bytes,
+            mem_entries,
+            imm,
+            imm_bytes,
+            running,
+            bg_error,
+            claimed,
+            late_drops,
+            usage,
+        ) = {
             let st = self.state.lock();
             (
                 Arc::clone(&st.version),
@@ -595,6 +606,7 @@ impl DbInner {
                 st.running.len(),
                 st.bg_error.as_ref().map(|e| e.to_string()),
                 st.gc_claimed.len(),
+                st.late_drops.values().map(Vec::len).sum(),
                 // The same figures the space throttle sees.
                 self.space_usage(&st),
             )
@@ -689,6 +701,7 @@ impl DbInner {
             write_micros: g(&c.gc_write_micros),
             paced_micros: g(&c.gc_paced_micros),
             claimed,
+            late_drops,
             relocated_values: g(&c.relocated_values),
             relocated_bytes: g(&c.relocated_bytes),
             forced_compactions: g(&c.forced_compactions),
@@ -725,6 +738,7 @@ impl DbInner {
                 handle_updates_skipped: g(&c.handle_updates_skipped),
                 handle_updates_dropped: g(&c.handle_updates_dropped),
                 scan_values_prefetched: self.read_pool.get().map_or(0, |p| p.served()),
+                writes_queued: self.writers.lock().len(),
             },
             compaction: CompactionStats {
                 flushes: g(&c.flushes),
