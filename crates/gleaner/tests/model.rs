@@ -13,7 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gleaner::io::FaultFs;
-use gleaner::{Compression, Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use gleaner::{
+    Compression, Db, GcPolicyKind, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -78,7 +80,7 @@ fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
             // Background work on the writing thread: a failure under this set replays exactly
             // (the same seed performs the same file operations in the same order).
             "inline-separated-gc",
-            separated_gc.with_inline_background_work(true),
+            separated_gc.clone().with_inline_background_work(true),
         ),
         (
             "separate-everything-manual-gc",
@@ -104,6 +106,20 @@ fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
                 .with_max_immutable_memtables(3)
                 .with_max_open_files(4)
                 .with_block_cache_size(8 << 10),
+        ),
+        (
+            // Titan with inline work and jobs large enough that one job's write-backs fill the
+            // memtable and its one immutable memtable several times over: the write-backs must
+            // make room (inline flushes) in the middle of the job's commit (issue 23). The
+            // `inline-separated-gc/titan` set's 8 KiB jobs stay below a memtable of write-backs.
+            "inline-titan-wide-jobs",
+            separated_gc
+                .with_inline_background_work(true)
+                .with_memtable_size(2 << 10)
+                .with_max_immutable_memtables(1)
+                .with_gc_policy(GcPolicyKind::Titan)
+                .with_titan_discardable_ratio(0.2)
+                .with_gc_max_input_size(64 << 10),
         ),
     ]
 }

@@ -231,14 +231,7 @@ impl DbInner {
             // reports itself) makes the database read-only.
             Work::Gc(claim) => {
                 let victims = claim.victims().to_vec();
-                match self.run_gc_claim(claim) {
-                    Ok(_) => Ok(()),
-                    Err(e) => {
-                        self.note_gc_error(&e, &victims);
-                        self.purge_after_job();
-                        return false;
-                    }
-                }
+                return self.gc_job_ended(&victims, self.run_gc_claim(claim));
             }
         };
         let ok = result.is_ok();
@@ -250,6 +243,29 @@ impl DbInner {
         // sequence number into key tables. A failure to log the release is the background error
         // already (a failed manifest write); closing just leaves it for the next open.
         let _ = self.release_retired();
+        self.purge_after_job();
+        ok
+    }
+
+    /// Records how a GC job ended and deletes the files it made obsolete; returns whether it
+    /// succeeded. A failed GC job leaves its victims as they were; only a failed manifest write
+    /// (which the job reports itself) makes the database read-only.
+    pub(super) fn gc_job_ended(
+        &self,
+        victims: &[u64],
+        result: Result<crate::gc::GcJobStats>,
+    ) -> bool {
+        let ok = match result {
+            Ok(_) => {
+                // A failure to log a release is the background error already.
+                let _ = self.release_retired();
+                true
+            }
+            Err(e) => {
+                self.note_gc_error(&e, victims);
+                false
+            }
+        };
         self.purge_after_job();
         ok
     }

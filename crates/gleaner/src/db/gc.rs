@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::filename::drop_file_name;
 use crate::gc::novkv::{DROP_BLOCK_READ_CLASS, DropSet};
 use crate::gc::{
-    CommitStyle, GcJobStats, JobEnd, JobPlan, OracleEnv, PickContext, RecordRef, ValidityContext,
-    VictimCandidate,
+    CommitStyle, GcJobStats, JobEnd, JobPlan, MovedRecord, OracleEnv, PickContext, RecordRef,
+    ValidityContext, VictimCandidate,
     pacing::{Activity, Pacer},
     run_gc_job,
 };
@@ -72,6 +72,43 @@ pub struct GcRunStats {
     pub jobs: u64,
     /// Summed figures of those jobs.
     pub totals: GcJobStats,
+}
+
+/// How far [`DbInner::start_gc_claim`] took a job.
+pub(super) enum GcProgress {
+    /// Committed, or failed; its claim is released. What `run_gc_claim` returns.
+    Finished(Result<GcJobStats>),
+    /// Its outputs are installed; [`DbInner::finish_gc_claim`] writes back and commits.
+    WritingBack(PendingWriteBack),
+}
+
+/// A claimed write-back job whose outputs are installed (see [`DbInner::start_gc_claim`]).
+pub(super) struct PendingWriteBack {
+    /// Every victim claimed, live or not.
+    victims: Vec<u64>,
+    write_back: WriteBack,
+}
+
+impl PendingWriteBack {
+    /// Every victim claimed.
+    pub(super) fn victims(&self) -> &[u64] {
+        &self.victims
+    }
+}
+
+/// What is left of a write-back commit after its first edit.
+struct WriteBack {
+    /// The victims the job read (live when it started).
+    victims: Vec<u64>,
+    outputs: Vec<u64>,
+    moved: Vec<MovedRecord>,
+    stats: GcJobStats,
+}
+
+/// How `run_gc_job` left a job.
+enum Collected {
+    Committed(GcJobStats),
+    Installed(WriteBack),
 }
 
 impl DbInner {
@@ -200,20 +237,58 @@ impl DbInner {
 
     /// Runs one claimed job and commits it; the claim is released either way.
     pub(super) fn run_gc_claim(&self, claim: GcClaim) -> Result<GcJobStats> {
-        let result = self.run_gc_job(&claim);
-        let mut st = self.state.lock();
-        for v in &claim.victims {
-            st.gc_claimed.remove(v);
-            st.late_drops.remove(v);
+        match self.start_gc_claim(claim) {
+            GcProgress::Finished(result) => result,
+            GcProgress::WritingBack(pending) => self.finish_gc_claim(pending),
         }
-        if let Err(e) = &result
-            && e.is_corruption()
+    }
+
+    /// Runs one claimed job up to anything it writes through the write path: a job of commit
+    /// style `Inheritance` to its end (the claim is then released); one of style `WriteBack`
+    /// through the edit that installs its outputs, leaving the write-backs and the edit after
+    /// them to [`DbInner::finish_gc_claim`]. Inline work runs this part under its turn and the
+    /// rest after letting the turn go: the write path may run inline work to make room, which
+    /// takes the turn, while it holds the WAL and leads the write queue.
+    pub(super) fn start_gc_claim(&self, claim: GcClaim) -> GcProgress {
+        match self.run_gc_job(&claim) {
+            Ok(Collected::Committed(stats)) => {
+                GcProgress::Finished(self.end_gc_claim(&claim.victims, Ok(stats)))
+            }
+            Ok(Collected::Installed(write_back)) => GcProgress::WritingBack(PendingWriteBack {
+                victims: claim.victims,
+                write_back,
+            }),
+            Err(e) => GcProgress::Finished(self.end_gc_claim(&claim.victims, Err(e))),
+        }
+    }
+
+    /// Writes back the new places of the records a job started by
+    /// [`DbInner::start_gc_claim`] moved, commits it, and releases its claim.
+    pub(super) fn finish_gc_claim(&self, pending: PendingWriteBack) -> Result<GcJobStats> {
+        let result = self.write_back_moved(pending.write_back);
+        self.end_gc_claim(&pending.victims, result)
+    }
+
+    /// Releases the claim on a job's `victims` and records the job's `result`.
+    fn end_gc_claim(&self, victims: &[u64], result: Result<GcJobStats>) -> Result<GcJobStats> {
         {
-            // A damaged victim would fail every job that picks it; leave it to `gleaner check`.
-            st.gc_failed.extend(claim.victims.iter().copied());
+            // Under the manifest lock, as `release_outputs`: a flush or compaction that read
+            // the claims before this must not record late drops for the victims after it.
+            let _versions = self.versions.lock();
+            let mut st = self.state.lock();
+            for v in victims {
+                st.gc_claimed.remove(v);
+                st.late_drops.remove(v);
+            }
+            if let Err(e) = &result
+                && e.is_corruption()
+            {
+                // A damaged victim would fail every job that picks it; leave it to `gleaner
+                // check`.
+                st.gc_failed.extend(victims.iter().copied());
+            }
+            st.record_gc_outcome(victims, &result, Instant::now());
         }
-        st.record_gc_outcome(&claim.victims, &result, Instant::now());
-        drop(st);
         self.bg_cv.notify_all();
         self.progress_cv.notify_all();
         let stats = result?;
@@ -224,7 +299,7 @@ impl DbInner {
         Ok(stats)
     }
 
-    fn run_gc_job(&self, claim: &GcClaim) -> Result<GcJobStats> {
+    fn run_gc_job(&self, claim: &GcClaim) -> Result<Collected> {
         // Compactions that started before the claim count their drops into the victims as plain
         // garbage; wait until they are done so the index tree shows those drops.
         {
@@ -235,31 +310,40 @@ impl DbInner {
             }
             st.check_usable()?;
         }
-        if let Some(stats) = self.collect(&claim.victims, claim.paced)? {
-            return Ok(stats);
+        if let Some(done) = self.collect(&claim.victims, claim.paced)? {
+            return Ok(done);
         }
         // Two victims hold copies of one record (docs/gc.md, "Two copies of one record"): one
         // job per victim, so that the inheritance record of the victim whose copy is garbage
         // never leads to the other's copy (an entry still naming the garbage copy would then
-        // resolve to it and count it twice). A table never holds a record twice.
+        // resolve to it and count it twice). A table never holds a record twice. Only jobs that
+        // commit by inheritance stop so, and they commit at once.
         Counters::add(&self.counters.gc_twin_restarts, 1);
         let mut total = GcJobStats::default();
         for v in &claim.victims {
-            let stats = self.collect(&[*v], claim.paced)?.ok_or_else(|| {
-                Error::corruption(
-                    crate::filename::value_table_file_name(*v),
-                    0,
-                    "a value table holds one record twice",
-                )
-            })?;
-            total.add(&stats);
+            match self.collect(&[*v], claim.paced)? {
+                Some(Collected::Committed(stats)) => total.add(&stats),
+                Some(Collected::Installed(_)) => {
+                    return Err(Error::invalid(
+                        "a GC job that writes back stopped at two copies of one record",
+                    ));
+                }
+                None => {
+                    return Err(Error::corruption(
+                        crate::filename::value_table_file_name(*v),
+                        0,
+                        "a value table holds one record twice",
+                    ));
+                }
+            }
         }
-        Ok(total)
+        Ok(Collected::Committed(total))
     }
 
-    /// Collects `victims` (claimed) in one job and commits it; `None` when the job met two copies
-    /// of one record in two victims and stopped, leaving everything as it was.
-    fn collect(&self, victims: &[u64], paced: bool) -> Result<Option<GcJobStats>> {
+    /// Collects `victims` (claimed) in one job: commits it, or for a job that writes back,
+    /// installs its outputs (see [`DbInner::start_gc_claim`]); `None` when the job met two
+    /// copies of one record in two victims and stopped, leaving everything as it was.
+    fn collect(&self, victims: &[u64], paced: bool) -> Result<Option<Collected>> {
         let sv = self.super_version.load_full();
         let version = Arc::clone(&sv.version);
         // A victim may have been deleted meanwhile: a compaction that was committing while the
@@ -271,7 +355,7 @@ impl DbInner {
             .filter(|n| version.values().live(*n).is_some())
             .collect();
         if live.is_empty() {
-            return Ok(Some(GcJobStats::default()));
+            return Ok(Some(Collected::Committed(GcJobStats::default())));
         }
         let mut victims = Vec::with_capacity(live.len());
         for n in &live {
@@ -364,7 +448,10 @@ impl DbInner {
             } else {
                 self.gc_io.get()
             },
-            stop_at_twins: live.len() > 1,
+            // Only an inheritance commit must not collect two copies together; a write-back
+            // commit retires its victims, and an entry naming a retired table's copy reads it
+            // there, never the job's output.
+            stop_at_twins: live.len() > 1 && self.policy.commit == CommitStyle::Inheritance,
         };
         let out = match run_gc_job(&victims, plan, &is_live, outputs, &|bytes| {
             self.gc_checkpoint(paced, bytes)
@@ -420,10 +507,12 @@ impl DbInner {
             }
         }
         match self.policy.commit {
-            CommitStyle::Inheritance => {
-                self.commit_gc(&live, out, drop_set.as_ref().map(|s| s.blocks()))
-            }
-            CommitStyle::WriteBack => self.commit_write_back(&live, out),
+            CommitStyle::Inheritance => self
+                .commit_gc(&live, out, drop_set.as_ref().map(|s| s.blocks()))
+                .map(Collected::Committed),
+            CommitStyle::WriteBack => self
+                .install_write_back(&live, out)
+                .map(Collected::Installed),
         }
         .map(Some)
     }
@@ -442,13 +531,15 @@ impl DbInner {
     ///    victims at the newest sequence number: versions naming them are all shadowed at or
     ///    below it, so they are released once no snapshot reads below it.
     ///
-    /// Drops of the victims' handles are moot from step 3 on (a retired table keeps no account),
-    /// and the outputs stay claimed until then, so no other job picks them.
-    fn commit_write_back(
+    /// This is step 1; [`DbInner::write_back_moved`] does steps 2 and 3, once the caller holds
+    /// nothing the write path may need (the inline turn). Drops of the victims' handles are moot
+    /// from step 3 on (a retired table keeps no account), and the outputs stay claimed until
+    /// then, so no other job picks them.
+    fn install_write_back(
         &self,
         victims: &[u64],
         out: crate::gc::GcJobOutput,
-    ) -> Result<GcJobStats> {
+    ) -> Result<WriteBack> {
         let outputs: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
         let installed = VersionEdit {
             write_back: outputs.iter().map(|n| (*n, true)).collect(),
@@ -456,46 +547,71 @@ impl DbInner {
             ..Default::default()
         };
         self.state.lock().gc_claimed.extend(outputs.iter().copied());
-        let result = self
-            .log_gc_edit(installed, Some(out.pending))
-            .and_then(|()| {
-                let mut lost: BTreeMap<u64, Garbage> = BTreeMap::new();
-                let mut written = 0u64;
-                for m in &out.moved {
-                    let stored = StoredHandle {
-                        location: m.to,
-                        record_seq: Some(m.seq),
-                        alias: false,
-                    };
-                    if self.write_back(&m.key, m.from, &stored)? {
-                        written += 1;
-                    } else {
-                        let g = lost.entry(m.to.file_number).or_default();
-                        g.records += 1;
-                        g.bytes += m.to.len;
-                    }
-                }
-                self.sync_wal()?;
-                Counters::add(&self.counters.gc_written_back, written);
-                Counters::add(
-                    &self.counters.gc_write_back_conflicts,
-                    out.moved.len() as u64 - written,
-                );
-                let obsolete_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
-                let finished = VersionEdit {
-                    write_back: outputs.iter().map(|n| (*n, false)).collect(),
-                    value_garbage: lost.into_iter().collect(),
-                    retired_value_tables: victims.iter().map(|v| (*v, obsolete_seq)).collect(),
-                    ..Default::default()
-                };
-                self.log_gc_edit(finished, None)
-            });
-        let mut st = self.state.lock();
-        for n in &outputs {
-            st.gc_claimed.remove(n);
+        if let Err(e) = self.log_gc_edit(installed, Some(out.pending)) {
+            self.release_outputs(&outputs);
+            return Err(e);
         }
-        drop(st);
-        result.map(|()| out.stats)
+        Ok(WriteBack {
+            victims: victims.to_vec(),
+            outputs,
+            moved: out.moved,
+            stats: out.stats,
+        })
+    }
+
+    /// Steps 2 and 3 of a write-back commit (see [`DbInner::install_write_back`]); the claim on
+    /// the outputs is released either way.
+    fn write_back_moved(&self, job: WriteBack) -> Result<GcJobStats> {
+        let result = (|| {
+            let mut lost: BTreeMap<u64, Garbage> = BTreeMap::new();
+            let mut written = 0u64;
+            for m in &job.moved {
+                let stored = StoredHandle {
+                    location: m.to,
+                    record_seq: Some(m.seq),
+                    alias: false,
+                };
+                if self.write_back(&m.key, m.from, &stored)? {
+                    written += 1;
+                } else {
+                    let g = lost.entry(m.to.file_number).or_default();
+                    g.records += 1;
+                    g.bytes += m.to.len;
+                }
+            }
+            self.sync_wal()?;
+            Counters::add(&self.counters.gc_written_back, written);
+            Counters::add(
+                &self.counters.gc_write_back_conflicts,
+                job.moved.len() as u64 - written,
+            );
+            let obsolete_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+            let finished = VersionEdit {
+                write_back: job.outputs.iter().map(|n| (*n, false)).collect(),
+                value_garbage: lost.into_iter().collect(),
+                retired_value_tables: job.victims.iter().map(|v| (*v, obsolete_seq)).collect(),
+                ..Default::default()
+            };
+            self.log_gc_edit(finished, None)
+        })();
+        self.release_outputs(&job.outputs);
+        result.map(|()| job.stats)
+    }
+
+    /// Ends the claim on a write-back job's outputs, and frees the late drops flushes and
+    /// compactions recorded for them meanwhile (written-back handles dropped while the outputs
+    /// were claimed). Nothing reads those: only an inheritance commit reads late drops, of its
+    /// victims. Their garbage is counted already: `GarbageListener::settle` adds every drop it
+    /// returns as late to its own edit too, which the flush or compaction committed.
+    fn release_outputs(&self, outputs: &[u64]) {
+        // Under the manifest lock, which a flush or compaction holds from reading the claims to
+        // recording its late drops: none records one for these tables after this.
+        let _versions = self.versions.lock();
+        let mut st = self.state.lock();
+        for n in outputs {
+            st.gc_claimed.remove(n);
+            st.late_drops.remove(n);
+        }
     }
 
     /// Releases the retired value tables (policy `titan`) no reader can reach any more: every

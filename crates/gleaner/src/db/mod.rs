@@ -191,7 +191,8 @@ struct DbInner {
     last_compaction_error: Mutex<Option<String>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Taken by whoever runs inline background work (option `inline_background_work`), so
-    /// callers take turns. Lock order: `wal` before this; nothing the work takes needs `wal`.
+    /// callers take turns. Lock order: `wal` (and leading the write queue) before this; nothing
+    /// done under it writes through the write path (see `db/inline.rs`).
     inline_turn: Mutex<()>,
     lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Space-aware throttling, when on and a budget is set.
@@ -597,7 +598,18 @@ impl DbInner {
         let c = &self.counters;
         let g = Counters::get;
         let backoff;
-        let (version, mem_bytes, mem_entries, imm, imm_bytes, running, bg_error, claimed, usage) = {
+        let (
+            version,
+            mem_bytes,
+            mem_entries,
+            imm,
+            imm_bytes,
+            running,
+            bg_error,
+            claimed,
+            late_drops,
+            usage,
+        ) = {
             let st = self.state.lock();
             backoff = gc_backoff::GcBackoffSummary::of(
                 &st.gc_backoff,
@@ -613,6 +625,7 @@ impl DbInner {
                 st.running.len(),
                 st.bg_error.as_ref().map(|e| e.to_string()),
                 st.gc_claimed.len(),
+                st.late_drops.values().map(Vec::len).sum(),
                 // The same figures the space throttle sees.
                 self.space_usage(&st),
             )
@@ -715,6 +728,7 @@ impl DbInner {
                 .next_retry
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             backoff_failures: backoff.most_failures,
+            late_drops,
             relocated_values: g(&c.relocated_values),
             relocations_kept_for_aliases: g(&c.relocations_kept_for_aliases),
             aliases_dropped: g(&c.aliases_dropped),
@@ -753,6 +767,7 @@ impl DbInner {
                 handle_updates_skipped: g(&c.handle_updates_skipped),
                 handle_updates_dropped: g(&c.handle_updates_dropped),
                 scan_values_prefetched: self.read_pool.get().map_or(0, |p| p.served()),
+                writes_queued: self.writers.lock().len(),
             },
             compaction: CompactionStats {
                 flushes: g(&c.flushes),

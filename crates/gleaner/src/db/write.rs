@@ -432,9 +432,11 @@ impl DbInner {
             let l0_full = l0 >= self.opts.l0_stop_trigger() as usize;
             if imm_full || l0_full {
                 if inline_pending {
-                    // Inline mode has no workers to wait for: do their work, then look again.
+                    // Inline mode has no workers to wait for: do the work that makes room, then
+                    // look again. Only that work: this writer holds the WAL and leads the write
+                    // queue, so a GC job's write-backs would wait on it forever.
                     inline_pending = false;
-                    MutexGuard::unlocked(&mut st, || self.run_inline_work());
+                    MutexGuard::unlocked(&mut st, || self.run_inline_room_work());
                     continue;
                 }
                 inline_pending = self.opts.inline_background_work();

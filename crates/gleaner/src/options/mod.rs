@@ -272,12 +272,13 @@ options_table! {
     /// Background threads that run compactions. Default 1; from 1 to 64.
     (compaction_threads, with_compaction_threads, u32, DEFAULT_COMPACTION_THREADS, persisted: true);
     /// Run flush, compaction and GC on the calling thread at fixed points instead of on
-    /// background threads: after every write, when a write finds the memtables or L0 full, in
-    /// `flush`, at open, and while a write waits at the space budget. Each point runs all
-    /// pending work to completion, so a seeded single-threaded workload performs the same file
-    /// operations in the same order on every run and a crash simulation replays exactly. Writes
-    /// wait for that work: meant for tests and simulation, not for production. Default false;
-    /// not saved in the OPTIONS file.
+    /// background threads: after every write, in `flush`, at open, and while a write waits at
+    /// the space budget; a write that finds the memtables or L0 full runs the flushes and
+    /// compactions that make room (no GC: it holds the WAL, and GC may write through it). Each
+    /// point runs all pending work to completion, so a seeded single-threaded workload performs
+    /// the same file operations in the same order on every run and a crash simulation replays
+    /// exactly. Writes wait for that work: meant for tests and simulation, not for production.
+    /// Default false; not saved in the OPTIONS file.
     (inline_background_work, with_inline_background_work, bool, false, persisted: false);
     /// Read table files with `O_DIRECT`, bypassing the OS page cache. Default false. Fails at
     /// open when the file system does not support direct I/O.

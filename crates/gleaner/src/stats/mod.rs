@@ -170,6 +170,10 @@ pub struct OperationStats {
     /// Separated values scans found already read by their look-ahead (`scan_prefetch_depth`).
     #[serde(default)]
     pub scan_values_prefetched: u64,
+    /// Writes in the write queue now: the group being written and the writes waiting behind it
+    /// (the engine's own included: GC write-backs, handle updates). A gauge.
+    #[serde(default)]
+    pub writes_queued: usize,
 }
 
 /// Figures from the last open's recovery.
@@ -372,6 +376,11 @@ pub struct GcStats {
     /// garbage at once).
     #[serde(default)]
     pub write_back_conflicts: u64,
+    /// Late drops held now: handles into tables GC jobs have claimed that flushes and
+    /// compactions dropped meanwhile, kept for the jobs until their claims end (0 when no job
+    /// runs).
+    #[serde(default)]
+    pub late_drops: usize,
 }
 
 /// Space: what is on disk against what is live.
