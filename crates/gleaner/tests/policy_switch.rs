@@ -57,7 +57,14 @@ fn level_files(db: &Db) -> Vec<usize> {
 fn novkv_aliases_survive_relocation_under_blobdb() {
     let fs = FaultFs::new(23);
     let path = Path::new("/switch-novkv-blobdb");
-    let novkv = base(&fs)
+    let latest = novkv_aliases_in_l0(&fs, path);
+    relocate_past_the_aliases(&fs, path, &latest);
+}
+
+/// A `novkv` database of [`rounds`] keys, collected, whose first half's keys have aliases in an
+/// L0 table while their owners sit in L1; returns each key's round.
+fn novkv_aliases_in_l0(fs: &FaultFs, path: &Path) -> Vec<u32> {
+    let novkv = base(fs)
         .with_gc_policy(GcPolicyKind::Novkv)
         .with_novkv_valid_threshold(0.9);
     // Every flush compacted into level 1 at once: the owners leave L0.
@@ -69,7 +76,7 @@ fn novkv_aliases_survive_relocation_under_blobdb() {
     );
     db.close().expect("close");
     drop(db);
-    let db = Db::open(path, novkv.clone()).expect("reopen");
+    let db = Db::open(path, novkv).expect("reopen");
     // Reads of the first half's keys that build left alone go through inheritance and queue
     // aliases; the first flush is the fixed point that writes them, the second puts them into an
     // L0 table, which covers only the first half of the key space.
@@ -85,27 +92,96 @@ fn novkv_aliases_survive_relocation_under_blobdb() {
     assert_eq!(level_files(&db)[..2], [1, 1], "aliases in L0, owners in L1");
     assert_recount(&db, "under novkv");
     db.close().expect("close");
-    drop(db);
+    latest
+}
 
-    // Every value table is old enough to relocate from. A compaction of the second half's range
-    // does not include the aliases' L0 table, but the L1 table it rewrites holds every owner.
-    let blobdb = base(&fs)
+/// Reopens as `blobdb`, every value table old enough to relocate from, and compacts the second
+/// half's range: a compaction that does not include the aliases' L0 table, of the L1 table
+/// holding every owner. Every key must read its value, then and after a full compaction, and
+/// back under `novkv` after GC.
+fn relocate_past_the_aliases(fs: &FaultFs, path: &Path, latest: &[u32]) {
+    let blobdb = base(fs)
         .with_gc_policy(GcPolicyKind::Blobdb)
         .with_blobdb_age_cutoff(1.0);
     let db = Db::open(path, blobdb.clone()).expect("reopen as blobdb");
     db.compact_range(Some(key(KEYS / 2).as_bytes()), None)
         .expect("relocating compaction");
     assert!(db.stats().compaction.bytes_written > 0);
-    assert_reads(&db, &latest, "after relocation under blobdb");
+    assert_reads(&db, latest, "after relocation under blobdb");
     assert_recount(&db, "after relocation under blobdb");
     db.compact_range(None, None).expect("compact");
-    assert_reads(&db, &latest, "after a full compaction under blobdb");
+    assert_reads(&db, latest, "after a full compaction under blobdb");
     sim::check_recovered_state(db, path, &blobdb, "blobdb");
+    let novkv = base(fs).with_gc_policy(GcPolicyKind::Novkv);
     let db = Db::open(path, novkv.clone()).expect("reopen as novkv");
-    assert_reads(&db, &latest, "back under novkv");
+    assert_reads(&db, latest, "back under novkv");
     db.run_gc().expect("gc");
-    assert_reads(&db, &latest, "after GC back under novkv");
+    assert_reads(&db, latest, "after GC back under novkv");
     sim::check_recovered_state(db, path, &novkv, "novkv again");
+}
+
+/// The same after an upgrade: a database whose manifest was written before key tables recorded
+/// their alias counts (manifest format 1) holds aliases nothing counted. Its tables that hold
+/// handles are taken as holding aliases until compaction rewrites them, so relocation looks into
+/// them too.
+#[test]
+fn aliases_written_before_their_count_was_recorded_survive_relocation() {
+    let fs = FaultFs::new(27);
+    let path = Path::new("/switch-novkv-blobdb-upgrade");
+    let latest = novkv_aliases_in_l0(&fs, path);
+    rewrite_as_format_1(&fs, path);
+    relocate_past_the_aliases(&fs, path, &latest);
+}
+
+/// Rewrites the database's manifest as a build before alias counts wrote it: format version 1,
+/// no key table's alias count.
+fn rewrite_as_format_1(fs: &FaultFs, path: &Path) {
+    use gleaner::io::{CountedReader, FileSystem, IoClass, IoStats, ReadFileOptions};
+    use gleaner::version::VersionEdit;
+    use gleaner::wal::{LogReader, LogWriter};
+    let stats = IoStats::default();
+    let number = gleaner::version::read_current(fs, path, &stats).expect("CURRENT");
+    let name = gleaner::filename::manifest_file_name(number);
+    let file = fs
+        .open_readable(&path.join(&name), ReadFileOptions::default())
+        .expect("open manifest");
+    let mut reader = LogReader::new(
+        CountedReader::new(file, Arc::new(IoStats::default())),
+        name.clone(),
+        IoClass::Manifest,
+        gleaner::WalRecoveryMode::TolerateCorruptedTail,
+        gleaner::version::set::MAX_MANIFEST_RECORD,
+    )
+    .expect("reader");
+    let mut edits = Vec::new();
+    while let Some((offset, record)) = reader.read_record().expect("record") {
+        let mut e = VersionEdit::decode(&record, &name, offset).expect("edit");
+        if e.format_version.is_some() {
+            e.format_version = Some(1);
+        }
+        for t in &mut e.new_tables {
+            t.meta.aliases = 0;
+        }
+        edits.push(e);
+    }
+    assert!(
+        edits[0]
+            .new_tables
+            .iter()
+            .any(|t| !t.meta.dependence.is_empty())
+    );
+    let tmp = path.join("manifest.rewrite");
+    let file = fs
+        .new_writable(&tmp, gleaner::io::WriteFileOptions::default())
+        .expect("create");
+    let mut w = LogWriter::new(file);
+    for e in &edits {
+        w.add_record(&e.encode()).expect("add");
+    }
+    w.sync().expect("sync");
+    drop(w);
+    fs.rename(&tmp, &path.join(&name)).expect("rename");
+    fs.sync_dir(path).expect("sync dir");
 }
 
 /// `blobdb` → `terarkdb`. Relocation leaves the old copy of a record, same key and sequence
@@ -183,6 +259,11 @@ fn relocated_stale_copies(both_victims: bool) {
         .unwrap_or_else(|e| panic!("{ctx}: GC must not fail: {e}"));
     assert!(run.jobs > 0, "{ctx}: {run:?}");
     assert_recount(&db, &format!("{ctx}: after GC under terarkdb"));
+    assert_eq!(
+        db.stats().gc.twin_restarts > 0,
+        both_victims,
+        "{ctx}: the two copies met in one job"
+    );
     assert_eq!(
         db.stats().values.garbage_records,
         0,

@@ -389,6 +389,13 @@ impl Dumper<'_> {
                     d.value_table, d.count, d.bytes
                 ));
             }
+            match t.meta.aliases {
+                0 => {}
+                crate::version::edit::ALIASES_UNRECORDED => {
+                    lines.push("  aliases: unrecorded".to_string());
+                }
+                n => lines.push(format!("  aliases: {n}")),
+            }
         }
         for v in &e.new_value_tables {
             lines.push(format!(

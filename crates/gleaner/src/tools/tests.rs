@@ -382,7 +382,7 @@ fn dump_of_wal_manifest_current_and_options() {
 
     let dir = table_db(600);
     let m = dump(&manifest(dir.path()), false);
-    assert!(m.contains("# edit at offset 0\nformat_version: 1\n"), "{m}");
+    assert!(m.contains("# edit at offset 0\nformat_version: 2\n"), "{m}");
     assert!(m.contains("new_table: level=0"), "{m}");
     let current = dump(&dir.path().join("CURRENT"), false);
     assert_eq!(

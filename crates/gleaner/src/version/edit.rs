@@ -7,8 +7,41 @@ use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
-/// Format version written in the first edit of every manifest.
-pub const MANIFEST_FORMAT_VERSION: u64 = 1;
+/// Format version written in the first edit of every manifest: 2, where a key table's alias
+/// count is recorded (field 7, absent when 0). Version 1 manifests are read too; see
+/// [`VersionEdit::upgrade`].
+pub const MANIFEST_FORMAT_VERSION: u64 = 2;
+
+/// The oldest manifest format version this build reads.
+pub const OLDEST_MANIFEST_FORMAT_VERSION: u64 = 1;
+
+/// The alias count of a key table whose count was never recorded (a manifest of format version
+/// 1): it may hold aliases, so relocation looks into it (`compaction/relocate.rs`). Kept, and
+/// written as such, until a compaction rewrites the table.
+pub const ALIASES_UNRECORDED: u64 = u64::MAX;
+
+/// The format version the first edit of a manifest declares, checked to be one this build
+/// reads; `name` and `offset` locate the edit for errors.
+///
+/// Errors: [`Error::Corruption`] when the version is missing or unknown (a manifest of a newer
+/// build).
+pub fn manifest_format(first: &VersionEdit, name: &str, offset: u64) -> Result<u64> {
+    match first.format_version {
+        Some(v) if (OLDEST_MANIFEST_FORMAT_VERSION..=MANIFEST_FORMAT_VERSION).contains(&v) => Ok(v),
+        Some(v) => Err(Error::corruption(
+            name,
+            offset,
+            format!(
+                "unknown manifest format version {v} (this build reads {OLDEST_MANIFEST_FORMAT_VERSION} to {MANIFEST_FORMAT_VERSION})"
+            ),
+        )),
+        None => Err(Error::corruption(
+            name,
+            offset,
+            "first edit lacks the format version",
+        )),
+    }
+}
 
 /// Most entries one list inside a field may claim (dependences of a key table, children of an
 /// inheritance record); a larger count is corruption, checked before allocating.
@@ -207,6 +240,20 @@ impl VersionEdit {
         out
     }
 
+    /// Reads an edit of a manifest of format version `format` as this build's: in format 1 a
+    /// key table's alias count was not recorded, so a table holding handles may hold aliases
+    /// ([`ALIASES_UNRECORDED`]); a table without handles holds none.
+    pub fn upgrade(&mut self, format: u64) {
+        if format >= 2 {
+            return;
+        }
+        for t in &mut self.new_tables {
+            if t.meta.aliases == 0 && !t.meta.dependence.is_empty() {
+                t.meta.aliases = ALIASES_UNRECORDED;
+            }
+        }
+    }
+
     /// Decodes an edit; `file` and `offset` locate it for errors. Unknown tags, truncated
     /// fields, trailing bytes inside a field and malformed keys are all corruption.
     pub fn decode(bytes: &[u8], file: &str, offset: u64) -> Result<VersionEdit> {
@@ -297,7 +344,7 @@ impl VersionEdit {
                     let handles = dependence
                         .iter()
                         .fold(0u64, |a, d| a.saturating_add(d.count));
-                    if aliases > handles {
+                    if aliases > handles && aliases != ALIASES_UNRECORDED {
                         return Err(bad(&format!(
                             "new key table claims {aliases} aliases among {handles} handles"
                         )));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::current::{read_current, set_current};
-use super::edit::{MANIFEST_FORMAT_VERSION, NewTable, VersionEdit};
+use super::edit::{MANIFEST_FORMAT_VERSION, NewTable, VersionEdit, manifest_format};
 use super::file_meta::ObsoleteFileSink;
 use super::version::Version;
 use crate::error::{Error, Result};
@@ -139,29 +139,14 @@ impl VersionSet {
         let mut next_file = None;
         let mut last_seq = None;
         let mut pointers: Vec<Option<Vec<u8>>> = vec![None; crate::version::MAX_LEVELS];
-        let mut first = true;
+        let mut format = None;
         while let Some((offset, record)) = reader.read_record()? {
-            let edit = VersionEdit::decode(&record, &name, offset)?;
-            if first {
-                match edit.format_version {
-                    Some(MANIFEST_FORMAT_VERSION) => {}
-                    Some(v) => {
-                        return Err(Error::corruption(
-                            &name,
-                            offset,
-                            format!("unknown manifest format version {v}"),
-                        ));
-                    }
-                    None => {
-                        return Err(Error::corruption(
-                            &name,
-                            offset,
-                            "first edit lacks the format version",
-                        ));
-                    }
-                }
-                first = false;
-            }
+            let mut edit = VersionEdit::decode(&record, &name, offset)?;
+            let f = match format {
+                Some(f) => f,
+                None => *format.insert(manifest_format(&edit, &name, offset)?),
+            };
+            edit.upgrade(f);
             version = version.apply(&edit, &name, offset)?;
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);

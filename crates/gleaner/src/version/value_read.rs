@@ -126,7 +126,9 @@ impl ValueSet {
     ///   dense-index search each, cached), so with one candidate nothing is read.
     ///
     /// `location` must be where the record `(user_key, record_seq)` is (a GC job read it
-    /// there). Errors: reading a candidate's dense index fails.
+    /// there), or a handle a read found (the condition of an alias): a place in a table no
+    /// longer live is reached by that very handle only. Errors: reading a candidate's dense
+    /// index fails.
     pub fn reads_record_at(
         &self,
         cache: &ValueTableCache,
@@ -138,6 +140,13 @@ impl ValueSet {
     ) -> Result<bool> {
         if handle == location {
             return Ok(true);
+        }
+        // A place in a collected table holds no copy any more: only the very handle reaches it
+        // (the condition of an alias, whose `location` is the stale handle its read found).
+        if self.live(location.file_number).is_none()
+            && self.retired_table(location.file_number).is_none()
+        {
+            return Ok(false);
         }
         if self.live(handle.file_number).is_some()
             || self.retired_table(handle.file_number).is_some()

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::filename::{CURRENT, manifest_file_name};
 use crate::io::IoClass;
 use crate::options::WalRecoveryMode;
-use crate::version::edit::MANIFEST_FORMAT_VERSION;
+use crate::version::edit::manifest_format;
 use crate::version::set::MAX_MANIFEST_RECORD;
 use crate::version::{MAX_LEVELS, Version, VersionEdit, read_current};
 use crate::wal::LogReader;
@@ -54,21 +54,18 @@ impl Checker {
         // option, not a property of the files.
         let mut version = Version::new(MAX_LEVELS);
         let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
-        let mut records = 0u64;
+        let mut format = None;
         while let Some((offset, record)) = reader.read_record()? {
-            let edit = VersionEdit::decode(&record, name, offset)?;
-            if records == 0 && edit.format_version != Some(MANIFEST_FORMAT_VERSION) {
-                let detail = match edit.format_version {
-                    Some(v) => format!("unknown manifest format version {v}"),
-                    None => "first edit lacks the format version".to_string(),
-                };
-                return Err(Error::corruption(name, offset, detail));
-            }
+            let mut edit = VersionEdit::decode(&record, name, offset)?;
+            let f = match format {
+                Some(f) => f,
+                None => *format.insert(manifest_format(&edit, name, offset)?),
+            };
+            edit.upgrade(f);
             version = version.apply(&edit, name, offset)?;
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
-            records += 1;
         }
         for region in reader.dropped() {
             self.warning(
