@@ -7,8 +7,9 @@
 //! one attempted on top of them. `loop` is the driver: it starts `write` as a child process,
 //! kills it with SIGKILL at a random moment, verifies, and starts again.
 //!
-//! `--gc` picks the GC variant (`scavenger`, `tdb`, `tdb-r`, ..., `tdb-rlw`); `loop --gc all`
-//! runs the nine in turn, one per cycle.
+//! `--gc` picks the GC variant (`scavenger`, `tdb`, `tdb-r`, ..., `tdb-rlw`, `titan`, `blobdb`,
+//! `novkv`); `loop --gc all` runs them in turn on the same database, one per cycle, so every
+//! reopen after a kill switches policies (docs/gc.md, "Switching policies").
 //!
 //! Layout of `--dir D`: the database in `D/db`, the counters in `D/acked` and `D/attempted`.
 //!
