@@ -639,9 +639,20 @@ fn a_switch_drops_the_old_policys_own_options() {
     );
     assert_eq!(o.blobdb_age_cutoff(), 0.75);
     // Shared options survive every switch.
-    let o = reopen(base(&fs).with_gc_policy(GcPolicyKind::Scavenger));
+    let o = reopen(
+        base(&fs)
+            .with_gc_policy(GcPolicyKind::Scavenger)
+            .with_gc_lazy_read(gleaner::Switch::Off),
+    );
     assert_eq!(o.value_table_size(), 64 << 10);
     assert_eq!(o.min_separated_value_size(), 100);
+    // The TerarkDB family's switches go with a switch away from it, and stay within it.
+    let o = reopen(base(&fs).with_gc_policy(GcPolicyKind::Terarkdb));
+    assert_eq!(o.gc_lazy_read(), gleaner::Switch::Off, "same family");
+    let o = reopen(base(&fs).with_gc_policy(GcPolicyKind::Titan));
+    assert_eq!(o.gc_lazy_read(), gleaner::Switch::Auto);
+    let o = reopen(base(&fs).with_gc_policy(GcPolicyKind::Scavenger));
+    assert_eq!(o.gc_lazy_read(), gleaner::Switch::Auto, "not brought back");
 }
 
 /// `titan`, cut by power loss while it writes back, → `terarkdb`: the job's victims and outputs

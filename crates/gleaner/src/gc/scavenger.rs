@@ -54,10 +54,16 @@ impl CompactionHooks for HotnessHooks {
     }
 }
 
-/// Options only the TerarkDB family reads: none. Its ratio (`gc_garbage_ratio`) and technique
-/// switches belong to the foundation, which other policies share (the space throttle reads the
-/// ratio under every policy, and the switches can be turned on under any).
-pub const OWN_OPTIONS: &[&str] = &[];
+/// Options only the TerarkDB family reads: the switches of Scavenger's techniques that no other
+/// policy has (lazy read and its gap, hotness-aware writing and its DropCache). Its ratio
+/// (`gc_garbage_ratio`) belongs to the foundation: the space throttle hands it to every policy's
+/// picker. So does `index_decoupled_tables`, which decides every policy's key-table layout.
+pub const OWN_OPTIONS: &[&str] = &[
+    "gc_lazy_read",
+    "gc_read_gap",
+    "hotness_aware_writes",
+    "drop_cache_bytes",
+];
 
 /// The roles of `terarkdb` or `scavenger` with the technique switches of `opts` resolved.
 pub fn policy_set(opts: &Options) -> PolicySet {
