@@ -28,13 +28,18 @@ use gleaner::io::{FaultFs, FaultOp, FaultRule, TornMode};
 use gleaner::{Db, DbStats, GcPolicyKind, Options, ReadOptions};
 
 fn options(fs: &FaultFs) -> Options {
+    shared(fs)
+        .with_gc_policy(GcPolicyKind::Novkv)
+        .with_novkv_valid_threshold(0.9)
+}
+
+/// The options of every policy these tests run (`novkv`'s own come on top).
+fn shared(fs: &FaultFs) -> Options {
     Options::default()
         .with_file_system(Arc::new(fs.clone()))
         // No workers: the test decides when flushes, compactions and GC run.
         .with_inline_background_work(true)
         .with_gc_threads(0)
-        .with_gc_policy(GcPolicyKind::Novkv)
-        .with_novkv_valid_threshold(0.9)
         .with_memtable_size(1 << 20)
         .with_l0_compaction_trigger(8)
         .with_value_table_size(64 << 10)
@@ -145,7 +150,7 @@ fn gc_tells_garbage_by_drop_keys_without_lookups_or_write_back() {
     let fs = FaultFs::new(1);
     let path = Path::new("/terarkdb");
     let tdb = || {
-        options(&fs)
+        shared(&fs)
             .with_gc_policy(GcPolicyKind::Terarkdb)
             .with_gc_garbage_ratio(0.1)
     };
@@ -547,7 +552,8 @@ fn garbage_without_drop_keys_and_shared_blocks_are_collected() {
     let fs = FaultFs::new(6);
     let path = Path::new("/novkv-mixed");
     let base = || options(&fs).with_value_table_size(8 << 10);
-    let terarkdb = base()
+    let terarkdb = shared(&fs)
+        .with_value_table_size(8 << 10)
         .with_gc_policy(GcPolicyKind::Terarkdb)
         .with_gc_garbage_ratio(0.3);
     let db = Db::open(path, terarkdb).expect("open");

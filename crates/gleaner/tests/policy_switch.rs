@@ -631,13 +631,15 @@ fn a_switch_drops_the_old_policys_own_options() {
         o.titan_discardable_ratio(),
         defaults.titan_discardable_ratio()
     );
-    // A switch with the old policy's option set explicitly keeps what the caller said.
-    let o = reopen(
+    // An option only another policy reads, set explicitly, is refused by name.
+    let err = Db::open(
+        path,
         base(&fs)
             .with_gc_policy(GcPolicyKind::Novkv)
             .with_blobdb_age_cutoff(0.75),
-    );
-    assert_eq!(o.blobdb_age_cutoff(), 0.75);
+    )
+    .expect_err("blobdb's option under novkv");
+    assert!(err.to_string().contains("`blobdb_age_cutoff`"), "{err}");
     // Shared options survive every switch.
     let o = reopen(
         base(&fs)
@@ -716,4 +718,69 @@ fn an_interrupted_titan_job_is_collected_exactly_by_another_policy() {
     db.run_gc().expect("gc");
     assert_eq!(db.stats().values.garbage_records, 0);
     sim::check_recovered_state(db, path, &terarkdb, "terarkdb");
+}
+
+/// Options only other policies read, set explicitly, are refused by name (with the policies that
+/// read them and the open's own policy's options), and nothing is written; set to their default,
+/// or only remembered in OPTIONS, they are no reason to refuse.
+#[test]
+fn options_the_policy_does_not_read_are_refused() {
+    use gleaner::io::FileSystem;
+    let fs = FaultFs::new(28);
+    let path = Path::new("/policy-options");
+    let err = Db::open(
+        path,
+        base(&fs)
+            .with_gc_policy(GcPolicyKind::Titan)
+            .with_gc_lazy_read(gleaner::Switch::On),
+    )
+    .expect_err("lazy read under titan");
+    let msg = err.to_string();
+    assert!(matches!(err, gleaner::Error::InvalidArgument(_)), "{msg}");
+    for part in [
+        "`gc_lazy_read`",
+        "`terarkdb` or `scavenger`",
+        "`titan`",
+        "`titan_discardable_ratio`",
+    ] {
+        assert!(msg.contains(part), "{part} in: {msg}");
+    }
+    assert!(
+        fs.list_files().is_empty(),
+        "nothing written: {:?}",
+        fs.list_files()
+    );
+    assert!(fs.list_dir(path).is_err(), "not even the directory");
+    // Its default asks for nothing titan lacks.
+    let db = Db::open(
+        path,
+        base(&fs)
+            .with_gc_policy(GcPolicyKind::Titan)
+            .with_gc_lazy_read(gleaner::Switch::Auto),
+    )
+    .expect("open");
+    db.close().expect("close");
+    drop(db);
+    // Saved under scavenger, remembered in OPTIONS: a later open under titan is not refused.
+    let scavenger = base(&fs)
+        .with_gc_policy(GcPolicyKind::Scavenger)
+        .with_hotness_aware_writes(gleaner::Switch::Off);
+    Db::open(path, scavenger)
+        .expect("scavenger")
+        .close()
+        .expect("close");
+    Db::open(path, base(&fs).with_gc_policy(GcPolicyKind::Titan))
+        .expect("titan after scavenger")
+        .close()
+        .expect("close");
+    // The family's own options under the family: accepted.
+    Db::open(
+        path,
+        base(&fs)
+            .with_gc_policy(GcPolicyKind::Terarkdb)
+            .with_gc_lazy_read(gleaner::Switch::On),
+    )
+    .expect("terarkdb with lazy read")
+    .close()
+    .expect("close");
 }

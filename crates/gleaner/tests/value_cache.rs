@@ -60,14 +60,14 @@ fn an_overwritten_or_collected_value_is_never_served_stale() {
 
 fn overwritten_or_collected_never_stale(policy: GcPolicyKind) {
     let fs = FaultFs::new(2);
-    let db = Db::open(
-        Path::new("/db"),
-        options(&fs, 0.5)
-            .with_gc_policy(policy)
-            .with_gc_garbage_ratio(0.1)
-            .with_novkv_valid_threshold(0.9),
-    )
-    .expect("open");
+    let opts = options(&fs, 0.5)
+        .with_gc_policy(policy)
+        .with_gc_garbage_ratio(0.1);
+    let opts = match policy {
+        GcPolicyKind::Novkv => opts.with_novkv_valid_threshold(0.9),
+        _ => opts,
+    };
+    let db = Db::open(Path::new("/db"), opts).expect("open");
     for i in 0..20u8 {
         db.put(format!("k{i}"), value(i)).expect("put");
     }

@@ -214,6 +214,13 @@ pub(super) fn open_read_only(path: &Path, opts: Options) -> Result<Arc<DbInner>>
 /// temporary file (with `use_direct_io_for_background_writes`).
 fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     let fs = Arc::clone(opts.file_system());
+    // A database that does not exist yet is made from the caller's options alone: refuse bad
+    // ones before the directory or the LOCK file is created. (An existing one's are checked
+    // once merged with its OPTIONS, below.)
+    if mode == Mode::ReadWrite && fs.path_kind(&path.join(CURRENT))?.is_none() {
+        opts.validate()?;
+        crate::gc::check_options(&opts)?;
+    }
     match fs.path_kind(path)? {
         Some(PathKind::File) => {
             return Err(Error::invalid(format!(
@@ -272,6 +279,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
         apply_saved_options(&mut opts, parse_options_file(OPTIONS, &bytes)?)?;
     }
     opts.validate()?;
+    crate::gc::check_options(&opts)?;
     match mode {
         Mode::ReadWrite => probe_direct_io(fs.as_ref(), &dir, &opts, LOCK, true)?,
         // No background write ever happens, and LOCK may be absent: probe reads on CURRENT.

@@ -23,7 +23,8 @@ pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{
-    CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, own_options, policy_set,
+    CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, check_options, own_options,
+    policy_set,
 };
 pub use reader::VictimReader;
 pub use router::{MAX_VALUE_CLASSES, RouteOrigin, SingleClass, ValueRouter};

@@ -124,6 +124,56 @@ pub fn own_options(policy: GcPolicyKind) -> &'static [&'static str] {
     }
 }
 
+/// Refuses options the caller set explicitly, to a value other than the default, that only
+/// other policies read (their `OWN_OPTIONS`): `gc_policy=titan` with `gc_lazy_read=on` would
+/// otherwise be accepted and silently do nothing. Values only remembered in OPTIONS from an
+/// earlier open never refuse an open (a switch drops them). An explicit default is accepted: it
+/// asks for nothing the policy lacks (tools that run several policies on one database set every
+/// switch so, to override what an earlier run saved).
+///
+/// Errors: [`Error::InvalidArgument`] naming the option, the policies that read it, the policy
+/// the open runs, and that policy's own options.
+pub fn check_options(opts: &Options) -> crate::error::Result<()> {
+    let policy = opts.gc_policy();
+    let mine = own_options(policy);
+    let defaults = Options::default().persisted_values();
+    let values = opts.persisted_values();
+    for (name, value) in &values {
+        if mine.contains(name) || !opts.is_overridden(name) {
+            continue;
+        }
+        let owners: Vec<&str> = GcPolicyKind::ALL
+            .iter()
+            .filter(|p| own_options(**p).contains(name))
+            .map(|p| p.name())
+            .collect();
+        if owners.is_empty() || defaults.iter().any(|(n, v)| n == name && v == value) {
+            continue;
+        }
+        let own = if mine.is_empty() {
+            "none".to_string()
+        } else {
+            mine.iter()
+                .map(|o| format!("`{o}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let readers = owners
+            .iter()
+            .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        return Err(crate::error::Error::invalid(format!(
+            "option `{name}` is set to {value}, but only policy {readers} reads it and this \
+             database runs `{}`: leave the option unset, or choose policy {readers} (the \
+             options of `{}` alone: {own})",
+            policy.name(),
+            policy.name(),
+        )));
+    }
+    Ok(())
+}
+
 /// The policy `opts` select (option `gc_policy`, with the technique switches it resolves).
 pub fn policy_set(opts: &Options) -> PolicySet {
     match opts.gc_policy() {
