@@ -784,3 +784,83 @@ fn options_the_policy_does_not_read_are_refused() {
     .close()
     .expect("close");
 }
+
+/// `terarkdb` → `titan`: titan collects a table an inheritance record names as its child, and
+/// retires it; while a snapshot reads below its obsolete sequence number it stays retired, so a
+/// database closed then holds an inheritance record leading to a retired table. Reads resolve
+/// through it, and `gleaner check` must accept it (it once reported the child as "neither live
+/// nor collected"; found by the crash simulation reopening under `titan`).
+#[test]
+fn an_inheritance_child_retired_by_titan_is_no_damage() {
+    let fs = FaultFs::new(29);
+    let path = Path::new("/switch-terarkdb-titan-retired");
+    // Small key tables in level 1 over one value table, so that a ranged compaction rewrites
+    // only some of the handles.
+    let shape = |o: Options| {
+        o.with_key_table_size(1 << 10)
+            .with_compression(gleaner::Compression::None)
+            .with_value_table_size(1 << 20)
+    };
+    let terarkdb = shape(base(&fs))
+        .with_gc_policy(GcPolicyKind::Terarkdb)
+        .with_gc_garbage_ratio(0.1)
+        .with_l0_compaction_trigger(1);
+    let db = Db::open(path, terarkdb).expect("open");
+    let mut latest = vec![0u32; KEYS as usize];
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 0)).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    for i in (0..KEYS).step_by(3) {
+        db.put(key(i), value(i, 1)).expect("put");
+        latest[i as usize] = 1;
+    }
+    db.flush().expect("flush");
+    // The one value table is collected: every handle now names it, through inheritance.
+    assert!(db.run_gc().expect("gc").jobs > 0);
+    assert!(db.stats().values.inheritance_records > 0);
+    db.close().expect("close");
+    drop(db);
+
+    let titan = shape(base(&fs))
+        .with_gc_policy(GcPolicyKind::Titan)
+        .with_titan_discardable_ratio(0.1);
+    let db = Db::open(path, titan.clone()).expect("reopen as titan");
+    // Keys of the first half overwritten and compacted: their old records are garbage of the
+    // inheritance child, while the second half's handles still name the collected table.
+    for i in (1..KEYS / 2).step_by(3) {
+        db.put(key(i), value(i, 2)).expect("put");
+        latest[i as usize] = 2;
+    }
+    db.compact_range(None, Some(key(KEYS / 2).as_bytes()))
+        .expect("compact");
+    // A snapshot from before the job: the victims stay retired, readable by it.
+    let snapshot = db.snapshot();
+    let run = db.run_gc().expect("gc");
+    assert!(run.jobs > 0, "{run:?}");
+    let s = db.stats();
+    assert!(
+        s.values.retired_tables > 0,
+        "the child retired: {:?}",
+        s.values
+    );
+    assert!(
+        s.values.inheritance_records > 0,
+        "the record leading to it kept: {:?}",
+        s.values
+    );
+    assert_reads(&db, &latest, "with the child retired");
+    assert_recount(&db, "with the child retired");
+    // Closed while the snapshot keeps the child retired.
+    db.close().expect("close");
+    drop(snapshot);
+    drop(db);
+    let report = gleaner::tools::check::check_db(path, &titan).expect("check");
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+    // The next open releases the child; everything still reads.
+    let db = Db::open(path, titan.clone()).expect("reopen");
+    assert_eq!(db.stats().values.retired_tables, 0);
+    assert_reads(&db, &latest, "after the release");
+    sim::check_recovered_state(db, path, &titan, "titan after the release");
+}

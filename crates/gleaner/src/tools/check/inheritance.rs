@@ -19,8 +19,10 @@ impl Checker {
     /// Checks every inheritance record of `values`:
     /// - each child's key range is a range, and the children's ranges are disjoint (a key must
     ///   pick exactly one child);
-    /// - each child is a live value table or was itself collected with an inheritance record
-    ///   (applying an edit forgets children that are gone, so any other child is damage);
+    /// - each child is a live value table, a retired one (a database switched to `titan`
+    ///   retires a child `titan` GC collected, readable until released), or was itself collected
+    ///   with an inheritance record (applying an edit forgets children that are gone, so any
+    ///   other child is damage);
     /// - following children never returns to a record (a cycle would make resolution loop);
     /// - with `named` (the table numbers the handles of all key tables name, when every key
     ///   table was read), each record is reachable from a named table: an unreachable one is a
@@ -34,7 +36,12 @@ impl Checker {
         let file = manifest_file_name(manifest);
         let records = values.inheritance();
         for (&victim, children) in records {
-            let class_of = |n: u64| values.live(n).map(|v| v.class);
+            let class_of = |n: u64| {
+                values
+                    .live(n)
+                    .or_else(|| values.retired_table(n))
+                    .map(|v| v.class)
+            };
             if let Some(why) = children_fault(children, class_of) {
                 self.problem(Problem::new(
                     &file,
@@ -43,13 +50,16 @@ impl Checker {
                 ));
             }
             for c in children {
-                if values.live(c.number).is_none() && !records.contains_key(&c.number) {
+                if values.live(c.number).is_none()
+                    && values.retired_table(c.number).is_none()
+                    && !records.contains_key(&c.number)
+                {
                     self.problem(Problem::new(
                         &file,
                         None,
                         format!(
                             "inheritance record of value table {victim} names child {}, which is \
-                             neither live nor collected into other tables",
+                             neither live, nor retired, nor collected into other tables",
                             c.number
                         ),
                     ));
