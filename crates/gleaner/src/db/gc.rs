@@ -321,21 +321,16 @@ impl DbInner {
         Counters::add(&self.counters.gc_twin_restarts, 1);
         let mut total = GcJobStats::default();
         for v in &claim.victims {
-            match self.collect(&[*v], claim.paced)? {
-                Some(Collected::Committed(stats)) => total.add(&stats),
-                Some(Collected::Installed(_)) => {
-                    return Err(Error::invalid(
-                        "a GC job that writes back stopped at two copies of one record",
-                    ));
-                }
-                None => {
-                    return Err(Error::corruption(
-                        crate::filename::value_table_file_name(*v),
-                        0,
-                        "a value table holds one record twice",
-                    ));
-                }
-            }
+            // One victim: no pair to stop at, and only an inheritance commit stops (it commits
+            // at once).
+            let Some(Collected::Committed(stats)) = self.collect(&[*v], claim.paced)? else {
+                return Err(Error::corruption(
+                    crate::filename::value_table_file_name(*v),
+                    0,
+                    "a GC job of one value table met one record twice",
+                ));
+            };
+            total.add(&stats);
         }
         Ok(Collected::Committed(total))
     }

@@ -99,6 +99,48 @@ impl IndexOracle {
     }
 }
 
+impl IndexOracle {
+    /// The sequence number of the newest version of `key` at or below `at` in the pinned tree,
+    /// and its handle when it names the record written at `record_seq`; `None` when the tree
+    /// holds no version there.
+    fn version_at(
+        &self,
+        env: &OracleEnv<'_>,
+        key: &[u8],
+        at: SeqNo,
+        record_seq: SeqNo,
+    ) -> Result<Option<(SeqNo, Option<ValueHandle>)>> {
+        let lookup = make_lookup_key(key, at);
+        let names = |handle, s: SeqNo| (s == record_seq).then_some(handle);
+        Ok(match self.lookup {
+            LookupKind::GetKey => {
+                env.version
+                    .get_key(env.tables, &lookup, env.ctx)?
+                    .map(|f| match f {
+                        KeyLookup::Handle {
+                            handle,
+                            seq,
+                            record_seq: s,
+                        } => (seq, names(handle, s)),
+                        other => (other.seq(), None),
+                    })
+            }
+            LookupKind::Get => {
+                env.version
+                    .get_seq(env.tables, &lookup, env.ctx)?
+                    .map(|(seq, f)| match f {
+                        Lookup::Handle {
+                            handle,
+                            record_seq: s,
+                            ..
+                        } => (seq, names(handle, s)),
+                        _ => (seq, None),
+                    })
+            }
+        })
+    }
+}
+
 impl ValidityOracle for IndexOracle {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
         let (key, seq) = (record.user_key, record.seq);
@@ -117,30 +159,7 @@ impl ValidityOracle for IndexOracle {
         // dropped already.
         let mut at = MAX_SEQUENCE;
         loop {
-            let lookup = make_lookup_key(key, at);
-            let found =
-                match self.lookup {
-                    LookupKind::GetKey => {
-                        env.version
-                            .get_key(env.tables, &lookup, env.ctx)?
-                            .map(|f| match f {
-                                KeyLookup::Handle {
-                                    handle,
-                                    seq,
-                                    record_seq,
-                                } => (seq, (record_seq == record.seq).then_some(handle)),
-                                other => (other.seq(), None),
-                            })
-                    }
-                    LookupKind::Get => env.version.get_seq(env.tables, &lookup, env.ctx)?.map(
-                        |(version_seq, f)| match f {
-                            Lookup::Handle {
-                                handle, record_seq, ..
-                            } => (version_seq, (record_seq == record.seq).then_some(handle)),
-                            _ => (version_seq, None),
-                        },
-                    ),
-                };
+            let found = self.version_at(env, key, at, seq)?;
             let Some((version_seq, names)) = found else {
                 return Ok(Validity::Dead);
             };
