@@ -35,15 +35,7 @@ fn options(fs: &FaultFs) -> Options {
 
 /// The options of every policy these tests run (`novkv`'s own come on top).
 fn shared(fs: &FaultFs) -> Options {
-    Options::default()
-        .with_file_system(Arc::new(fs.clone()))
-        // No workers: the test decides when flushes, compactions and GC run.
-        .with_inline_background_work(true)
-        .with_gc_threads(0)
-        .with_memtable_size(1 << 20)
-        .with_l0_compaction_trigger(8)
-        .with_value_table_size(64 << 10)
-        .with_min_separated_value_size(100)
+    rounds::inline_options(fs)
 }
 
 fn assert_recount(db: &Db, ctx: &str) {

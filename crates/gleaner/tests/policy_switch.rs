@@ -26,14 +26,7 @@ use gleaner::{Db, GcPolicyKind, Options, ReadOptions, Snapshot};
 /// Options every test here starts from: background work inline and GC only when asked, so the
 /// test decides what runs when.
 fn base(fs: &FaultFs) -> Options {
-    Options::default()
-        .with_file_system(Arc::new(fs.clone()))
-        .with_inline_background_work(true)
-        .with_gc_threads(0)
-        .with_memtable_size(1 << 20)
-        .with_l0_compaction_trigger(8)
-        .with_value_table_size(64 << 10)
-        .with_min_separated_value_size(100)
+    rounds::inline_options(fs)
 }
 
 fn assert_recount(db: &Db, ctx: &str) {

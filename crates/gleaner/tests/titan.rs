@@ -28,17 +28,9 @@ use gleaner::io::{FaultFs, FaultOp};
 use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
 
 fn options(fs: &FaultFs) -> Options {
-    Options::default()
-        .with_file_system(Arc::new(fs.clone()))
-        // No workers: the test decides when flushes, compactions and GC run.
-        .with_inline_background_work(true)
-        .with_gc_threads(0)
+    rounds::inline_options(fs)
         .with_gc_policy(GcPolicyKind::Titan)
         .with_titan_discardable_ratio(0.2)
-        .with_memtable_size(1 << 20)
-        .with_l0_compaction_trigger(8)
-        .with_value_table_size(64 << 10)
-        .with_min_separated_value_size(100)
 }
 
 fn assert_recount(db: &Db, ctx: &str) {

@@ -1,8 +1,26 @@
 //! A small key space written in rounds, shared by the policy tests (`titan.rs`, `novkv.rs`):
 //! `KEYS` keys whose values name their key and round, `build` to make a third of the first
-//! round's records garbage, and `assert_reads` to check every key against its latest round.
+//! round's records garbage, and `assert_reads` to check every key against its latest round;
+//! `inline_options`, the options those tests share.
 
-use gleaner::Db;
+use std::sync::Arc;
+
+use gleaner::io::FaultFs;
+use gleaner::{Db, Options};
+
+/// Options for the policy tests on `fs`, before the policy's own: background work inline and GC
+/// only when asked (the test decides when flushes, compactions and GC run), values of 100 bytes
+/// and more separated into value tables of 64 KiB.
+pub fn inline_options(fs: &FaultFs) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        .with_inline_background_work(true)
+        .with_gc_threads(0)
+        .with_memtable_size(1 << 20)
+        .with_l0_compaction_trigger(8)
+        .with_value_table_size(64 << 10)
+        .with_min_separated_value_size(100)
+}
 
 /// Keys in the key space.
 pub const KEYS: u32 = 120;
