@@ -278,6 +278,7 @@ mod tests {
             },
             record_seq: Some(7),
             alias: false,
+            payload: None,
         };
         let mut b = WriteBatch::new();
         b.put_handle(b"k", &stored);

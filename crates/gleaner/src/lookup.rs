@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::key::{SeqNo, make_lookup_key};
 use crate::memtable::MemTable;
 use crate::table::ReadCtx;
-use crate::value::ValueHandle;
+use crate::value::{HandlePayload, ValueHandle};
 use crate::version::Version;
 
 /// The newest version of `user_key` at or below `seq`: in `memtables` (newest first), else in
@@ -46,6 +46,8 @@ pub enum Lookup {
         /// version's own, or for a handle written back after the record moved, the record's
         /// ([`StoredHandle`](crate::value::StoredHandle)).
         record_seq: SeqNo,
+        /// The policy's payload kept with the handle.
+        payload: Option<HandlePayload>,
     },
     /// The newest version is a deletion.
     Deleted,

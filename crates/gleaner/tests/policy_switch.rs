@@ -300,7 +300,8 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind) -> Options {
             .with_blobdb_age_cutoff(0.5)
             .with_blobdb_force_threshold(0.2),
         GcPolicyKind::Novkv => o.with_novkv_valid_threshold(0.95),
-        GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => o,
+        // The matrix runs the built-in policies (tests/custom_policy.rs the custom one).
+        GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger | GcPolicyKind::Custom => o,
     }
 }
 
@@ -480,7 +481,7 @@ fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
                 s.gc.bytes_written_by_class
             );
         }
-        GcPolicyKind::Terarkdb => collect(&db, &ctx),
+        GcPolicyKind::Terarkdb | GcPolicyKind::Custom => collect(&db, &ctx),
     }
     assert_recount(&db, &ctx);
     db.close().expect("close");

@@ -193,6 +193,7 @@ mod tests {
             },
             record_seq,
             alias: false,
+            payload: None,
         }
         .encode_to(&mut v);
         v

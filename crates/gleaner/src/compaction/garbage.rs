@@ -325,7 +325,7 @@ impl<'a> HandleRewriter<'a> {
     }
 
     /// The replacement value of entry `ikey` / `value`, if it is a stale handle: the same
-    /// record (and record sequence number) at its current place.
+    /// record (and record sequence number, alias flag and payload) at its current place.
     pub fn rewrite(&mut self, key: &ParsedKey<'_>, value: &[u8]) -> Result<Option<StoredHandle>> {
         if key.kind != ValueKind::ValueHandle {
             return Ok(None);
@@ -358,8 +358,7 @@ impl<'a> HandleRewriter<'a> {
         self.rewritten += 1;
         Ok(Some(StoredHandle {
             location: at.handle,
-            record_seq: stored.record_seq,
-            alias: stored.alias,
+            ..stored
         }))
     }
 }

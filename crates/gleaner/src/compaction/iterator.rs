@@ -359,6 +359,7 @@ mod tests {
             },
             record_seq,
             alias,
+            payload: None,
         };
         (
             make_internal_key(b"k", seq, ValueKind::ValueHandle),

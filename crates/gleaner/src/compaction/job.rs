@@ -113,15 +113,15 @@ fn drain<I: InternalIterator>(
     Ok(())
 }
 
-/// How a flush separates values: those of at least `min_size` bytes go to value tables written
-/// with `values`, in the classes `router` chooses.
+/// How a flush separates values: those the policy's `router` separates go to value tables
+/// written with `values`, in the classes it chooses.
 pub struct Separation {
     /// Where and how value tables are written.
     pub values: ValueOutputConfig,
-    /// The separation threshold (option `min_separated_value_size`).
-    pub min_size: u64,
     /// The policy's value router.
     pub router: Arc<dyn ValueRouter>,
+    /// [`RouteOrigin::Flush`], or [`RouteOrigin::Recovery`] for the WALs replayed at open.
+    pub origin: RouteOrigin,
 }
 
 /// Writes the memtables (oldest first) into one or more L0 tables, separating values as
@@ -146,8 +146,8 @@ pub fn flush_memtables(
         .dropping_aliases(drop_aliases);
     let mut outputs = TableOutputs::new(out, 0, Vec::new());
     if let Some(sep) = separation {
-        let values = ClassedValueOutputs::new(sep.values, sep.router, RouteOrigin::Flush);
-        outputs = outputs.with_separation(values, sep.min_size);
+        let values = ClassedValueOutputs::new(sep.values, sep.router, sep.origin);
+        outputs = outputs.with_separation(values);
     }
     let mut stats = JobStats {
         input_files: mems.len() as u64,
@@ -278,7 +278,15 @@ pub fn run_compaction(
     let inputs: Vec<u64> = plan.all_inputs().map(|f| f.number).collect();
     let mut relocator = relocation.map(|r| {
         let aliases = AliasTables::new(version, &inputs, tables);
-        Relocator::new(version, values, r.plan, r.values, r.router, aliases)
+        Relocator::new(
+            version,
+            values,
+            r.plan,
+            plan.output_level as u32,
+            r.values,
+            r.router,
+            aliases,
+        )
     });
     drain(
         &mut it,

@@ -12,7 +12,7 @@ use super::pending::PendingFiles;
 use super::value_output::ClassedValueOutputs;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::gc::router::MAX_VALUE_CLASSES;
+use crate::gc::router::{MAX_VALUE_CLASSES, Placement, RouteContext};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};
@@ -76,8 +76,8 @@ pub struct TableOutputs {
     finished: Vec<NewTable>,
     pending: PendingFiles,
     bytes_written: u64,
-    /// Flushes only: values at least this long go to `values`.
-    separation: Option<(ClassedValueOutputs, u64)>,
+    /// Flushes only: values the policy's router separates go to these.
+    separation: Option<ClassedValueOutputs>,
     /// Handles in the current table, per value table (its dependence).
     dependence: BTreeMap<u64, Dependence>,
     /// Aliases among them.
@@ -110,10 +110,10 @@ impl TableOutputs {
         }
     }
 
-    /// Separates values of at least `min_size` bytes into `values` (flushes).
+    /// Separates the values the router of `values` places in value tables (flushes).
     #[must_use]
-    pub fn with_separation(mut self, values: ClassedValueOutputs, min_size: u64) -> Self {
-        self.separation = Some((values, min_size));
+    pub fn with_separation(mut self, values: ClassedValueOutputs) -> Self {
+        self.separation = Some(values);
         self
     }
 
@@ -175,22 +175,32 @@ impl TableOutputs {
             .ok_or_else(|| Error::corruption("compaction input", 0, "malformed internal key"))?;
         match parsed.kind {
             ValueKind::Value => {
-                if let Some((values, min)) = self.separation.as_mut()
-                    && value.len() as u64 >= *min
-                {
-                    let handle = values.add(parsed.user_key, parsed.seq, value)?;
-                    self.scratch_key.clear();
-                    append_internal_key(
-                        &mut self.scratch_key,
-                        parsed.user_key,
-                        parsed.seq,
-                        ValueKind::ValueHandle as u8,
-                    );
-                    self.scratch_handle.clear();
-                    handle.encode_to(&mut self.scratch_handle);
-                    self.note_handle(&handle);
-                    let (_, builder) = self.current.as_mut().expect("opened above");
-                    return builder.add(&self.scratch_key, &self.scratch_handle);
+                if let Some(values) = self.separation.as_mut() {
+                    let ctx = RouteContext {
+                        user_key: parsed.user_key,
+                        seq: parsed.seq,
+                        value_len: value.len() as u64,
+                        payload: None,
+                        origin: values.origin(),
+                        level: Some(self.level),
+                    };
+                    if let Placement::Separated { class, payload } = values.place(&ctx)? {
+                        let handle = values.add_to(class, parsed.user_key, parsed.seq, value)?;
+                        self.scratch_key.clear();
+                        append_internal_key(
+                            &mut self.scratch_key,
+                            parsed.user_key,
+                            parsed.seq,
+                            ValueKind::ValueHandle as u8,
+                        );
+                        self.scratch_handle.clear();
+                        StoredHandle::new(handle)
+                            .with_payload(payload)
+                            .encode_to(&mut self.scratch_handle);
+                        self.note_handle(&handle);
+                        let (_, builder) = self.current.as_mut().expect("opened above");
+                        return builder.add(&self.scratch_key, &self.scratch_handle);
+                    }
                 }
             }
             ValueKind::ValueHandle => {
@@ -252,7 +262,7 @@ impl TableOutputs {
     pub fn finish(mut self) -> Result<FinishedOutputs> {
         let mut value_tables = Vec::new();
         let mut value_bytes_by_class = [0; MAX_VALUE_CLASSES];
-        if let Some((values, _)) = self.separation.take() {
+        if let Some(values) = self.separation.take() {
             let done = values.finish_unsynced()?;
             value_tables = done.tables;
             value_bytes_by_class = done.bytes_by_class;

@@ -11,7 +11,7 @@ use super::value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig}
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
-use crate::gc::router::{RouteOrigin, ValueRouter};
+use crate::gc::router::{Placement, RouteContext, RouteOrigin, ValueRouter};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, append_internal_key, make_lookup_key};
@@ -25,9 +25,6 @@ use crate::version::{FileMetaData, Garbage, Version};
 pub struct Relocation {
     /// Tables numbered below this are old enough.
     pub below: u64,
-    /// A relocated value shorter than this goes inline into the key table (option
-    /// `min_separated_value_size`; RocksDB does the same with `min_blob_size`).
-    pub min_size: u64,
 }
 
 /// Figures of one compaction's relocation.
@@ -37,7 +34,8 @@ pub struct RelocationStats {
     pub relocated: u64,
     /// Bytes of their old records.
     pub relocated_bytes: u64,
-    /// Values moved inline into the key table instead (shorter than the separation threshold).
+    /// Values moved inline into the key table instead (the policy's router placed them there:
+    /// shorter than option `min_separated_value_size`, as RocksDB does with `min_blob_size`).
     pub inlined: u64,
     /// Values left in place because an alias outside the compaction names their record.
     pub aliased: u64,
@@ -58,6 +56,8 @@ pub struct Relocator<'a> {
     version: &'a Version,
     cache: &'a ValueTableCache,
     plan: Relocation,
+    /// The index-tree level the compaction writes.
+    level: u32,
     values: ClassedValueOutputs,
     garbage: BTreeMap<u64, Garbage>,
     stats: RelocationStats,
@@ -139,12 +139,14 @@ impl<'a> AliasTables<'a> {
 }
 
 impl<'a> Relocator<'a> {
-    /// A relocator for a compaction reading `version`, writing new value tables as `cfg` says
-    /// in the classes `router` chooses, leaving in place the records `aliases` name.
+    /// A relocator for a compaction reading `version` and writing `level`, writing new value
+    /// tables as `cfg` says where `router` places the values, leaving in place the records
+    /// `aliases` name.
     pub fn new(
         version: &'a Version,
         cache: &'a ValueTableCache,
         plan: Relocation,
+        level: u32,
         cfg: ValueOutputConfig,
         router: Arc<dyn ValueRouter>,
         aliases: AliasTables<'a>,
@@ -153,6 +155,7 @@ impl<'a> Relocator<'a> {
             version,
             cache,
             plan,
+            level,
             values: ClassedValueOutputs::new(cfg, router, RouteOrigin::Compaction),
             garbage: BTreeMap::new(),
             stats: RelocationStats::default(),
@@ -234,31 +237,45 @@ impl<'a> Relocator<'a> {
         self.stats.relocated_bytes += at.len;
         self.ikey.clear();
         self.value.clear();
-        if (record.value.len() as u64) < self.plan.min_size {
-            self.stats.inlined += 1;
-            append_internal_key(
-                &mut self.ikey,
-                key.user_key,
-                key.seq,
-                ValueKind::Value as u8,
-            );
-            self.value.extend_from_slice(&record.value);
-        } else {
-            let location = self.values.add(key.user_key, record_seq, &record.value)?;
-            self.last = Some((key.user_key.to_vec(), record_seq));
-            self.stats.relocated += 1;
-            append_internal_key(
-                &mut self.ikey,
-                key.user_key,
-                key.seq,
-                ValueKind::ValueHandle as u8,
-            );
-            StoredHandle {
-                location,
-                record_seq: stored.record_seq,
-                alias: false,
+        let ctx = RouteContext {
+            user_key: key.user_key,
+            seq: record_seq,
+            value_len: record.value.len() as u64,
+            payload: stored.payload.as_ref(),
+            origin: RouteOrigin::Compaction,
+            level: Some(self.level),
+        };
+        match self.values.place(&ctx)? {
+            Placement::Inline => {
+                self.stats.inlined += 1;
+                append_internal_key(
+                    &mut self.ikey,
+                    key.user_key,
+                    key.seq,
+                    ValueKind::Value as u8,
+                );
+                self.value.extend_from_slice(&record.value);
             }
-            .encode_to(&mut self.value);
+            Placement::Separated { class, payload } => {
+                let location =
+                    self.values
+                        .add_to(class, key.user_key, record_seq, &record.value)?;
+                self.last = Some((key.user_key.to_vec(), record_seq));
+                self.stats.relocated += 1;
+                append_internal_key(
+                    &mut self.ikey,
+                    key.user_key,
+                    key.seq,
+                    ValueKind::ValueHandle as u8,
+                );
+                StoredHandle {
+                    location,
+                    record_seq: stored.record_seq,
+                    alias: false,
+                    payload,
+                }
+                .encode_to(&mut self.value);
+            }
         }
         Ok(Some((&self.ikey, &self.value)))
     }

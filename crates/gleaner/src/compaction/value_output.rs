@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::pending::PendingFiles;
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
-use crate::gc::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
+use crate::gc::router::{MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, ValueRouter};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
 use crate::value::{ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
@@ -198,28 +198,75 @@ impl ClassedValueOutputs {
         }
     }
 
-    /// Appends a record (in internal-key order) to the run of the class the router picks and
-    /// returns its handle.
+    /// Where the values written go.
+    pub fn origin(&self) -> RouteOrigin {
+        self.origin
+    }
+
+    /// Asks the router where the value `ctx` describes goes (its origin is this writer's).
     ///
-    /// Errors: writing fails; [`Error::InvalidArgument`] when the router names a class of
-    /// [`MAX_VALUE_CLASSES`] or more (a policy bug, refused before anything is written).
-    pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<ValueHandle> {
-        let class = self
-            .router
-            .class_for(user_key, seq, value.len() as u64, self.origin);
-        let i = class as usize;
-        if i >= MAX_VALUE_CLASSES {
-            return Err(Error::invalid(format!(
-                "value router {:?} chose class {class}; classes are below {MAX_VALUE_CLASSES}",
-                self.router
-            )));
+    /// Errors: [`Error::InvalidArgument`] when the router names a class of
+    /// [`MAX_VALUE_CLASSES`] or more, or places the value inline where its origin does not
+    /// allow it (a policy bug, refused before anything is written).
+    pub fn place(&self, ctx: &RouteContext<'_>) -> Result<Placement> {
+        debug_assert_eq!(ctx.origin, self.origin);
+        let placement = self.router.place(ctx);
+        match &placement {
+            Placement::Separated { class, .. } if *class as usize >= MAX_VALUE_CLASSES => {
+                Err(Error::invalid(format!(
+                    "value router {:?} chose class {class}; classes are below {MAX_VALUE_CLASSES}",
+                    self.router
+                )))
+            }
+            Placement::Inline if !ctx.origin.may_inline() => Err(Error::invalid(format!(
+                "value router {:?} placed a value inline in a {:?} write, which only moves \
+                 separated records",
+                self.router, ctx.origin
+            ))),
+            _ => Ok(placement),
         }
+    }
+
+    /// Appends a record (in internal-key order) to the run of `class` (a class
+    /// [`ClassedValueOutputs::place`] returned) and returns its handle.
+    pub fn add_to(
+        &mut self,
+        class: u32,
+        user_key: &[u8],
+        seq: u64,
+        value: &[u8],
+    ) -> Result<ValueHandle> {
+        let i = class as usize;
+        assert!(i < MAX_VALUE_CLASSES, "class {class} was not placed");
         if self.runs.len() <= i {
             self.runs.resize_with(i + 1, || None);
         }
         self.runs[i]
             .get_or_insert_with(|| ValueOutputs::new(self.cfg.clone(), class))
             .add(user_key, seq, value)
+    }
+
+    /// Appends a record a GC job moves (in internal-key order) to the run of the class the
+    /// router picks and returns its handle.
+    ///
+    /// Errors: writing fails; as [`ClassedValueOutputs::place`].
+    pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<ValueHandle> {
+        let ctx = RouteContext {
+            user_key,
+            seq,
+            value_len: value.len() as u64,
+            payload: None,
+            origin: self.origin,
+            level: None,
+        };
+        match self.place(&ctx)? {
+            Placement::Separated { class, .. } => self.add_to(class, user_key, seq, value),
+            Placement::Inline => Err(Error::invalid(format!(
+                "value router {:?} placed a value inline where only separated values are \
+                 written",
+                self.router
+            ))),
+        }
     }
 
     /// Finishes every run and makes the tables' directory entries durable.

@@ -416,8 +416,8 @@ impl DbInner {
         let out = self.output_config(IoClass::Flush, u64::MAX);
         let separation = Some(Separation {
             values: self.value_output_config(IoClass::Flush),
-            min_size: self.opts.min_separated_value_size(),
             router: Arc::clone(&self.policy.router),
+            origin: crate::gc::RouteOrigin::Flush,
         });
         // Memtables hold handles only where a GC wrote them back (policy `titan`); a flush that
         // drops one (the key was overwritten again before the flush) makes its record garbage,

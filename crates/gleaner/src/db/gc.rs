@@ -561,10 +561,12 @@ impl DbInner {
             let mut lost: BTreeMap<u64, Garbage> = BTreeMap::new();
             let mut written = 0u64;
             for m in &job.moved {
+                // The payload of the entry it replaces is carried by the conditional write.
                 let stored = StoredHandle {
                     location: m.to,
                     record_seq: Some(m.seq),
                     alias: false,
+                    payload: None,
                 };
                 if self.write_back(&m.key, m.from, &stored)? {
                     written += 1;

@@ -49,6 +49,8 @@ struct Recovery {
     dir: PathBuf,
     /// The caller's options merged with the saved OPTIONS file, validated.
     opts: Options,
+    /// The roles of the GC policy `opts` select (replay separates values as its router says).
+    policy: crate::gc::PolicySet,
     fs: Arc<dyn FileSystem>,
     /// Bytes of every file in the directory, counted by `fs`.
     disk: Arc<DiskUsage>,
@@ -112,11 +114,12 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             index_compression: opts.compression(),
             direct: opts.use_direct_io_for_background_writes(),
         };
-        // Recovery has no hotness yet: replayed values go to default-class tables.
+        // The policy's router places replayed values (it knows them as such: no hotness is
+        // known yet, and scavenger's router keeps them in the default class).
         let separation = Some(crate::compaction::Separation {
             values,
-            min_size: opts.min_separated_value_size(),
-            router: Arc::new(crate::gc::SingleClass),
+            router: Arc::clone(&rec.policy.router),
+            origin: crate::gc::RouteOrigin::Recovery,
         });
         let (done, _) = flush_memtables(
             &[mem],
@@ -217,9 +220,12 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     // A database that does not exist yet is made from the caller's options alone: refuse bad
     // ones before the directory or the LOCK file is created. (An existing one's are checked
     // once merged with its OPTIONS, below.)
+    // The policy is built here too: a custom policy's factory may refuse the options.
+    let mut policy = None;
     if mode == Mode::ReadWrite && fs.path_kind(&path.join(CURRENT))?.is_none() {
         opts.validate()?;
         crate::gc::check_options(&opts)?;
+        policy = Some(crate::gc::policy_set(&opts)?);
     }
     match fs.path_kind(path)? {
         Some(PathKind::File) => {
@@ -276,10 +282,19 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     if exists && fs.path_kind(&dir.join(OPTIONS))?.is_some() {
         let bytes = fs.read_all(&dir.join(OPTIONS))?;
         io.record_read(IoClass::Manifest, bytes.len() as u64);
-        apply_saved_options(&mut opts, parse_options_file(OPTIONS, &bytes)?)?;
+        apply_saved_options(
+            &mut opts,
+            parse_options_file(OPTIONS, &bytes)?,
+            mode == Mode::ReadOnly,
+        )?;
     }
     opts.validate()?;
     crate::gc::check_options(&opts)?;
+    // Built once per open: for a new database above, from the same options.
+    let policy = match policy {
+        Some(p) => p,
+        None => crate::gc::policy_set(&opts)?,
+    };
     match mode {
         Mode::ReadWrite => probe_direct_io(fs.as_ref(), &dir, &opts, LOCK, true)?,
         // No background write ever happens, and LOCK may be absent: probe reads on CURRENT.
@@ -358,6 +373,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     }
     Ok(Recovery {
         dir,
+        policy,
         opts,
         fs,
         disk,
@@ -454,6 +470,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         next_file_number,
         versions,
         counters,
+        policy,
         ..
     } = rec;
     let num_levels = opts.num_levels() as usize;
@@ -486,7 +503,6 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         bg_error: None,
         shutting_down: false,
     };
-    let policy = crate::gc::policy_set(&opts);
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()
@@ -619,7 +635,31 @@ fn check_recovered_files(
 /// set. When the database was last opened under another GC policy than it opens under now, the
 /// saved values of that policy's own options ([`crate::gc::own_options`]) are dropped: the new
 /// policy does not read them, and they must not come back, stale, with a later switch back.
-fn apply_saved_options(opts: &mut Options, saved: Vec<(String, String)>) -> Result<()> {
+///
+/// A database last opened under a custom policy (`gc_policy=custom:NAME`) needs that policy's
+/// factory, or another policy chosen explicitly: its GC would otherwise stop without a word. A
+/// read-only open, which runs no GC, reads it under `terarkdb`'s roles instead.
+fn apply_saved_options(
+    opts: &mut Options,
+    saved: Vec<(String, String)>,
+    read_only: bool,
+) -> Result<()> {
+    let saved_custom = saved
+        .iter()
+        .find(|(n, _)| n == "gc_policy")
+        .and_then(|(_, v)| v.strip_prefix("custom:"));
+    if let Some(name) = saved_custom
+        && !opts.is_overridden("gc_policy")
+    {
+        if !read_only {
+            return Err(Error::invalid(format!(
+                "this database runs custom GC policy `{name}` (its OPTIONS file says so): \
+                 register it with Options::with_custom_policy, open the database read-only, \
+                 or choose another policy with option `gc_policy`"
+            )));
+        }
+        *opts = opts.clone().with_gc_policy(GcPolicyKind::Terarkdb);
+    }
     let policy = |pairs: &[(String, String)]| -> Result<Option<GcPolicyKind>> {
         pairs
             .iter()

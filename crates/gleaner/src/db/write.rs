@@ -14,10 +14,11 @@ use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::io::{CountedWriter, IoClass, WriteFileOptions};
 use crate::key::{MAX_SEQUENCE, SeqNo, ValueKind};
+use crate::lookup::Lookup;
 use crate::memtable::MemTable;
 use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
-use crate::value::{StoredHandle, ValueHandle};
+use crate::value::{HandlePayload, StoredHandle, ValueHandle};
 use crate::wal::LogWriter;
 
 /// Largest group a leader assembles when its own batch is small: its batch plus 128 KiB.
@@ -44,10 +45,12 @@ pub(super) struct Writer {
 
 /// The condition of a write-back: the newest version of `key` names the record written at
 /// `record_seq` that is at `location` (where the GC job, or the read, found it), checked with
-/// reads counted under `class`.
+/// reads counted under `class`. The handle written carries the payload of that newest version
+/// (a policy's bytes stay with the key, wherever its record moves).
 struct Condition {
     key: Vec<u8>,
-    record_seq: SeqNo,
+    /// The handle to write, without a payload.
+    handle: StoredHandle,
     location: ValueHandle,
     class: IoClass,
     /// An alias naming this value table: it must be live and unclaimed by GC, and is pinned
@@ -120,7 +123,7 @@ impl DbInner {
         batch.put_handle(key, handle);
         let condition = Condition {
             key: key.to_vec(),
-            record_seq: handle.record_seq.unwrap_or_default(),
+            handle: handle.clone(),
             location: from,
             class: IoClass::GcLookup,
             pins: None,
@@ -141,11 +144,12 @@ impl DbInner {
         record_seq: SeqNo,
         to: ValueHandle,
     ) -> Result<Applied> {
+        let alias = StoredHandle::alias(to, record_seq);
         let mut batch = WriteBatch::new();
-        batch.put_handle(key, &StoredHandle::alias(to, record_seq));
+        batch.put_handle(key, &alias);
         let condition = Condition {
             key: key.to_vec(),
-            record_seq,
+            handle: alias,
             location: from,
             // Part of serving reads.
             class: IoClass::UserRead,
@@ -167,14 +171,14 @@ impl DbInner {
     }
 
     /// Whether the newest version of `key`, in the memtables or the index tree, names the
-    /// record written at `record_seq` at `location`.
+    /// record written at `record_seq` at `location`: if it does, `Some` of its payload.
     fn names_record(
         &self,
         key: &[u8],
         record_seq: SeqNo,
         location: ValueHandle,
         class: IoClass,
-    ) -> Result<bool> {
+    ) -> Result<Option<Option<HandlePayload>>> {
         let sv = self.super_version.load();
         let ctx = ReadCtx {
             class,
@@ -182,14 +186,19 @@ impl DbInner {
             readahead: 0,
         };
         let newest = sv.get(&self.tables, key, MAX_SEQUENCE, ctx)?;
-        sv.version.values().names_record(
+        let names = sv.version.values().names_record(
             &self.values,
             key,
             newest.as_ref(),
             record_seq,
             location,
             class,
-        )
+        )?;
+        let payload = match newest {
+            Some(Lookup::Handle { payload, .. }) => payload,
+            _ => None,
+        };
+        Ok(names.then_some(payload))
     }
 
     /// Queues a writer and either waits for a leader to commit it or becomes the leader.
@@ -298,9 +307,16 @@ impl DbInner {
         }
         // Checked holding the WAL, after any memtable switch: no other write can land between
         // the check and this one.
+        let mut carried = None;
         if let Some(c) = &group[0].condition {
-            if !self.names_record(&c.key, c.record_seq, c.location, c.class)? {
+            let record_seq = c.handle.record_seq.unwrap_or_default();
+            let Some(payload) = self.names_record(&c.key, record_seq, c.location, c.class)? else {
                 return Ok(Applied::ConditionFailed);
+            };
+            if payload.is_some() {
+                let mut b = WriteBatch::new();
+                b.put_handle(&c.key, &c.handle.clone().with_payload(payload));
+                carried = Some(b);
             }
             if let Some(table) = c.pins {
                 // Under the state lock, as GC claims victims: the table cannot be claimed
@@ -315,7 +331,10 @@ impl DbInner {
                     .insert(table);
             }
         }
-        let batches: Vec<&WriteBatch> = group.iter().filter_map(|w| w.batch.as_ref()).collect();
+        let batches: Vec<&WriteBatch> = match &carried {
+            Some(b) => vec![b],
+            None => group.iter().filter_map(|w| w.batch.as_ref()).collect(),
+        };
         let count: u64 = batches.iter().map(|b| u64::from(b.count())).sum();
         let last = self.visible_seq.load(Ordering::Acquire);
         let first_seq = last + 1;

@@ -41,8 +41,6 @@ pub struct BlobDbHooks {
     pub age_cutoff: f64,
     /// Garbage fraction of those tables that marks key tables for compaction (1 = never).
     pub force_threshold: f64,
-    /// Relocated values shorter than this go inline.
-    pub min_size: u64,
 }
 
 impl BlobDbHooks {
@@ -67,10 +65,7 @@ impl CompactionHooks for BlobDbHooks {
             None if count > 0 => u64::MAX,
             None => return None,
         };
-        (count > 0).then_some(Relocation {
-            below,
-            min_size: self.min_size,
-        })
+        (count > 0).then_some(Relocation { below })
     }
 
     fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {
@@ -112,17 +107,16 @@ pub const OWN_OPTIONS: &[&str] = &["blobdb_age_cutoff", "blobdb_force_threshold"
 /// The roles of `blobdb`.
 pub fn policy_set(opts: &Options) -> PolicySet {
     PolicySet {
-        name: opts.gc_policy().name(),
+        name: opts.gc_policy().name().to_string(),
         picker: Box::new(NoJobs),
         read_mode: GcReadMode::Full,
         // Never consulted (no jobs run); a GC run finds no victim.
         oracle: Box::new(IndexOracle::new(LookupKind::Get, None)),
-        router: Arc::new(SingleClass),
+        router: Arc::new(SingleClass::new(opts.min_separated_value_size())),
         commit: CommitStyle::Inheritance,
         hooks: Box::new(BlobDbHooks {
             age_cutoff: opts.blobdb_age_cutoff(),
             force_threshold: opts.blobdb_force_threshold(),
-            min_size: opts.min_separated_value_size(),
         }),
         drop_cache: None,
         updates_handles_on_read: false,
@@ -138,7 +132,6 @@ mod tests {
         BlobDbHooks {
             age_cutoff,
             force_threshold,
-            min_size: 100,
         }
     }
 
@@ -202,10 +195,7 @@ mod tests {
         let v = version([0; 4]);
         assert_eq!(
             hooks(0.25, 1.0).relocation(&v),
-            Some(Relocation {
-                below: 20,
-                min_size: 100
-            }),
+            Some(Relocation { below: 20 }),
             "1 of 4 tables: those below 20"
         );
         assert_eq!(hooks(0.5, 1.0).relocation(&v).map(|r| r.below), Some(30));

@@ -699,7 +699,7 @@ mod tests {
             .map(|(t, records)| {
                 let mut out = ClassedValueOutputs::new(
                     output_config(fs, next),
-                    Arc::new(SingleClass),
+                    Arc::new(SingleClass::new(0)),
                     RouteOrigin::Flush,
                 );
                 for (k, seq) in *records {
@@ -719,7 +719,7 @@ mod tests {
     fn plan(read_mode: GcReadMode, stop_at_twins: bool) -> JobPlan {
         JobPlan {
             read_mode,
-            router: Arc::new(SingleClass),
+            router: Arc::new(SingleClass::new(0)),
             max_gap: 0,
             record_moves: true,
             io_depth: 1,

@@ -23,10 +23,12 @@ pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{
-    CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet, check_options, own_options,
-    policy_set,
+    CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicyFactory, PolicySet, check_options,
+    own_options, policy_set,
 };
 pub use reader::VictimReader;
-pub use router::{MAX_VALUE_CLASSES, RouteOrigin, SingleClass, ValueRouter};
+pub use router::{
+    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
+};
 pub use scavenger::RatioPicker;
 pub use validity::ValidityContext;

@@ -283,7 +283,7 @@ pub const OWN_OPTIONS: &[&str] = &["novkv_valid_threshold"];
 /// The roles of `novkv`.
 pub fn policy_set(opts: &Options) -> PolicySet {
     PolicySet {
-        name: opts.gc_policy().name(),
+        name: opts.gc_policy().name().to_string(),
         picker: Box::new(ValidRatePicker {
             valid_threshold: opts.novkv_valid_threshold(),
         }),
@@ -293,7 +293,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         } else {
             LookupKind::Get
         })),
-        router: Arc::new(SingleClass),
+        router: Arc::new(SingleClass::new(opts.min_separated_value_size())),
         commit: CommitStyle::Inheritance,
         hooks: Box::new(NovKvHooks),
         drop_cache: None,

@@ -87,11 +87,25 @@ impl CompactionHooks for NoHooks {
     }
 }
 
+/// Builds the roles of a GC policy defined outside the engine, registered with
+/// [`Options::with_custom_policy`]. **Unstable**: the roles change as the schemes that use them
+/// arrive (docs/architecture.md, "Adding a GC scheme").
+pub trait PolicyFactory: Send + Sync + std::fmt::Debug {
+    /// The policy's name, saved in OPTIONS as `gc_policy=custom:NAME`: 1 to
+    /// [`MAX_POLICY_NAME`](crate::options::MAX_POLICY_NAME) letters, digits, `_` or `-`.
+    fn name(&self) -> &str;
+
+    /// The roles for a database opened with `opts`, called once per open.
+    ///
+    /// Errors: whatever the factory refuses; the open fails with it.
+    fn build(&self, opts: &Options) -> crate::error::Result<PolicySet>;
+}
+
 /// The roles of the policy a database runs, built once at open.
 #[derive(Debug)]
 pub struct PolicySet {
-    /// The policy's name (as in option `gc_policy`).
-    pub name: &'static str,
+    /// The policy's name (as in option `gc_policy`; a custom policy's own name).
+    pub name: String,
     /// Victim selection.
     pub picker: Box<dyn VictimPicker>,
     /// How victims are read.
@@ -121,6 +135,8 @@ pub fn own_options(policy: GcPolicyKind) -> &'static [&'static str] {
         GcPolicyKind::Titan => super::titan::OWN_OPTIONS,
         GcPolicyKind::Blobdb => super::blobdb::OWN_OPTIONS,
         GcPolicyKind::Novkv => super::novkv::OWN_OPTIONS,
+        // A custom policy reads its settings from its factory, none from the options.
+        GcPolicyKind::Custom => &[],
     }
 }
 
@@ -175,11 +191,31 @@ pub fn check_options(opts: &Options) -> crate::error::Result<()> {
 }
 
 /// The policy `opts` select (option `gc_policy`, with the technique switches it resolves).
-pub fn policy_set(opts: &Options) -> PolicySet {
-    match opts.gc_policy() {
+///
+/// Errors: a custom policy's factory fails, or none is registered
+/// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
+pub fn policy_set(opts: &Options) -> crate::error::Result<PolicySet> {
+    Ok(match opts.gc_policy() {
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::policy_set(opts),
         GcPolicyKind::Titan => super::titan::policy_set(opts),
         GcPolicyKind::Blobdb => super::blobdb::policy_set(opts),
         GcPolicyKind::Novkv => super::novkv::policy_set(opts),
-    }
+        GcPolicyKind::Custom => {
+            let factory = opts.custom_policy().ok_or_else(|| {
+                crate::error::Error::invalid(
+                    "option `gc_policy` is `custom`, but no policy is registered: use \
+                     Options::with_custom_policy",
+                )
+            })?;
+            let set = factory.build(opts)?;
+            if set.name != factory.name() {
+                return Err(crate::error::Error::invalid(format!(
+                    "custom GC policy `{}` built roles named `{}`",
+                    factory.name(),
+                    set.name
+                )));
+            }
+            set
+        }
+    })
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::hotness::DropCache;
 use crate::key::SeqNo;
+use crate::value::HandlePayload;
 
 /// Most classes one router may have: value-table class tags are below this, which keeps
 /// per-class figures in fixed arrays.
@@ -20,26 +21,101 @@ pub const MAX_VALUE_CLASSES: usize = 8;
 pub enum RouteOrigin {
     /// A flush of memtables (the value's first time in a value table).
     Flush,
+    /// The flush of memtables replayed from the WALs at open: as [`RouteOrigin::Flush`], before
+    /// any read or compaction has taught the policy anything.
+    Recovery,
     /// A GC job copying a live record.
     Gc,
     /// A compaction relocating the value of an entry it keeps.
     Compaction,
 }
 
-/// Chooses the class of each separated value. Implementations are cheap to call (once per
-/// value) and thread-safe.
+impl RouteOrigin {
+    /// Whether the value may stay, or become, inline at this origin: at a flush and in
+    /// compaction the entry is written anew; a GC job only moves records, and the index
+    /// entries naming them must go on finding one.
+    pub fn may_inline(self) -> bool {
+        !matches!(self, RouteOrigin::Gc)
+    }
+}
+
+/// What the router is told about a value it places.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteContext<'a> {
+    /// The value's user key.
+    pub user_key: &'a [u8],
+    /// The sequence number of its record (for a record GC or compaction moves, the one it was
+    /// written at).
+    pub seq: SeqNo,
+    /// The value's length in bytes.
+    pub value_len: u64,
+    /// The payload the value's handle carries (a value GC or compaction moves), if any.
+    pub payload: Option<&'a HandlePayload>,
+    /// Where the value is being written.
+    pub origin: RouteOrigin,
+    /// The index-tree level of the entry written: 0 at a flush, the output level in
+    /// compaction; `None` in a GC job (the index is not written).
+    pub level: Option<u32>,
+}
+
+/// Where a value goes: the router's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// In the index tree, with its key (only where [`RouteOrigin::may_inline`]).
+    Inline,
+    /// In a value table of class `class`, its handle carrying `payload` (at a GC job's copy,
+    /// where no handle is written, the payload is not used: the index keeps its own).
+    Separated {
+        /// The class (below [`MAX_VALUE_CLASSES`] and the router's names).
+        class: u32,
+        /// The handle's payload.
+        payload: Option<HandlePayload>,
+    },
+}
+
+/// Chooses, for each value written at a flush, moved by GC or relocated by compaction, whether
+/// it is separated, into which class, and with what handle payload. Implementations are cheap
+/// to call (once per value) and thread-safe.
+///
+/// The engine's rule, [`by_size`], separates values of at least `min_separated_value_size`
+/// bytes; every shipped router follows it, a custom one may not.
 pub trait ValueRouter: Send + Sync + std::fmt::Debug {
     /// The classes' names, indexed by class number (at most [`MAX_VALUE_CLASSES`]).
     fn class_names(&self) -> &'static [&'static str];
 
-    /// The class of the value of `user_key` written at `seq`, `value_len` bytes long.
-    fn class_for(&self, user_key: &[u8], seq: SeqNo, value_len: u64, origin: RouteOrigin) -> u32;
+    /// Where the value `ctx` describes goes. A class at or beyond [`MAX_VALUE_CLASSES`], or
+    /// [`Placement::Inline`] where the origin does not allow it, is a policy bug the writer
+    /// refuses with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before writing.
+    fn place(&self, ctx: &RouteContext<'_>) -> Placement;
 }
 
-/// Every value in one class, `default` (class 0): TerarkDB and every policy that does not
-/// separate values by kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SingleClass;
+/// The engine's separation rule: values of at least `min_size` bytes (option
+/// `min_separated_value_size`) are separated, in `class`, keeping the payload they have;
+/// shorter ones stay inline where they may.
+pub fn by_size(ctx: &RouteContext<'_>, min_size: u64, class: u32) -> Placement {
+    if ctx.value_len < min_size && ctx.origin.may_inline() {
+        Placement::Inline
+    } else {
+        Placement::Separated {
+            class,
+            payload: ctx.payload.cloned(),
+        }
+    }
+}
+
+/// Every value in one class, `default` (class 0), separated by size: TerarkDB and every policy
+/// that does not separate values by kind.
+#[derive(Debug, Clone, Copy)]
+pub struct SingleClass {
+    min_size: u64,
+}
+
+impl SingleClass {
+    /// Separates values of at least `min_size` bytes (option `min_separated_value_size`).
+    pub fn new(min_size: u64) -> Self {
+        SingleClass { min_size }
+    }
+}
 
 /// The class of [`SingleClass`].
 pub const CLASS_DEFAULT: u32 = 0;
@@ -49,17 +125,19 @@ impl ValueRouter for SingleClass {
         &["default"]
     }
 
-    fn class_for(&self, _: &[u8], _: SeqNo, _: u64, _: RouteOrigin) -> u32 {
-        CLASS_DEFAULT
+    fn place(&self, ctx: &RouteContext<'_>) -> Placement {
+        by_size(ctx, self.min_size, CLASS_DEFAULT)
     }
 }
 
 /// Scavenger's hotness-aware writing (§3.4): values of keys the [`DropCache`] knows as recently
-/// overwritten or deleted go to *hot* tables, the rest to *cold* ones. Class 0 stays unused, so
-/// tables written before hotness was switched on keep their meaning.
+/// overwritten or deleted go to *hot* tables, the rest to *cold* ones, separated by size. Class 0
+/// stays for values replayed at open, before the cache knows anything, so tables written before
+/// hotness was switched on keep their meaning.
 #[derive(Debug, Clone)]
 pub struct HotCold {
     cache: Arc<DropCache>,
+    min_size: u64,
 }
 
 /// Class of hot tables.
@@ -68,9 +146,9 @@ pub const CLASS_HOT: u32 = 1;
 pub const CLASS_COLD: u32 = 2;
 
 impl HotCold {
-    /// Routes by `cache`.
-    pub fn new(cache: Arc<DropCache>) -> Self {
-        HotCold { cache }
+    /// Routes by `cache`; separates values of at least `min_size` bytes.
+    pub fn new(cache: Arc<DropCache>, min_size: u64) -> Self {
+        HotCold { cache, min_size }
     }
 }
 
@@ -79,12 +157,15 @@ impl ValueRouter for HotCold {
         &["default", "hot", "cold"]
     }
 
-    fn class_for(&self, user_key: &[u8], _: SeqNo, _: u64, _: RouteOrigin) -> u32 {
-        if self.cache.is_hot(user_key) {
+    fn place(&self, ctx: &RouteContext<'_>) -> Placement {
+        let class = if ctx.origin == RouteOrigin::Recovery {
+            CLASS_DEFAULT
+        } else if self.cache.is_hot(ctx.user_key) {
             CLASS_HOT
         } else {
             CLASS_COLD
-        }
+        };
+        by_size(ctx, self.min_size, class)
     }
 }
 
@@ -101,16 +182,70 @@ pub fn class_name(router: &dyn ValueRouter, class: u32) -> String {
 mod tests {
     use super::*;
 
+    fn ctx(key: &[u8], len: u64, origin: RouteOrigin) -> RouteContext<'_> {
+        RouteContext {
+            user_key: key,
+            seq: 1,
+            value_len: len,
+            payload: None,
+            origin,
+            level: Some(0),
+        }
+    }
+
+    fn class(p: Placement) -> Option<u32> {
+        match p {
+            Placement::Separated { class, .. } => Some(class),
+            Placement::Inline => None,
+        }
+    }
+
     #[test]
-    fn hot_cold_routes_by_the_drop_cache() {
+    fn hot_cold_routes_by_the_drop_cache_and_separates_by_size() {
         let cache = Arc::new(DropCache::new(1 << 20));
-        let r = HotCold::new(Arc::clone(&cache));
-        assert_eq!(r.class_for(b"k", 1, 10, RouteOrigin::Flush), CLASS_COLD);
+        let r = HotCold::new(Arc::clone(&cache), 100);
+        assert_eq!(
+            class(r.place(&ctx(b"k", 100, RouteOrigin::Flush))),
+            Some(CLASS_COLD)
+        );
         cache.insert(b"k", 5);
-        assert_eq!(r.class_for(b"k", 6, 10, RouteOrigin::Gc), CLASS_HOT);
+        assert_eq!(
+            class(r.place(&ctx(b"k", 100, RouteOrigin::Gc))),
+            Some(CLASS_HOT)
+        );
+        // Replayed values, and short ones, as the engine's rule says.
+        assert_eq!(
+            class(r.place(&ctx(b"k", 100, RouteOrigin::Recovery))),
+            Some(CLASS_DEFAULT)
+        );
+        assert_eq!(class(r.place(&ctx(b"k", 99, RouteOrigin::Flush))), None);
         assert_eq!(class_name(&r, CLASS_HOT), "hot");
         assert_eq!(class_name(&r, 7), "class-7");
-        assert_eq!(SingleClass.class_for(b"k", 1, 1, RouteOrigin::Flush), 0);
         assert!(r.class_names().len() <= MAX_VALUE_CLASSES);
+    }
+
+    #[test]
+    fn the_size_rule_keeps_payloads_and_never_inlines_in_gc() {
+        let one = SingleClass::new(10);
+        assert_eq!(
+            class(one.place(&ctx(b"k", 10, RouteOrigin::Flush))),
+            Some(0)
+        );
+        assert_eq!(
+            class(one.place(&ctx(b"k", 9, RouteOrigin::Compaction))),
+            None
+        );
+        // A GC job moves records whatever their size (the option may have changed).
+        assert_eq!(class(one.place(&ctx(b"k", 9, RouteOrigin::Gc))), Some(0));
+        let p = HandlePayload::new(b"x").expect("payload");
+        let mut c = ctx(b"k", 10, RouteOrigin::Compaction);
+        c.payload = Some(&p);
+        assert_eq!(
+            one.place(&c),
+            Placement::Separated {
+                class: 0,
+                payload: Some(p.clone())
+            }
+        );
     }
 }

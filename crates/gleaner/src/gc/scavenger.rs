@@ -79,13 +79,19 @@ pub fn policy_set(opts: &Options) -> PolicySet {
     };
     let (router, hooks): (Arc<dyn ValueRouter>, Box<dyn CompactionHooks>) = match &drop_cache {
         Some(cache) => (
-            Arc::new(HotCold::new(Arc::clone(cache))),
+            Arc::new(HotCold::new(
+                Arc::clone(cache),
+                opts.min_separated_value_size(),
+            )),
             Box::new(HotnessHooks(Arc::clone(cache))),
         ),
-        None => (Arc::new(SingleClass), Box::new(NoHooks)),
+        None => (
+            Arc::new(SingleClass::new(opts.min_separated_value_size())),
+            Box::new(NoHooks),
+        ),
     };
     PolicySet {
-        name: opts.gc_policy().name(),
+        name: opts.gc_policy().name().to_string(),
         picker: Box::new(RatioPicker {
             garbage_ratio: opts.gc_garbage_ratio(),
             hot_first: drop_cache.is_some(),
@@ -136,7 +142,21 @@ mod tests {
         assert_eq!(tdb.name, "terarkdb");
         assert_eq!(tdb.read_mode, GcReadMode::Full);
         assert!(tdb.drop_cache.is_none() && tdb.hooks.drop_listener().is_none());
-        assert_eq!(tdb.router.class_for(b"k", 1, 1, RouteOrigin::Flush), 0);
+        let ctx = crate::gc::router::RouteContext {
+            user_key: b"k",
+            seq: 1,
+            value_len: 1 << 20,
+            payload: None,
+            origin: RouteOrigin::Flush,
+            level: Some(0),
+        };
+        assert_eq!(
+            tdb.router.place(&ctx),
+            crate::gc::router::Placement::Separated {
+                class: 0,
+                payload: None
+            }
+        );
         let scav = policy_set(&Options::default());
         assert_eq!(scav.name, "scavenger");
         assert_eq!(scav.read_mode, GcReadMode::Lazy);

@@ -60,14 +60,14 @@ pub const OWN_OPTIONS: &[&str] = &["titan_discardable_ratio"];
 /// The roles of `titan`.
 pub fn policy_set(opts: &Options) -> PolicySet {
     PolicySet {
-        name: opts.gc_policy().name(),
+        name: opts.gc_policy().name().to_string(),
         picker: Box::new(RatioPicker {
             garbage_ratio: opts.titan_discardable_ratio(),
             hot_first: false,
         }),
         read_mode: GcReadMode::Full,
         oracle: Box::new(NewestVersionOracle),
-        router: Arc::new(SingleClass),
+        router: Arc::new(SingleClass::new(opts.min_separated_value_size())),
         commit: CommitStyle::WriteBack,
         hooks: Box::new(NoHooks),
         drop_cache: None,

@@ -143,6 +143,7 @@ impl MemTable {
                     handle: stored.location,
                     seq: parsed.seq,
                     record_seq: stored.record_seq(parsed.seq),
+                    payload: stored.payload,
                 }
             }
         }))

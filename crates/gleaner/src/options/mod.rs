@@ -68,6 +68,8 @@ pub const DEFAULT_MIN_SEPARATED_VALUE_SIZE: u64 = 1 << 10;
 pub const DEFAULT_VALUE_TABLE_SIZE: u64 = 256 << 20;
 /// Default `gc_policy`.
 pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Scavenger;
+/// Longest name of a custom GC policy ([`Options::with_custom_policy`]).
+pub const MAX_POLICY_NAME: usize = 64;
 /// Default `gc_garbage_ratio`: a value table is a GC candidate at 20% garbage.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `titan_discardable_ratio`: Titan's `blob_file_discardable_ratio`, 0.5.
@@ -129,6 +131,7 @@ macro_rules! options_table {
         pub struct Options {
             $( $name: $ty, )*
             fs: Arc<dyn FileSystem>,
+            custom_policy: Option<Arc<dyn crate::gc::PolicyFactory>>,
             overridden: BTreeSet<&'static str>,
         }
 
@@ -137,6 +140,7 @@ macro_rules! options_table {
                 Options {
                     $( $name: $default, )*
                     fs: Arc::new(PosixFs::new()),
+                    custom_policy: None,
                     overridden: BTreeSet::new(),
                 }
             }
@@ -187,6 +191,14 @@ macro_rules! options_table {
             pub fn persisted_values(&self) -> Vec<(&'static str, String)> {
                 let mut out = Vec::new();
                 $( if $persist { out.push((stringify!($name), self.$name.format_option())); } )*
+                // A custom policy is saved with its name, so an open without it can say which.
+                if let Some(f) = self.custom_policy.as_ref().filter(|_| self.gc_policy == GcPolicyKind::Custom) {
+                    for (name, value) in &mut out {
+                        if *name == "gc_policy" {
+                            *value = format!("custom:{}", f.name());
+                        }
+                    }
+                }
                 out
             }
 
@@ -216,6 +228,7 @@ macro_rules! options_table {
                 let mut d = f.debug_struct("Options");
                 $( d.field(stringify!($name), &self.$name); )*
                 d.field("fs", &self.fs);
+                d.field("custom_policy", &self.custom_policy);
                 d.finish()
             }
         }
@@ -429,6 +442,24 @@ impl Options {
         self
     }
 
+    /// Runs the GC policy `factory` builds (option `gc_policy` becomes
+    /// [`GcPolicyKind::Custom`], saved in OPTIONS as `custom:NAME`). The policy API
+    /// ([`crate::gc::PolicyFactory`] and the roles) is unstable: it changes as the schemes
+    /// that use it arrive. A database made under a custom policy is refused by a read-write open
+    /// that registers no factory of that name (a read-only open needs none).
+    ///
+    /// The name is checked at open: 1 to [`MAX_POLICY_NAME`] letters, digits, `_` or `-`.
+    #[must_use]
+    pub fn with_custom_policy(mut self, factory: Arc<dyn crate::gc::PolicyFactory>) -> Self {
+        self.custom_policy = Some(factory);
+        self.with_gc_policy(GcPolicyKind::Custom)
+    }
+
+    /// The custom policy registered with [`Options::with_custom_policy`].
+    pub fn custom_policy(&self) -> Option<&Arc<dyn crate::gc::PolicyFactory>> {
+        self.custom_policy.as_ref()
+    }
+
     /// Whether GC jobs read lazily: `gc_lazy_read` resolved against `gc_policy`.
     pub fn lazy_read_enabled(&self) -> bool {
         self.gc_lazy_read
@@ -478,6 +509,31 @@ impl Options {
         }
     }
 
+    /// A custom policy needs its factory, whose name must fit an OPTIONS line.
+    fn validate_custom_policy(&self) -> Result<()> {
+        if self.gc_policy != GcPolicyKind::Custom {
+            return Ok(());
+        }
+        let Some(f) = &self.custom_policy else {
+            return Err(Error::invalid(
+                "option `gc_policy` is `custom`, but no policy is registered: use \
+                 Options::with_custom_policy",
+            ));
+        };
+        let name = f.name();
+        let fits = (1..=MAX_POLICY_NAME).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !fits {
+            return Err(Error::invalid(format!(
+                "custom GC policy name `{name}`: 1 to {MAX_POLICY_NAME} letters, digits, `_` or `-` \
+                 (MAX_POLICY_NAME)"
+            )));
+        }
+        Ok(())
+    }
+
     /// True when the caller set option `name` explicitly.
     pub fn is_overridden(&self, name: &str) -> bool {
         self.overridden.contains(name)
@@ -496,6 +552,7 @@ impl Options {
             Ok(())
         }
         range("memtable_size", self.memtable_size, 1 << 10, 64 << 30)?;
+        self.validate_custom_policy()?;
         range(
             "max_immutable_memtables",
             self.max_immutable_memtables,

@@ -112,6 +112,10 @@ pub enum GcPolicyKind {
     /// and tells garbage by the drop keys alone, without index lookups; handles naming a
     /// collected table resolve by key in its outputs (inheritance).
     Novkv,
+    /// A policy defined outside the engine: the one
+    /// [`Options::with_custom_policy`](crate::Options::with_custom_policy) registers. Saved
+    /// in OPTIONS as `custom:NAME` with the factory's name; not in [`GcPolicyKind::ALL`].
+    Custom,
 }
 
 impl GcPolicyKind {
@@ -132,6 +136,7 @@ impl GcPolicyKind {
             GcPolicyKind::Titan => "titan",
             GcPolicyKind::Blobdb => "blobdb",
             GcPolicyKind::Novkv => "novkv",
+            GcPolicyKind::Custom => "custom",
         }
     }
 
@@ -188,12 +193,19 @@ impl OptionValue for Switch {
 impl OptionValue for GcPolicyKind {
     fn parse_option(text: &str) -> Result<Self, String> {
         let t = text.trim();
+        if t == "custom" || t.starts_with("custom:") {
+            return Ok(GcPolicyKind::Custom);
+        }
         GcPolicyKind::ALL
             .into_iter()
             .find(|p| p.name() == t)
             .ok_or_else(|| {
                 let names: Vec<&str> = GcPolicyKind::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown GC policy; known policies: {}", names.join(", "))
+                format!(
+                    "unknown GC policy; known policies: {}, or custom (a policy registered \
+                     with Options::with_custom_policy)",
+                    names.join(", ")
+                )
             })
     }
     fn format_option(&self) -> String {

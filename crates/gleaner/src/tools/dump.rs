@@ -3,7 +3,8 @@
 //! The kind of file is decided by its name (as [`parse_file_name`] recognizes it):
 //! - key table (`NNNNNN.sst`): its layout and properties, one `name: value` per line, a blank
 //!   line, then every entry as `KEY<TAB>seq=N<TAB>kind=put|del|handle<TAB>VALUE` (the value is
-//!   empty for a deletion). An index-decoupled table shows its parts one after the other, each
+//!   empty for a deletion; a handle's is `file=F offset=O len=L`, then ` record_seq=S`,
+//!   ` alias` and ` payload=HEX` where the handle has them). An index-decoupled table shows its parts one after the other, each
 //!   introduced by a `# data part: ...` or `# handle part: ...` line;
 //! - WAL (`NNNNNN.log`): per record a `# record at offset O: sequence S, N ops` line, then every
 //!   op as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE`, like table entries; a torn tail is shown
@@ -32,12 +33,12 @@ use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo};
 use crate::options::{WalRecoveryMode, parse_options_file};
 use crate::table::{KeyTableLayout, ReadCtx, Table, TableIter, TablePart, TableProperties};
-use crate::value::ValueTable;
+use crate::value::{StoredHandle, ValueTable};
 use crate::version::VersionEdit;
 use crate::version::set::MAX_MANIFEST_RECORD;
 use crate::wal::{LogReader, decode_wal_record, wal_reader};
 
-use super::text::{kind_name, render, render_internal_key};
+use super::text::{kind_name, render, render_handle, render_internal_key};
 
 /// Writes a human-readable description of the file at `path` to `out` (see the module
 /// documentation for the formats). Keys and values are hex-encoded when `hex` is true.
@@ -103,13 +104,15 @@ impl Dumper<'_> {
         Ok(CountedReader::new(file, Arc::new(IoStats::default())))
     }
 
-    /// One entry line shared by tables and WALs.
+    /// One entry line shared by tables and WALs; a handle is shown decoded (see the module
+    /// comment).
     fn entry(&mut self, key: &[u8], seq: SeqNo, kind: &str, value: &[u8]) -> Result<()> {
-        let line = format!(
-            "{}\tseq={seq}\tkind={kind}\t{}",
-            render(key, self.hex),
+        let value = if kind == "handle" {
+            render_handle(&StoredHandle::decode(value, self.name, 0)?)
+        } else {
             render(value, self.hex)
-        );
+        };
+        let line = format!("{}\tseq={seq}\tkind={kind}\t{value}", render(key, self.hex));
         self.line(&line)
     }
 

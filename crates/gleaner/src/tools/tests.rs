@@ -316,11 +316,17 @@ fn dump_of_an_index_decoupled_key_table_shows_both_parts() {
         ..TableBuilderOptions::default()
     };
     let mut b = TableBuilder::new(file, opts).expect("builder");
-    let handle = ValueHandle {
-        file_number: 3,
-        offset: 0,
-        len: 10,
-    }
+    let handle = crate::value::StoredHandle::alias(
+        ValueHandle {
+            file_number: 3,
+            offset: 0,
+            len: 10,
+        },
+        4,
+    )
+    .with_payload(Some(
+        crate::value::HandlePayload::new(b"\x01\xfe").expect("payload"),
+    ))
     .encode();
     b.add(&make_internal_key(b"a", 9, ValueKind::Value), b"small")
         .expect("add");
@@ -342,7 +348,9 @@ fn dump_of_an_index_decoupled_key_table_shows_both_parts() {
     assert!(data < handles, "{out}");
     let a9 = out.find("a\tseq=9\tkind=put\tsmall\n").expect("a@9");
     let b7 = out.find("b\tseq=7\tkind=del\t\n").expect("b@7");
-    let a8 = out.find("a\tseq=8\tkind=handle\t").expect("a@8");
+    let a8 = out
+        .find("a\tseq=8\tkind=handle\tfile=3 offset=0 len=10 record_seq=4 alias payload=01fe\n")
+        .expect("a@8");
     assert!(
         data < a9 && a9 < b7 && b7 < handles && handles < a8,
         "{out}"

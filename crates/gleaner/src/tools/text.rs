@@ -66,6 +66,24 @@ pub(crate) fn render_internal_key(ikey: &[u8], as_hex: bool) -> String {
     }
 }
 
+/// A stored handle's fields: `file=F offset=O len=L`, then ` record_seq=S`, ` alias` and
+/// ` payload=HEX` where the handle has them.
+pub(crate) fn render_handle(h: &crate::value::StoredHandle) -> String {
+    let l = &h.location;
+    let mut out = format!("file={} offset={} len={}", l.file_number, l.offset, l.len);
+    if let Some(s) = h.record_seq {
+        out.push_str(&format!(" record_seq={s}"));
+    }
+    if h.alias {
+        out.push_str(" alias");
+    }
+    if let Some(p) = &h.payload {
+        out.push_str(" payload=");
+        out.push_str(&hex(p.as_bytes()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

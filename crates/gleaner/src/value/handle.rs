@@ -1,5 +1,7 @@
 //! Value handles: what the index tree stores in place of a separated value.
 
+use std::sync::Arc;
+
 use crate::coding::{Decoder, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{MAX_SEQUENCE, SeqNo};
@@ -20,12 +22,62 @@ pub struct ValueHandle {
     pub len: u64,
 }
 
+/// Most bytes of a [`HandlePayload`]: bounds what a policy may keep beside every handle, and
+/// what a reader allocates for one it decodes.
+pub const MAX_HANDLE_PAYLOAD: usize = 512;
+
 /// Longest encoding of a handle as an index-tree entry stores it ([`StoredHandle`]): four
-/// ten-byte varints and the one-byte flags.
-pub const MAX_HANDLE_LEN: usize = 41;
+/// ten-byte varints, the one-byte flags, and the longest payload with its two-byte length.
+pub const MAX_HANDLE_LEN: usize = 41 + 2 + MAX_HANDLE_PAYLOAD;
 
 /// Flag of a [`StoredHandle`] (its fifth varint): the entry is an alias.
 const FLAG_ALIAS: u64 = 1;
+/// Flag: a length-prefixed payload follows the flags.
+const FLAG_PAYLOAD: u64 = 2;
+/// Flag: the fourth varint is a placeholder (0); the record is the entry's own. Lets a payload
+/// follow a handle that has no record sequence number of its own.
+const FLAG_OWN_RECORD: u64 = 4;
+/// Every flag this build knows: another bit is a handle of a newer format.
+const KNOWN_FLAGS: u64 = FLAG_ALIAS | FLAG_PAYLOAD | FLAG_OWN_RECORD;
+
+/// Bytes a GC policy keeps with a handle (issue 24: DumpKV keeps per-key features there):
+/// opaque to the engine, from 1 to [`MAX_HANDLE_PAYLOAD`] bytes, carried by compaction, GC
+/// write-backs and aliases unless the policy's hooks rewrite it, shown by `gleaner dump`.
+/// Cheap to clone (shared).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HandlePayload(Arc<[u8]>);
+
+impl HandlePayload {
+    /// A payload holding `bytes`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `bytes` is empty (a handle without a payload
+    /// has `None`) or longer than [`MAX_HANDLE_PAYLOAD`].
+    pub fn new(bytes: &[u8]) -> Result<HandlePayload> {
+        if bytes.is_empty() || bytes.len() > MAX_HANDLE_PAYLOAD {
+            return Err(Error::invalid(format!(
+                "a handle payload holds 1 to {MAX_HANDLE_PAYLOAD} bytes (MAX_HANDLE_PAYLOAD), \
+                 not {}",
+                bytes.len()
+            )));
+        }
+        Ok(HandlePayload(Arc::from(bytes)))
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for HandlePayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HandlePayload(")?;
+        for b in self.0.iter() {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
 
 impl ValueHandle {
     /// Appends the encoding to `dst`.
@@ -71,9 +123,14 @@ impl ValueHandle {
 /// anything, and keeps the owner while the alias is the newest version of their snapshot
 /// stripe; the garbage recount counts owners only.
 ///
-/// Encoded as the three varints of the [`ValueHandle`], then, only when `record_seq` is set, a
-/// fourth, then, only for an alias, a fifth: the flags, 1 (docs/format.md, "Value handle").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A handle may carry a policy's [`HandlePayload`].
+///
+/// Encoded as the three varints of the [`ValueHandle`], then, only when `record_seq` is set or
+/// a flag is, a fourth (the record sequence number, or 0 with flag 4), then, only when a flag
+/// is set, a fifth: the flags (1 alias, 2 payload, 4 own record), then, with flag 2, the payload,
+/// length-prefixed (docs/format.md, "Value handle"). A handle with neither alias nor payload
+/// encodes as format 2 did.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StoredHandle {
     /// Where the record is.
     pub location: ValueHandle,
@@ -81,6 +138,8 @@ pub struct StoredHandle {
     pub record_seq: Option<SeqNo>,
     /// An alias: the record's owner is an older entry of the key. Only with `record_seq`.
     pub alias: bool,
+    /// The policy's bytes kept with the handle.
+    pub payload: Option<HandlePayload>,
 }
 
 impl StoredHandle {
@@ -90,6 +149,7 @@ impl StoredHandle {
             location,
             record_seq: None,
             alias: false,
+            payload: None,
         }
     }
 
@@ -99,7 +159,14 @@ impl StoredHandle {
             location,
             record_seq: Some(record_seq),
             alias: true,
+            payload: None,
         }
+    }
+
+    /// This handle with `payload` in place of its own.
+    pub fn with_payload(mut self, payload: Option<HandlePayload>) -> Self {
+        self.payload = payload;
+        self
     }
 
     /// The sequence number of the record an entry at `entry_seq` names.
@@ -108,14 +175,30 @@ impl StoredHandle {
     }
 
     /// Appends the encoding to `dst`. An alias without a record sequence number cannot be
-    /// built through [`StoredHandle::alias`]; one built by hand is encoded as a plain handle.
+    /// built through [`StoredHandle::alias`]; one built by hand is encoded without the alias
+    /// flag.
     pub fn encode_to(&self, dst: &mut Vec<u8>) {
         self.location.encode_to(dst);
-        if let Some(seq) = self.record_seq {
-            put_varint64(dst, seq);
-            if self.alias {
-                put_varint64(dst, FLAG_ALIAS);
+        let alias = self.alias && self.record_seq.is_some();
+        let mut flags = 0;
+        if alias {
+            flags |= FLAG_ALIAS;
+        }
+        if self.payload.is_some() {
+            flags |= FLAG_PAYLOAD;
+            if self.record_seq.is_none() {
+                flags |= FLAG_OWN_RECORD;
             }
+        }
+        if self.record_seq.is_some() || flags != 0 {
+            put_varint64(dst, self.record_seq.unwrap_or(0));
+        }
+        if flags != 0 {
+            put_varint64(dst, flags);
+        }
+        if let Some(p) = &self.payload {
+            put_varint64(dst, p.0.len() as u64);
+            dst.extend_from_slice(&p.0);
         }
     }
 
@@ -127,35 +210,71 @@ impl StoredHandle {
     }
 
     /// Decodes a stored handle that must span all of `bytes`; `file` and `offset` locate it for
-    /// errors. A record sequence number above the largest one a write can have, or flags other
-    /// than the alias flag, are damage.
+    /// errors. A record sequence number above the largest one a write can have, flags of zero
+    /// or with a bit this build does not know, an alias without a record sequence number, a
+    /// payload empty or longer than [`MAX_HANDLE_PAYLOAD`], or a byte after the handle, are
+    /// damage (the encoding is canonical: each handle has one).
     pub fn decode(bytes: &[u8], file: &str, offset: u64) -> Result<StoredHandle> {
         let mut d = Decoder::new(bytes);
-        let bad = || Error::corruption(file, offset, "malformed value handle");
+        let bad =
+            |what: &str| Error::corruption(file, offset, format!("malformed value handle: {what}"));
+        let truncated = || bad("truncated");
         let location = ValueHandle {
-            file_number: d.varint64().ok_or_else(bad)?,
-            offset: d.varint64().ok_or_else(bad)?,
-            len: d.varint64().ok_or_else(bad)?,
+            file_number: d.varint64().ok_or_else(truncated)?,
+            offset: d.varint64().ok_or_else(truncated)?,
+            len: d.varint64().ok_or_else(truncated)?,
         };
-        let record_seq = if d.is_empty() {
+        if location.len == 0 {
+            return Err(bad("record length 0"));
+        }
+        let mut record_seq = if d.is_empty() {
             None
         } else {
-            Some(d.varint64().ok_or_else(bad)?)
+            Some(d.varint64().ok_or_else(truncated)?)
         };
-        let alias = if d.is_empty() {
-            false
-        } else if d.varint64().ok_or_else(bad)? == FLAG_ALIAS {
-            true
+        let flags = if d.is_empty() {
+            0
         } else {
-            return Err(bad());
+            match d.varint64().ok_or_else(truncated)? {
+                0 => return Err(bad("flags 0")),
+                f if f & !KNOWN_FLAGS != 0 => {
+                    return Err(bad(&format!(
+                        "flags {f:#x}: unknown to this build (a newer format?)"
+                    )));
+                }
+                f => f,
+            }
         };
-        if !d.is_empty() || location.len == 0 || record_seq.is_some_and(|s| s > MAX_SEQUENCE) {
-            return Err(bad());
+        if flags & FLAG_OWN_RECORD != 0 {
+            if flags & FLAG_PAYLOAD == 0 || flags & FLAG_ALIAS != 0 || record_seq != Some(0) {
+                return Err(bad("own-record flag without a payload, or with an alias"));
+            }
+            record_seq = None;
+        }
+        let payload = if flags & FLAG_PAYLOAD != 0 {
+            let len = d.varint64().ok_or_else(truncated)?;
+            if len == 0 || len > MAX_HANDLE_PAYLOAD as u64 {
+                return Err(bad(&format!(
+                    "payload of {len} bytes; payloads hold 1 to {MAX_HANDLE_PAYLOAD}"
+                )));
+            }
+            Some(HandlePayload(Arc::from(
+                d.bytes(len as usize).ok_or_else(truncated)?,
+            )))
+        } else {
+            None
+        };
+        if !d.is_empty() {
+            return Err(bad("bytes after the handle"));
+        }
+        if record_seq.is_some_and(|s| s > MAX_SEQUENCE) {
+            return Err(bad("record sequence number beyond the largest"));
         }
         Ok(StoredHandle {
             location,
             record_seq,
-            alias,
+            alias: flags & FLAG_ALIAS != 0,
+            payload,
         })
     }
 }
@@ -176,6 +295,7 @@ mod tests {
                 location,
                 record_seq,
                 alias: false,
+                payload: None,
             };
             let e = h.encode();
             assert!(e.len() <= MAX_HANDLE_LEN);
@@ -228,7 +348,12 @@ mod tests {
             },
             u64::MAX,
         );
-        assert_eq!(widest.encode().len(), MAX_HANDLE_LEN);
+        assert_eq!(widest.encode().len(), 41);
+        let payload = HandlePayload::new(&[0xab; MAX_HANDLE_PAYLOAD]).expect("longest");
+        assert_eq!(
+            widest.clone().with_payload(Some(payload)).encode().len(),
+            MAX_HANDLE_LEN
+        );
         // A plain handle is a stored handle of the entry's own record.
         assert_eq!(
             StoredHandle::decode(&location.encode(), "t.sst", 0).expect("decode"),
@@ -271,5 +396,76 @@ mod tests {
                 .expect_err("len 0")
                 .is_corruption()
         );
+    }
+
+    #[test]
+    fn payloads_round_trip_and_leave_handles_without_one_unchanged() {
+        let location = ValueHandle {
+            file_number: 9,
+            offset: 300,
+            len: 4000,
+        };
+        // Without a payload, the bytes of format 2: three, four or five varints.
+        assert_eq!(StoredHandle::new(location).encode(), [9, 172, 2, 160, 31]);
+        let mut four = StoredHandle::new(location);
+        four.record_seq = Some(5);
+        assert_eq!(four.encode(), [9, 172, 2, 160, 31, 5]);
+        assert_eq!(
+            StoredHandle::alias(location, 5).encode(),
+            [9, 172, 2, 160, 31, 5, 1]
+        );
+        let p = HandlePayload::new(b"feat").expect("payload");
+        let cases = [
+            (StoredHandle::new(location), vec![0u8, 2 | 4]),
+            (four.clone(), vec![5, 2]),
+            (StoredHandle::alias(location, 5), vec![5, 1 | 2]),
+        ];
+        for (h, middle) in cases {
+            let with = h.clone().with_payload(Some(p.clone()));
+            let e = with.encode();
+            let mut expect = vec![9, 172, 2, 160, 31];
+            expect.extend_from_slice(&middle);
+            expect.push(4);
+            expect.extend_from_slice(b"feat");
+            assert_eq!(e, expect, "{h:?}");
+            let back = StoredHandle::decode(&e, "t.sst", 0).expect("decode");
+            assert_eq!(back, with);
+            assert_eq!(
+                back.payload.as_ref().map(HandlePayload::as_bytes),
+                Some(&b"feat"[..])
+            );
+            // A cut before the flags is a shorter handle of format 2 (the key table's block
+            // checksum guards against that); after them, the payload is missing.
+            for cut in 7..e.len() {
+                assert!(
+                    StoredHandle::decode(&e[..cut], "t.sst", 0).is_err(),
+                    "cut {cut}"
+                );
+            }
+            let mut longer = e.clone();
+            longer.push(0);
+            assert!(StoredHandle::decode(&longer, "t.sst", 0).is_err());
+        }
+        let damaged = |bytes: &[u8]| {
+            let err = StoredHandle::decode(bytes, "t.sst", 3).expect_err("damage");
+            assert!(err.is_corruption(), "{err}");
+            err.to_string()
+        };
+        // A payload of 0 or of more than the limit.
+        damaged(&[9, 172, 2, 160, 31, 0, 6, 0]);
+        let mut long = vec![9, 172, 2, 160, 31, 0, 6];
+        put_varint64(&mut long, MAX_HANDLE_PAYLOAD as u64 + 1);
+        long.extend(std::iter::repeat_n(7, MAX_HANDLE_PAYLOAD + 1));
+        assert!(damaged(&long).contains("payloads hold 1 to 512"));
+        // The own-record flag without a payload, with an alias, or over a record sequence.
+        damaged(&[9, 172, 2, 160, 31, 0, 4]);
+        damaged(&[9, 172, 2, 160, 31, 0, 7, 1, 1]);
+        damaged(&[9, 172, 2, 160, 31, 5, 6, 1, 1]);
+        // A flag of a newer format is named as such.
+        assert!(damaged(&[9, 172, 2, 160, 31, 5, 8]).contains("unknown to this build"));
+        // Payloads are bounded when made.
+        assert!(HandlePayload::new(b"").is_err());
+        assert!(HandlePayload::new(&[0; MAX_HANDLE_PAYLOAD + 1]).is_err());
+        assert_eq!(format!("{p:?}"), "HandlePayload(66656174)");
     }
 }

@@ -37,4 +37,4 @@ pub use reader::ValueTable;
 pub use record::{OwnedRecord, RecordIter, RecordRef, decode_record};
 mod handle;
 
-pub use handle::{MAX_HANDLE_LEN, StoredHandle, ValueHandle};
+pub use handle::{HandlePayload, MAX_HANDLE_LEN, MAX_HANDLE_PAYLOAD, StoredHandle, ValueHandle};

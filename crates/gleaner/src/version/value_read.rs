@@ -318,6 +318,7 @@ mod tests {
             handle: at(2, 40),
             seq: 8,
             record_seq: 6,
+            payload: None,
         };
         assert!(
             !s.names_record(&cache, b"k", Some(&found), 7, at(2, 40), class)

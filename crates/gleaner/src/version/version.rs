@@ -378,6 +378,7 @@ impl Version {
                     handle: stored.location,
                     seq: parsed.seq,
                     record_seq: stored.record_seq(parsed.seq),
+                    payload: stored.payload,
                 }
             }
         };

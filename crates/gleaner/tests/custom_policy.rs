@@ -1,0 +1,341 @@
+//! A GC scheme defined outside the engine, through the public policy API only (issue 24, item
+//! 9): victims oldest table first, full reads, validity by index lookups, inheritance commit,
+//! and a value router of its own that separates values by its own threshold and keeps a payload
+//! with every handle. The database must stay exact under it, its payloads must survive flushes,
+//! compactions and GC, and an open that does not know the policy must say which it lacks.
+
+#[allow(dead_code)]
+mod rounds;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use gleaner::gc::{
+    CommitStyle, GcReadMode, IndexOracle, LookupKind, NoHooks, PickContext, Placement,
+    PolicyFactory, PolicySet, RouteContext, ValueRouter, VictimCandidate, VictimPicker,
+};
+use gleaner::io::FaultFs;
+use gleaner::value::HandlePayload;
+use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Values of at least this many bytes are separated by the scheme's router, whatever option
+/// `min_separated_value_size` says (the tests set it to 100).
+const OWN_THRESHOLD: u64 = 64;
+
+/// The oldest tables holding any garbage, while they fit in the job's input.
+#[derive(Debug)]
+struct OldestFirst;
+
+impl VictimPicker for OldestFirst {
+    fn pick(&self, candidates: &[VictimCandidate], ctx: &PickContext) -> Vec<u64> {
+        let mut old: Vec<&VictimCandidate> = candidates
+            .iter()
+            .filter(|c| c.garbage_records > 0)
+            .collect();
+        old.sort_by_key(|c| c.number);
+        let mut size = 0;
+        let mut out = Vec::new();
+        for c in old {
+            if !out.is_empty() && size + c.file_size > ctx.max_input {
+                break;
+            }
+            size += c.file_size;
+            out.push(c.number);
+        }
+        out
+    }
+}
+
+/// One class; values of at least [`OWN_THRESHOLD`] bytes separated, each handle carrying
+/// `len=N`, the value's length, made at the flush and kept wherever the value moves.
+#[derive(Debug)]
+struct LengthTagged;
+
+impl ValueRouter for LengthTagged {
+    fn class_names(&self) -> &'static [&'static str] {
+        &["all"]
+    }
+
+    fn place(&self, ctx: &RouteContext<'_>) -> Placement {
+        if ctx.value_len < OWN_THRESHOLD && ctx.origin.may_inline() {
+            return Placement::Inline;
+        }
+        let payload = ctx.payload.cloned().or_else(|| {
+            Some(HandlePayload::new(format!("len={}", ctx.value_len).as_bytes()).expect("short"))
+        });
+        Placement::Separated { class: 0, payload }
+    }
+}
+
+/// The scheme, committing by inheritance (its name [`NAME`]) or by writing the new handles back
+/// into the index tree (`oldest-first-wb`).
+#[derive(Debug)]
+struct OldestFirstFactory {
+    commit: CommitStyle,
+}
+
+const NAME: &str = "oldest-first";
+
+const INHERITANCE: OldestFirstFactory = OldestFirstFactory {
+    commit: CommitStyle::Inheritance,
+};
+
+impl PolicyFactory for OldestFirstFactory {
+    fn name(&self) -> &str {
+        match self.commit {
+            CommitStyle::Inheritance => NAME,
+            CommitStyle::WriteBack => "oldest-first-wb",
+        }
+    }
+
+    fn build(&self, _: &Options) -> gleaner::Result<PolicySet> {
+        Ok(PolicySet {
+            name: self.name().to_string(),
+            picker: Box::new(OldestFirst),
+            read_mode: GcReadMode::Full,
+            oracle: Box::new(IndexOracle::new(LookupKind::Get, None)),
+            router: Arc::new(LengthTagged),
+            commit: self.commit,
+            hooks: Box::new(NoHooks),
+            drop_cache: None,
+            updates_handles_on_read: false,
+        })
+    }
+}
+
+/// The policy tests' options (`rounds::inline_options`) on the real file system, so `gleaner
+/// dump` can read the key tables.
+fn plain_options() -> Options {
+    let mut opts = rounds::inline_options(&FaultFs::new(24));
+    opts = opts.with_file_system(Arc::new(gleaner::io::PosixFs::new()));
+    opts
+}
+
+fn options(commit: CommitStyle) -> Options {
+    plain_options().with_custom_policy(Arc::new(OldestFirstFactory { commit }))
+}
+
+/// A value of `len` bytes naming `key` and `round`.
+fn value(key: u32, round: u32, len: usize) -> Vec<u8> {
+    let mut v = format!("{key}/{round}/").into_bytes();
+    v.resize(len.max(v.len()), b'a' + (round % 26) as u8);
+    v
+}
+
+fn key(i: u32) -> String {
+    format!("k{i:04}")
+}
+
+fn check(db: &Db, model: &BTreeMap<String, Vec<u8>>, ctx: &str) {
+    for (k, v) in model {
+        assert_eq!(
+            db.get(k).expect("get").as_deref(),
+            Some(&v[..]),
+            "{ctx}: {k}"
+        );
+    }
+    let scanned: Vec<(Vec<u8>, Vec<u8>)> = db
+        .range(.., &ReadOptions::default())
+        .expect("range")
+        .map(|r| r.expect("scan"))
+        .collect();
+    let expect: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.clone()))
+        .collect();
+    assert!(scanned == expect, "{ctx}: the scan differs from the model");
+}
+
+/// The newest entry of each key in the key tables, read with `gleaner dump`: for a handle, its
+/// value table and payload; `None` for an inline value or a deletion. Tables a compaction
+/// replaced may still be in the directory: their entries are older, or the same entries in an
+/// older table (a compaction's outputs are numbered after its inputs).
+fn handles(dir: &Path) -> BTreeMap<String, Option<(u64, Option<String>)>> {
+    type Newest = ((u64, u64), Option<(u64, Option<String>)>);
+    let mut newest: BTreeMap<String, Newest> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).expect("dir") {
+        let path = e.expect("entry").path();
+        if path.extension().is_none_or(|x| x != "sst") {
+            continue;
+        }
+        let table: u64 = path
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse().ok())
+            .expect("table number");
+        let mut text = Vec::new();
+        gleaner::tools::dump_file(&path, &mut text, false).expect("dump");
+        for line in String::from_utf8(text).expect("utf8").lines() {
+            let cols: Vec<&str> = line.split('\t').collect();
+            let Some(seq) = cols.get(1).and_then(|c| c.strip_prefix("seq=")) else {
+                continue;
+            };
+            let seq: u64 = seq.parse().expect("seq");
+            let entry = (cols[2] == "kind=handle").then(|| {
+                let field = |name: &str| {
+                    cols[3]
+                        .split(' ')
+                        .find_map(|f| f.strip_prefix(name))
+                        .map(str::to_string)
+                };
+                let file = field("file=").expect("file").parse().expect("number");
+                (file, field("payload="))
+            });
+            let at = (seq, table);
+            let slot = newest.entry(cols[0].to_string()).or_insert((at, None));
+            if at >= slot.0 {
+                *slot = (at, entry);
+            }
+        }
+    }
+    newest.into_iter().map(|(k, (_, e))| (k, e)).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Each key's newest value is separated exactly when the router says, and its handle carries
+/// the length of that value.
+fn check_payloads(dir: &Path, model: &BTreeMap<String, Vec<u8>>, ctx: &str) {
+    let found = handles(dir);
+    for (k, v) in model {
+        let separated = v.len() as u64 >= OWN_THRESHOLD;
+        match found.get(k).cloned().flatten() {
+            Some((_, payload)) => {
+                assert!(separated, "{ctx}: {k} of {} bytes has a handle", v.len());
+                assert_eq!(
+                    payload.as_deref(),
+                    Some(hex(format!("len={}", v.len()).as_bytes()).as_str()),
+                    "{ctx}: {k}"
+                );
+            }
+            None => assert!(!separated, "{ctx}: {k} of {} bytes is inline", v.len()),
+        }
+    }
+}
+
+#[test]
+fn a_scheme_from_outside_keeps_the_database_exact_and_its_payloads_with_the_keys() {
+    exact_with_payloads(CommitStyle::Inheritance);
+}
+
+/// GC's write-backs carry the payload of the entry they replace.
+#[test]
+fn written_back_handles_keep_their_payloads() {
+    exact_with_payloads(CommitStyle::WriteBack);
+}
+
+fn exact_with_payloads(commit: CommitStyle) {
+    let name = OldestFirstFactory { commit }.name().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = StdRng::seed_from_u64(24);
+    let mut model = BTreeMap::new();
+    let mut moved_rounds = 0;
+    let db = Db::open(dir.path(), options(commit)).expect("open");
+    assert_eq!(db.stats().gc.policy, name);
+    for round in 0..4u32 {
+        for _ in 0..300 {
+            let i = rng.random_range(0..200u32);
+            if rng.random_bool(0.1) {
+                db.delete(key(i)).expect("delete");
+                model.remove(&key(i));
+                continue;
+            }
+            // Below the router's threshold, between it and the option's, and above both.
+            let len = [20, 80, 300][rng.random_range(0..3)];
+            let v = value(i, round, len);
+            db.put(key(i), &v).expect("put");
+            model.insert(key(i), v);
+        }
+        db.flush().expect("flush");
+        db.compact_range(None, None).expect("compact");
+        check_payloads(dir.path(), &model, &format!("round {round}"));
+        let before = handles(dir.path());
+        let gc = db.run_gc().expect("gc");
+        check(&db, &model, &format!("round {round} after GC"));
+        // Compaction rewrites the handles that name collected tables; payloads stay.
+        db.compact_range(None, None).expect("compact");
+        check_payloads(dir.path(), &model, &format!("round {round} after GC"));
+        if round > 0 {
+            assert!(gc.jobs > 0, "round {round}: the picker found garbage");
+        }
+        // Each record the job copied is a key's newest version (no snapshot exists), whose
+        // handle names a collected table until the compaction renames it.
+        if gc.totals.records_written > 0 {
+            moved_rounds += 1;
+            let moved = handles(dir.path())
+                .iter()
+                .filter(|(k, now)| {
+                    let file = |e: Option<&Option<(u64, Option<String>)>>| {
+                        e.cloned().flatten().map(|(f, _)| f)
+                    };
+                    file(Some(now)).is_some() && file(before.get(*k)) != file(Some(now))
+                })
+                .count();
+            assert!(
+                moved > 0,
+                "round {round}: GC moved records and compaction renamed them"
+            );
+        }
+    }
+    assert!(moved_rounds > 0, "some GC job copied live records");
+    check(&db, &model, "before reopen");
+    db.close().expect("close");
+
+    // Without the factory: refused by name; read-only: readable.
+    let err = Db::open(dir.path(), plain_options()).expect_err("unknown policy");
+    assert!(err.to_string().contains(&format!("`{name}`")), "{err}");
+    let ro = Db::open_read_only(dir.path(), plain_options()).expect("read-only");
+    check(&ro, &model, "read-only without the factory");
+    drop(ro);
+
+    // Another policy chosen explicitly reads it exactly, and the scheme takes it back.
+    let other = plain_options().with_gc_policy(GcPolicyKind::Terarkdb);
+    let db = Db::open(dir.path(), other).expect("switch to terarkdb");
+    check(&db, &model, "under terarkdb");
+    db.run_gc().expect("gc");
+    check(&db, &model, "under terarkdb after GC");
+    db.close().expect("close");
+    let db = Db::open(dir.path(), options(commit)).expect("back to the scheme");
+    check(&db, &model, "back");
+    db.close().expect("close");
+}
+
+#[test]
+fn a_bad_custom_policy_is_refused_before_anything_is_written() {
+    #[derive(Debug)]
+    struct Named(&'static str);
+    impl PolicyFactory for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn build(&self, opts: &Options) -> gleaner::Result<PolicySet> {
+            INHERITANCE.build(opts)
+        }
+    }
+    for (name, expect) in [
+        ("has space", "letters, digits"),
+        ("", "letters, digits"),
+        ("another-name", "built roles named `oldest-first`"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = plain_options().with_custom_policy(Arc::new(Named(name)));
+        let err = Db::open(dir.path(), opts).expect_err(name);
+        assert!(err.to_string().contains(expect), "{name}: {err}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("dir").count(),
+            0,
+            "{name}: nothing written"
+        );
+    }
+    // `gc_policy=custom` by name, without a factory.
+    let mut opts = plain_options();
+    opts.set("gc_policy", "custom").expect("parses");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = Db::open(dir.path(), opts).expect_err("no factory");
+    assert!(err.to_string().contains("with_custom_policy"), "{err}");
+}
