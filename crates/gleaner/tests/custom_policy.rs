@@ -1,9 +1,10 @@
-//! A GC scheme defined outside the engine, through the public policy API only (issue 24, item
-//! 9): victims oldest table first, full reads, validity by index lookups, inheritance commit,
-//! and a value router of its own that separates values by its own threshold and keeps a payload
-//! with every handle. The database must stay exact under it, its payloads must survive flushes,
-//! compactions and GC, and an open that does not know the policy must say which it lacks.
+//! The GC scheme of `common/custom.rs`, defined outside the engine through the public policy
+//! API (issue 24, item 9): the database must stay exact under it, its payloads must survive
+//! flushes, compactions and GC, and an open that does not know the policy must say which it
+//! lacks. (The engine suites run under it too, as variant `custom` of `common::gc_variants`.)
 
+#[allow(dead_code)]
+mod common;
 #[allow(dead_code)]
 mod rounds;
 
@@ -11,100 +12,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use gleaner::gc::{
-    CommitStyle, GcReadMode, IndexOracle, LookupKind, NoHooks, PickContext, Placement,
-    PolicyFactory, PolicySet, RouteContext, ValueRouter, VictimCandidate, VictimPicker,
-};
+use common::custom::{INHERITANCE, OWN_THRESHOLD, OldestFirstFactory};
+use gleaner::gc::{CommitStyle, PolicyFactory, PolicySet};
 use gleaner::io::FaultFs;
-use gleaner::value::HandlePayload;
 use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// Values of at least this many bytes are separated by the scheme's router, whatever option
-/// `min_separated_value_size` says (the tests set it to 100).
-const OWN_THRESHOLD: u64 = 64;
-
-/// The oldest tables holding any garbage, while they fit in the job's input.
-#[derive(Debug)]
-struct OldestFirst;
-
-impl VictimPicker for OldestFirst {
-    fn pick(&self, candidates: &[VictimCandidate], ctx: &PickContext) -> Vec<u64> {
-        let mut old: Vec<&VictimCandidate> = candidates
-            .iter()
-            .filter(|c| c.garbage_records > 0)
-            .collect();
-        old.sort_by_key(|c| c.number);
-        let mut size = 0;
-        let mut out = Vec::new();
-        for c in old {
-            if !out.is_empty() && size + c.file_size > ctx.max_input {
-                break;
-            }
-            size += c.file_size;
-            out.push(c.number);
-        }
-        out
-    }
-}
-
-/// One class; values of at least [`OWN_THRESHOLD`] bytes separated, each handle carrying
-/// `len=N`, the value's length, made at the flush and kept wherever the value moves.
-#[derive(Debug)]
-struct LengthTagged;
-
-impl ValueRouter for LengthTagged {
-    fn class_names(&self) -> &'static [&'static str] {
-        &["all"]
-    }
-
-    fn place(&self, ctx: &RouteContext<'_>) -> Placement {
-        if ctx.value_len < OWN_THRESHOLD && ctx.origin.may_inline() {
-            return Placement::Inline;
-        }
-        let payload = ctx.payload.cloned().or_else(|| {
-            Some(HandlePayload::new(format!("len={}", ctx.value_len).as_bytes()).expect("short"))
-        });
-        Placement::Separated { class: 0, payload }
-    }
-}
-
-/// The scheme, committing by inheritance (its name [`NAME`]) or by writing the new handles back
-/// into the index tree (`oldest-first-wb`).
-#[derive(Debug)]
-struct OldestFirstFactory {
-    commit: CommitStyle,
-}
-
-const NAME: &str = "oldest-first";
-
-const INHERITANCE: OldestFirstFactory = OldestFirstFactory {
-    commit: CommitStyle::Inheritance,
-};
-
-impl PolicyFactory for OldestFirstFactory {
-    fn name(&self) -> &str {
-        match self.commit {
-            CommitStyle::Inheritance => NAME,
-            CommitStyle::WriteBack => "oldest-first-wb",
-        }
-    }
-
-    fn build(&self, _: &Options) -> gleaner::Result<PolicySet> {
-        Ok(PolicySet {
-            name: self.name().to_string(),
-            picker: Box::new(OldestFirst),
-            read_mode: GcReadMode::Full,
-            oracle: Box::new(IndexOracle::new(LookupKind::Get, None)),
-            router: Arc::new(LengthTagged),
-            commit: self.commit,
-            hooks: Box::new(NoHooks),
-            drop_cache: None,
-            updates_handles_on_read: false,
-        })
-    }
-}
 
 /// The policy tests' options (`rounds::inline_options`) on the real file system, so `gleaner
 /// dump` can read the key tables.

@@ -1,6 +1,10 @@
 //! Shared by the integration tests: the GC technique combinations every GC-related test runs
 //! under.
 
+pub mod custom;
+
+use std::sync::Arc;
+
 use gleaner::{GcPolicyKind, Options, Switch};
 
 /// Sets one technique's switch.
@@ -19,7 +23,8 @@ const TECHNIQUES: &[(char, SetSwitch)] = &[
 
 /// Every GC policy and ablation variant, as `(name, options transformer)`: every combination of
 /// the techniques, `tdb` (the `terarkdb` policy with every switch off), `tdb-r`, ...,
-/// `scavenger` (the policy with its defaults), `titan`, `blobdb` and `novkv`.
+/// `scavenger` (the policy with its defaults), `titan`, `blobdb`, `novkv`, and `custom`, the
+/// scheme of `common/custom.rs` defined through the public policy API.
 pub fn gc_variants() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for mask in 0..(1u32 << TECHNIQUES.len()) {
@@ -81,6 +86,10 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
             o.with_gc_policy(GcPolicyKind::Novkv)
                 .with_novkv_valid_threshold(valid)
         }),
+    ));
+    out.push((
+        "custom".to_string(),
+        Box::new(|o: Options| o.with_custom_policy(Arc::new(custom::INHERITANCE))),
     ));
     out
 }
