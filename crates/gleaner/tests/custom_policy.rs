@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::custom::{INHERITANCE, OWN_THRESHOLD, OldestFirstFactory};
+use std::sync::atomic::Ordering;
+
+use common::custom::{CANDIDATES_WITH_META, INHERITANCE, OWN_THRESHOLD, OldestFirstFactory};
 use gleaner::gc::{CommitStyle, PolicyFactory, PolicySet};
 use gleaner::io::FaultFs;
 use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
@@ -107,6 +109,15 @@ fn handles(dir: &Path) -> BTreeMap<String, Option<(u64, Option<String>)>> {
     newest.into_iter().map(|(k, (_, e))| (k, e)).collect()
 }
 
+/// `gleaner dump` of the live manifest.
+fn manifest_dump(dir: &Path) -> String {
+    let current = std::fs::read_to_string(dir.join("CURRENT")).expect("CURRENT");
+    let name = current.split(' ').next().expect("name");
+    let mut text = Vec::new();
+    gleaner::tools::dump_file(&dir.join(name), &mut text, false).expect("dump");
+    String::from_utf8(text).expect("utf8")
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -199,6 +210,19 @@ fn exact_with_payloads(commit: CommitStyle) {
     check(&db, &model, "before reopen");
     db.close().expect("close");
 
+    // The value tables carry the scheme's metadata in a manifest of format 3, and its picker
+    // was shown it.
+    let manifest = manifest_dump(dir.path());
+    assert!(manifest.contains("format_version: 3\n"), "{manifest}");
+    for born in ["born=flush", "born=gc"] {
+        let line = format!(
+            "  policy_meta: policy={name} data={}\n",
+            hex(born.as_bytes())
+        );
+        assert!(manifest.contains(&line), "{born}: {manifest}");
+    }
+    assert!(CANDIDATES_WITH_META.load(Ordering::Relaxed) > 0);
+
     // Without the factory: refused by name; read-only: readable.
     let err = Db::open(dir.path(), plain_options()).expect_err("unknown policy");
     assert!(err.to_string().contains(&format!("`{name}`")), "{err}");
@@ -206,8 +230,18 @@ fn exact_with_payloads(commit: CommitStyle) {
     check(&ro, &model, "read-only without the factory");
     drop(ro);
 
-    // Another policy chosen explicitly reads it exactly, and the scheme takes it back.
+    // Another policy chosen explicitly, without the scheme registered: its tables' metadata is
+    // unknown, and the open says whose it is.
     let other = plain_options().with_gc_policy(GcPolicyKind::Terarkdb);
+    let err = Db::open(dir.path(), other.clone()).expect_err("metadata of an unknown policy");
+    assert!(
+        err.to_string()
+            .contains(&format!("carries metadata of GC policy `{name}`")),
+        "{err}"
+    );
+    // With it registered, another policy reads the database exactly, and the scheme takes it
+    // back.
+    let other = options(commit).with_gc_policy(GcPolicyKind::Terarkdb);
     let db = Db::open(dir.path(), other).expect("switch to terarkdb");
     check(&db, &model, "under terarkdb");
     db.run_gc().expect("gc");

@@ -223,6 +223,7 @@ mod tests {
             smallest_seq: 1,
             largest_seq: 99,
             class: 0,
+            policy_meta: None,
         }
     }
 

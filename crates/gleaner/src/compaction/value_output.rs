@@ -13,7 +13,7 @@ use crate::gc::router::{MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin,
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
 use crate::value::{ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
-use crate::version::ValueTableMeta;
+use crate::version::{MAX_POLICY_TABLE_META, PolicyTableMeta, ValueTableMeta};
 
 /// Where and how value tables are written.
 #[derive(Clone)]
@@ -34,6 +34,8 @@ pub struct ValueOutputConfig {
     pub index_compression: Compression,
     /// Write with `O_DIRECT`.
     pub direct: bool,
+    /// The name of the GC policy writing: the tag of the metadata its router gives the tables.
+    pub policy: Arc<str>,
 }
 
 /// A run of value tables being written.
@@ -127,6 +129,7 @@ impl ValueOutputs {
             smallest_seq: p.smallest_seq,
             largest_seq: p.largest_seq,
             class: p.class,
+            policy_meta: None,
         });
         Ok(())
     }
@@ -286,11 +289,93 @@ impl ClassedValueOutputs {
         };
         for (class, run) in self.runs.into_iter().enumerate() {
             let Some(run) = run else { continue };
-            let (tables, bytes, files) = run.finish()?;
+            let (mut tables, bytes, files) = run.finish()?;
+            for t in &mut tables {
+                t.policy_meta =
+                    self.router
+                        .table_meta(t, self.origin)
+                        .map(|data| PolicyTableMeta {
+                            tag: self.cfg.policy.to_string(),
+                            data,
+                        });
+                if let Some(m) = &t.policy_meta
+                    && m.data.len() > MAX_POLICY_TABLE_META
+                {
+                    // Every table written is deleted as the pending files drop.
+                    return Err(Error::invalid(format!(
+                        "value router {:?} gave table {} {} bytes of metadata; at most \
+                         {MAX_POLICY_TABLE_META} (MAX_POLICY_TABLE_META)",
+                        self.router,
+                        t.number,
+                        m.data.len()
+                    )));
+                }
+            }
             done.tables.extend(tables);
             done.bytes_by_class[class] = bytes;
             done.pending.absorb(files);
         }
         Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::gc::router::{RouteContext, by_size};
+    use crate::io::FaultFs;
+
+    /// Gives every table `len` bytes of metadata.
+    #[derive(Debug)]
+    struct Meta(usize);
+
+    impl ValueRouter for Meta {
+        fn class_names(&self) -> &'static [&'static str] {
+            &["default"]
+        }
+        fn place(&self, ctx: &RouteContext<'_>) -> Placement {
+            by_size(ctx, 0, 0)
+        }
+        fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin) -> Option<Vec<u8>> {
+            assert_eq!(origin, RouteOrigin::Gc);
+            Some(vec![7; self.0])
+        }
+    }
+
+    fn write(fs: &FaultFs, meta_len: usize) -> Result<ClassedFinish> {
+        let cfg = ValueOutputConfig {
+            fs: Arc::new(fs.clone()),
+            dir: PathBuf::from("/db"),
+            stats: Arc::new(IoStats::default()),
+            class: IoClass::GcWrite,
+            next_file_number: Arc::new(AtomicU64::new(5)),
+            target_size: 1 << 20,
+            index_compression: Compression::None,
+            direct: false,
+            policy: Arc::from("mine"),
+        };
+        let mut out = ClassedValueOutputs::new(cfg, Arc::new(Meta(meta_len)), RouteOrigin::Gc);
+        out.add(b"k", 1, b"value")?;
+        out.finish()
+    }
+
+    #[test]
+    fn tables_carry_the_routers_metadata_tagged_with_the_policy_within_the_limit() {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(Path::new("/db")).expect("dir");
+        let done = write(&fs, MAX_POLICY_TABLE_META).expect("at the limit");
+        let meta = done.tables[0].policy_meta.as_ref().expect("metadata");
+        assert_eq!((meta.tag.as_str(), meta.data.len()), ("mine", MAX_POLICY_TABLE_META));
+        done.pending.keep();
+        let fs = FaultFs::new(2);
+        fs.create_dir_all(Path::new("/db")).expect("dir");
+        let err = match write(&fs, MAX_POLICY_TABLE_META + 1) {
+            Err(e) => e,
+            Ok(_) => panic!("metadata over the limit was accepted"),
+        };
+        assert!(err.to_string().contains("MAX_POLICY_TABLE_META"), "{err}");
+        assert!(fs.list_files().is_empty(), "{:?}", fs.list_files());
     }
 }

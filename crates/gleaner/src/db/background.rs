@@ -79,6 +79,7 @@ impl DbInner {
             target_size: self.opts.value_table_size(),
             index_compression: self.opts.compression(),
             direct: self.opts.use_direct_io_for_background_writes(),
+            policy: Arc::from(self.policy.name.as_str()),
         }
     }
 

@@ -148,6 +148,7 @@ impl DbInner {
                     class: v.class,
                     smallest_seq: v.smallest_seq,
                     largest_seq: v.largest_seq,
+                    policy_meta: v.policy_meta.as_ref(),
                 }
             })
             .collect();

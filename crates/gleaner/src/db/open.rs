@@ -113,6 +113,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             target_size: opts.value_table_size(),
             index_compression: opts.compression(),
             direct: opts.use_direct_io_for_background_writes(),
+            policy: Arc::from(rec.policy.name.as_str()),
         };
         // The policy's router places replayed values (it knows them as such: no hotness is
         // known yet, and scavenger's router keeps them in the default class).
@@ -371,6 +372,9 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     if let Some(counters) = recovered {
         check_recovered_files(&names, versions.current(), &counters)?;
     }
+    if mode == Mode::ReadWrite {
+        check_policy_meta(versions.current(), &opts)?;
+    }
     Ok(Recovery {
         dir,
         policy,
@@ -627,6 +631,34 @@ fn check_recovered_files(
     let wal = wal_file_name(counters.log_number);
     if !present.contains(wal.as_str()) {
         return Err(missing(wal));
+    }
+    Ok(())
+}
+
+/// Refuses a database whose value tables carry metadata of a GC policy this open does not know
+/// (a custom policy not registered, or a policy of a newer build): the policy's GC may depend
+/// on it, and nothing here can keep it right. Reads need none of it: a read-only open skips
+/// this.
+///
+/// Errors: [`Error::InvalidArgument`] naming the policy and a table.
+fn check_policy_meta(version: &Version, opts: &Options) -> Result<()> {
+    let values = version.values();
+    let tables = values
+        .tables()
+        .map(|t| t.meta())
+        .chain(values.retired().values().map(|r| r.file.meta()));
+    for t in tables {
+        let Some(m) = &t.policy_meta else { continue };
+        let known = GcPolicyKind::ALL.iter().any(|p| p.name() == m.tag)
+            || opts.custom_policy().is_some_and(|f| f.name() == m.tag);
+        if !known {
+            return Err(Error::invalid(format!(
+                "value table {} carries metadata of GC policy `{}`, which this open does not \
+                 know: register it with Options::with_custom_policy, or open the database \
+                 read-only",
+                t.number, m.tag
+            )));
+        }
     }
     Ok(())
 }

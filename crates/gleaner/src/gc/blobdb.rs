@@ -148,6 +148,7 @@ mod tests {
             smallest_seq: 1,
             largest_seq: 2,
             class: 0,
+            policy_meta: None,
         };
         let kt = |number: u64, value_table: u64, key: &[u8]| NewTable {
             level: 1,

@@ -675,6 +675,7 @@ mod tests {
             target_size: 1 << 20,
             index_compression: Compression::None,
             direct: false,
+            policy: Arc::from("terarkdb"),
         }
     }
 

@@ -311,7 +311,7 @@ mod tests {
     use crate::gc::picker::tests::cand;
     use crate::options::GcPolicyKind;
 
-    fn c(number: u64, records: u64, garbage: u64) -> VictimCandidate {
+    fn c(number: u64, records: u64, garbage: u64) -> VictimCandidate<'static> {
         VictimCandidate {
             records,
             garbage_records: garbage,

@@ -3,10 +3,11 @@
 //! picker is unit-tested on plain values.
 
 use crate::key::SeqNo;
+use crate::version::PolicyTableMeta;
 
 /// What a picker sees of one live value table that no GC job is collecting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VictimCandidate {
+pub struct VictimCandidate<'a> {
     /// Table number (numbers grow with creation, so a smaller number is an older table).
     pub number: u64,
     /// File size in bytes.
@@ -25,9 +26,12 @@ pub struct VictimCandidate {
     pub smallest_seq: SeqNo,
     /// Largest sequence number of its records.
     pub largest_seq: SeqNo,
+    /// The metadata the policy that wrote the table gave it (check its `tag`: a table written
+    /// under another policy carries that one's, or none).
+    pub policy_meta: Option<&'a PolicyTableMeta>,
 }
 
-impl VictimCandidate {
+impl VictimCandidate<'_> {
     /// Records not (yet) known to be garbage ÷ records (0 for an empty table): NovKV's valid
     /// rate.
     pub fn valid_rate(&self) -> f64 {
@@ -104,7 +108,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A candidate of `size` bytes with `garbage` garbage bytes.
-    pub(crate) fn cand(number: u64, size: u64, garbage: u64) -> VictimCandidate {
+    pub(crate) fn cand(number: u64, size: u64, garbage: u64) -> VictimCandidate<'static> {
         VictimCandidate {
             number,
             file_size: size,
@@ -115,6 +119,7 @@ pub(crate) mod tests {
             class: 0,
             smallest_seq: number * 10,
             largest_seq: number * 10 + 9,
+            policy_meta: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::hotness::DropCache;
 use crate::key::SeqNo;
 use crate::value::HandlePayload;
+use crate::version::ValueTableMeta;
 
 /// Most classes one router may have: value-table class tags are below this, which keeps
 /// per-class figures in fixed arrays.
@@ -87,6 +88,16 @@ pub trait ValueRouter: Send + Sync + std::fmt::Debug {
     /// [`Placement::Inline`] where the origin does not allow it, is a policy bug the writer
     /// refuses with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before writing.
     fn place(&self, ctx: &RouteContext<'_>) -> Placement;
+
+    /// The policy's metadata of value table `table`, just written at `origin` (its class is
+    /// `table.class`): kept in the manifest with the table, tagged with the policy's name, and
+    /// shown to the victim picker. At most
+    /// [`MAX_POLICY_TABLE_META`](crate::version::MAX_POLICY_TABLE_META) bytes; more is refused
+    /// as a policy bug. Default: none.
+    fn table_meta(&self, table: &ValueTableMeta, origin: RouteOrigin) -> Option<Vec<u8>> {
+        let _ = (table, origin);
+        None
+    }
 }
 
 /// The engine's separation rule: values of at least `min_size` bytes (option

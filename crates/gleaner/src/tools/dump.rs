@@ -414,6 +414,13 @@ impl Dumper<'_> {
                 render(&v.smallest_key, hex),
                 render(&v.largest_key, hex)
             ));
+            if let Some(m) = &v.policy_meta {
+                lines.push(format!(
+                    "  policy_meta: policy={} data={}",
+                    m.tag,
+                    super::text::hex(&m.data)
+                ));
+            }
         }
         for (number, g) in &e.value_garbage {
             lines.push(format!(

@@ -2,15 +2,25 @@
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
 use super::file_meta::TableMeta;
-use super::value_set::{Dependence, DropBlock, Garbage, Inheritor, ValueTableMeta};
+use super::value_set::{
+    Dependence, DropBlock, Garbage, Inheritor, MAX_POLICY_TABLE_META, PolicyTableMeta,
+    ValueTableMeta,
+};
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
-/// Format version written in the first edit of every manifest: 2, where a key table's alias
-/// count is recorded (field 7, absent when 0). Version 1 manifests are read too; see
-/// [`VersionEdit::upgrade`].
-pub const MANIFEST_FORMAT_VERSION: u64 = 2;
+/// Newest manifest format version: 3, where a value table may carry its GC policy's metadata
+/// (field 8). A manifest is written as version 3 only when it holds such metadata, and as 2,
+/// where a key table's alias count is recorded (field 7, absent when 0), otherwise; version 1
+/// manifests are read too (see [`VersionEdit::upgrade`]).
+pub const MANIFEST_FORMAT_VERSION: u64 = 3;
+
+/// The format version of a manifest without policy metadata.
+pub const MANIFEST_FORMAT_WITHOUT_POLICY_META: u64 = 2;
+
+/// Format of the policy metadata trailing field 8.
+const POLICY_META_FORMAT: u64 = 1;
 
 /// The oldest manifest format version this build reads.
 pub const OLDEST_MANIFEST_FORMAT_VERSION: u64 = 1;
@@ -41,6 +51,40 @@ pub fn manifest_format(first: &VersionEdit, name: &str, offset: u64) -> Result<u
             "first edit lacks the format version",
         )),
     }
+}
+
+/// The policy metadata trailing a new-value-table field of table `number` (docs/format.md,
+/// field 8): its format, the policy's name, its bytes.
+fn decode_policy_meta(
+    p: &mut Decoder<'_>,
+    number: u64,
+) -> std::result::Result<PolicyTableMeta, String> {
+    let trunc = || format!("value table {number}: truncated policy metadata");
+    let format = p.varint64().ok_or_else(trunc)?;
+    if format != POLICY_META_FORMAT {
+        return Err(format!(
+            "value table {number}: policy metadata of format {format}, unknown to this build \
+             (it reads format {POLICY_META_FORMAT})"
+        ));
+    }
+    let tag = p.length_prefixed().ok_or_else(trunc)?;
+    let data = p.length_prefixed().ok_or_else(trunc)?;
+    let tag = std::str::from_utf8(tag)
+        .ok()
+        .filter(|t| crate::options::valid_policy_name(t))
+        .ok_or_else(|| {
+            format!("value table {number}: policy metadata with a malformed policy name")
+        })?;
+    if data.len() > MAX_POLICY_TABLE_META {
+        return Err(format!(
+            "value table {number}: policy metadata of {} bytes (at most {MAX_POLICY_TABLE_META})",
+            data.len()
+        ));
+    }
+    Ok(PolicyTableMeta {
+        tag: tag.to_string(),
+        data: data.to_vec(),
+    })
 }
 
 /// Most entries one list inside a field may claim (dependences of a key table, children of an
@@ -188,6 +232,11 @@ impl VersionEdit {
             put_varint64(&mut f, v.smallest_seq);
             put_varint64(&mut f, v.largest_seq);
             put_varint64(&mut f, u64::from(v.class));
+            if let Some(m) = &v.policy_meta {
+                put_varint64(&mut f, POLICY_META_FORMAT);
+                put_length_prefixed(&mut f, m.tag.as_bytes());
+                put_length_prefixed(&mut f, &m.data);
+            }
             emit(&mut out, tag::NEW_VALUE_TABLE, &f);
         }
         for number in &self.deleted_value_tables {
@@ -383,6 +432,11 @@ impl VersionEdit {
                     if smallest_key > largest_key {
                         return Err(bad("new value table smallest key is after its largest"));
                     }
+                    let policy_meta = if p.is_empty() {
+                        None
+                    } else {
+                        Some(decode_policy_meta(&mut p, v[0]).map_err(|w| bad(&w))?)
+                    };
                     edit.new_value_tables.push(ValueTableMeta {
                         number: v[0],
                         file_size: v[1],
@@ -393,6 +447,7 @@ impl VersionEdit {
                         smallest_seq,
                         largest_seq,
                         class,
+                        policy_meta,
                     });
                 }
                 tag::DELETED_VALUE_TABLE => edit
@@ -509,6 +564,7 @@ mod tests {
                 smallest_seq: 2,
                 largest_seq: 90,
                 class: 1,
+                policy_meta: None,
             }],
             deleted_value_tables: vec![21, 22],
             value_garbage: vec![(
@@ -590,5 +646,58 @@ mod tests {
         emit(&mut bad_mark, tag::WRITE_BACK, &payload);
         let err = VersionEdit::decode(&bad_mark, "M", 0).expect_err("bad mark");
         assert!(err.is_corruption(), "{err}");
+    }
+
+    #[test]
+    fn policy_metadata_round_trips_and_is_checked() {
+        let meta = |tag: &str, data: &[u8]| PolicyTableMeta {
+            tag: tag.to_string(),
+            data: data.to_vec(),
+        };
+        let mut e = sample();
+        let plain = e.encode();
+        e.new_value_tables[0].policy_meta = Some(meta("dumpkv", b"ttl=3600"));
+        let with = e.encode();
+        // The metadata trails the table's fields; without it the bytes are format 2's.
+        assert!(with.len() > plain.len());
+        assert_eq!(VersionEdit::decode(&with, "M", 0).expect("decode"), e);
+        e.new_value_tables[0].policy_meta = Some(meta("x", &[7; MAX_POLICY_TABLE_META]));
+        assert_eq!(VersionEdit::decode(&e.encode(), "M", 0).expect("decode"), e);
+        // A field 8 of a table with metadata, re-emitted with the metadata varied.
+        let field = |format: u64, tag: &[u8], data: &[u8]| {
+            let mut f = Vec::new();
+            for n in [30u64, 1 << 20, 60, 1 << 19] {
+                put_varint64(&mut f, n);
+            }
+            put_length_prefixed(&mut f, b"a");
+            put_length_prefixed(&mut f, b"y");
+            put_varint64(&mut f, 2);
+            put_varint64(&mut f, 90);
+            put_varint64(&mut f, 1);
+            put_varint64(&mut f, format);
+            put_length_prefixed(&mut f, tag);
+            put_length_prefixed(&mut f, data);
+            let mut out = Vec::new();
+            emit(&mut out, tag::NEW_VALUE_TABLE, &f);
+            VersionEdit::decode(&out, "M", 0)
+        };
+        assert!(field(1, b"dumpkv", b"").is_ok());
+        for (format, tag, data, why) in [
+            (2u64, &b"dumpkv"[..], &b""[..], "format 2, unknown"),
+            (1, b"", b"", "malformed policy name"),
+            (1, b"has space", b"", "malformed policy name"),
+            (
+                1,
+                b"ok",
+                &[0u8; MAX_POLICY_TABLE_META + 1][..],
+                "at most 4096",
+            ),
+        ] {
+            let err = field(format, tag, data).expect_err(why);
+            assert!(
+                err.is_corruption() && err.to_string().contains(why),
+                "{err}"
+            );
+        }
     }
 }

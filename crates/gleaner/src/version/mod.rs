@@ -20,8 +20,8 @@ pub use file_meta::{FileKind, FileMetaData, ObsoleteFileSink, TableMeta};
 pub use set::{RecoveredCounters, VersionSet, VersionSetConfig};
 pub use value_read::{Located, check_record};
 pub use value_set::{
-    Dependence, DropBlock, DropBlockRef, DropFile, Garbage, Inheritor, Resolved, ValueFile,
-    ValueSet, ValueTableMeta,
+    Dependence, DropBlock, DropBlockRef, DropFile, Garbage, Inheritor, MAX_POLICY_TABLE_META,
+    PolicyTableMeta, Resolved, ValueFile, ValueSet, ValueTableMeta,
 };
 pub use version::Version;
 

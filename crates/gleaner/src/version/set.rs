@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::current::{read_current, set_current};
-use super::edit::{MANIFEST_FORMAT_VERSION, NewTable, VersionEdit, manifest_format};
+use super::edit::{
+    MANIFEST_FORMAT_VERSION, MANIFEST_FORMAT_WITHOUT_POLICY_META, NewTable, VersionEdit,
+    manifest_format,
+};
 use super::file_meta::ObsoleteFileSink;
 use super::version::Version;
 use crate::error::{Error, Result};
@@ -51,6 +54,8 @@ pub struct VersionSet {
     next_file_number: Arc<AtomicU64>,
     max_manifest_size: u64,
     manifest: Option<(u64, LogWriter)>,
+    /// The format version the live manifest declares (see [`MANIFEST_FORMAT_VERSION`]).
+    manifest_format: u64,
     log_number: u64,
     last_sequence: SeqNo,
     compact_pointers: Vec<Option<Vec<u8>>>,
@@ -111,6 +116,7 @@ impl VersionSet {
             next_file_number: cfg.next_file_number,
             max_manifest_size: cfg.max_manifest_size,
             manifest: None,
+            manifest_format: MANIFEST_FORMAT_WITHOUT_POLICY_META,
             log_number,
             last_sequence,
         }
@@ -290,7 +296,14 @@ impl VersionSet {
             .manifest
             .as_ref()
             .is_some_and(|(_, w)| w.file_size() >= self.max_manifest_size);
-        if self.manifest.is_none() || too_big {
+        // The first policy metadata goes into a manifest that declares the format holding it,
+        // so an older build refuses the manifest by its version instead of by damage.
+        let needs_newer = self.manifest_format < MANIFEST_FORMAT_VERSION
+            && edit
+                .new_value_tables
+                .iter()
+                .any(|v| v.policy_meta.is_some());
+        if self.manifest.is_none() || too_big || needs_newer {
             let old = self.manifest.take().map(|m| m.0);
             self.start_manifest(edit, next)?;
             if let Some(old) = old {
@@ -310,7 +323,7 @@ impl VersionSet {
     fn start_manifest(&mut self, edit: &VersionEdit, next: &Version) -> Result<()> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let mut snapshot = VersionEdit {
-            format_version: Some(MANIFEST_FORMAT_VERSION),
+            format_version: None,
             log_number: edit.log_number,
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_sequence: edit.last_sequence,
@@ -354,6 +367,16 @@ impl VersionSet {
         snapshot.retired_value_tables = retired_value_tables;
         snapshot.write_back = write_back;
         snapshot.drop_blocks = drop_blocks;
+        let format = if snapshot
+            .new_value_tables
+            .iter()
+            .any(|v| v.policy_meta.is_some())
+        {
+            MANIFEST_FORMAT_VERSION
+        } else {
+            MANIFEST_FORMAT_WITHOUT_POLICY_META
+        };
+        snapshot.format_version = Some(format);
         let path = self.dir.join(manifest_file_name(number));
         let file = self.fs.new_writable(
             &path,
@@ -372,6 +395,7 @@ impl VersionSet {
         self.fs.sync_dir(&self.dir)?;
         set_current(self.fs.as_ref(), &self.dir, &self.stats, number)?;
         self.manifest = Some((number, writer));
+        self.manifest_format = format;
         Ok(())
     }
 

@@ -251,6 +251,7 @@ mod tests {
             smallest_seq: 1,
             largest_seq: 10,
             class: 0,
+            policy_meta: None,
         }
     }
 

@@ -28,6 +28,25 @@ pub struct ValueTableMeta {
     pub largest_seq: SeqNo,
     /// Class tag (0 = default; hotness and lifetime policies use others).
     pub class: u32,
+    /// What the GC policy that wrote the table keeps about it (TTLs, levels, groups: the
+    /// policy's own bytes), or `None`.
+    pub policy_meta: Option<PolicyTableMeta>,
+}
+
+/// Most bytes of [`PolicyTableMeta::data`].
+pub const MAX_POLICY_TABLE_META: usize = 4096;
+
+/// A GC policy's metadata of one value table: made by its value router when the table is
+/// written ([`ValueRouter::table_meta`](crate::gc::ValueRouter::table_meta)), kept in the
+/// manifest (docs/format.md, field 8), shown to the victim picker, `gleaner check` and
+/// `gleaner dump`. Opaque to the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyTableMeta {
+    /// The name of the policy that wrote it (a built-in policy's, or a custom one's): an open
+    /// that knows no policy of that name is refused, naming it.
+    pub tag: String,
+    /// The policy's bytes, at most [`MAX_POLICY_TABLE_META`].
+    pub data: Vec<u8>,
 }
 
 impl ValueTableMeta {
@@ -613,6 +632,7 @@ mod tests {
             smallest_seq: 1,
             largest_seq: 10,
             class: 0,
+            policy_meta: None,
         }
     }
 

@@ -87,11 +87,18 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
                 .with_novkv_valid_threshold(valid)
         }),
     ));
-    out.push((
-        "custom".to_string(),
-        Box::new(|o: Options| o.with_custom_policy(Arc::new(custom::INHERITANCE))),
-    ));
-    out
+    out.push(("custom".to_string(), Box::new(|o: Options| o)));
+    // Every variant registers the custom scheme, and all but `custom` then choose their own
+    // policy: a database the scheme wrote holds its table metadata, which an open that does not
+    // know the scheme refuses (the crash simulation reopens under other variants).
+    out.into_iter()
+        .map(|(name, tune)| {
+            let known: Tune = Box::new(move |o: Options| {
+                tune(o.with_custom_policy(Arc::new(custom::INHERITANCE)))
+            });
+            (name, known)
+        })
+        .collect()
 }
 
 /// True for the policies that run GC jobs (BlobDB's GC happens inside compactions).

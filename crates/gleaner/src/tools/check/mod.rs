@@ -56,7 +56,7 @@ use crate::filename::{
     value_table_file_name, wal_file_name,
 };
 use crate::io::{CountedReader, FileSystem, IoStats, PathKind, ReadFileOptions};
-use crate::options::{Options, parse_options_file};
+use crate::options::{GcPolicyKind, Options, parse_options_file};
 use crate::version::{FileMetaData, Version};
 
 use handles::HandleCheck;
@@ -408,6 +408,20 @@ impl Checker {
         {
             if !self.check_live_value_table(r.manifest_number, v) {
                 damaged.insert(v.number);
+            }
+            // The manifest checked the metadata's form; what it means is the policy's.
+            if let Some(m) = &v.policy_meta
+                && !GcPolicyKind::ALL.iter().any(|p| p.name() == m.tag)
+            {
+                self.warning(
+                    value_table_file_name(v.number),
+                    None,
+                    format!(
+                        "carries metadata of GC policy `{}`, not a built-in one: a read-write \
+                         open needs that policy registered (Options::with_custom_policy)",
+                        m.tag
+                    ),
+                );
             }
         }
         for &n in listing
