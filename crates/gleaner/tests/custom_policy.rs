@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
-use common::custom::{CANDIDATES_WITH_META, INHERITANCE, OWN_THRESHOLD, OldestFirstFactory};
+use common::custom::{
+    BOTTOM_MARK, CANDIDATES_WITH_META, OWN_THRESHOLD, OldestFirstFactory, inheritance,
+};
 use gleaner::gc::{CommitStyle, PolicyFactory, PolicySet};
 use gleaner::io::FaultFs;
 use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
@@ -29,8 +31,8 @@ fn plain_options() -> Options {
     opts
 }
 
-fn options(commit: CommitStyle) -> Options {
-    plain_options().with_custom_policy(Arc::new(OldestFirstFactory { commit }))
+fn options(factory: &Arc<OldestFirstFactory>) -> Options {
+    plain_options().with_custom_policy(Arc::clone(factory) as Arc<dyn PolicyFactory>)
 }
 
 /// A value of `len` bytes naming `key` and `round`.
@@ -131,9 +133,10 @@ fn check_payloads(dir: &Path, model: &BTreeMap<String, Vec<u8>>, ctx: &str) {
         match found.get(k).cloned().flatten() {
             Some((_, payload)) => {
                 assert!(separated, "{ctx}: {k} of {} bytes has a handle", v.len());
+                // Made at the flush, marked by the kept-entry hook at the bottom level.
                 assert_eq!(
                     payload.as_deref(),
-                    Some(hex(format!("len={}", v.len()).as_bytes()).as_str()),
+                    Some(hex(format!("len={}{BOTTOM_MARK}", v.len()).as_bytes()).as_str()),
                     "{ctx}: {k}"
                 );
             }
@@ -154,12 +157,14 @@ fn written_back_handles_keep_their_payloads() {
 }
 
 fn exact_with_payloads(commit: CommitStyle) {
-    let name = OldestFirstFactory { commit }.name().to_string();
+    let factory = Arc::new(OldestFirstFactory::new(commit));
+    let name = factory.name().to_string();
+    let mut records_read = 0;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = StdRng::seed_from_u64(24);
     let mut model = BTreeMap::new();
     let mut moved_rounds = 0;
-    let db = Db::open(dir.path(), options(commit)).expect("open");
+    let db = Db::open(dir.path(), options(&factory)).expect("open");
     assert_eq!(db.stats().gc.policy, name);
     for round in 0..4u32 {
         for _ in 0..300 {
@@ -180,6 +185,7 @@ fn exact_with_payloads(commit: CommitStyle) {
         check_payloads(dir.path(), &model, &format!("round {round}"));
         let before = handles(dir.path());
         let gc = db.run_gc().expect("gc");
+        records_read += gc.totals.records_read;
         check(&db, &model, &format!("round {round} after GC"));
         // Compaction rewrites the handles that name collected tables; payloads stay.
         db.compact_range(None, None).expect("compact");
@@ -222,6 +228,16 @@ fn exact_with_payloads(commit: CommitStyle) {
         assert!(manifest.contains(&line), "{born}: {manifest}");
     }
     assert!(CANDIDATES_WITH_META.load(Ordering::Relaxed) > 0);
+    // The hooks heard every GC job's records and end, and every compaction's.
+    let counts = &factory.counts;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    assert!(get(&counts.gc_jobs) > 0 && get(&counts.compactions) > 0);
+    assert_eq!(get(&counts.gc_records_read), records_read);
+    assert!(get(&counts.verdicts) >= records_read && get(&counts.live_verdicts) > 0);
+    assert!(
+        get(&counts.marked) > 0,
+        "the kept-entry hook rewrote payloads"
+    );
 
     // Without the factory: refused by name; read-only: readable.
     let err = Db::open(dir.path(), plain_options()).expect_err("unknown policy");
@@ -241,13 +257,13 @@ fn exact_with_payloads(commit: CommitStyle) {
     );
     // With it registered, another policy reads the database exactly, and the scheme takes it
     // back.
-    let other = options(commit).with_gc_policy(GcPolicyKind::Terarkdb);
+    let other = options(&factory).with_gc_policy(GcPolicyKind::Terarkdb);
     let db = Db::open(dir.path(), other).expect("switch to terarkdb");
     check(&db, &model, "under terarkdb");
     db.run_gc().expect("gc");
     check(&db, &model, "under terarkdb after GC");
     db.close().expect("close");
-    let db = Db::open(dir.path(), options(commit)).expect("back to the scheme");
+    let db = Db::open(dir.path(), options(&factory)).expect("back to the scheme");
     check(&db, &model, "back");
     db.close().expect("close");
 }
@@ -261,7 +277,7 @@ fn a_bad_custom_policy_is_refused_before_anything_is_written() {
             self.0
         }
         fn build(&self, opts: &Options) -> gleaner::Result<PolicySet> {
-            INHERITANCE.build(opts)
+            inheritance().build(opts)
         }
     }
     for (name, expect) in [

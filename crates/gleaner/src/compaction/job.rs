@@ -7,22 +7,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::garbage::HandleRewriter;
-use super::iterator::{CompactionIterator, DropCounter, DropListener, TeeListener};
+use super::iterator::{CompactionIterator, DropCounter, DropEvent, DropListener};
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::picker::CompactionPlan;
-use super::relocate::{AliasTables, Relocation, RelocationStats, Relocator};
+use super::relocate::{AliasTables, RelocationStats, Relocator};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
+use crate::gc::hooks::{EntryHooks, KeptEntry};
 use crate::gc::router::{RouteOrigin, ValueRouter};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
-use crate::key::{ParsedKey, SeqNo, compare_internal};
+use crate::key::{ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::memtable::MemTable;
 use crate::merge::MergingIterator;
 use crate::table::ReadCtx;
-use crate::value::MAX_HANDLE_LEN;
+use crate::value::{MAX_HANDLE_LEN, StoredHandle};
 use crate::version::{Garbage, Version, VersionEdit};
 
 /// Figures of one finished job.
@@ -55,10 +56,32 @@ pub struct JobStats {
 /// How often (in kept entries) a job checks whether it was cancelled.
 const CANCEL_CHECK_INTERVAL: u64 = 1024;
 
-fn drain<I: InternalIterator>(
+/// Fans a drop event out to the job's counter, the engine's listeners and the policy's hooks.
+struct JobListeners<'a, 'h> {
+    counter: &'a mut DropCounter,
+    listener: &'a mut dyn DropListener,
+    hooks: Option<&'a mut (dyn EntryHooks + 'h)>,
+}
+
+impl DropListener for JobListeners<'_, '_> {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        self.counter.on_drop(event);
+        self.listener.on_drop(event);
+        if let Some(h) = self.hooks.as_deref_mut() {
+            h.on_drop(event);
+        }
+    }
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the job's parts, each a different concern"
+)]
+fn drain<'h, I: InternalIterator>(
     it: &mut CompactionIterator<I>,
     outputs: &mut TableOutputs,
     listener: &mut dyn DropListener,
+    mut hooks: Option<&mut (dyn EntryHooks + 'h)>,
     stats: &mut JobStats,
     cancel: Option<&AtomicBool>,
     mut rewriter: Option<&mut HandleRewriter<'_>>,
@@ -66,47 +89,69 @@ fn drain<I: InternalIterator>(
 ) -> Result<()> {
     let mut counter = DropCounter::default();
     let mut handle_buf = Vec::with_capacity(MAX_HANDLE_LEN);
-    let rewrites = rewriter.is_some() || relocator.is_some();
-    {
-        let mut tee = TeeListener(&mut counter, listener);
-        it.seek_to_first(&mut tee)?;
-        while it.valid() {
-            if rewrites {
-                let key = ParsedKey::parse(it.key()).ok_or_else(|| {
-                    Error::corruption("compaction input", 0, "malformed internal key")
-                })?;
-                let mut value = it.value();
-                if let Some(h) = rewriter
-                    .as_deref_mut()
-                    .map(|r| r.rewrite(&key, value))
-                    .transpose()?
-                    .flatten()
-                {
-                    handle_buf.clear();
-                    h.encode_to(&mut handle_buf);
-                    value = &handle_buf;
-                }
-                match relocator
-                    .as_deref_mut()
-                    .map(|r| r.relocate(&key, value))
-                    .transpose()?
-                    .flatten()
-                {
-                    Some((ikey, moved)) => outputs.add(ikey, moved)?,
-                    None => outputs.add(it.key(), value)?,
-                }
-            } else {
-                outputs.add(it.key(), it.value())?;
-            }
-            stats.entries_out += 1;
-            if stats.entries_out.is_multiple_of(CANCEL_CHECK_INTERVAL)
-                && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+    // Flushes (no rewriter) never ask the kept-entry hook: their entries are new.
+    let asks_kept = rewriter.is_some();
+    it.seek_to_first(&mut JobListeners {
+        counter: &mut counter,
+        listener,
+        hooks: hooks.as_deref_mut(),
+    })?;
+    while it.valid() {
+        if asks_kept {
+            let key = ParsedKey::parse(it.key()).ok_or_else(|| {
+                Error::corruption("compaction input", 0, "malformed internal key")
+            })?;
+            let mut value = it.value();
+            if let Some(h) = rewriter
+                .as_deref_mut()
+                .map(|r| r.rewrite(&key, value))
+                .transpose()?
+                .flatten()
             {
-                // The outputs are abandoned (deleted) when `outputs` drops.
-                return Err(Error::Closed);
+                handle_buf.clear();
+                h.encode_to(&mut handle_buf);
+                value = &handle_buf;
             }
-            it.next(&mut tee)?;
+            let mut relocated = None;
+            if let Some(h) = hooks.as_deref_mut()
+                && key.kind == ValueKind::ValueHandle
+            {
+                let stored = StoredHandle::decode(value, "compaction input", 0)?;
+                match (h.kept(&key, &stored), relocator.as_deref_mut()) {
+                    (KeptEntry::Relocate, Some(r)) => relocated = r.relocate(&key, value)?,
+                    (decision, r) => {
+                        if let Some(r) = r {
+                            r.keep(&key, &stored);
+                        }
+                        if let KeptEntry::SetPayload(p) = decision
+                            && p != stored.payload
+                        {
+                            handle_buf.clear();
+                            stored.with_payload(p).encode_to(&mut handle_buf);
+                            value = &handle_buf;
+                        }
+                    }
+                }
+            }
+            match relocated {
+                Some((ikey, moved)) => outputs.add(ikey, moved)?,
+                None => outputs.add(it.key(), value)?,
+            }
+        } else {
+            outputs.add(it.key(), it.value())?;
         }
+        stats.entries_out += 1;
+        if stats.entries_out.is_multiple_of(CANCEL_CHECK_INTERVAL)
+            && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            // The outputs are abandoned (deleted) when `outputs` drops.
+            return Err(Error::Closed);
+        }
+        it.next(&mut JobListeners {
+            counter: &mut counter,
+            listener,
+            hooks: hooks.as_deref_mut(),
+        })?;
     }
     stats.dropped = counter;
     stats.entries_in = stats.entries_out + counter.shadowed + counter.tombstones;
@@ -157,6 +202,7 @@ pub fn flush_memtables(
         &mut it,
         &mut outputs,
         listener,
+        None,
         &mut stats,
         None,
         None,
@@ -171,14 +217,12 @@ pub fn flush_memtables(
     Ok((done, stats))
 }
 
-/// How a compaction relocates values (policy `blobdb`): which, and where the new value tables
-/// go.
+/// Where a compaction writes the values its policy's hooks relocate
+/// ([`KeptEntry::Relocate`]).
 pub struct RelocationSetup {
-    /// Which values.
-    pub plan: Relocation,
     /// Where and how the new value tables are written.
     pub values: ValueOutputConfig,
-    /// Their classes.
+    /// The policy's router, which places them.
     pub router: Arc<dyn ValueRouter>,
 }
 
@@ -197,15 +241,16 @@ pub struct CompactionResult {
 }
 
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
-/// that still holds its inputs), relocating values as `relocation` says and dropping aliases
-/// with `drop_aliases` (see `compaction/iterator.rs`). Returns the edit that
+/// that still holds its inputs), passing its entries through the policy's `hooks` (drop events,
+/// and the kept-entry decision: values it relocates go where `relocation` says) and dropping
+/// aliases with `drop_aliases` (see `compaction/iterator.rs`). Returns the edit that
 /// installs the result and its output files (keep them once the edit is installed). When
 /// `cancel` is set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
 #[expect(
     clippy::too_many_arguments,
     reason = "the job's inputs, each a different concern"
 )]
-pub fn run_compaction(
+pub fn run_compaction<'h>(
     plan: &CompactionPlan,
     version: &Arc<Version>,
     tables: &TableCache,
@@ -213,8 +258,9 @@ pub fn run_compaction(
     snapshots: Vec<SeqNo>,
     out: OutputConfig,
     listener: &mut dyn DropListener,
+    hooks: Option<&mut (dyn EntryHooks + 'h)>,
     cancel: Option<&AtomicBool>,
-    relocation: Option<RelocationSetup>,
+    relocation: RelocationSetup,
     drop_aliases: bool,
 ) -> Result<CompactionResult> {
     let start = Instant::now();
@@ -276,15 +322,15 @@ pub fn run_compaction(
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
     let mut rewriter = HandleRewriter::new(version, values);
     let inputs: Vec<u64> = plan.all_inputs().map(|f| f.number).collect();
-    let mut relocator = relocation.map(|r| {
+    // Only a policy with hooks relocates; the tables holding aliases are found only then.
+    let mut relocator = hooks.is_some().then(|| {
         let aliases = AliasTables::new(version, &inputs, tables);
         Relocator::new(
             version,
             values,
-            r.plan,
             plan.output_level as u32,
-            r.values,
-            r.router,
+            relocation.values,
+            relocation.router,
             aliases,
         )
     });
@@ -292,6 +338,7 @@ pub fn run_compaction(
         &mut it,
         &mut outputs,
         listener,
+        hooks,
         &mut stats,
         cancel,
         Some(&mut rewriter),

@@ -25,5 +25,5 @@ pub use picker::{
     CompactionPlan, CompactionReason, PickerConfig, RunningCompaction, pick_compaction,
     plan_forced, plan_manual,
 };
-pub use relocate::{Relocation, RelocationStats};
+pub use relocate::RelocationStats;
 pub use value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig, ValueOutputs};

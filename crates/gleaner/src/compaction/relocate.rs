@@ -1,6 +1,7 @@
-//! Relocating values inside compaction (RocksDB BlobDB's integrated GC): the value of every
-//! entry a compaction keeps whose handle names one of the oldest value tables is read, written to
-//! the compaction's own value tables, and the entry written out with the new handle. The old
+//! Relocating values inside compaction (the kept-entry hook's [`KeptEntry::Relocate`]; RocksDB
+//! BlobDB's integrated GC asks it for the entries whose handle names one of the oldest value
+//! tables): the value is read, written to the compaction's own value tables, and the entry
+//! written out with the new handle. The old
 //! record is no longer referenced by that entry: it is garbage of its table, counted in the
 //! compaction's own edit, and a table whose every record is garbage goes with that edit.
 
@@ -11,6 +12,8 @@ use super::value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig}
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
+#[cfg(doc)]
+use crate::gc::hooks::KeptEntry;
 use crate::gc::router::{Placement, RouteContext, RouteOrigin, ValueRouter};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
@@ -18,14 +21,6 @@ use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, append_internal_key,
 use crate::table::ReadCtx;
 use crate::value::StoredHandle;
 use crate::version::{FileMetaData, Garbage, Version};
-
-/// Which values a compaction relocates: those of kept entries whose handle names a live value
-/// table numbered below `below`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Relocation {
-    /// Tables numbered below this are old enough.
-    pub below: u64,
-}
 
 /// Figures of one compaction's relocation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,7 +50,6 @@ pub struct RelocationOutput {
 pub struct Relocator<'a> {
     version: &'a Version,
     cache: &'a ValueTableCache,
-    plan: Relocation,
     /// The index-tree level the compaction writes.
     level: u32,
     values: ClassedValueOutputs,
@@ -145,7 +139,6 @@ impl<'a> Relocator<'a> {
     pub fn new(
         version: &'a Version,
         cache: &'a ValueTableCache,
-        plan: Relocation,
         level: u32,
         cfg: ValueOutputConfig,
         router: Arc<dyn ValueRouter>,
@@ -154,7 +147,6 @@ impl<'a> Relocator<'a> {
         Relocator {
             version,
             cache,
-            plan,
             level,
             values: ClassedValueOutputs::new(cfg, router, RouteOrigin::Compaction),
             garbage: BTreeMap::new(),
@@ -167,8 +159,32 @@ impl<'a> Relocator<'a> {
         }
     }
 
+    /// Notes kept entry `key`, whose value is `stored`, which the policy does not relocate:
+    /// an alias among them protects its owner, which follows it. Entries arrive in internal-key
+    /// order, relocated or not.
+    pub fn keep(&mut self, key: &ParsedKey<'_>, stored: &StoredHandle) {
+        self.aliased(key, stored);
+    }
+
+    /// Whether the record `stored` names must stay where it is for an alias. An alias (policy
+    /// `novkv`'s handle update on read) and its owner, which compaction keeps behind it, name
+    /// one record: relocating either would count the old record as garbage while the other
+    /// still names it, and the table could go from under it. The record stays where it is
+    /// until a newer version of the key shadows both.
+    fn aliased(&mut self, key: &ParsedKey<'_>, stored: &StoredHandle) -> bool {
+        let record_seq = stored.record_seq(key.seq);
+        if stored.alias {
+            self.alias_of = Some((key.user_key.to_vec(), record_seq));
+            return true;
+        }
+        self.alias_of
+            .as_ref()
+            .is_some_and(|(k, s)| k.as_slice() == key.user_key && *s == record_seq)
+    }
+
     /// The replacement `(internal key, value)` of kept entry `key` / `value`, if its value is
-    /// relocated. Entries arrive in internal-key order.
+    /// relocated (the policy's kept-entry hook asked for it, and it can move safely). Entries
+    /// arrive in internal-key order.
     ///
     /// Errors: reading the old record fails, or it is not the record the handle names
     /// (corruption); writing the new value table fails.
@@ -182,25 +198,10 @@ impl<'a> Relocator<'a> {
         }
         let stored = StoredHandle::decode(value, "compaction input", 0)?;
         let record_seq = stored.record_seq(key.seq);
-        // An alias (policy `novkv`'s handle update on read) and its owner, which compaction
-        // keeps behind it, name one record: relocating either would count the old record as
-        // garbage while the other still names it, and the table could go from under it. The
-        // record stays where it is until a newer version of the key shadows both.
-        if stored.alias {
-            self.alias_of = Some((key.user_key.to_vec(), record_seq));
-            return Ok(None);
-        }
-        if self
-            .alias_of
-            .as_ref()
-            .is_some_and(|(k, s)| k.as_slice() == key.user_key && *s == record_seq)
-        {
+        if self.aliased(key, &stored) {
             return Ok(None);
         }
         let at = stored.location;
-        if at.file_number >= self.plan.below {
-            return Ok(None);
-        }
         let Some(table) = self.version.values().live(at.file_number) else {
             // Collected (inheritance) or retired: not an old table of this policy's making.
             return Ok(None);

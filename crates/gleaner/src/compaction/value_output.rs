@@ -367,7 +367,10 @@ mod tests {
         fs.create_dir_all(Path::new("/db")).expect("dir");
         let done = write(&fs, MAX_POLICY_TABLE_META).expect("at the limit");
         let meta = done.tables[0].policy_meta.as_ref().expect("metadata");
-        assert_eq!((meta.tag.as_str(), meta.data.len()), ("mine", MAX_POLICY_TABLE_META));
+        assert_eq!(
+            (meta.tag.as_str(), meta.data.len()),
+            ("mine", MAX_POLICY_TABLE_META)
+        );
         done.pending.keep();
         let fs = FaultFs::new(2);
         fs.create_dir_all(Path::new("/db")).expect("dir");

@@ -21,6 +21,7 @@ use crate::compaction::{
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
+use crate::gc::CompactionContext;
 use crate::io::IoClass;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -437,13 +438,15 @@ impl DbInner {
             .hooks
             .records_drop_keys()
             .then(DropKeyCollector::default);
+        let flush_version = Arc::clone(&self.state.lock().version);
+        let ctx = flush_context(&flush_version);
         let (done, stats) = {
             // Versions a flush drops were overwritten while in the memtable; the policy may
             // want to hear of them (Scavenger's DropCache: their keys are hot).
-            let mut extra = self.policy.hooks.drop_listener();
+            let mut hooks = self.policy.hooks.begin(&ctx);
             let mut listeners: Vec<&mut dyn DropListener> = vec![&mut drops, &mut garbage];
-            if let Some(e) = extra.as_mut() {
-                listeners.push(e.as_mut());
+            if let Some(h) = hooks.as_mut() {
+                listeners.push(h.as_mut());
             }
             if let Some(k) = drop_keys.as_mut() {
                 listeners.push(k);
@@ -527,6 +530,7 @@ impl DbInner {
         drop(versions);
         self.bg_cv.notify_all();
         self.progress_cv.notify_all();
+        self.policy.hooks.compaction_finished(&ctx, &stats);
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, stats.output_bytes);
         Counters::add(&self.counters.flush_micros, stats.micros);
@@ -541,7 +545,25 @@ impl DbInner {
 
     /// Runs a registered compaction and installs its result, with the garbage it created.
     fn run_compaction_plan(&self, job: &CompactionJob) -> Result<()> {
-        let plan = &job.plan;
+        // A policy may have a trivial move rewritten, so its entries pass its hooks.
+        let rewrite;
+        let plan = if job.plan.trivial_move && {
+            let (lo, hi) = job.plan.user_range();
+            !self.policy.hooks.allows_trivial_move(&compaction_context(
+                &job.version,
+                &job.plan,
+                &lo,
+                &hi,
+            ))
+        } {
+            rewrite = CompactionPlan {
+                trivial_move: false,
+                ..job.plan.clone()
+            };
+            &rewrite
+        } else {
+            &job.plan
+        };
         // Read after the plan is fixed: a snapshot taken later sees only data newer than every
         // input, which compaction keeps anyway.
         let snapshots = self.snapshots.sequences();
@@ -551,28 +573,23 @@ impl DbInner {
             job.claimed.clone(),
         );
         let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
-        // The policy's kept-entry hook (BlobDB's relocation), decided on the job's version.
-        let relocation = self
-            .policy
-            .hooks
-            .relocation(&job.version)
-            .map(|plan| RelocationSetup {
-                plan,
-                values: self.value_output_config(IoClass::CompactionWrite),
-                router: Arc::clone(&self.policy.router),
-            });
+        // The values the policy's kept-entry hook relocates (BlobDB's) go to value tables of
+        // the compaction's own, where its router places them.
+        let relocation = RelocationSetup {
+            values: self.value_output_config(IoClass::CompactionWrite),
+            router: Arc::clone(&self.policy.router),
+        };
         // NovKV: the identities of the records whose handles the compaction drops.
         let mut drop_keys = self
             .policy
             .hooks
             .records_drop_keys()
             .then(DropKeyCollector::default);
+        let (lo, hi) = plan.user_range();
+        let ctx = compaction_context(&job.version, plan, &lo, &hi);
         let result = {
-            let mut extra = self.policy.hooks.drop_listener();
+            let mut hooks = self.policy.hooks.begin(&ctx);
             let mut listeners: Vec<&mut dyn DropListener> = vec![&mut garbage];
-            if let Some(e) = extra.as_mut() {
-                listeners.push(e.as_mut());
-            }
             if let Some(k) = drop_keys.as_mut() {
                 listeners.push(k);
             }
@@ -584,6 +601,7 @@ impl DbInner {
                 snapshots,
                 out,
                 &mut FanOut(listeners),
+                hooks.as_deref_mut(),
                 Some(&self.shutting_down),
                 relocation,
                 // Aliases are the policy's own; any other policy lets them go.
@@ -650,6 +668,7 @@ impl DbInner {
             edit.deleted_value_tables.len() as u64,
         );
         self.record_compaction(plan, &stats);
+        self.policy.hooks.compaction_finished(&ctx, &stats);
         Ok(())
     }
 
@@ -781,4 +800,38 @@ pub(super) struct CompactionJob {
     running: RunningCompaction,
     version: Arc<Version>,
     claimed: BTreeSet<u64>,
+}
+
+/// A flush as the policy's hooks see it: memtables into L0, over a key range the flush does not
+/// know in advance (given as empty bounds); the oldest data when the tree holds no table.
+fn flush_context(version: &Version) -> CompactionContext<'_> {
+    CompactionContext {
+        version,
+        input_level: None,
+        output_level: 0,
+        bottommost: version.all_files().next().is_none(),
+        trivial_move: false,
+        smallest_user_key: &[],
+        largest_user_key: &[],
+    }
+}
+
+/// Compaction `plan` over user keys `lo..=hi` as the policy's hooks see it.
+fn compaction_context<'a>(
+    version: &'a Version,
+    plan: &CompactionPlan,
+    lo: &'a [u8],
+    hi: &'a [u8],
+) -> CompactionContext<'a> {
+    let bottommost = (plan.output_level + 1..version.num_levels())
+        .all(|l| version.overlapping_files(l, Some(lo), Some(hi)).is_empty());
+    CompactionContext {
+        version,
+        input_level: Some(plan.level as u32),
+        output_level: plan.output_level as u32,
+        bottommost,
+        trivial_move: plan.trivial_move,
+        smallest_user_key: lo,
+        largest_user_key: hi,
+    }
 }

@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::filename::drop_file_name;
 use crate::gc::novkv::{DROP_BLOCK_READ_CLASS, DropSet};
 use crate::gc::{
-    CommitStyle, GcJobStats, JobEnd, JobPlan, MovedRecord, OracleEnv, PickContext, RecordRef,
-    ValidityContext, VictimCandidate,
+    CommitStyle, GcJobStats, GcReport, GcVerdict, JobEnd, JobPlan, MovedRecord, OracleEnv,
+    PickContext, RecordRef, ValidityContext, VictimCandidate,
     pacing::{Activity, Pacer},
     run_gc_job,
 };
@@ -294,6 +294,10 @@ impl DbInner {
         self.progress_cv.notify_all();
         let stats = result?;
         self.record_gc(&stats);
+        self.policy.hooks.gc_finished(&GcReport {
+            victims,
+            stats: &stats,
+        });
         // The job may have retired its victims; a failure here is the background error already.
         let _ = self.release_retired();
         self.purge_obsolete_files();
@@ -426,7 +430,21 @@ impl DbInner {
             },
             drop_set: drop_set.as_ref(),
         };
-        let is_live = |record: &RecordRef<'_>| oracle.check(record, &env);
+        // Each verdict goes to the policy's hooks too (what a learning policy trains on), with
+        // the record's age in writes at the job's start.
+        let latest = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+        let hooks = self.policy.hooks.as_ref();
+        let is_live = |record: &RecordRef<'_>| {
+            let validity = oracle.check(record, &env)?;
+            hooks.gc_verdict(&GcVerdict {
+                table: record.location.file_number,
+                key: record.user_key,
+                seq: record.seq,
+                validity,
+                age: latest.saturating_sub(record.seq),
+            });
+            Ok(validity)
+        };
         let plan = JobPlan {
             read_mode: self.policy.read_mode,
             router: Arc::clone(&self.policy.router),

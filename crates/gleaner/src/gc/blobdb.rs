@@ -16,12 +16,15 @@
 
 use std::sync::Arc;
 
+use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, KeptEntry};
 use super::oracle::{IndexOracle, LookupKind};
 use super::picker::{PickContext, VictimCandidate, VictimPicker};
-use super::policy::{CommitStyle, CompactionHooks, GcReadMode, PolicySet};
+use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use super::router::SingleClass;
-use crate::compaction::{DropListener, Relocation};
+use crate::compaction::{DropEvent, DropListener};
+use crate::key::ParsedKey;
 use crate::options::Options;
+use crate::value::StoredHandle;
 use crate::version::Version;
 
 /// BlobDB runs no GC job: compaction does its work.
@@ -51,21 +54,49 @@ impl BlobDbHooks {
     }
 }
 
-impl CompactionHooks for BlobDbHooks {
-    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>> {
-        None
-    }
-
-    fn relocation(&self, version: &Version) -> Option<Relocation> {
+impl BlobDbHooks {
+    /// The values a compaction reading `version` relocates: those of kept entries whose handle
+    /// names a live value table numbered below this (the oldest `age_cutoff` of the tables).
+    fn relocate_below(&self, version: &Version) -> Option<u64> {
         let tables: Vec<u64> = version.values().tables().map(|t| t.number).collect();
         let count = self.cutoff_count(tables.len());
         // Every table numbered below the first one past the cutoff is old enough.
-        let below = match tables.get(count) {
-            Some(&n) => n,
-            None if count > 0 => u64::MAX,
-            None => return None,
-        };
-        (count > 0).then_some(Relocation { below })
+        match tables.get(count) {
+            _ if count == 0 => None,
+            Some(&n) => Some(n),
+            None => Some(u64::MAX),
+        }
+    }
+}
+
+/// The kept-entry hook of one compaction: relocate what lives in the old tables.
+struct Relocating {
+    below: u64,
+}
+
+impl DropListener for Relocating {
+    fn on_drop(&mut self, _: &DropEvent<'_>) {}
+}
+
+impl EntryHooks for Relocating {
+    fn kept(&mut self, _: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
+        if handle.location.file_number < self.below {
+            KeptEntry::Relocate
+        } else {
+            KeptEntry::Keep
+        }
+    }
+}
+
+impl CompactionHooks for BlobDbHooks {
+    /// Compactions that rewrite tables relocate the values of the old value tables; a flush
+    /// writes new entries, and a trivial move rewrites nothing (as in RocksDB).
+    fn begin(&self, ctx: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+        if ctx.input_level.is_none() || ctx.trivial_move {
+            return None;
+        }
+        let below = self.relocate_below(ctx.version)?;
+        Some(Box::new(Relocating { below }))
     }
 
     fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {
@@ -195,17 +226,14 @@ mod tests {
     fn the_oldest_quarter_is_relocated() {
         let v = version([0; 4]);
         assert_eq!(
-            hooks(0.25, 1.0).relocation(&v),
-            Some(Relocation { below: 20 }),
+            hooks(0.25, 1.0).relocate_below(&v),
+            Some(20),
             "1 of 4 tables: those below 20"
         );
-        assert_eq!(hooks(0.5, 1.0).relocation(&v).map(|r| r.below), Some(30));
-        assert_eq!(
-            hooks(1.0, 1.0).relocation(&v).map(|r| r.below),
-            Some(u64::MAX)
-        );
-        assert_eq!(hooks(0.2, 1.0).relocation(&v), None, "no whole table");
-        assert_eq!(hooks(0.0, 1.0).relocation(&v), None);
+        assert_eq!(hooks(0.5, 1.0).relocate_below(&v), Some(30));
+        assert_eq!(hooks(1.0, 1.0).relocate_below(&v), Some(u64::MAX));
+        assert_eq!(hooks(0.2, 1.0).relocate_below(&v), None, "no whole table");
+        assert_eq!(hooks(0.0, 1.0).relocate_below(&v), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! the GC job.
 
 pub mod blobdb;
+pub mod hooks;
 pub mod job;
 pub mod novkv;
 pub mod oracle;
@@ -15,6 +16,10 @@ pub mod scavenger;
 pub mod titan;
 pub mod validity;
 
+pub use hooks::{
+    CompactionContext, CompactionHooks, EntryHooks, GcReport, GcVerdict, KeptEntry, ListenOnly,
+    NoHooks,
+};
 pub use job::{
     Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, Validity, run_gc_job,
 };
@@ -23,8 +28,7 @@ pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{
-    CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicyFactory, PolicySet, check_options,
-    own_options, policy_set,
+    CommitStyle, GcReadMode, PolicyFactory, PolicySet, check_options, own_options, policy_set,
 };
 pub use reader::VictimReader;
 pub use router::{

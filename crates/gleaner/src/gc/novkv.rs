@@ -21,12 +21,12 @@ use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::hooks::CompactionHooks;
 use super::job::Validity;
 use super::oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 use super::picker::{PickContext, VictimCandidate, VictimPicker};
-use super::policy::{CommitStyle, CompactionHooks, GcReadMode, PolicySet};
+use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use super::router::SingleClass;
-use crate::compaction::DropListener;
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::key::SeqNo;
@@ -267,10 +267,6 @@ impl ValidityOracle for DropKeyOracle {
 pub struct NovKvHooks;
 
 impl CompactionHooks for NovKvHooks {
-    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>> {
-        None
-    }
-
     fn records_drop_keys(&self) -> bool {
         true
     }

@@ -7,7 +7,9 @@
 //! - **value router** ([`ValueRouter`], `gc/router.rs`): which class, and so which run of value
 //!   tables, a value goes to at flush, in GC and in compaction;
 //! - **commit style** ([`CommitStyle`]): how references to moved records stay valid;
-//! - **compaction hooks** ([`CompactionHooks`]): what a policy adds to flushes and compactions;
+//! - **hooks** ([`CompactionHooks`], `gc/hooks.rs`): what a policy adds to flushes,
+//!   compactions (the kept-entry hook, drop events, trivial moves, finished jobs) and GC jobs
+//!   (per-record verdicts, finished jobs);
 //! - **handle updates on read** ([`PolicySet::updates_handles_on_read`]): whether reads that
 //!   resolve a stale handle write an alias.
 //!
@@ -17,13 +19,12 @@
 
 use std::sync::Arc;
 
+use super::hooks::CompactionHooks;
 use super::oracle::ValidityOracle;
 use super::picker::VictimPicker;
 use super::router::ValueRouter;
-use crate::compaction::{DropListener, Relocation};
 use crate::hotness::DropCache;
 use crate::options::{GcPolicyKind, Options};
-use crate::version::Version;
 
 /// How a GC job reads its victims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,45 +47,6 @@ pub enum CommitStyle {
     /// write path, if the key's newest version still names the record (Titan); the victims are
     /// retired, readable until no snapshot can read the versions naming them.
     WriteBack,
-}
-
-/// What a policy adds to flushes and compactions.
-pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
-    /// A listener for the drop events of flushes and compactions, besides the garbage
-    /// accounting every policy has.
-    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>>;
-
-    /// Which values a compaction reading `version` relocates into value tables of its own
-    /// (the kept-entry hook; the old copies are garbage in the compaction's edit). Default:
-    /// none.
-    fn relocation(&self, version: &Version) -> Option<Relocation> {
-        let _ = version;
-        None
-    }
-
-    /// Whether flushes and compactions record the identity of every record whose handle they
-    /// drop in a drop file attached to its value table (NovKV's collaborative compaction), so
-    /// GC jobs can tell garbage without index lookups. Default: no.
-    fn records_drop_keys(&self) -> bool {
-        false
-    }
-
-    /// Key tables to compact when the tree's shape asks for no compaction (a picker bias),
-    /// in the order to try them. Default: none.
-    fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {
-        let _ = version;
-        Vec::new()
-    }
-}
-
-/// A policy that adds nothing to flushes and compactions.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoHooks;
-
-impl CompactionHooks for NoHooks {
-    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>> {
-        None
-    }
 }
 
 /// Builds the roles of a GC policy defined outside the engine, registered with

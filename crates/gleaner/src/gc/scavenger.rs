@@ -17,11 +17,11 @@
 
 use std::sync::Arc;
 
+use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, ListenOnly, NoHooks};
 use super::oracle::{IndexOracle, LookupKind};
 use super::picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
-use super::policy::{CommitStyle, CompactionHooks, GcReadMode, NoHooks, PolicySet};
+use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use super::router::{CLASS_HOT, HotCold, SingleClass, ValueRouter};
-use crate::compaction::DropListener;
 use crate::hotness::{DropCache, DropCacheFeeder};
 use crate::options::Options;
 
@@ -49,8 +49,9 @@ impl VictimPicker for RatioPicker {
 struct HotnessHooks(Arc<DropCache>);
 
 impl CompactionHooks for HotnessHooks {
-    fn drop_listener(&self) -> Option<Box<dyn DropListener + '_>> {
-        Some(Box::new(DropCacheFeeder(&self.0)))
+    /// Every drop event of every flush and compaction feeds the DropCache.
+    fn begin(&self, _: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+        Some(Box::new(ListenOnly(DropCacheFeeder(&self.0))))
     }
 }
 
@@ -141,7 +142,7 @@ mod tests {
         let tdb = policy_set(&Options::default().with_gc_policy(GcPolicyKind::Terarkdb));
         assert_eq!(tdb.name, "terarkdb");
         assert_eq!(tdb.read_mode, GcReadMode::Full);
-        assert!(tdb.drop_cache.is_none() && tdb.hooks.drop_listener().is_none());
+        assert!(tdb.drop_cache.is_none());
         let ctx = crate::gc::router::RouteContext {
             user_key: b"k",
             seq: 1,
@@ -160,7 +161,19 @@ mod tests {
         let scav = policy_set(&Options::default());
         assert_eq!(scav.name, "scavenger");
         assert_eq!(scav.read_mode, GcReadMode::Lazy);
-        assert!(scav.drop_cache.is_some() && scav.hooks.drop_listener().is_some());
+        let version = crate::version::Version::new(7);
+        let flush = crate::gc::CompactionContext {
+            version: &version,
+            input_level: None,
+            output_level: 0,
+            bottommost: true,
+            trivial_move: false,
+            smallest_user_key: &[],
+            largest_user_key: &[],
+        };
+        // With hotness, every flush and compaction feeds the DropCache; without, nothing.
+        assert!(scav.drop_cache.is_some() && scav.hooks.begin(&flush).is_some());
+        assert!(tdb.hooks.begin(&flush).is_none());
         assert_eq!(scav.router.class_names(), &["default", "hot", "cold"]);
         let r_only = policy_set(
             &Options::default()

@@ -13,9 +13,10 @@
 
 use std::sync::Arc;
 
+use super::hooks::NoHooks;
 use super::job::Validity;
 use super::oracle::{OracleEnv, RecordRef, ValidityOracle};
-use super::policy::{CommitStyle, GcReadMode, NoHooks, PolicySet};
+use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use super::router::SingleClass;
 use super::scavenger::RatioPicker;
 use crate::error::Result;

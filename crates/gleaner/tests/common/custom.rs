@@ -2,20 +2,24 @@
 //! 9): victims oldest table first, full reads, validity by index lookups, inheritance (or
 //! write-back) commit, and a value router of its own that separates values by its own
 //! threshold, keeps a payload, `len=N`, with every handle and metadata, `born=ORIGIN`, with
-//! every value table, which its picker reads (GC survivors last). `tests/custom_policy.rs` tests it
-//! by itself; `common::gc_variants` runs every engine suite under it as variant `custom`.
+//! every value table, which its picker reads (GC survivors last); its hooks mark the payloads
+//! of entries written into the bottommost level, refuse trivial moves there (so the entries
+//! pass the hooks), and count what flushes, compactions and GC jobs tell them.
+//! `tests/custom_policy.rs` tests it by itself; `common::gc_variants` runs every engine suite
+//! under it as variant `custom`.
 
 use std::sync::Arc;
-
-use gleaner::Options;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use gleaner::Options;
+use gleaner::compaction::{DropEvent, DropListener, JobStats};
 use gleaner::gc::{
-    CommitStyle, GcReadMode, IndexOracle, LookupKind, NoHooks, PickContext, Placement,
-    PolicyFactory, PolicySet, RouteContext, RouteOrigin, ValueRouter, VictimCandidate,
-    VictimPicker,
+    CommitStyle, CompactionContext, CompactionHooks, EntryHooks, GcReadMode, GcReport, GcVerdict,
+    IndexOracle, KeptEntry, LookupKind, PickContext, Placement, PolicyFactory, PolicySet,
+    RouteContext, RouteOrigin, Validity, ValueRouter, VictimCandidate, VictimPicker,
 };
-use gleaner::value::HandlePayload;
+use gleaner::key::ParsedKey;
+use gleaner::value::{HandlePayload, StoredHandle};
 use gleaner::version::ValueTableMeta;
 
 /// Values of at least this many bytes are separated by the scheme's router, even where option
@@ -96,19 +100,117 @@ impl ValueRouter for LengthTagged {
     }
 }
 
+/// What the scheme's hooks were told, for the tests to compare with the engine's figures.
+#[derive(Debug, Default)]
+pub struct HookCounts {
+    /// GC verdicts, and the live ones among them.
+    pub verdicts: AtomicU64,
+    pub live_verdicts: AtomicU64,
+    /// GC jobs that committed, and the records they read.
+    pub gc_jobs: AtomicU64,
+    pub gc_records_read: AtomicU64,
+    /// Flushes and compactions finished.
+    pub compactions: AtomicU64,
+    /// Trivial moves into the bottommost level refused (rewritten through the hooks).
+    pub refused_moves: AtomicU64,
+    /// Payloads marked bottommost by the kept-entry hook.
+    pub marked: AtomicU64,
+}
+
+/// Appended to a handle's payload by the kept-entry hook when a compaction writes the entry
+/// into the bottommost level.
+pub const BOTTOM_MARK: &str = ";b";
+
+/// The kept-entry hook of one compaction: at the bottommost level, it marks each payload.
+struct MarkBottom<'a> {
+    bottommost: bool,
+    counts: &'a HookCounts,
+}
+
+impl DropListener for MarkBottom<'_> {
+    fn on_drop(&mut self, _: &DropEvent<'_>) {}
+}
+
+impl EntryHooks for MarkBottom<'_> {
+    fn kept(&mut self, _: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
+        let Some(p) = handle.payload.as_ref().filter(|_| self.bottommost) else {
+            return KeptEntry::Keep;
+        };
+        if p.as_bytes().ends_with(BOTTOM_MARK.as_bytes()) {
+            return KeptEntry::Keep;
+        }
+        self.counts.marked.fetch_add(1, Ordering::Relaxed);
+        let mut marked = p.as_bytes().to_vec();
+        marked.extend_from_slice(BOTTOM_MARK.as_bytes());
+        KeptEntry::SetPayload(Some(HandlePayload::new(&marked).expect("short")))
+    }
+}
+
+/// The scheme's hooks: the bottom mark, no trivial move into the bottommost level, and counts.
+#[derive(Debug)]
+struct Hooks(Arc<HookCounts>);
+
+impl CompactionHooks for Hooks {
+    fn begin(&self, ctx: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+        Some(Box::new(MarkBottom {
+            bottommost: ctx.bottommost && ctx.input_level.is_some(),
+            counts: &self.0,
+        }))
+    }
+
+    fn allows_trivial_move(&self, ctx: &CompactionContext<'_>) -> bool {
+        if ctx.bottommost {
+            self.0.refused_moves.fetch_add(1, Ordering::Relaxed);
+        }
+        !ctx.bottommost
+    }
+
+    fn compaction_finished(&self, _: &CompactionContext<'_>, _: &JobStats) {
+        self.0.compactions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn gc_verdict(&self, verdict: &GcVerdict<'_>) {
+        self.0.verdicts.fetch_add(1, Ordering::Relaxed);
+        if verdict.validity == Validity::Live {
+            self.0.live_verdicts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn gc_finished(&self, report: &GcReport<'_>) {
+        assert!((0.0..=1.0).contains(&report.valid_ratio()));
+        self.0.gc_jobs.fetch_add(1, Ordering::Relaxed);
+        self.0
+            .gc_records_read
+            .fetch_add(report.stats.records_read, Ordering::Relaxed);
+    }
+}
+
 /// The scheme, committing by inheritance (its name [`NAME`]) or by writing the new handles back
-/// into the index tree (`oldest-first-wb`).
+/// into the index tree (`oldest-first-wb`); its hooks count into `counts`.
 #[derive(Debug)]
 pub struct OldestFirstFactory {
     /// How the scheme commits.
     pub commit: CommitStyle,
+    /// What its hooks were told, over every database it builds roles for.
+    pub counts: Arc<HookCounts>,
 }
 
 pub const NAME: &str = "oldest-first";
 
-pub const INHERITANCE: OldestFirstFactory = OldestFirstFactory {
-    commit: CommitStyle::Inheritance,
-};
+/// The scheme committing by inheritance.
+pub fn inheritance() -> OldestFirstFactory {
+    OldestFirstFactory::new(CommitStyle::Inheritance)
+}
+
+impl OldestFirstFactory {
+    /// The scheme committing so, with counts of its own.
+    pub fn new(commit: CommitStyle) -> Self {
+        OldestFirstFactory {
+            commit,
+            counts: Arc::default(),
+        }
+    }
+}
 
 impl PolicyFactory for OldestFirstFactory {
     fn name(&self) -> &str {
@@ -128,7 +230,7 @@ impl PolicyFactory for OldestFirstFactory {
                 min_size: OWN_THRESHOLD.min(opts.min_separated_value_size()),
             }),
             commit: self.commit,
-            hooks: Box::new(NoHooks),
+            hooks: Box::new(Hooks(Arc::clone(&self.counts))),
             drop_cache: None,
             updates_handles_on_read: false,
         })

@@ -94,7 +94,7 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
     out.into_iter()
         .map(|(name, tune)| {
             let known: Tune = Box::new(move |o: Options| {
-                tune(o.with_custom_policy(Arc::new(custom::INHERITANCE)))
+                tune(o.with_custom_policy(Arc::new(custom::inheritance())))
             });
             (name, known)
         })

@@ -1,0 +1,166 @@
+//! The hooks of a GC policy: what it adds to flushes, compactions and GC jobs, each told the
+//! job's context (docs/architecture.md, "Extension points for GC schemes").
+//!
+//! - A flush or compaction starts with [`CompactionHooks::begin`], given a
+//!   [`CompactionContext`]; the [`EntryHooks`] it returns see every drop event of the job and
+//!   decide, for every entry a compaction keeps whose value is a handle, whether to keep it,
+//!   rewrite its payload, or relocate its value ([`KeptEntry`]).
+//! - [`CompactionHooks::allows_trivial_move`] may turn a trivial move into a rewrite, so the
+//!   entries pass through the hooks; [`CompactionHooks::compaction_finished`] closes each job.
+//! - A GC job reports each record's verdict ([`CompactionHooks::gc_verdict`]) and its end
+//!   ([`CompactionHooks::gc_finished`]): what a learning policy trains on.
+
+use crate::compaction::{DropEvent, DropListener, JobStats};
+use crate::key::{ParsedKey, SeqNo};
+use crate::value::{HandlePayload, StoredHandle};
+use crate::version::Version;
+
+use super::job::{GcJobStats, Validity};
+
+/// A flush or compaction, as the hooks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct CompactionContext<'a> {
+    /// The version the job reads.
+    pub version: &'a Version,
+    /// The level whose tables the job merges down; `None` for a flush (memtables).
+    pub input_level: Option<u32>,
+    /// The level the job writes.
+    pub output_level: u32,
+    /// No level below the output holds a table overlapping the job's key range: the output is
+    /// the oldest data of that range.
+    pub bottommost: bool,
+    /// The job moves one table down without reading it (no entry passes the hooks).
+    pub trivial_move: bool,
+    /// The smallest user key of the job's inputs.
+    pub smallest_user_key: &'a [u8],
+    /// The largest user key of the job's inputs.
+    pub largest_user_key: &'a [u8],
+}
+
+/// What the kept-entry hook decides for an entry a compaction keeps whose value is a handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeptEntry {
+    /// Written out as it is (the engine still renames a stale handle to its record's place).
+    Keep,
+    /// Written out with this payload in place of its own (`None` removes it).
+    SetPayload(Option<HandlePayload>),
+    /// Its value is read and written again where the policy's router places it
+    /// ([`RouteOrigin::Compaction`](super::RouteOrigin::Compaction), with the output level):
+    /// into a value table of the compaction's own, in the class the router picks, or inline.
+    /// The old record becomes garbage in the compaction's edit. The engine leaves in place a
+    /// record it cannot move safely (one an alias names, or out of order).
+    Relocate,
+}
+
+/// The hooks of one flush or compaction: drop events (their context is the one
+/// [`CompactionHooks::begin`] was given) and, in compactions, the kept-entry decision.
+pub trait EntryHooks: DropListener {
+    /// The fate of entry `key`, kept by a compaction, whose value is `handle` (after the engine
+    /// renamed a stale one). Not asked in flushes. Default: [`KeptEntry::Keep`].
+    fn kept(&mut self, key: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
+        let _ = (key, handle);
+        KeptEntry::Keep
+    }
+}
+
+/// A GC job's verdict on one record it read.
+#[derive(Debug, Clone, Copy)]
+pub struct GcVerdict<'a> {
+    /// The victim holding the record.
+    pub table: u64,
+    /// The record's user key.
+    pub key: &'a [u8],
+    /// The record's sequence number.
+    pub seq: SeqNo,
+    /// The verdict (live records are copied).
+    pub validity: Validity,
+    /// Writes since the record was written (the database's newest sequence number when the
+    /// job started, less the record's): its lifetime so far if live, at least its lifetime if
+    /// garbage.
+    pub age: SeqNo,
+}
+
+/// A GC job that committed.
+#[derive(Debug, Clone, Copy)]
+pub struct GcReport<'a> {
+    /// Its victims.
+    pub victims: &'a [u64],
+    /// Its figures.
+    pub stats: &'a GcJobStats,
+}
+
+impl GcReport<'_> {
+    /// Records copied ÷ records read (1 when none was read).
+    pub fn valid_ratio(&self) -> f64 {
+        if self.stats.records_read == 0 {
+            1.0
+        } else {
+            self.stats.records_written as f64 / self.stats.records_read as f64
+        }
+    }
+}
+
+/// What a policy adds to flushes, compactions and GC jobs. Every method has a default that
+/// adds nothing.
+pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
+    /// The hooks of the flush or compaction `ctx` describes, if the policy has any. Default:
+    /// none.
+    fn begin(&self, ctx: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+        let _ = ctx;
+        None
+    }
+
+    /// Whether the trivial move `ctx` describes may go ahead; `false` rewrites the table into
+    /// the output level instead, through the hooks. Default: yes.
+    fn allows_trivial_move(&self, ctx: &CompactionContext<'_>) -> bool {
+        let _ = ctx;
+        true
+    }
+
+    /// Called once a flush or compaction is installed, with its figures. Default: nothing.
+    fn compaction_finished(&self, ctx: &CompactionContext<'_>, stats: &JobStats) {
+        let _ = (ctx, stats);
+    }
+
+    /// Called for each record a GC job judged, possibly from several threads at once (cheap,
+    /// thread-safe). Default: nothing.
+    fn gc_verdict(&self, verdict: &GcVerdict<'_>) {
+        let _ = verdict;
+    }
+
+    /// Called once a GC job's result is committed. Default: nothing.
+    fn gc_finished(&self, report: &GcReport<'_>) {
+        let _ = report;
+    }
+
+    /// Whether flushes and compactions record the identity of every record whose handle they
+    /// drop in a drop file attached to its value table (NovKV's collaborative compaction), so
+    /// GC jobs can tell garbage without index lookups. Default: no.
+    fn records_drop_keys(&self) -> bool {
+        false
+    }
+
+    /// Key tables to compact when the tree's shape asks for no compaction (a picker bias),
+    /// in the order to try them. Default: none.
+    fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {
+        let _ = version;
+        Vec::new()
+    }
+}
+
+/// A policy that adds nothing to flushes, compactions and GC jobs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHooks;
+
+impl CompactionHooks for NoHooks {}
+
+/// Drop events of a flush or compaction to a listener, for policies whose hooks only listen.
+pub struct ListenOnly<L: DropListener>(pub L);
+
+impl<L: DropListener> DropListener for ListenOnly<L> {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        self.0.on_drop(event);
+    }
+}
+
+impl<L: DropListener> EntryHooks for ListenOnly<L> {}
