@@ -71,7 +71,8 @@ pub enum Error {
     OpenedReadOnly {
         /// The database directory.
         path: String,
-        /// What was refused: `write`, `flush`, `compact_range`, `run_gc` or `sync_wal`.
+        /// What was refused: `write`, `flush`, `compact_range`, `run_gc`, `sync_wal`, or a
+        /// policy's file write or task.
         operation: &'static str,
     },
     /// The database was closed; no further operations are accepted on this handle.

@@ -19,6 +19,8 @@ pub enum FileType {
     Lock,
     /// `OPTIONS`.
     Options,
+    /// A GC policy's own file, `<policy>.<slot>.pol` (`gc/policy_file.rs`).
+    PolicyFile,
     /// A temporary file (`*.tmp`) left by an interrupted atomic replace.
     Temp,
 }
@@ -88,6 +90,17 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     if matches!(name, "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp") {
         return Some(FileType::Temp);
     }
+    if crate::gc::policy_file::parse_policy_file_name(name).is_some() {
+        return Some(FileType::PolicyFile);
+    }
+    // A policy file's replacement, interrupted.
+    if name
+        .strip_suffix(".tmp")
+        .and_then(crate::gc::policy_file::parse_policy_file_name)
+        .is_some()
+    {
+        return Some(FileType::Temp);
+    }
     None
 }
 
@@ -112,6 +125,14 @@ mod tests {
         );
         assert_eq!(parse_file_name("CURRENT"), Some(FileType::Current));
         assert_eq!(parse_file_name("CURRENT.tmp"), Some(FileType::Temp));
+        assert_eq!(
+            parse_file_name("dumpkv.model.pol"),
+            Some(FileType::PolicyFile)
+        );
+        assert_eq!(
+            parse_file_name("dumpkv.model.pol.tmp"),
+            Some(FileType::Temp)
+        );
         for stranger in [
             "notes.txt",
             "12a.sst",

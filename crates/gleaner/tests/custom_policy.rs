@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use common::custom::{
     BOTTOM_MARK, CANDIDATES_WITH_META, OWN_THRESHOLD, OldestFirstFactory, inheritance,
 };
-use gleaner::gc::{CommitStyle, PolicyFactory, PolicySet};
+use gleaner::gc::{CommitStyle, PolicyContext, PolicyFactory, PolicySet};
 use gleaner::io::FaultFs;
 use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
 use rand::rngs::StdRng;
@@ -238,6 +238,16 @@ fn exact_with_payloads(commit: CommitStyle) {
         get(&counts.marked) > 0,
         "the kept-entry hook rewrote payloads"
     );
+    // The policy's task saved its model at close, in a file of its own.
+    let learned = get(&counts.gc_jobs);
+    let model_file = dir.path().join(format!("{name}.model.pol"));
+    let mut text = Vec::new();
+    gleaner::tools::dump_file(&model_file, &mut text, false).expect("dump the model");
+    let text = String::from_utf8(text).expect("utf8");
+    assert!(
+        text.contains(&format!("data: {}\n", hex(&common::custom::model(learned)))),
+        "{text}"
+    );
 
     // Without the factory: refused by name; read-only: readable.
     let err = Db::open(dir.path(), plain_options()).expect_err("unknown policy");
@@ -265,7 +275,34 @@ fn exact_with_payloads(commit: CommitStyle) {
     db.close().expect("close");
     let db = Db::open(dir.path(), options(&factory)).expect("back to the scheme");
     check(&db, &model, "back");
+    assert_eq!(get(&counts.loaded), learned, "the model read back at open");
     db.close().expect("close");
+
+    // A damaged model costs what was learned, never the open; check says so.
+    let mut bytes = std::fs::read(&model_file).expect("model");
+    bytes[0] ^= 0x20;
+    std::fs::write(&model_file, bytes).expect("damage");
+    let report = gleaner::tools::check_db(dir.path(), &options(&factory)).expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("policy file unusable")),
+        "{:?}",
+        report.warnings
+    );
+    let db = Db::open(dir.path(), options(&factory)).expect("open with a damaged model");
+    assert_eq!(get(&counts.loaded), 0, "learning starts over");
+    assert_eq!(db.stats().gc.policy_files_damaged, 1);
+    check(&db, &model, "with a damaged model");
+    db.close().expect("close");
+    let report = gleaner::tools::check_db(dir.path(), &options(&factory)).expect("check");
+    assert!(
+        report.warnings.is_empty(),
+        "rewritten at close: {:?}",
+        report.warnings
+    );
 }
 
 #[test]
@@ -276,8 +313,8 @@ fn a_bad_custom_policy_is_refused_before_anything_is_written() {
         fn name(&self) -> &str {
             self.0
         }
-        fn build(&self, opts: &Options) -> gleaner::Result<PolicySet> {
-            inheritance().build(opts)
+        fn build(&self, ctx: &PolicyContext<'_>) -> gleaner::Result<PolicySet> {
+            inheritance().build(ctx)
         }
     }
     for (name, expect) in [

@@ -163,6 +163,10 @@ struct DbInner {
     picker: PickerConfig,
     /// The GC policy's roles.
     policy: PolicySet,
+    /// The policy's own files (`stats()` counts the damaged ones it read).
+    policy_files: crate::gc::PolicyFiles,
+    /// The policy's background tasks, stopped and waited for at close.
+    policy_tasks: crate::gc::PolicyTasks,
     next_file_number: Arc<AtomicU64>,
     /// Highest sequence number whose write is fully applied to the memtable.
     visible_seq: AtomicU64,
@@ -569,6 +573,8 @@ impl DbInner {
         // Manual compactions, GC runs, flushes and writes on other threads (which may be
         // running inline work or surfacing hidden garbage) end too before the lock is released.
         self.wait_for_foreground_calls();
+        // The policy's tasks end before the WAL and the lock go: they may write its files.
+        self.policy_tasks.stop_and_join();
         // No job is left to use GC's read threads: they end now.
         self.gc_io.shutdown();
         // Wait out an in-flight group commit (its leader holds the WAL), then sync and retire
@@ -690,6 +696,7 @@ impl DbInner {
         };
         let gc = GcStats {
             policy: self.policy.name.to_string(),
+            policy_files_damaged: self.policy_files.damaged_count(),
             jobs: g(&c.gc_jobs),
             errors: g(&c.gc_errors),
             last_error: self.last_gc_error.lock().clone(),

@@ -49,8 +49,8 @@ struct Recovery {
     dir: PathBuf,
     /// The caller's options merged with the saved OPTIONS file, validated.
     opts: Options,
-    /// The roles of the GC policy `opts` select (replay separates values as its router says).
-    policy: crate::gc::PolicySet,
+    /// The GC policy `opts` select (replay separates values as its router says).
+    policy: PolicyRuntime,
     fs: Arc<dyn FileSystem>,
     /// Bytes of every file in the directory, counted by `fs`.
     disk: Arc<DiskUsage>,
@@ -113,13 +113,13 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             target_size: opts.value_table_size(),
             index_compression: opts.compression(),
             direct: opts.use_direct_io_for_background_writes(),
-            policy: Arc::from(rec.policy.name.as_str()),
+            policy: Arc::from(rec.policy.set.name.as_str()),
         };
         // The policy's router places replayed values (it knows them as such: no hotness is
         // known yet, and scavenger's router keeps them in the default class).
         let separation = Some(crate::compaction::Separation {
             values,
-            router: Arc::clone(&rec.policy.router),
+            router: Arc::clone(&rec.policy.set.router),
             origin: crate::gc::RouteOrigin::Recovery,
         });
         let (done, _) = flush_memtables(
@@ -221,12 +221,15 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     // A database that does not exist yet is made from the caller's options alone: refuse bad
     // ones before the directory or the LOCK file is created. (An existing one's are checked
     // once merged with its OPTIONS, below.)
-    // The policy is built here too: a custom policy's factory may refuse the options.
+    // The policy is built here too: a custom policy's factory may refuse the options. Its
+    // files exist from the moment the open holds the directory (a new database has none).
+    let io = Arc::new(IoStats::default());
     let mut policy = None;
     if mode == Mode::ReadWrite && fs.path_kind(&path.join(CURRENT))?.is_none() {
         opts.validate()?;
         crate::gc::check_options(&opts)?;
-        policy = Some(crate::gc::policy_set(&opts)?);
+        let empty = Version::new(opts.num_levels() as usize);
+        policy = Some(build_policy(&opts, path, &empty, None, &io, false)?);
     }
     match fs.path_kind(path)? {
         Some(PathKind::File) => {
@@ -279,7 +282,6 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
             path.display()
         )));
     }
-    let io = Arc::new(IoStats::default());
     if exists && fs.path_kind(&dir.join(OPTIONS))?.is_some() {
         let bytes = fs.read_all(&dir.join(OPTIONS))?;
         io.record_read(IoClass::Manifest, bytes.len() as u64);
@@ -291,11 +293,6 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     }
     opts.validate()?;
     crate::gc::check_options(&opts)?;
-    // Built once per open: for a new database above, from the same options.
-    let policy = match policy {
-        Some(p) => p,
-        None => crate::gc::policy_set(&opts)?,
-    };
     match mode {
         Mode::ReadWrite => probe_direct_io(fs.as_ref(), &dir, &opts, LOCK, true)?,
         // No background write ever happens, and LOCK may be absent: probe reads on CURRENT.
@@ -375,6 +372,22 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     if mode == Mode::ReadWrite {
         check_policy_meta(versions.current(), &opts)?;
     }
+    // Built once per open: for a new database above, from the same options; for an existing
+    // one from its recovered version, with its files readable.
+    let policy = match policy {
+        Some(p) => {
+            p.files.attach(Arc::clone(&fs));
+            p
+        }
+        None => build_policy(
+            &opts,
+            &dir,
+            versions.current(),
+            Some(Arc::clone(&fs)),
+            &io,
+            mode == Mode::ReadOnly,
+        )?,
+    };
     Ok(Recovery {
         dir,
         policy,
@@ -507,6 +520,11 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         bg_error: None,
         shutting_down: false,
     };
+    let PolicyRuntime {
+        set: policy,
+        files: policy_files,
+        tasks: policy_tasks,
+    } = policy;
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()
@@ -532,6 +550,8 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         gc_io,
         picker,
         policy,
+        policy_files,
+        policy_tasks,
         next_file_number,
         visible_seq: AtomicU64::new(live.last_seq),
         super_version: ArcSwap::from_pointee(SuperVersion {
@@ -633,6 +653,44 @@ fn check_recovered_files(
         return Err(missing(wal));
     }
     Ok(())
+}
+
+/// A policy built for one open: its roles, and the files and tasks it was given.
+pub(super) struct PolicyRuntime {
+    pub(super) set: crate::gc::PolicySet,
+    pub(super) files: crate::gc::PolicyFiles,
+    pub(super) tasks: crate::gc::PolicyTasks,
+}
+
+/// Builds the policy `opts` select for the database at `dir` in `version`; its files go
+/// through `fs` (none yet for a new database: attached once the open holds the directory).
+fn build_policy(
+    opts: &Options,
+    dir: &Path,
+    version: &Version,
+    fs: Option<Arc<dyn FileSystem>>,
+    io: &Arc<IoStats>,
+    read_only: bool,
+) -> Result<PolicyRuntime> {
+    let name = crate::gc::policy_name(opts);
+    let files = crate::gc::PolicyFiles::new(&name, dir, fs, Arc::clone(io), read_only);
+    let tasks = crate::gc::PolicyTasks::new(dir, read_only);
+    let ctx = crate::gc::PolicyContext {
+        opts,
+        dir,
+        version,
+        read_only,
+        files: files.clone(),
+        tasks: tasks.clone(),
+    };
+    match crate::gc::policy_set(&ctx) {
+        Ok(set) => Ok(PolicyRuntime { set, files, tasks }),
+        Err(e) => {
+            // Whatever the factory started before it failed ends with the open.
+            tasks.stop_and_join();
+            Err(e)
+        }
+    }
 }
 
 /// Refuses a database whose value tables carry metadata of a GC policy this open does not know
@@ -836,6 +894,9 @@ fn remove_unreferenced_files(
             Some(FileType::DropFile(n)) => !version.values().drop_files().contains_key(&n),
             Some(FileType::Manifest(n)) => Some(n) != live_manifest,
             Some(FileType::Temp) => true,
+            // A policy's own: kept, whichever policy runs (a switch back finds what it learned;
+            // the policy deletes its own through `PolicyFiles::remove`).
+            Some(FileType::PolicyFile) => false,
             Some(FileType::Current | FileType::Lock | FileType::Options) | None => false,
         };
         if obsolete {

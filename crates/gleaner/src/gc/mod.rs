@@ -10,8 +10,10 @@ pub mod pacing;
 mod parallel;
 pub mod picker;
 pub mod policy;
+pub mod policy_file;
 pub mod reader;
 pub mod router;
+pub mod runtime;
 pub mod scavenger;
 pub mod titan;
 pub mod validity;
@@ -28,11 +30,14 @@ pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{
-    CommitStyle, GcReadMode, PolicyFactory, PolicySet, check_options, own_options, policy_set,
+    CommitStyle, GcReadMode, PolicyFactory, PolicySet, check_options, own_options, policy_name,
+    policy_set,
 };
+pub use policy_file::{MAX_POLICY_FILE, PolicyFiles};
 pub use reader::VictimReader;
 pub use router::{
     MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
 };
+pub use runtime::{MAX_POLICY_TASKS, PolicyContext, PolicyTasks, TaskStop};
 pub use scavenger::RatioPicker;
 pub use validity::ValidityContext;

@@ -23,6 +23,7 @@ use super::hooks::CompactionHooks;
 use super::oracle::ValidityOracle;
 use super::picker::VictimPicker;
 use super::router::ValueRouter;
+use super::runtime::PolicyContext;
 use crate::hotness::DropCache;
 use crate::options::{GcPolicyKind, Options};
 
@@ -57,10 +58,11 @@ pub trait PolicyFactory: Send + Sync + std::fmt::Debug {
     /// [`MAX_POLICY_NAME`](crate::options::MAX_POLICY_NAME) letters, digits, `_` or `-`.
     fn name(&self) -> &str;
 
-    /// The roles for a database opened with `opts`, called once per open.
+    /// The roles for the database `ctx` describes (its options, directory, recovered version,
+    /// the policy's own files and tasks), called once per open.
     ///
     /// Errors: whatever the factory refuses; the open fails with it.
-    fn build(&self, opts: &Options) -> crate::error::Result<PolicySet>;
+    fn build(&self, ctx: &PolicyContext<'_>) -> crate::error::Result<PolicySet>;
 }
 
 /// The roles of the policy a database runs, built once at open.
@@ -152,11 +154,20 @@ pub fn check_options(opts: &Options) -> crate::error::Result<()> {
     Ok(())
 }
 
-/// The policy `opts` select (option `gc_policy`, with the technique switches it resolves).
+/// The name of the policy `opts` select: option `gc_policy`'s, or the custom factory's.
+pub fn policy_name(opts: &Options) -> String {
+    match (opts.gc_policy(), opts.custom_policy()) {
+        (GcPolicyKind::Custom, Some(f)) => f.name().to_string(),
+        (p, _) => p.name().to_string(),
+    }
+}
+
+/// The policy `ctx.opts` select (option `gc_policy`, with the technique switches it resolves).
 ///
 /// Errors: a custom policy's factory fails, or none is registered
 /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
-pub fn policy_set(opts: &Options) -> crate::error::Result<PolicySet> {
+pub fn policy_set(ctx: &PolicyContext<'_>) -> crate::error::Result<PolicySet> {
+    let opts = ctx.opts;
     Ok(match opts.gc_policy() {
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger => super::scavenger::policy_set(opts),
         GcPolicyKind::Titan => super::titan::policy_set(opts),
@@ -169,7 +180,7 @@ pub fn policy_set(opts: &Options) -> crate::error::Result<PolicySet> {
                      Options::with_custom_policy",
                 )
             })?;
-            let set = factory.build(opts)?;
+            let set = factory.build(ctx)?;
             if set.name != factory.name() {
                 return Err(crate::error::Error::invalid(format!(
                     "custom GC policy `{}` built roles named `{}`",

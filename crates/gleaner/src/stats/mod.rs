@@ -264,8 +264,11 @@ pub struct ValueStats {
 /// Garbage collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcStats {
-    /// The policy (option `gc_policy`).
+    /// The policy (option `gc_policy`; a custom policy's own name).
     pub policy: String,
+    /// The policy's own files read as absent because they were damaged or unreadable (each
+    /// costs the policy what it had learned; docs/format.md, "Policy file").
+    pub policy_files_damaged: u64,
     /// Jobs committed.
     pub jobs: u64,
     /// Jobs that failed (their victims were left as they were).

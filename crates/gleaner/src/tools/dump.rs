@@ -15,7 +15,8 @@
 //! - manifest (`MANIFEST-NNNNNN`): per edit a `# edit at offset O` line, then one `field: value`
 //!   line per field it sets (a key table's dependences and an inheritance record's children on
 //!   indented lines below it); internal keys are shown as `KEY@SEQ:KIND`;
-//! - `CURRENT`: the manifest it names; `OPTIONS`: the saved options, one `name=value` per line.
+//! - `CURRENT`: the manifest it names; `OPTIONS`: the saved options, one `name=value` per line;
+//! - policy file (`<policy>.<slot>.pol`): its policy, slot, data length and data (hex), checked.
 //!
 //! Keys and values are text with non-printable bytes escaped, or lower-case hex with `hex`.
 //! The dump reads the file as it is (no LOCK: the files it reads are immutable or append-only)
@@ -73,6 +74,7 @@ pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
         FileType::Manifest(_) => d.manifest(),
         FileType::Current => d.current(),
         FileType::Options => d.options(),
+        FileType::PolicyFile => d.policy_file(),
         FileType::Lock | FileType::Temp => Err(Error::invalid(format!(
             "{name}: a lock or temporary file has no contents to dump"
         ))),
@@ -469,6 +471,18 @@ impl Dumper<'_> {
         let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
         let number = crate::version::read_current(self.fs.as_ref(), dir, &IoStats::default())?;
         self.line(&format!("manifest: {}", manifest_file_name(number)))
+    }
+
+    /// A policy file: its policy and slot, size, then its data in hex, checked.
+    fn policy_file(&mut self) -> Result<()> {
+        let bytes = self.fs.read_all(self.path)?;
+        let data = crate::gc::policy_file::decode_policy_file(self.name, &bytes)?;
+        let (policy, slot) =
+            crate::gc::policy_file::parse_policy_file_name(self.name).unwrap_or(("?", "?"));
+        self.line(&format!("policy: {policy}"))?;
+        self.line(&format!("slot: {slot}"))?;
+        self.line(&format!("data_bytes: {}", data.len()))?;
+        self.line(&format!("data: {}", super::text::hex(&data)))
     }
 
     fn options(&mut self) -> Result<()> {

@@ -5,18 +5,18 @@
 //! every value table, which its picker reads (GC survivors last); its hooks mark the payloads
 //! of entries written into the bottommost level, refuse trivial moves there (so the entries
 //! pass the hooks), and count what flushes, compactions and GC jobs tell them.
-//! `tests/custom_policy.rs` tests it by itself; `common::gc_variants` runs every engine suite
+//! It keeps a model file of its own (`<name>.model.pol`: the GC jobs it learned from), read
+//! at open and saved at close by a background task. `tests/custom_policy.rs` tests it by itself; `common::gc_variants` runs every engine suite
 //! under it as variant `custom`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gleaner::Options;
 use gleaner::compaction::{DropEvent, DropListener, JobStats};
 use gleaner::gc::{
     CommitStyle, CompactionContext, CompactionHooks, EntryHooks, GcReadMode, GcReport, GcVerdict,
-    IndexOracle, KeptEntry, LookupKind, PickContext, Placement, PolicyFactory, PolicySet,
-    RouteContext, RouteOrigin, Validity, ValueRouter, VictimCandidate, VictimPicker,
+    IndexOracle, KeptEntry, LookupKind, PickContext, Placement, PolicyContext, PolicyFactory,
+    PolicySet, RouteContext, RouteOrigin, Validity, ValueRouter, VictimCandidate, VictimPicker,
 };
 use gleaner::key::ParsedKey;
 use gleaner::value::{HandlePayload, StoredHandle};
@@ -115,6 +115,25 @@ pub struct HookCounts {
     pub refused_moves: AtomicU64,
     /// Payloads marked bottommost by the kept-entry hook.
     pub marked: AtomicU64,
+    /// The jobs the model file said were learned, read at the last open.
+    pub loaded: AtomicU64,
+}
+
+/// The scheme's model file: how many GC jobs it has learned from, over every open.
+pub const MODEL_SLOT: &str = "model";
+
+/// The model file's contents for `jobs` jobs.
+pub fn model(jobs: u64) -> Vec<u8> {
+    format!("jobs={jobs}").into_bytes()
+}
+
+/// The jobs a model file holds, or `None` for bytes that are not one.
+fn parse_model(data: &[u8]) -> Option<u64> {
+    std::str::from_utf8(data)
+        .ok()?
+        .strip_prefix("jobs=")?
+        .parse()
+        .ok()
 }
 
 /// Appended to a handle's payload by the kept-entry hook when a compaction writes the entry
@@ -220,7 +239,26 @@ impl PolicyFactory for OldestFirstFactory {
         }
     }
 
-    fn build(&self, opts: &Options) -> gleaner::Result<PolicySet> {
+    fn build(&self, ctx: &PolicyContext<'_>) -> gleaner::Result<PolicySet> {
+        let opts = ctx.opts;
+        // What earlier opens learned; a damaged file reads as none, and learning starts over.
+        let loaded = ctx
+            .files
+            .read(MODEL_SLOT)?
+            .and_then(|d: Vec<u8>| parse_model(&d))
+            .unwrap_or(0);
+        self.counts.loaded.store(loaded, Ordering::Relaxed);
+        if !ctx.read_only {
+            // The model is saved at close, by a task the close waits for.
+            let (files, counts) = (ctx.files.clone(), Arc::clone(&self.counts));
+            let start = counts.gc_jobs.load(Ordering::Relaxed);
+            ctx.tasks.spawn("model", move |stop| {
+                while !stop.wait(std::time::Duration::from_secs(3600)) {}
+                let learned = counts.gc_jobs.load(Ordering::Relaxed) - start;
+                // A failed save costs what this open learned, nothing else.
+                let _ = files.write(MODEL_SLOT, &model(loaded + learned));
+            })?;
+        }
         Ok(PolicySet {
             name: self.name().to_string(),
             picker: Box::new(OldestFirst),

@@ -192,6 +192,7 @@ pub fn check_db(path: &Path, opts: &Options) -> Result<CheckReport> {
         dir: path.to_path_buf(),
         io: Arc::new(IoStats::default()),
         report: CheckReport::default(),
+        custom_policy: opts.custom_policy().map(|f| f.name().to_string()),
     };
     checker.run(&names);
     Ok(checker.report)
@@ -214,6 +215,7 @@ struct Listing {
     options: bool,
     value_tables: BTreeSet<u64>,
     drop_files: BTreeSet<u64>,
+    policy_files: Vec<String>,
 }
 
 impl Listing {
@@ -237,6 +239,7 @@ impl Listing {
                     l.manifests.insert(n);
                 }
                 Some(FileType::Temp) => l.temps.push(name.clone()),
+                Some(FileType::PolicyFile) => l.policy_files.push(name.clone()),
                 Some(FileType::Options) => l.options = true,
                 Some(FileType::Current | FileType::Lock) | None => {}
             }
@@ -251,6 +254,8 @@ struct Checker {
     dir: PathBuf,
     io: Arc<IoStats>,
     report: CheckReport,
+    /// The custom policy the options register: its table metadata is known too.
+    custom_policy: Option<String>,
 }
 
 impl Checker {
@@ -385,6 +390,20 @@ impl Checker {
                 "temporary file of an interrupted update (removed at next open)",
             );
         }
+        // A policy's own files: damage costs the policy what it learned, never the database.
+        for name in &listing.policy_files {
+            let read = self
+                .fs
+                .read_all(&self.dir.join(name))
+                .and_then(|bytes| crate::gc::policy_file::decode_policy_file(name, &bytes));
+            if let Err(e) = read {
+                self.warning(
+                    name.clone(),
+                    None,
+                    format!("policy file unusable ({e}): the policy starts over without it"),
+                );
+            }
+        }
         if listing.options {
             self.check_options();
         } else {
@@ -412,13 +431,15 @@ impl Checker {
             // The manifest checked the metadata's form; what it means is the policy's.
             if let Some(m) = &v.policy_meta
                 && !GcPolicyKind::ALL.iter().any(|p| p.name() == m.tag)
+                && self.custom_policy.as_deref() != Some(m.tag.as_str())
             {
                 self.warning(
                     value_table_file_name(v.number),
                     None,
                     format!(
-                        "carries metadata of GC policy `{}`, not a built-in one: a read-write \
-                         open needs that policy registered (Options::with_custom_policy)",
+                        "carries metadata of GC policy `{}`, neither a built-in one nor the \
+                         one registered: a read-write open needs it registered \
+                         (Options::with_custom_policy)",
                         m.tag
                     ),
                 );

@@ -361,6 +361,7 @@ mod tests {
             dir: dir.to_path_buf(),
             io: Arc::new(IoStats::default()),
             report: CheckReport::default(),
+            custom_policy: None,
         };
         checker.check_table_file(number);
         checker.report
