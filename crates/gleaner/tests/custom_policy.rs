@@ -213,6 +213,14 @@ fn exact_with_payloads(commit: CommitStyle) {
         }
     }
     assert!(moved_rounds > 0, "some GC job copied live records");
+    // The scheme reports its own figures in stats(), by its names.
+    let own = db.stats().gc.policy_stats;
+    assert_eq!(
+        own.get("gc_verdicts").copied(),
+        Some(factory.counts.verdicts.load(Ordering::Relaxed)),
+        "{own:?}"
+    );
+    assert!(own.get("bottom_marks").is_some_and(|&m| m > 0), "{own:?}");
     check(&db, &model, "before reopen");
     db.close().expect("close");
 

@@ -239,6 +239,20 @@ fn gc(s: &DbStats, lines: &mut Vec<String>) {
             bytes(g.drop_key_bytes_read)
         ));
     }
+    if !g.policy_stats.is_empty() {
+        let own: Vec<String> = g
+            .policy_stats
+            .iter()
+            .map(|(n, v)| format!("{n} {v}"))
+            .collect();
+        lines.push(format!("  {}: {}", g.policy, own.join(", ")));
+    }
+    if g.policy_files_damaged > 0 {
+        lines.push(format!(
+            "  policy files damaged (read as absent): {}",
+            g.policy_files_damaged
+        ));
+    }
     let o = &s.operations;
     if o.handle_updates_written + o.handle_updates_skipped + o.handle_updates_dropped > 0 {
         lines.push(format!(

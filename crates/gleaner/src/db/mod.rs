@@ -697,6 +697,7 @@ impl DbInner {
         let gc = GcStats {
             policy: self.policy.name.to_string(),
             policy_files_damaged: self.policy_files.damaged_count(),
+            policy_stats: self.policy.hooks.stats(),
             jobs: g(&c.gc_jobs),
             errors: g(&c.gc_errors),
             last_error: self.last_gc_error.lock().clone(),

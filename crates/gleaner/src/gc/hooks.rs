@@ -133,6 +133,12 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
         let _ = report;
     }
 
+    /// The figures only this policy has, by name, for `stats().gc.policy_stats` (read at every
+    /// `stats()` call: cheap). Default: none.
+    fn stats(&self) -> std::collections::BTreeMap<String, u64> {
+        std::collections::BTreeMap::new()
+    }
+
     /// Whether flushes and compactions record the identity of every record whose handle they
     /// drop in a drop file attached to its value table (NovKV's collaborative compaction), so
     /// GC jobs can tell garbage without index lookups. Default: no.

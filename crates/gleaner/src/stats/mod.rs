@@ -269,6 +269,10 @@ pub struct GcStats {
     /// The policy's own files read as absent because they were damaged or unreadable (each
     /// costs the policy what it had learned; docs/format.md, "Policy file").
     pub policy_files_damaged: u64,
+    /// What the policy reports of itself, by its names (`CompactionHooks::stats`): the
+    /// figures only one scheme has. Empty for a policy that reports nothing.
+    #[serde(default)]
+    pub policy_stats: BTreeMap<String, u64>,
     /// Jobs committed.
     pub jobs: u64,
     /// Jobs that failed (their victims were left as they were).

@@ -195,6 +195,19 @@ impl CompactionHooks for Hooks {
         }
     }
 
+    fn stats(&self) -> std::collections::BTreeMap<String, u64> {
+        let c = &self.0;
+        [
+            ("gc_verdicts", &c.verdicts),
+            ("gc_live_verdicts", &c.live_verdicts),
+            ("bottom_marks", &c.marked),
+            ("trivial_moves_refused", &c.refused_moves),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+        .collect()
+    }
+
     fn gc_finished(&self, report: &GcReport<'_>) {
         assert!((0.0..=1.0).contains(&report.valid_ratio()));
         self.0.gc_jobs.fetch_add(1, Ordering::Relaxed);
