@@ -240,10 +240,22 @@ pub fn run_compaction(
         edit.compact_pointers
             .push((plan.level as u32, last.clone()));
     }
+    // Leveled compaction keeps one run per level: the outputs join it (in L0, rewritten in
+    // place, the inputs are all of L0, and nothing after the oldest is older).
+    let runs = version.runs(plan.output_level);
+    let output_run = if plan.output_level == 0 {
+        runs.last()
+    } else {
+        runs.first()
+    }
+    .map_or(0, |r| r.id());
     if plan.trivial_move {
         let f = &plan.inputs[0];
-        edit.new_tables
-            .push(crate::version::set::new_table(plan.output_level, f));
+        edit.new_tables.push(crate::version::set::new_table(
+            plan.output_level,
+            output_run,
+            f,
+        ));
         stats.micros = start.elapsed().as_micros() as u64;
         // A trivial move rewrites nothing, so it relocates nothing either (as in RocksDB).
         return Ok(CompactionResult {
@@ -269,7 +281,7 @@ pub fn run_compaction(
     let mut it = CompactionIterator::new(
         merged,
         snapshots,
-        Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, uk)),
+        Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, output_run, uk)),
         format!("compaction of level {}", plan.level),
     )
     .dropping_aliases(drop_aliases);
@@ -304,6 +316,13 @@ pub fn run_compaction(
     stats.output_files = done.key_tables.len() as u64;
     stats.output_bytes = done.key_bytes;
     edit.new_tables = done.key_tables;
+    for t in &mut edit.new_tables {
+        t.run = if plan.output_level == 0 {
+            0
+        } else {
+            output_run
+        };
+    }
     if let Some(values) = moved {
         stats.output_files += values.tables.len() as u64;
         stats.output_bytes += values.bytes();

@@ -144,7 +144,7 @@ pub fn level_scores(version: &Version, cfg: &PickerConfig) -> Vec<f64> {
     if cfg.num_levels < 2 {
         return scores;
     }
-    scores[0] = version.files(0).len() as f64 / cfg.l0_compaction_trigger.max(1) as f64;
+    scores[0] = version.table_count(0) as f64 / cfg.l0_compaction_trigger.max(1) as f64;
     for (level, score) in scores
         .iter_mut()
         .enumerate()
@@ -152,8 +152,7 @@ pub fn level_scores(version: &Version, cfg: &PickerConfig) -> Vec<f64> {
         .skip(1)
     {
         let bytes: u64 = version
-            .files(level)
-            .iter()
+            .level_files(level)
             .map(|f| f.compensated_size())
             .sum();
         *score = bytes as f64 / cfg.level_target(level).max(1) as f64;
@@ -222,7 +221,7 @@ fn pick_l0(
         return None;
     }
     // Oldest first; a prefix of the oldest tables can move down safely, newer ones stay above.
-    let mut files: Vec<_> = version.files(0).to_vec();
+    let mut files: Vec<_> = version.level_files(0).cloned().collect();
     files.reverse();
     let mut total = 0u64;
     let mut inputs = Vec::new();
@@ -251,7 +250,7 @@ fn pick_level(
     level: usize,
     pointer: Option<&[u8]>,
 ) -> Option<CompactionPlan> {
-    let files = version.files(level);
+    let files: Vec<_> = version.level_files(level).cloned().collect();
     // Round robin: start after the key the previous compaction of this level ended at.
     let start = pointer.map_or(0, |p| {
         files.partition_point(|f| compare_internal(&f.largest, p).is_le())
@@ -320,7 +319,7 @@ pub fn plan_manual(
             return Err(());
         }
         // All of L0, oldest first: a subset could leave older overlapping data above newer.
-        inputs = version.files(0).iter().rev().cloned().collect();
+        inputs = version.level_files(0).rev().cloned().collect();
     }
     complete(
         version,
@@ -387,6 +386,7 @@ mod tests {
     fn t(level: u32, number: u64, lo: &str, hi: &str, size: u64, seq: u64) -> NewTable {
         NewTable {
             level,
+            run: 0,
             meta: crate::version::TableMeta {
                 number,
                 file_size: size,

@@ -672,9 +672,9 @@ impl DbInner {
         let levels: Vec<LevelStats> = (0..version.num_levels())
             .map(|l| LevelStats {
                 level: l,
-                files: version.files(l).len(),
+                files: version.table_count(l),
                 bytes: version.level_bytes(l),
-                entries: version.files(l).iter().map(|f| f.num_entries).sum(),
+                entries: version.level_files(l).map(|f| f.num_entries).sum(),
                 score: scores.get(l).copied().unwrap_or(0.0),
             })
             .collect();

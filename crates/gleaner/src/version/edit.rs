@@ -2,6 +2,7 @@
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
 use super::file_meta::TableMeta;
+use super::run::RunId;
 use super::value_set::{Dependence, DropBlock, Garbage, Inheritor, ValueTableMeta};
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
@@ -70,6 +71,10 @@ mod tag {
 pub struct NewTable {
     /// Level the table joins.
     pub level: u32,
+    /// Sorted run of that level the table joins (0 in L0, where each table is a run of its own,
+    /// and for the one run of a level under leveled compaction). Recorded only when not 0, so
+    /// a manifest with one run per level is written as before runs existed.
+    pub run: RunId,
     /// The table.
     pub meta: TableMeta,
 }
@@ -151,7 +156,12 @@ impl VersionEdit {
             put_varint64(&mut f, *number);
             emit(&mut out, tag::DELETED_FILE, &f);
         }
-        for NewTable { level, meta: t } in &self.new_tables {
+        for NewTable {
+            level,
+            run,
+            meta: t,
+        } in &self.new_tables
+        {
             f.clear();
             put_varint64(&mut f, u64::from(*level));
             put_varint64(&mut f, t.number);
@@ -172,9 +182,14 @@ impl VersionEdit {
                 put_varint64(&mut f, d.count);
                 put_varint64(&mut f, d.bytes);
             }
-            // Optional, so that manifests of databases without aliases stay as they were.
-            if t.aliases > 0 {
+            // Optional, so that manifests of databases without aliases or several runs per
+            // level stay as they were; the run follows the alias count, which is then written
+            // even when 0.
+            if t.aliases > 0 || *run != 0 {
                 put_varint64(&mut f, t.aliases);
+            }
+            if *run != 0 {
+                put_varint64(&mut f, *run);
             }
             emit(&mut out, tag::NEW_KEY_TABLE, &f);
         }
@@ -341,6 +356,13 @@ impl VersionEdit {
                     } else {
                         p.varint64().ok_or_else(trunc)?
                     };
+                    // Absent for a level's only run (and in manifests written before runs
+                    // were recorded: one run per level).
+                    let run = if p.is_empty() {
+                        0
+                    } else {
+                        p.varint64().ok_or_else(trunc)?
+                    };
                     let handles = dependence
                         .iter()
                         .fold(0u64, |a, d| a.saturating_add(d.count));
@@ -368,7 +390,7 @@ impl VersionEdit {
                         dependence,
                         aliases,
                     };
-                    edit.new_tables.push(NewTable { level, meta });
+                    edit.new_tables.push(NewTable { level, run, meta });
                 }
                 tag::NEW_VALUE_TABLE => {
                     let mut v = [0u64; 4];
@@ -482,6 +504,7 @@ mod tests {
             deleted_files: vec![(1, 5), (2, 6)],
             new_tables: vec![NewTable {
                 level: 2,
+                run: 17,
                 meta: TableMeta {
                     number: 39,
                     file_size: 4096,
@@ -555,6 +578,25 @@ mod tests {
             VersionEdit::decode(&empty.encode(), "M", 0).expect("decode"),
             empty
         );
+    }
+
+    #[test]
+    fn the_run_is_written_only_when_not_0_and_after_the_alias_count() {
+        let mut e = VersionEdit {
+            new_tables: sample().new_tables,
+            ..Default::default()
+        };
+        let t = &mut e.new_tables[0];
+        (t.run, t.meta.aliases) = (0, 0);
+        let plain = e.encode();
+        e.new_tables[0].run = 9;
+        let with_run = e.encode();
+        // Two more payload bytes: the alias count 0, then the run.
+        assert_eq!(with_run.len(), plain.len() + 2);
+        assert_eq!(with_run[with_run.len() - 2..], [0, 9]);
+        let decoded = VersionEdit::decode(&plain, "M", 0).expect("decode");
+        assert_eq!(decoded.new_tables[0].run, 0, "absent: the level's only run");
+        assert_eq!(VersionEdit::decode(&with_run, "M", 0).expect("decode"), e);
     }
 
     #[test]

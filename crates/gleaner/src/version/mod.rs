@@ -5,6 +5,7 @@ mod current;
 pub mod edit;
 pub mod file_meta;
 pub mod level_iter;
+mod run;
 pub mod set;
 pub mod value_read;
 pub mod value_set;
@@ -17,6 +18,7 @@ pub mod version;
 pub use current::{read_current, set_current};
 pub use edit::{NewTable, VersionEdit};
 pub use file_meta::{FileKind, FileMetaData, ObsoleteFileSink, TableMeta};
+pub use run::{RunId, SortedRun};
 pub use set::{RecoveredCounters, VersionSet, VersionSetConfig};
 pub use value_read::{Located, check_record};
 pub use value_set::{

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::current::{read_current, set_current};
 use super::edit::{MANIFEST_FORMAT_VERSION, NewTable, VersionEdit, manifest_format};
 use super::file_meta::ObsoleteFileSink;
+use super::run::RunId;
 use super::version::Version;
 use crate::error::{Error, Result};
 use crate::filename::manifest_file_name;
@@ -254,13 +255,7 @@ impl VersionSet {
         }
         for &(level, number) in &edit.deleted_files {
             let readded = edit.new_tables.iter().any(|t| t.meta.number == number);
-            if !readded
-                && let Some(f) = self
-                    .current
-                    .files(level as usize)
-                    .iter()
-                    .find(|f| f.number == number)
-            {
+            if !readded && let Some((_, f)) = self.current.find_table(level as usize, number) {
                 f.mark_obsolete(Arc::clone(&self.sink));
             }
         }
@@ -381,10 +376,12 @@ impl VersionSet {
     }
 }
 
-/// The edit entry that re-adds `f` at `level`.
-pub fn new_table(level: usize, f: &super::file_meta::FileMetaData) -> NewTable {
+/// The edit entry that re-adds `f` at `level`, in run `run` (ignored for L0, where each table
+/// is a run of its own).
+pub fn new_table(level: usize, run: RunId, f: &super::file_meta::FileMetaData) -> NewTable {
     NewTable {
         level: level as u32,
+        run: if level == 0 { 0 } else { run },
         meta: f.meta().clone(),
     }
 }
