@@ -160,7 +160,10 @@ struct DbInner {
     /// Threads for GC jobs' reads in flight (`gc_io_depth`), started by the first job that
     /// reads more than one at a time, stopped at close.
     gc_io: crate::gc::LazyGcIoPool,
+    /// The tree's shape options the compaction strategy plans against.
     picker: PickerConfig,
+    /// The compaction strategy (option `compaction_style`): what to compact next.
+    strategy: Box<dyn crate::compaction::strategy::CompactionStrategy>,
     /// The GC policy's roles.
     policy: PolicySet,
     next_file_number: Arc<AtomicU64>,
@@ -668,7 +671,7 @@ impl DbInner {
             drop_files: vs.drop_files().len(),
             per_table,
         };
-        let scores = crate::compaction::picker::level_scores(&version, &self.picker);
+        let scores = self.strategy.scores(&version, &self.picker);
         let levels: Vec<LevelStats> = (0..version.num_levels())
             .map(|l| LevelStats {
                 level: l,

@@ -487,6 +487,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         shutting_down: false,
     };
     let policy = crate::gc::policy_set(&opts);
+    let strategy = crate::compaction::strategy::for_options(&opts);
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()
@@ -511,6 +512,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         read_pool: std::sync::OnceLock::new(),
         gc_io,
         picker,
+        strategy,
         policy,
         next_file_number,
         visible_seq: AtomicU64::new(live.last_seq),

@@ -1,145 +1,84 @@
-//! The compaction picker: a pure function from a version (plus what is already running) to the
-//! next compaction to run. No I/O, no locks, so every decision is unit-testable.
-//!
-//! Leveled compaction: L0 is compacted into L1 when it holds `l0_compaction_trigger` tables;
-//! level n ≥ 1 is compacted into n+1 when its size exceeds its target (`level_base_size` ×
-//! `level_multiplier`^(n-1)). Levels are ranked by score = size ÷ target; the size of a table is
-//! its [`FileMetaData::compensated_size`], the hook for garbage-aware priorities.
+//! Leveled compaction (LevelDB's, as RocksDB runs it): L0 is compacted into L1 when it holds
+//! `l0_compaction_trigger` tables; level n ≥ 1 is compacted into n+1 when its size exceeds its
+//! target (`level_base_size` × `level_multiplier`^(n-1)). Levels are ranked by score = size ÷
+//! target; the size of a table is its [`FileMetaData::compensated_size`], the hook for
+//! garbage-aware priorities. Each level from L1 down is one sorted run; a level holding several
+//! (a database that ran tiered compaction) is merged into one before anything else touches it.
 
 use std::sync::Arc;
 
+use super::plan::{
+    CompactionPlan, CompactionReason, PickerConfig, RunInputs, RunningCompaction, user_range,
+};
+use super::strategy::{Choice, CompactionStrategy, ManualStep, PlanContext, merge_runs};
 use crate::key::compare_internal;
-use crate::version::{FileMetaData, Version};
+use crate::version::{FileMetaData, RunId, SortedRun, Version};
 
-/// Limits the picker works with (derived from [`Options`](crate::options::Options)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PickerConfig {
-    /// Number of levels.
-    pub num_levels: usize,
-    /// L0 tables that trigger an L0 compaction.
-    pub l0_compaction_trigger: usize,
-    /// Target size of L1.
-    pub level_base_size: u64,
-    /// Growth factor between levels.
-    pub level_multiplier: u64,
-    /// Target size of one output table.
-    pub target_file_size: u64,
-}
+/// The leveled strategy. Its parameters are the tree's shape options ([`PickerConfig`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Leveled;
 
-impl PickerConfig {
-    /// Largest total input of one automatic compaction: 25 target-sized tables.
-    pub fn max_compaction_bytes(&self) -> u64 {
-        self.target_file_size.saturating_mul(25)
+impl CompactionStrategy for Leveled {
+    fn choose(&self, version: &Version, ctx: &PlanContext<'_>) -> Choice {
+        Choice::from_plan(pick_compaction(version, ctx.cfg, ctx.running, ctx.pointers))
     }
 
-    /// Largest overlap of one output table with the level below its output level before the
-    /// output is cut: 10 target-sized tables (bounds the cost of compacting it later).
-    pub fn max_grandparent_overlap(&self) -> u64 {
-        self.target_file_size.saturating_mul(10)
-    }
-
-    /// Target size of `level` (≥ 1).
-    pub fn level_target(&self, level: usize) -> u64 {
-        let mut t = self.level_base_size;
-        for _ in 1..level {
-            t = t.saturating_mul(self.level_multiplier);
+    fn manual(
+        &self,
+        version: &Version,
+        ctx: &PlanContext<'_>,
+        level: usize,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+    ) -> ManualStep {
+        // Background compactions keep running and may push files below the deepest level seen
+        // so far; reading the deepest level afresh at every step makes the pass follow them, so
+        // every version in the range ends up merged in the bottom level.
+        let Some(deepest) = version.deepest_nonempty_level() else {
+            return ManualStep::Done;
+        };
+        if level > deepest {
+            return ManualStep::Done;
         }
-        t
-    }
-}
-
-/// Why a compaction runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactionReason {
-    /// L0 reached its table-count trigger.
-    L0FileCount,
-    /// A level exceeded its size target.
-    LevelSize,
-    /// `compact_range` asked for it.
-    Manual,
-    /// The GC policy marked a table for compaction (RocksDB BlobDB's forced GC).
-    Forced,
-}
-
-/// A compaction that is running: the picker avoids any plan that would touch the same key range
-/// of the same levels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunningCompaction {
-    /// Identifies the job (assigned in start order, so "started before" is comparable).
-    pub id: u64,
-    /// Input level.
-    pub level: usize,
-    /// Output level.
-    pub output_level: usize,
-    /// Smallest user key of all inputs.
-    pub lo: Vec<u8>,
-    /// Largest user key of all inputs.
-    pub hi: Vec<u8>,
-}
-
-/// A chosen compaction.
-#[derive(Debug, Clone)]
-pub struct CompactionPlan {
-    /// Level the inputs come from.
-    pub level: usize,
-    /// Level the outputs go to.
-    pub output_level: usize,
-    /// Inputs from `level` (L0: oldest first).
-    pub inputs: Vec<Arc<FileMetaData>>,
-    /// Overlapping inputs from `output_level`.
-    pub output_level_inputs: Vec<Arc<FileMetaData>>,
-    /// Tables of the level below `output_level` overlapping the inputs (to cut outputs).
-    pub grandparents: Vec<Arc<FileMetaData>>,
-    /// The single input can move to `output_level` without being rewritten.
-    pub trivial_move: bool,
-    /// Why.
-    pub reason: CompactionReason,
-}
-
-impl CompactionPlan {
-    /// Every input table.
-    pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
-        self.inputs.iter().chain(self.output_level_inputs.iter())
-    }
-
-    /// Smallest and largest user key over all inputs.
-    pub fn user_range(&self) -> (Vec<u8>, Vec<u8>) {
-        let (lo, hi) = user_range(self.all_inputs());
-        (lo.to_vec(), hi.to_vec())
-    }
-
-    /// Total bytes of all inputs.
-    pub fn input_bytes(&self) -> u64 {
-        self.all_inputs().map(|f| f.file_size).sum()
-    }
-
-    /// The entry that registers this plan as running job `id`.
-    pub fn running(&self, id: u64) -> RunningCompaction {
-        let (lo, hi) = self.user_range();
-        RunningCompaction {
-            id,
-            level: self.level,
-            output_level: self.output_level,
-            lo,
-            hi,
+        // Each level above the deepest is compacted into the next; the deepest in place.
+        let output_level = if level == deepest { level } else { level + 1 };
+        for l in [level, output_level] {
+            if several_runs(version, l) {
+                return match merge_level_runs(version, ctx.cfg, ctx.running, l) {
+                    Some(plan) => ManualStep::Run {
+                        plan,
+                        next_level: Some(level),
+                    },
+                    None => ManualStep::Busy,
+                };
+            }
+        }
+        match plan_manual(version, ctx.cfg, ctx.running, level, output_level, lo, hi) {
+            Ok(None) => ManualStep::Next,
+            Ok(Some(plan)) => ManualStep::Run {
+                plan,
+                next_level: Some(level + 1),
+            },
+            Err(()) => ManualStep::Busy,
         }
     }
-}
 
-fn user_range<'a>(files: impl Iterator<Item = &'a Arc<FileMetaData>>) -> (&'a [u8], &'a [u8]) {
-    let mut lo: Option<&[u8]> = None;
-    let mut hi: Option<&[u8]> = None;
-    for f in files {
-        let s = f.smallest_user_key();
-        let l = f.largest_user_key();
-        lo = Some(lo.map_or(s, |x| x.min(s)));
-        hi = Some(hi.map_or(l, |x| x.max(l)));
+    fn forced(
+        &self,
+        version: &Version,
+        ctx: &PlanContext<'_>,
+        number: u64,
+    ) -> Option<CompactionPlan> {
+        plan_forced(version, ctx.cfg, ctx.running, number)
     }
-    (lo.unwrap_or_default(), hi.unwrap_or_default())
+
+    fn scores(&self, version: &Version, cfg: &PickerConfig) -> Vec<f64> {
+        level_scores(version, cfg)
+    }
 }
 
 /// Compaction scores per level (the last level has none: it cannot be compacted further).
-pub fn level_scores(version: &Version, cfg: &PickerConfig) -> Vec<f64> {
+fn level_scores(version: &Version, cfg: &PickerConfig) -> Vec<f64> {
     let mut scores = vec![0.0; cfg.num_levels];
     if cfg.num_levels < 2 {
         return scores;
@@ -161,10 +100,62 @@ pub fn level_scores(version: &Version, cfg: &PickerConfig) -> Vec<f64> {
 }
 
 fn conflicts(running: &[RunningCompaction], levels: [usize; 2], lo: &[u8], hi: &[u8]) -> bool {
-    running.iter().any(|r| {
-        let shares_level = levels.contains(&r.level) || levels.contains(&r.output_level);
-        shares_level && !(hi < r.lo.as_slice() || lo > r.hi.as_slice())
-    })
+    running
+        .iter()
+        .any(|r| r.touches((levels[0], levels[1]), lo, hi))
+}
+
+/// Whether `level` holds more than the one run leveled compaction keeps there (L0's tables are
+/// runs of their own, as always).
+fn several_runs(version: &Version, level: usize) -> bool {
+    level > 0 && version.runs(level).len() > 1
+}
+
+/// The id of the one run of `level` (0 when the level is empty: the run outputs start).
+fn run_of(version: &Version, level: usize) -> RunId {
+    version.runs(level).first().map_or(0, SortedRun::id)
+}
+
+/// Merges the runs of `level` into one, in place; `None` when a running compaction touches the
+/// level. Not bounded by `max_compaction_bytes`: until it is done nothing else may touch the
+/// level (a one-time cost after a switch from tiered compaction).
+fn merge_level_runs(
+    version: &Version,
+    cfg: &PickerConfig,
+    running: &[RunningCompaction],
+    level: usize,
+) -> Option<CompactionPlan> {
+    let runs = version.runs(level);
+    let oldest = runs.last()?.id();
+    let (lo, hi) = user_range(runs.iter().flat_map(|r| r.files()));
+    if conflicts(running, [level, level], lo, hi) {
+        return None;
+    }
+    let grandparents = grandparents(version, cfg, level, lo, hi);
+    let stretch: Vec<(usize, &SortedRun)> = runs.iter().map(|r| (level, r)).collect();
+    Some(merge_runs(
+        &stretch,
+        level,
+        oldest,
+        grandparents,
+        CompactionReason::MergeRuns,
+    ))
+}
+
+/// The tables of the level below `output_level` overlapping `[lo, hi]`: where outputs are cut,
+/// so that compacting one of them later never reads too much of that level.
+fn grandparents(
+    version: &Version,
+    cfg: &PickerConfig,
+    output_level: usize,
+    lo: &[u8],
+    hi: &[u8],
+) -> Vec<Arc<FileMetaData>> {
+    if output_level + 1 < cfg.num_levels {
+        version.overlapping_files(output_level + 1, Some(lo), Some(hi))
+    } else {
+        Vec::new()
+    }
 }
 
 /// Completes a plan for `inputs` at `level`: adds the overlapping tables of the output level and
@@ -188,25 +179,62 @@ fn complete(
     if conflicts(running, [level, output_level], lo, hi) {
         return None;
     }
-    let grandparents = if output_level + 1 < cfg.num_levels {
-        version.overlapping_files(output_level + 1, Some(lo), Some(hi))
-    } else {
-        Vec::new()
-    };
+    let grandparents = grandparents(version, cfg, output_level, lo, hi);
     let grandparent_bytes: u64 = grandparents.iter().map(|f| f.file_size).sum();
     let trivial_move = reason != CompactionReason::Manual
         && output_level != level
         && inputs.len() == 1
         && output_level_inputs.is_empty()
         && grandparent_bytes <= cfg.max_grandparent_overlap();
+    let compact_pointer = inputs
+        .iter()
+        .map(|f| &f.largest)
+        .max_by(|a, b| compare_internal(a, b))
+        .map(|last| (level, last.clone()));
+    // Rewritten in place, L0's outputs are runs of their own: only what is older than the
+    // oldest input lies below them.
+    let output_run = if output_level == 0 {
+        version
+            .runs(0)
+            .iter()
+            .rev()
+            .find(|r| inputs.iter().any(|f| f.number == r.id()))
+            .map_or(0, SortedRun::id)
+    } else {
+        run_of(version, output_level)
+    };
+    let mut runs: Vec<RunInputs> = if level == 0 {
+        inputs
+            .into_iter()
+            .map(|f| RunInputs {
+                level,
+                run: f.number,
+                files: vec![f],
+            })
+            .collect()
+    } else {
+        vec![RunInputs {
+            level,
+            run: run_of(version, level),
+            files: inputs,
+        }]
+    };
+    if !output_level_inputs.is_empty() {
+        runs.push(RunInputs {
+            level: output_level,
+            run: run_of(version, output_level),
+            files: output_level_inputs,
+        });
+    }
     Some(CompactionPlan {
-        level,
+        inputs: runs,
         output_level,
-        inputs,
-        output_level_inputs,
+        output_run,
         grandparents,
         trivial_move,
+        one_output_table: false,
         reason,
+        compact_pointer,
     })
 }
 
@@ -221,16 +249,14 @@ fn pick_l0(
         return None;
     }
     // Oldest first; a prefix of the oldest tables can move down safely, newer ones stay above.
-    let mut files: Vec<_> = version.level_files(0).cloned().collect();
-    files.reverse();
     let mut total = 0u64;
     let mut inputs = Vec::new();
-    for f in files {
+    for f in version.level_files(0).rev() {
         if !inputs.is_empty() && total + f.file_size > cfg.max_compaction_bytes() {
             break;
         }
         total += f.file_size;
-        inputs.push(f);
+        inputs.push(Arc::clone(f));
     }
     complete(
         version,
@@ -272,14 +298,27 @@ fn pick_level(
 
 /// Picks the most urgent compaction, or `None` when no level needs one or every candidate
 /// collides with a running compaction. `pointers[level]` is the round-robin cursor of a level.
-pub fn pick_compaction(
+/// A level holding several runs is merged into one first; until then no other compaction reads
+/// or writes it.
+fn pick_compaction(
     version: &Version,
     cfg: &PickerConfig,
     running: &[RunningCompaction],
     pointers: &[Option<Vec<u8>>],
 ) -> Option<CompactionPlan> {
+    let crowded: Vec<usize> = (1..cfg.num_levels)
+        .filter(|&l| several_runs(version, l))
+        .collect();
+    if let Some(plan) = crowded
+        .iter()
+        .find_map(|&l| merge_level_runs(version, cfg, running, l))
+    {
+        return Some(plan);
+    }
     let scores = level_scores(version, cfg);
-    let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
+    let mut order: Vec<usize> = (0..scores.len())
+        .filter(|&l| scores[l] >= 1.0 && !crowded.contains(&l) && !crowded.contains(&(l + 1)))
+        .collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
     order.into_iter().find_map(|level| {
         if level == 0 {
@@ -295,11 +334,7 @@ pub fn pick_compaction(
 /// inclusive; `None` unbounded) into `output_level` (the next level, or `level` itself to
 /// rewrite the bottom of the tree in place). Returns `Ok(None)` when the level has no such
 /// table, `Err(())` when a running compaction collides (retry later).
-#[expect(
-    clippy::result_unit_err,
-    reason = "the only failure is 'busy'; callers retry"
-)]
-pub fn plan_manual(
+fn plan_manual(
     version: &Version,
     cfg: &PickerConfig,
     running: &[RunningCompaction],
@@ -336,8 +371,9 @@ pub fn plan_manual(
 
 /// A compaction of key table `number`, which the GC policy marked: into L1 from L0, in place
 /// (with the tables of its level overlapping its range) deeper down. `None` when the table is
-/// not in the version or a running compaction touches its range (it is tried again later).
-pub fn plan_forced(
+/// not in the version, its level (or L1, for an L0 table) still holds several runs, or a running
+/// compaction touches its range (it is tried again later).
+fn plan_forced(
     version: &Version,
     cfg: &PickerConfig,
     running: &[RunningCompaction],
@@ -349,6 +385,9 @@ pub fn plan_forced(
     } else {
         level
     };
+    if several_runs(version, level) || several_runs(version, output_level) {
+        return None;
+    }
     let (lo, hi) = (f.smallest_user_key(), f.largest_user_key());
     let mut plan = plan_manual(
         version,
@@ -402,6 +441,12 @@ mod tests {
         }
     }
 
+    /// `t` in run `run`.
+    fn in_run(run: u64, mut table: NewTable) -> NewTable {
+        table.run = run;
+        table
+    }
+
     fn version(tables: Vec<NewTable>) -> Version {
         Version::new(4)
             .apply(
@@ -417,6 +462,14 @@ mod tests {
 
     fn numbers(files: &[Arc<FileMetaData>]) -> Vec<u64> {
         files.iter().map(|f| f.number).collect()
+    }
+
+    /// The plan's input tables from `level`.
+    fn from_level(p: &CompactionPlan, level: usize) -> Vec<u64> {
+        p.input_tables()
+            .filter(|(l, _)| *l == level)
+            .map(|(_, f)| f.number)
+            .collect()
     }
 
     #[test]
@@ -437,11 +490,11 @@ mod tests {
         ]);
         let p = pick_compaction(&v, &cfg(), &[], &[]).expect("L0 over trigger");
         assert_eq!(
-            (p.level, p.output_level, p.reason),
+            (p.level(), p.output_level, p.reason),
             (0, 1, CompactionReason::L0FileCount)
         );
-        assert_eq!(numbers(&p.inputs), vec![1, 2]);
-        assert_eq!(numbers(&p.output_level_inputs), vec![3, 4]);
+        assert_eq!(from_level(&p, p.level()), vec![1, 2]);
+        assert_eq!(from_level(&p, p.output_level), vec![3, 4]);
         assert_eq!(numbers(&p.grandparents), vec![6]);
         assert!(!p.trivial_move);
         assert_eq!(p.user_range(), (b"a".to_vec(), b"g".to_vec()));
@@ -454,7 +507,7 @@ mod tests {
         assert_eq!(scores[1], 3.0);
         assert_eq!(scores[2], 0.5);
         let p = pick_compaction(&v, &cfg(), &[], &[]).expect("L1 over target");
-        assert_eq!((p.level, p.output_level), (1, 2));
+        assert_eq!((p.level(), p.output_level), (1, 2));
         assert!(
             p.trivial_move,
             "no overlap below and little grandparent overlap"
@@ -471,17 +524,18 @@ mod tests {
         ]);
         let pointers = vec![None, Some(make_internal_key(b"b", 1, ValueKind::Value))];
         let p = pick_compaction(&v, &cfg(), &[], &pointers).expect("pick");
-        assert_eq!(numbers(&p.inputs), vec![2]);
-        assert_eq!(numbers(&p.output_level_inputs), vec![4]);
+        assert_eq!(from_level(&p, p.level()), vec![2]);
+        assert_eq!(from_level(&p, p.output_level), vec![4]);
         let busy = vec![p.running(1)];
         let q = pick_compaction(&v, &cfg(), &busy, &pointers).expect("another file");
-        assert_eq!(numbers(&q.inputs), vec![3]);
+        assert_eq!(from_level(&q, q.level()), vec![3]);
         let everything = vec![RunningCompaction {
             id: 9,
             level: 1,
             output_level: 2,
             lo: b"a".to_vec(),
             hi: b"z".to_vec(),
+            runs: Vec::new(),
         }];
         assert!(pick_compaction(&v, &cfg(), &everything, &pointers).is_none());
     }
@@ -495,6 +549,7 @@ mod tests {
             output_level: 1,
             lo: b"x".to_vec(),
             hi: b"y".to_vec(),
+            runs: Vec::new(),
         }];
         assert!(pick_compaction(&v, &cfg(), &running, &[]).is_none());
     }
@@ -512,7 +567,7 @@ mod tests {
             t(0, 3, "a", "b", 40, 3),
         ]);
         let p = pick_compaction(&v, &c, &[], &[]).expect("pick");
-        assert_eq!(numbers(&p.inputs), vec![1, 2]);
+        assert_eq!(from_level(&p, p.level()), vec![1, 2]);
     }
 
     #[test]
@@ -526,13 +581,13 @@ mod tests {
         let p = plan_manual(&v, &cfg(), &[], 0, 1, Some(b"a"), Some(b"b"))
             .expect("free")
             .expect("some");
-        assert_eq!(numbers(&p.inputs), vec![1, 2], "all of L0");
+        assert_eq!(from_level(&p, p.level()), vec![1, 2], "all of L0");
         assert!(!p.trivial_move);
         let p = plan_manual(&v, &cfg(), &[], 3, 3, Some(b"b"), Some(b"m"))
             .expect("free")
             .expect("some");
-        assert_eq!((p.level, p.output_level), (3, 3));
-        assert_eq!(numbers(&p.inputs), vec![3, 4]);
+        assert_eq!((p.level(), p.output_level), (3, 3));
+        assert_eq!(from_level(&p, p.level()), vec![3, 4]);
         assert!(
             plan_manual(&v, &cfg(), &[], 1, 2, None, None)
                 .expect("free")
@@ -540,5 +595,87 @@ mod tests {
         );
         let busy = vec![p.running(1)];
         assert!(plan_manual(&v, &cfg(), &busy, 3, 3, Some(b"a"), Some(b"a")).is_err());
+    }
+
+    /// L2 holds two runs (the database ran tiered compaction); L0 is over its trigger and L1
+    /// over its target.
+    fn crowded() -> Version {
+        version(vec![
+            t(0, 1, "a", "b", 10, 50),
+            t(0, 2, "a", "b", 10, 51),
+            t(1, 3, "x", "z", 5000, 40),
+            in_run(7, t(2, 4, "a", "m", 10, 20)),
+            in_run(9, t(2, 5, "c", "z", 10, 10)),
+        ])
+    }
+
+    fn ctx<'a>(cfg: &'a PickerConfig, running: &'a [RunningCompaction]) -> PlanContext<'a> {
+        PlanContext {
+            cfg,
+            running,
+            pointers: &[],
+        }
+    }
+
+    #[test]
+    fn a_level_with_several_runs_is_merged_into_one_in_place_first() {
+        let v = crowded();
+        let c = cfg();
+        let Choice::Merge(p) = Leveled.choose(&v, &ctx(&c, &[])) else {
+            panic!("a merge is due");
+        };
+        assert_eq!(p.reason, CompactionReason::MergeRuns);
+        assert_eq!((p.level(), p.output_level, p.output_run), (2, 2, 9));
+        assert_eq!(from_level(&p, 2), vec![4, 5], "both runs, whole");
+        assert_eq!(p.inputs.len(), 2);
+        // While the merge waits for a compaction in its way, nothing else reads or writes L2:
+        // L1 (over target, away from that compaction's keys) must wait too; L0 may go.
+        let in_the_way = RunningCompaction {
+            id: 1,
+            level: 2,
+            output_level: 3,
+            lo: b"a".to_vec(),
+            hi: b"b".to_vec(),
+            runs: Vec::new(),
+        };
+        let busy = vec![in_the_way.clone()];
+        let q = pick_compaction(&v, &c, &busy, &[]).expect("L0 is free");
+        assert_eq!((q.level(), q.output_level), (0, 1));
+        let busy = vec![in_the_way, q.running(2)];
+        assert!(
+            pick_compaction(&v, &c, &busy, &[]).is_none(),
+            "L1 into the crowded L2 waits"
+        );
+    }
+
+    #[test]
+    fn manual_and_forced_compactions_merge_a_crowded_level_first() {
+        let v = crowded();
+        let c = cfg();
+        match Leveled.manual(&v, &ctx(&c, &[]), 1, None, None) {
+            ManualStep::Run { plan, next_level } => {
+                assert_eq!(plan.reason, CompactionReason::MergeRuns);
+                assert_eq!(plan.output_level, 2);
+                assert_eq!(next_level, Some(1), "then L1 again");
+            }
+            other => panic!("{other:?}"),
+        }
+        let busy = vec![RunningCompaction {
+            id: 1,
+            level: 2,
+            output_level: 3,
+            lo: b"a".to_vec(),
+            hi: b"b".to_vec(),
+            runs: Vec::new(),
+        }];
+        assert!(matches!(
+            Leveled.manual(&v, &ctx(&c, &busy), 1, None, None),
+            ManualStep::Busy
+        ));
+        assert!(
+            plan_forced(&v, &c, &[], 4).is_none(),
+            "its run is merged first"
+        );
+        assert!(plan_forced(&v, &c, &[], 3).is_some(), "L1 has one run");
     }
 }
