@@ -12,6 +12,7 @@ use super::plan::{
 };
 use super::strategy::{Choice, CompactionStrategy, ManualStep, PlanContext, merge_runs};
 use crate::key::compare_internal;
+use crate::options::CompactionStyle;
 use crate::version::{FileMetaData, RunId, SortedRun, Version};
 
 /// The leveled strategy. Its parameters are the tree's shape options ([`PickerConfig`]).
@@ -19,6 +20,10 @@ use crate::version::{FileMetaData, RunId, SortedRun, Version};
 pub(crate) struct Leveled;
 
 impl CompactionStrategy for Leveled {
+    fn style(&self) -> CompactionStyle {
+        CompactionStyle::Leveled
+    }
+
     fn choose(&self, version: &Version, ctx: &PlanContext<'_>) -> Choice {
         Choice::from_plan(pick_compaction(version, ctx.cfg, ctx.running, ctx.pointers))
     }
@@ -410,7 +415,7 @@ fn plan_forced(
 mod tests {
     use super::*;
     use crate::key::{ValueKind, make_internal_key};
-    use crate::version::{NewTable, VersionEdit};
+    use crate::version::NewTable;
 
     fn cfg() -> PickerConfig {
         PickerConfig {
@@ -423,22 +428,7 @@ mod tests {
     }
 
     fn t(level: u32, number: u64, lo: &str, hi: &str, size: u64, seq: u64) -> NewTable {
-        NewTable {
-            level,
-            run: 0,
-            meta: crate::version::TableMeta {
-                number,
-                file_size: size,
-                smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
-                largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
-                smallest_seq: seq,
-                largest_seq: seq,
-                num_entries: 1,
-                num_deletions: 0,
-                dependence: Vec::new(),
-                aliases: 0,
-            },
-        }
+        crate::version::test_table(level, 0, number, (lo, hi), size, seq..=seq)
     }
 
     /// `t` in run `run`.
@@ -448,16 +438,7 @@ mod tests {
     }
 
     fn version(tables: Vec<NewTable>) -> Version {
-        Version::new(4)
-            .apply(
-                &VersionEdit {
-                    new_tables: tables,
-                    ..Default::default()
-                },
-                "test",
-                0,
-            )
-            .expect("valid version")
+        crate::version::test_version(4, tables)
     }
 
     fn numbers(files: &[Arc<FileMetaData>]) -> Vec<u64> {
@@ -609,13 +590,7 @@ mod tests {
         ])
     }
 
-    fn ctx<'a>(cfg: &'a PickerConfig, running: &'a [RunningCompaction]) -> PlanContext<'a> {
-        PlanContext {
-            cfg,
-            running,
-            pointers: &[],
-        }
-    }
+    use crate::compaction::strategy::test_context as ctx;
 
     #[test]
     fn a_level_with_several_runs_is_merged_into_one_in_place_first() {

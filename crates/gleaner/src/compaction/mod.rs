@@ -12,6 +12,9 @@ pub mod pending;
 pub mod plan;
 pub mod relocate;
 pub(crate) mod strategy;
+#[cfg(test)]
+mod strategy_sim;
+pub(crate) mod tiered;
 pub mod value_output;
 
 pub use drop_keys::{DropFileConfig, DropKeyCollector, WrittenDropKeys};

@@ -15,9 +15,11 @@
 
 use std::fmt;
 
-use super::plan::{CompactionPlan, CompactionReason, PickerConfig, RunInputs, RunningCompaction};
-use crate::version::{FileMetaData, RunId, SortedRun, Version};
 use std::sync::Arc;
+
+use super::plan::{CompactionPlan, CompactionReason, PickerConfig, RunInputs, RunningCompaction};
+use crate::options::{CompactionStyle, Options};
+use crate::version::{FileMetaData, RunId, SortedRun, Version};
 
 /// What a strategy plans against besides the version.
 #[derive(Debug, Clone, Copy)]
@@ -83,6 +85,9 @@ pub(crate) enum ManualStep {
 /// A compaction strategy (fjall's lsm-tree `CompactionStrategy` is the model). Implementations
 /// hold their own parameters; every method is pure.
 pub(crate) trait CompactionStrategy: Send + Sync + fmt::Debug {
+    /// The style it implements (option `compaction_style`).
+    fn style(&self) -> CompactionStyle;
+
     /// The next compaction the tree's shape asks for.
     fn choose(&self, version: &Version, ctx: &PlanContext<'_>) -> Choice;
 
@@ -112,9 +117,77 @@ pub(crate) trait CompactionStrategy: Send + Sync + fmt::Debug {
     fn scores(&self, version: &Version, cfg: &PickerConfig) -> Vec<f64>;
 }
 
-/// The strategy `opts` ask for.
-pub(crate) fn for_options(_opts: &crate::options::Options) -> Box<dyn CompactionStrategy> {
-    Box::new(super::leveled::Leveled)
+/// The strategy `opts` ask for (option `compaction_style`).
+pub(crate) fn for_options(opts: &Options) -> Box<dyn CompactionStrategy> {
+    match opts.compaction_style() {
+        CompactionStyle::Leveled => Box::new(super::leveled::Leveled),
+        CompactionStyle::Tiered => Box::new(super::tiered::Tiered::new(opts)),
+    }
+}
+
+/// The options only `style` reads: when a database is reopened under another style, the values
+/// saved in its OPTIONS file for these are not applied (a later switch back starts from the
+/// defaults), and setting one explicitly under another style is refused ([`check_options`]).
+/// Leveled's level sizing (`level_base_size`, `level_multiplier`, `l0_compaction_trigger`) is
+/// not in the list: those options shaped databases before styles existed, and a database
+/// switched to tiered and back finds them as it left them.
+pub(crate) fn own_options(style: CompactionStyle) -> &'static [&'static str] {
+    match style {
+        CompactionStyle::Leveled => &[],
+        CompactionStyle::Tiered => &[
+            "tiered_run_trigger",
+            "tiered_size_ratio",
+            "tiered_max_space_amplification",
+        ],
+    }
+}
+
+/// Refuses an option the caller set explicitly, to a value other than its default, that only
+/// another compaction style reads: `tiered_size_ratio=0.5` under leveled compaction would
+/// otherwise be accepted and do nothing. Values only remembered in OPTIONS never refuse an
+/// open (a switch drops them).
+///
+/// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the option, the
+/// style that reads it and the style the database runs.
+pub(crate) fn check_options(opts: &Options) -> crate::error::Result<()> {
+    let style = opts.compaction_style();
+    let defaults = Options::default().persisted_values();
+    for (name, value) in opts.persisted_values() {
+        if !opts.is_overridden(name) || own_options(style).contains(&name) {
+            continue;
+        }
+        let Some(reader) = CompactionStyle::ALL
+            .into_iter()
+            .find(|s| own_options(*s).contains(&name))
+        else {
+            continue;
+        };
+        if defaults.iter().any(|(n, v)| *n == name && *v == value) {
+            continue;
+        }
+        return Err(crate::error::Error::invalid(format!(
+            "option `{name}` is set to {value}, but only compaction style `{}` reads it and \
+             this database runs `{}`: leave the option unset, or choose \
+             `compaction_style={}`",
+            reader.name(),
+            style.name(),
+            reader.name()
+        )));
+    }
+    Ok(())
+}
+
+/// For tests: the context of planning against `running` with no round-robin cursors.
+#[cfg(test)]
+pub(crate) fn test_context<'a>(
+    cfg: &'a PickerConfig,
+    running: &'a [RunningCompaction],
+) -> PlanContext<'a> {
+    PlanContext {
+        cfg,
+        running,
+        pointers: &[],
+    }
 }
 
 /// A plan merging every table of `runs` (each `(level, run)`) into run `output_run` of
@@ -138,6 +211,26 @@ pub(crate) fn merge_runs(
         output_level,
         output_run,
         grandparents,
+        trivial_move: false,
+        one_output_table: false,
+        reason,
+        compact_pointer: None,
+    }
+}
+
+/// A plan rewriting `files` of run `run` of `level` in place: the outputs cover no more keys
+/// and no more sequence numbers than the inputs, so the run stays disjoint in both.
+pub(crate) fn rewrite_in_place(
+    level: usize,
+    run: RunId,
+    files: Vec<Arc<FileMetaData>>,
+    reason: CompactionReason,
+) -> CompactionPlan {
+    CompactionPlan {
+        inputs: vec![RunInputs { level, run, files }],
+        output_level: level,
+        output_run: run,
+        grandparents: Vec::new(),
         trivial_move: false,
         one_output_table: false,
         reason,

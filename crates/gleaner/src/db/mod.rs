@@ -676,6 +676,7 @@ impl DbInner {
             .map(|l| LevelStats {
                 level: l,
                 files: version.table_count(l),
+                runs: version.runs(l).len(),
                 bytes: version.level_bytes(l),
                 entries: version.level_files(l).map(|f| f.num_entries).sum(),
                 score: scores.get(l).copied().unwrap_or(0.0),
@@ -786,6 +787,7 @@ impl DbInner {
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,
+                style: self.strategy.style().name().to_string(),
                 errors: g(&c.compaction_errors),
                 last_error: self.last_compaction_error.lock().clone(),
             },

@@ -490,7 +490,6 @@ impl Version {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::make_internal_key;
     use crate::version::edit::NewTable;
 
     /// A table of `level`'s run `run` holding user keys `lo..=hi` at sequence numbers
@@ -499,25 +498,10 @@ mod tests {
         level: u32,
         run: RunId,
         number: u64,
-        (lo, hi): (&str, &str),
+        keys: (&str, &str),
         seqs: std::ops::RangeInclusive<u64>,
     ) -> NewTable {
-        NewTable {
-            level,
-            run,
-            meta: crate::version::TableMeta {
-                number,
-                file_size: 1000,
-                smallest: make_internal_key(lo.as_bytes(), *seqs.end(), ValueKind::Value),
-                largest: make_internal_key(hi.as_bytes(), *seqs.start(), ValueKind::Value),
-                smallest_seq: *seqs.start(),
-                largest_seq: *seqs.end(),
-                num_entries: 1,
-                num_deletions: 0,
-                dependence: Vec::new(),
-                aliases: 0,
-            },
-        }
+        crate::version::test_table(level, run, number, keys, 1000, seqs)
     }
 
     fn table(level: u32, number: u64, lo: &str, hi: &str, seq: u64) -> NewTable {
