@@ -18,7 +18,8 @@ pub mod version;
 pub use current::{read_current, set_current};
 pub use edit::{NewTable, VersionEdit};
 pub use file_meta::{FileKind, FileMetaData, ObsoleteFileSink, TableMeta};
-pub use run::{RunId, SortedRun};
+pub use run::RunId;
+pub(crate) use run::SortedRun;
 pub use set::{RecoveredCounters, VersionSet, VersionSetConfig};
 pub use value_read::{Located, check_record};
 pub use value_set::{

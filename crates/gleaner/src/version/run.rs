@@ -19,7 +19,7 @@ pub type RunId = u64;
 
 /// Key tables with sorted, disjoint user-key ranges, and the sequence numbers they span.
 #[derive(Debug, Clone)]
-pub struct SortedRun {
+pub(crate) struct SortedRun {
     id: RunId,
     files: Vec<Arc<FileMetaData>>,
     smallest_seq: SeqNo,
@@ -42,46 +42,38 @@ impl SortedRun {
     }
 
     /// The run's id within its level.
-    pub fn id(&self) -> RunId {
+    pub(crate) fn id(&self) -> RunId {
         self.id
     }
 
     /// Its tables, in key order.
-    pub fn files(&self) -> &[Arc<FileMetaData>] {
+    pub(crate) fn files(&self) -> &[Arc<FileMetaData>] {
         &self.files
     }
 
     /// Smallest sequence number of any of its tables.
-    pub fn smallest_seq(&self) -> SeqNo {
+    pub(crate) fn smallest_seq(&self) -> SeqNo {
         self.smallest_seq
     }
 
     /// Largest sequence number of any of its tables.
-    pub fn largest_seq(&self) -> SeqNo {
+    pub(crate) fn largest_seq(&self) -> SeqNo {
         self.largest_seq
     }
 
     /// Bytes of its tables.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.files.iter().map(|f| f.file_size).sum()
     }
 
     /// Size the compaction strategies rank it by: the sum of its tables'
     /// [`FileMetaData::compensated_size`].
-    pub fn compensated_bytes(&self) -> u64 {
+    pub(crate) fn compensated_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.compensated_size()).sum()
     }
 
-    /// Smallest and largest user key of the run (empty slices for an empty run).
-    pub fn user_range(&self) -> (&[u8], &[u8]) {
-        match (self.files.first(), self.files.last()) {
-            (Some(first), Some(last)) => (first.smallest_user_key(), last.largest_user_key()),
-            _ => (&[], &[]),
-        }
-    }
-
     /// The table whose user-key range contains `user_key`, if any (at most one does).
-    pub fn table_for(&self, user_key: &[u8]) -> Option<&Arc<FileMetaData>> {
+    pub(crate) fn table_for(&self, user_key: &[u8]) -> Option<&Arc<FileMetaData>> {
         let i = self
             .files
             .partition_point(|f| f.largest_user_key() < user_key);
@@ -91,7 +83,7 @@ impl SortedRun {
     }
 
     /// Its tables whose user-key range intersects `[lo, hi]` (inclusive; `None` is unbounded).
-    pub fn overlapping(
+    pub(crate) fn overlapping(
         &self,
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
@@ -102,7 +94,7 @@ impl SortedRun {
     }
 
     /// Whether a table of the run intersects `[lo, hi]`.
-    pub fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+    pub(crate) fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
         self.overlapping(lo, hi).next().is_some()
     }
 

@@ -51,12 +51,12 @@ impl Version {
     }
 
     /// The sorted runs of `level`, newest first (L0: one per table).
-    pub fn runs(&self, level: usize) -> &[SortedRun] {
+    pub(crate) fn runs(&self, level: usize) -> &[SortedRun] {
         &self.levels[level]
     }
 
     /// Every run of every level, in search order, with its level.
-    pub fn all_runs(&self) -> impl Iterator<Item = (usize, &SortedRun)> {
+    pub(crate) fn all_runs(&self) -> impl Iterator<Item = (usize, &SortedRun)> {
         self.levels
             .iter()
             .enumerate()
@@ -85,7 +85,7 @@ impl Version {
     }
 
     /// Table `number` of `level` and the run holding it.
-    pub fn find_table(
+    pub(crate) fn find_table(
         &self,
         level: usize,
         number: u64,
