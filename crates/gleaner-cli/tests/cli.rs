@@ -414,7 +414,12 @@ fn stats_print_a_summary_or_json() {
         .sum();
     assert!(files > 0, "{json}");
     let text = run(&["stats", &dir]).ok();
-    for topic in ["levels:", "  L0: ", "io (read / written):", "compactions:"] {
+    for topic in [
+        "levels (leveled compaction):",
+        "  L0: ",
+        "io (read / written):",
+        "compactions:",
+    ] {
         assert!(text.contains(topic), "{topic} missing: {text}");
     }
 }

@@ -90,11 +90,45 @@ fn sigkill_cycles_under_every_gc_variant_keep_every_acknowledged_write() {
     ] {
         let cycles = stdout
             .lines()
-            .filter(|l| l.contains(&format!("(GC {variant})")))
+            .filter(|l| l.contains(&format!("(GC {variant}, ")))
             .count();
         assert_eq!(cycles, 2, "cycles under {variant}\n{}", text(&out));
     }
     assert!(ops_acked(&out) > 18, "too few operations\n{}", text(&out));
+}
+
+/// Kill-verify cycles alternating leveled and tiered compaction (`--style alternate`): tiered
+/// compaction is killed mid-flight, and every restart switches styles, so leveled compaction
+/// recovers a tiered database's runs and tiered a leveled tree.
+#[test]
+fn sigkill_cycles_alternating_compaction_styles_keep_every_acknowledged_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = stress(
+        &[
+            "loop",
+            "--seed",
+            "13",
+            "--cycles",
+            "12",
+            "--min-ms",
+            "150",
+            "--max-ms",
+            "600",
+            "--style",
+            "alternate",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "crash loop failed\n{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for style in ["leveled", "tiered"] {
+        let cycles = stdout
+            .lines()
+            .filter(|l| l.starts_with("cycle ") && l.contains(&format!(", {style}):")))
+            .count();
+        assert_eq!(cycles, 6, "cycles under {style}\n{}", text(&out));
+    }
+    assert!(ops_acked(&out) > 12, "too few operations\n{}", text(&out));
 }
 
 /// The verifier is not vacuous: deleting one acknowledged key behind its back makes `verify`

@@ -40,7 +40,7 @@ pub use db::{
     Db, DbIterator, GarbageRecount, GcRunStats, RangeIter, ReadOptions, Snapshot, WriteOptions,
 };
 pub use error::{Error, Result};
-pub use options::{Compression, GcPolicyKind, Options, Switch, WalRecoveryMode};
+pub use options::{CompactionStyle, Compression, GcPolicyKind, Options, Switch, WalRecoveryMode};
 pub use stats::DbStats;
 
 /// The README's examples, compiled and run as doctests so they stay true.

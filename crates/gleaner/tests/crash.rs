@@ -48,27 +48,32 @@ struct CrashPoint {
     /// The GC variant (index into `common::gc_variants`) the database is reopened under after
     /// the crash, when it switches policies there (docs/gc.md, "Switching policies").
     reopen_as: Option<usize>,
+    /// The compaction style (index into `common::compaction_styles`) the database runs under.
+    style: usize,
+    /// The style it is reopened under after the crash, when it switches styles there.
+    reopen_style: Option<usize>,
 }
 
-/// Runs the workload on a fresh database with `tune`'s options until power is lost at `point`,
-/// reopens (under another GC variant when the point says so), and checks the prefix property,
-/// the garbage accounting, a clean `gleaner check`, and that the recovered database takes writes
-/// and survives a clean reopen.
+/// Runs the workload on a fresh database with GC variant `variant` (an index into
+/// `common::gc_variants`) until power is lost at `point`, reopens (under another GC variant or
+/// compaction style when the point says so), and checks the prefix property, the garbage
+/// accounting, a clean `gleaner check`, and that the recovered database takes writes and
+/// survives a clean reopen.
 fn crash_once(
     ops: &[(Op, bool)],
-    tune: &common::Tune,
+    variant: usize,
     schedule: Schedule,
     point: CrashPoint,
     ctx: &str,
 ) {
     let path = Path::new("/crash/db");
     let variants = common::gc_variants();
-    let after: &common::Tune = match point.reopen_as {
-        Some(v) => &variants[v].1,
-        None => tune,
-    };
-    let first = |fs: &FaultFs| schedule.tune(tune(options(fs)));
-    let opts = |fs: &FaultFs| schedule.tune(after(options(fs)));
+    let styles = common::compaction_styles();
+    let (tune, style) = (&variants[variant].1, &styles[point.style].1);
+    let after = &variants[point.reopen_as.unwrap_or(variant)].1;
+    let after_style = &styles[point.reopen_style.unwrap_or(point.style)].1;
+    let first = |fs: &FaultFs| schedule.tune(style(tune(options(fs))));
+    let opts = |fs: &FaultFs| schedule.tune(after_style(after(options(fs))));
     let fs = FaultFs::new(point.fs_seed);
     let db = Db::open(path, first(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.set_crash_after(point.at);
@@ -97,88 +102,109 @@ fn crash_once(
 }
 
 /// The seeded crash simulation under `schedule`: for every GC variant, `points` crash points
-/// spread over the workload's mutating operations, each torn one of three ways. A failure
-/// names the seed, variant and point, and the variables that run that point alone; with
-/// `GLEANER_CRASH_SECS` it runs round after round (each with a new seed) until that many seconds
-/// have passed. Returns the crash points tried.
+/// spread over the workload's mutating operations, each torn one of three ways, under the
+/// compaction style `common::styles_for` deals the variant (both with `GLEANER_STYLES=all`).
+/// Every fourth point (the fourth of four) reopens under another GC variant, and every fourth
+/// (the second of four) under the other compaction style. A failure names the seed, variant,
+/// style and point, and the variables that run that point alone; with `GLEANER_CRASH_SECS` it
+/// runs round after round (each with a new seed) until that many seconds have passed. Returns
+/// the crash points tried.
 fn simulate(test: &str, schedule: Schedule, points: u64) -> u64 {
     let first_seed = seed();
     let only_variant = std::env::var("GLEANER_CRASH_VARIANT").ok();
+    let names: Vec<String> = common::gc_variants().into_iter().map(|(n, _)| n).collect();
+    let style_names: Vec<String> = common::compaction_styles()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let index_of = |list: &[String], name: &str| {
+        list.iter()
+            .position(|n| n == name)
+            .unwrap_or_else(|| panic!("no GC variant or compaction style named {name}"))
+    };
     if let Some(at) = env_u64("GLEANER_CRASH_AT") {
         let variant = only_variant.expect("GLEANER_CRASH_AT needs GLEANER_CRASH_VARIANT");
-        let (_, tune) = common::gc_variants()
-            .into_iter()
-            .find(|(n, _)| *n == variant)
-            .unwrap_or_else(|| panic!("no GC variant named {variant}"));
         let torn = TORN_MODES[env_u64("GLEANER_CRASH_TORN").unwrap_or(0) as usize % 3];
         let fs_seed = env_u64("GLEANER_CRASH_FS_SEED").unwrap_or(first_seed);
-        let reopen_as = std::env::var("GLEANER_CRASH_REOPEN_AS").ok().map(|name| {
-            common::gc_variants()
-                .iter()
-                .position(|(n, _)| *n == name)
-                .unwrap_or_else(|| panic!("no GC variant named {name}"))
-        });
+        let var = |name: &str| std::env::var(name).ok();
         let point = CrashPoint {
             at,
             torn,
             fs_seed,
-            reopen_as,
+            reopen_as: var("GLEANER_CRASH_REOPEN_AS").map(|n| index_of(&names, &n)),
+            style: index_of(
+                &style_names,
+                &var("GLEANER_CRASH_STYLE").unwrap_or_else(|| "leveled".into()),
+            ),
+            reopen_style: var("GLEANER_CRASH_REOPEN_STYLE").map(|n| index_of(&style_names, &n)),
         };
         let ops = workload(first_seed, 700);
         let ctx = format!("replay of {variant} {schedule:?} {point:?}");
-        crash_once(&ops, &tune, schedule, point, &ctx);
+        crash_once(&ops, index_of(&names, &variant), schedule, point, &ctx);
         return 1;
     }
     let deadline = env_u64("GLEANER_CRASH_SECS")
         .map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s));
     let mut tried = 0u64;
     let mut round = 0u64;
+    let mut styles_run = std::collections::BTreeSet::new();
     loop {
         let seed = first_seed.wrapping_add(round.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         eprintln!(
             "{test}: {schedule:?} round {round}, seed {seed} (replay with GLEANER_SEED={seed})"
         );
         let ops = workload(seed, 700);
-        let variants = common::gc_variants();
-        let names: Vec<String> = variants.iter().map(|(n, _)| n.clone()).collect();
-        for (v, (variant, tune)) in variants.into_iter().enumerate() {
-            if only_variant.as_ref().is_some_and(|o| *o != variant) {
+        for (v, variant) in names.iter().enumerate() {
+            if only_variant.as_ref().is_some_and(|o| o != variant) {
                 continue;
             }
-            // Count the mutating operations of a crash-free run to spread the crash points
-            // over it.
-            let (total, _, _) = crash_free_run(&ops, &tune, schedule, seed, &variant);
-            let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed ^ v as u64);
-            for i in 0..points {
-                // Evenly spread, jittered so different seeds probe different operations.
-                let base = total * i / points;
-                let at = base + rng.random_range(0..(total / points).max(1));
-                let torn_index = i % 3;
-                // Every fourth point switches policies at the reopen, to a variant the seed
-                // picks (never its own).
-                let reopen_as = (i % 4 == 3).then(|| {
-                    let other = rng.random_range(0..names.len() - 1);
-                    if other >= v { other + 1 } else { other }
-                });
-                let point = CrashPoint {
-                    at,
-                    torn: TORN_MODES[torn_index as usize],
-                    fs_seed: seed.wrapping_add(i),
-                    reopen_as,
-                };
-                let reopen = reopen_as.map_or(String::new(), |r| {
-                    format!(" GLEANER_CRASH_REOPEN_AS={}", names[r])
-                });
-                let ctx = format!(
-                    "seed {seed} variant {variant} schedule {schedule:?} crash point {at} of \
-                     {total} torn {:?}; replay with GLEANER_SEED={seed} \
-                     GLEANER_CRASH_VARIANT={variant} GLEANER_CRASH_AT={at} \
-                     GLEANER_CRASH_TORN={torn_index} GLEANER_CRASH_FS_SEED={}{reopen} cargo \
-                     test -p gleaner --test crash {test}",
-                    point.torn, point.fs_seed
-                );
-                crash_once(&ops, &tune, schedule, point, &ctx);
-                tried += 1;
+            for (style_name, style_tune) in common::styles_for(seed, v) {
+                let style = index_of(&style_names, &style_name);
+                styles_run.insert(style_name.clone());
+                // Count the mutating operations of a crash-free run to spread the crash points
+                // over it.
+                let tune = &common::gc_variants()[v].1;
+                let tuned = |o| style_tune(tune(o));
+                let ctx = format!("{variant}@{style_name}");
+                let (total, _, _) = crash_free_run(&ops, &tuned, schedule, seed, &ctx);
+                let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed ^ v as u64);
+                for i in 0..points {
+                    // Evenly spread, jittered so different seeds probe different operations.
+                    let base = total * i / points;
+                    let at = base + rng.random_range(0..(total / points).max(1));
+                    let torn_index = i % 3;
+                    // Every fourth point switches policies at the reopen, to a variant the
+                    // seed picks (never its own), and another fourth switches styles.
+                    let reopen_as = (i % 4 == 3).then(|| {
+                        let other = rng.random_range(0..names.len() - 1);
+                        if other >= v { other + 1 } else { other }
+                    });
+                    let reopen_style = (i % 4 == 1).then(|| (style + 1) % style_names.len());
+                    let point = CrashPoint {
+                        at,
+                        torn: TORN_MODES[torn_index as usize],
+                        fs_seed: seed.wrapping_add(i),
+                        reopen_as,
+                        style,
+                        reopen_style,
+                    };
+                    let mut reopen = reopen_as.map_or(String::new(), |r| {
+                        format!(" GLEANER_CRASH_REOPEN_AS={}", names[r])
+                    });
+                    if let Some(r) = reopen_style {
+                        reopen += &format!(" GLEANER_CRASH_REOPEN_STYLE={}", style_names[r]);
+                    }
+                    let ctx = format!(
+                        "seed {seed} variant {variant} style {style_name} schedule {schedule:?} \
+                         crash point {at} of {total} torn {:?}; replay with GLEANER_SEED={seed} \
+                         GLEANER_CRASH_VARIANT={variant} GLEANER_CRASH_STYLE={style_name} \
+                         GLEANER_CRASH_AT={at} GLEANER_CRASH_TORN={torn_index} \
+                         GLEANER_CRASH_FS_SEED={}{reopen} cargo test -p gleaner --test crash {test}",
+                        point.torn, point.fs_seed
+                    );
+                    crash_once(&ops, v, schedule, point, &ctx);
+                    tried += 1;
+                }
             }
         }
         round += 1;
@@ -186,8 +212,15 @@ fn simulate(test: &str, schedule: Schedule, points: u64) -> u64 {
             break;
         }
     }
-    eprintln!("{test}: {tried} crash points in {round} round(s)");
+    eprintln!("{test}: {tried} crash points in {round} round(s), styles {styles_run:?}");
     assert!(tried > 0, "no GC variant matched GLEANER_CRASH_VARIANT");
+    if only_variant.is_none() && std::env::var("GLEANER_STYLES").is_err() {
+        assert_eq!(
+            styles_run.len(),
+            style_names.len(),
+            "every compaction style ran"
+        );
+    }
     tried
 }
 
@@ -228,47 +261,71 @@ fn the_inline_schedule_repeats_exactly() {
     eprintln!("determinism test seed: {seed} (replay with GLEANER_SEED={seed})");
     let ops = workload(seed, 700);
     for (variant, tune) in common::gc_variants() {
-        let first = crash_free_run(&ops, &tune, Schedule::Inline, seed, &variant);
-        eprintln!(
-            "{variant}: {} mutating operations, {} in all, digest {:016x}",
-            first.0, first.1, first.2
-        );
-        let second = crash_free_run(&ops, &tune, Schedule::Inline, seed, &variant);
-        assert_eq!(
-            first, second,
-            "{variant}: (mutating operations, all operations, digest) differ between runs"
-        );
-        let image = |at: u64| {
-            let fs = FaultFs::new(seed);
-            let opts = Schedule::Inline.tune(tune(options(&fs)));
-            let db = Db::open("/crash/db", opts.clone()).expect("open");
-            fs.set_crash_after(at);
-            let ctx = format!("{variant}: crash at {at}");
-            let acked = run(&db, &ops, &Checks::new(&fs, &ctx));
-            drop(db);
-            fs.crash(TornMode::KeepPrefixWithGarbage);
-            let files: Vec<_> = fs
-                .list_files()
-                .into_iter()
-                .map(|p| {
-                    let bytes = fs.file_bytes(&p);
-                    (p, bytes)
-                })
-                .collect();
-            let db = Db::open("/crash/db", opts).expect("reopen");
-            (acked, files, contents(&db))
-        };
-        let at = first.0 * 2 / 3;
-        let a = image(at);
-        assert!(
-            a.0 < ops.len(),
-            "{variant}: the crash at {at} stopped the workload"
-        );
-        assert!(
-            a == image(at),
-            "{variant}: two crashes at operation {at} differ"
-        );
+        // Leveled with the options as they are (the figures docs/architecture.md records),
+        // then tiered.
+        for (style, style_tune) in common::compaction_styles() {
+            let name = if style == "leveled" {
+                variant.clone()
+            } else {
+                format!("{variant}@{style}")
+            };
+            let tuned = |o| {
+                let o = tune(o);
+                if style == "leveled" { o } else { style_tune(o) }
+            };
+            inline_schedule_repeats(&ops, &tuned, seed, &name);
+        }
     }
+}
+
+/// Two crash-free runs of `ops` with `tune`'s options perform the same operations, and two
+/// runs crashed at the same point leave the same files and recover the same state.
+fn inline_schedule_repeats(
+    ops: &[(Op, bool)],
+    tune: &dyn Fn(gleaner::Options) -> gleaner::Options,
+    seed: u64,
+    variant: &str,
+) {
+    let first = crash_free_run(ops, tune, Schedule::Inline, seed, variant);
+    eprintln!(
+        "{variant}: {} mutating operations, {} in all, digest {:016x}",
+        first.0, first.1, first.2
+    );
+    let second = crash_free_run(ops, tune, Schedule::Inline, seed, variant);
+    assert_eq!(
+        first, second,
+        "{variant}: (mutating operations, all operations, digest) differ between runs"
+    );
+    let image = |at: u64| {
+        let fs = FaultFs::new(seed);
+        let opts = Schedule::Inline.tune(tune(options(&fs)));
+        let db = Db::open("/crash/db", opts.clone()).expect("open");
+        fs.set_crash_after(at);
+        let ctx = format!("{variant}: crash at {at}");
+        let acked = run(&db, ops, &Checks::new(&fs, &ctx));
+        drop(db);
+        fs.crash(TornMode::KeepPrefixWithGarbage);
+        let files: Vec<_> = fs
+            .list_files()
+            .into_iter()
+            .map(|p| {
+                let bytes = fs.file_bytes(&p);
+                (p, bytes)
+            })
+            .collect();
+        let db = Db::open("/crash/db", opts).expect("reopen");
+        (acked, files, contents(&db))
+    };
+    let at = first.0 * 2 / 3;
+    let a = image(at);
+    assert!(
+        a.0 < ops.len(),
+        "{variant}: the crash at {at} stopped the workload"
+    );
+    assert!(
+        a == image(at),
+        "{variant}: two crashes at operation {at} differ"
+    );
 }
 
 #[test]

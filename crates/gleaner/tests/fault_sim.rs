@@ -72,13 +72,16 @@ impl FaultPoint {
 
 const PATH: &str = "/faults/db";
 
-fn opts(fs: &FaultFs, tune: &common::Tune) -> gleaner::Options {
+/// A GC variant's options transformer composed with a compaction style's.
+type Tuned<'a> = &'a dyn Fn(gleaner::Options) -> gleaner::Options;
+
+fn opts(fs: &FaultFs, tune: Tuned<'_>) -> gleaner::Options {
     Schedule::Inline.tune(tune(options(fs)))
 }
 
 /// The operations of any kind and the appends of a fault-free run, counted from after the
 /// first open, as the fault rules count them.
-fn count_operations(ops: &[(Op, bool)], tune: &common::Tune, fs_seed: u64) -> (u64, u64) {
+fn count_operations(ops: &[(Op, bool)], tune: Tuned<'_>, fs_seed: u64) -> (u64, u64) {
     let fs = FaultFs::new(fs_seed);
     let db = Db::open(PATH, opts(&fs, tune)).expect("open");
     for op in [FaultOp::Any, FaultOp::Append] {
@@ -115,7 +118,7 @@ struct Tally {
 /// Runs the workload into `point`'s fault and checks everything the module comment promises.
 fn fault_once(
     ops: &[(Op, bool)],
-    tune: &common::Tune,
+    tune: Tuned<'_>,
     point: FaultPoint,
     ctx: &str,
     tally: &mut Tally,
@@ -212,6 +215,12 @@ fn an_io_error_or_full_disk_anywhere_loses_no_acknowledged_write() {
             .into_iter()
             .find(|(n, _)| *n == variant)
             .unwrap_or_else(|| panic!("no GC variant named {variant}"));
+        let style = std::env::var("GLEANER_FAULT_STYLE").unwrap_or_else(|_| "leveled".into());
+        let (_, style_tune) = common::compaction_styles()
+            .into_iter()
+            .find(|(n, _)| *n == style)
+            .unwrap_or_else(|| panic!("no compaction style named {style}"));
+        let tune = |o| style_tune(tune(o));
         let point = FaultPoint {
             fault: if env_u64("GLEANER_FAULT_FULL") == Some(1) {
                 Fault::DiskFull
@@ -222,7 +231,7 @@ fn an_io_error_or_full_disk_anywhere_loses_no_acknowledged_write() {
             crash: env_u64("GLEANER_FAULT_CRASH").and_then(crash_of),
             fs_seed: env_u64("GLEANER_FAULT_FS_SEED").unwrap_or(seed),
         };
-        let ctx = format!("replay of {variant} {point:?}");
+        let ctx = format!("replay of {variant}@{style} {point:?}");
         fault_once(&ops, &tune, point, &ctx, &mut Tally::default());
         return;
     }
@@ -232,30 +241,34 @@ fn an_io_error_or_full_disk_anywhere_loses_no_acknowledged_write() {
         if only_variant.as_ref().is_some_and(|o| *o != variant) {
             continue;
         }
-        let (all_ops, appends) = count_operations(&ops, &tune, seed);
-        let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17 ^ v as u64);
-        for i in 0..points {
-            let (fault, total) = if i % 2 == 0 {
-                (Fault::EioOnce, all_ops)
-            } else {
-                (Fault::DiskFull, appends)
-            };
-            let at = total * i / points + rng.random_range(0..(total / points).max(1));
-            let point = FaultPoint {
-                fault,
-                at,
-                crash: crash_of(i),
-                fs_seed: seed.wrapping_add(i),
-            };
-            let ctx = format!(
-                "seed {seed} variant {variant} {point:?} of {total}; replay with \
-                 GLEANER_SEED={seed} GLEANER_FAULT_VARIANT={variant} GLEANER_FAULT_AT={at} \
-                 GLEANER_FAULT_FULL={} GLEANER_FAULT_CRASH={i} GLEANER_FAULT_FS_SEED={} cargo \
-                 test -p gleaner --test fault_sim",
-                u8::from(fault == Fault::DiskFull),
-                point.fs_seed
-            );
-            fault_once(&ops, &tune, point, &ctx, &mut tally);
+        // Each variant under the compaction style the rotation deals it (`common::styles_for`).
+        for (style, style_tune) in common::styles_for(seed, v) {
+            let tune = |o| style_tune(tune(o));
+            let (all_ops, appends) = count_operations(&ops, &tune, seed);
+            let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17 ^ v as u64);
+            for i in 0..points {
+                let (fault, total) = if i % 2 == 0 {
+                    (Fault::EioOnce, all_ops)
+                } else {
+                    (Fault::DiskFull, appends)
+                };
+                let at = total * i / points + rng.random_range(0..(total / points).max(1));
+                let point = FaultPoint {
+                    fault,
+                    at,
+                    crash: crash_of(i),
+                    fs_seed: seed.wrapping_add(i),
+                };
+                let ctx = format!(
+                    "seed {seed} variant {variant}@{style} {point:?} of {total}; replay with \
+                 GLEANER_SEED={seed} GLEANER_FAULT_VARIANT={variant} GLEANER_FAULT_STYLE={style} \
+                 GLEANER_FAULT_AT={at} GLEANER_FAULT_FULL={} GLEANER_FAULT_CRASH={i} \
+                 GLEANER_FAULT_FS_SEED={} cargo test -p gleaner --test fault_sim",
+                    u8::from(fault == Fault::DiskFull),
+                    point.fs_seed
+                );
+                fault_once(&ops, &tune, point, &ctx, &mut tally);
+            }
         }
     }
     eprintln!("fault simulation: {tally:?}");

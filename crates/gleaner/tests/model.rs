@@ -6,6 +6,11 @@
 //! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>` (under the
 //! `inline-separated-gc` sets, which run background work inline, exactly). The number of
 //! operations per option set is `GLEANER_MODEL_OPS` (default 2500).
+//!
+//! Every option set (and GC variant) runs under one compaction style, leveled or tiered, dealt
+//! out in turn from an offset the seed picks (`common::styles_for`; the style is part of the
+//! set's name, `.../scavenger@tiered`); `GLEANER_STYLES=all` runs each under both,
+//! `GLEANER_STYLES=tiered` under tiered only.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -342,6 +347,8 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         seed,
         step: 0,
     };
+    // The most sorted runs seen in one level below L0 (sampled after flushes).
+    let mut most_runs = 0;
     for step in 0..ops {
         run.step = step;
         match rng.random_range(0..100) {
@@ -426,9 +433,16 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     None => check_range(&db, &model, None, &mut rng, &run),
                 }
             }
-            89..=90 => db
-                .flush()
-                .unwrap_or_else(|e| panic!("{}: flush: {e}", run.ctx())),
+            89..=90 => {
+                db.flush()
+                    .unwrap_or_else(|e| panic!("{}: flush: {e}", run.ctx()));
+                let levels = db.stats().levels;
+                most_runs = levels
+                    .iter()
+                    .skip(1)
+                    .map(|l| l.runs)
+                    .fold(most_runs, usize::max);
+            }
             91 => {
                 db.run_gc()
                     .unwrap_or_else(|e| panic!("{}: run_gc: {e}", run.ctx()));
@@ -529,6 +543,19 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         r.mismatches
     );
     let stats = db.stats();
+    // Leveled compaction keeps one run per level; tiered compaction must have kept several
+    // overlapping runs in a level at times, or its multi-run paths went untested.
+    let tiered = opts.compaction_style() == gleaner::CompactionStyle::Tiered;
+    assert!(
+        if tiered {
+            most_runs >= 2 || ops < 1000
+        } else {
+            most_runs <= 1
+        },
+        "{}: at most {most_runs} runs in a level below L0",
+        run.ctx()
+    );
+    assert_eq!(stats.compaction.style, opts.compaction_style().name());
     assert!(
         stats.total_table_bytes > 0 || ops < 100,
         "{}: the run must have built key tables: {stats:?}",
@@ -561,7 +588,24 @@ fn database_matches_a_btreemap_model() {
     let seed = seed();
     eprintln!("model test seed: {seed} (replay with GLEANER_SEED={seed})");
     let fs = FaultFs::new(seed);
+    let mut styles_run = std::collections::BTreeSet::new();
     for (i, (name, opts)) in option_sets(&fs).into_iter().enumerate() {
-        run_model(&name, opts, seed.wrapping_add(i as u64), ops());
+        for (style, tune) in common::styles_for(seed, i) {
+            let name = format!("{name}@{style}");
+            run_model(
+                &name,
+                tune(opts.clone()),
+                seed.wrapping_add(i as u64),
+                ops(),
+            );
+            styles_run.insert(style);
+        }
+    }
+    if std::env::var("GLEANER_STYLES").is_err() {
+        assert_eq!(
+            styles_run.len(),
+            2,
+            "every compaction style ran: {styles_run:?}"
+        );
     }
 }

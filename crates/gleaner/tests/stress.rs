@@ -26,7 +26,9 @@
 //! the same in-memory file system) the state is still exact.
 //!
 //! `cargo test` runs it briefly (`GLEANER_STRESS_SECS`, default 3 s per variant) under the
-//! `scavenger` and `tdb` GC variants. The long mode runs every variant:
+//! `scavenger` and `tdb` GC variants, one under leveled and one under tiered compaction (which
+//! as the seed says: `common::styles_for`; `GLEANER_STYLES=all` runs each variant under both).
+//! The long mode runs every variant:
 //!
 //! ```text
 //! GLEANER_STRESS_SECS=600 GLEANER_STRESS_ALL=1 cargo test --release -p gleaner --test stress -- --nocapture
@@ -631,7 +633,7 @@ fn options(fs: &FaultFs) -> Options {
         .with_gc_garbage_ratio(0.2)
 }
 
-fn stress(variant: &str, tune: &common::Tune, seed: u64, secs: u64) {
+fn stress(variant: &str, tune: &dyn Fn(Options) -> Options, seed: u64, secs: u64) {
     let fs = FaultFs::new(seed);
     let dir = Path::new("/stress");
     // Every failure names the seed and the variant, not only those of `Run::fail`.
@@ -800,7 +802,10 @@ fn stress_gc_variants() {
             "the scavenger and tdb variants are gone from gc_variants()"
         ),
     }
-    for (name, tune) in &variants {
-        stress(name, tune, seed, secs);
+    for (i, (name, tune)) in variants.iter().enumerate() {
+        for (style, style_tune) in common::styles_for(seed, i) {
+            let tuned = |o| style_tune(tune(o));
+            stress(&format!("{name}@{style}"), &tuned, seed, secs);
+        }
     }
 }

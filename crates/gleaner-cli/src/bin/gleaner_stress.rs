@@ -9,7 +9,9 @@
 //!
 //! `--gc` picks the GC variant (`scavenger`, `tdb`, `tdb-r`, ..., `tdb-rlw`, `titan`, `blobdb`,
 //! `novkv`); `loop --gc all` runs them in turn on the same database, one per cycle, so every
-//! reopen after a kill switches policies (docs/gc.md, "Switching policies").
+//! reopen after a kill switches policies (docs/gc.md, "Switching policies"). `--style` picks
+//! the compaction style (`leveled`, `tiered`); `loop --style alternate` changes it at every
+//! cycle, so every reopen after a kill switches styles too.
 //!
 //! Layout of `--dir D`: the database in `D/db`, the counters in `D/acked` and `D/attempted`.
 //!
@@ -29,7 +31,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use gleaner::checksum::crc32c;
-use gleaner::{Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteOptions};
+use gleaner::options::OptionValue;
+use gleaner::{
+    CompactionStyle, Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteOptions,
+};
 
 /// Number of distinct keys the stream writes; small so that overwrites and deletes of live keys
 /// are frequent and GC always finds garbage.
@@ -92,6 +97,9 @@ enum Cmd {
         /// `l`, `w` (Scavenger's techniques switched on).
         #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
         gc: String,
+        /// Compaction style: `leveled` or `tiered`.
+        #[arg(long, default_value = "leveled", value_parser = CompactionStyle::parse_option)]
+        style: CompactionStyle,
     },
     /// Check the database against the replayed stream; exit 1 on a mismatch.
     Verify {
@@ -104,6 +112,9 @@ enum Cmd {
         /// GC variant to open the database with (as for `write`).
         #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
         gc: String,
+        /// Compaction style to open the database with (as for `write`).
+        #[arg(long, default_value = "leveled", value_parser = CompactionStyle::parse_option)]
+        style: CompactionStyle,
     },
     /// Driver: start `write`, SIGKILL it after a random delay, verify; `--cycles` times.
     Loop {
@@ -126,6 +137,10 @@ enum Cmd {
         /// the nine variants in turn, so the database also changes GC policy across restarts.
         #[arg(long, default_value = "scavenger", value_parser = parse_loop_gc)]
         gc: String,
+        /// Compaction style of every cycle (as for `write`), or `alternate`: odd cycles run
+        /// leveled, even ones tiered, so the database also changes style across restarts.
+        #[arg(long, default_value = "leveled", value_parser = parse_loop_style)]
+        style: String,
     },
 }
 
@@ -139,8 +154,14 @@ fn main() -> ExitCode {
             ops,
             churn,
             gc,
-        } => write_cmd(&dir, seed, start, ops, churn, &gc),
-        Cmd::Verify { dir, seed, gc } => verify_cmd(&dir, seed, &gc),
+            style,
+        } => write_cmd(&dir, seed, start, ops, churn, &Setup { gc, style }),
+        Cmd::Verify {
+            dir,
+            seed,
+            gc,
+            style,
+        } => verify_cmd(&dir, seed, &Setup { gc, style }),
         Cmd::Loop {
             dir,
             seed,
@@ -148,6 +169,7 @@ fn main() -> ExitCode {
             min_ms,
             max_ms,
             gc,
+            style,
         } => loop_cmd(
             &dir,
             &LoopPlan {
@@ -156,6 +178,7 @@ fn main() -> ExitCode {
                 min_ms,
                 max_ms,
                 gc,
+                style,
             },
         ),
     };
@@ -372,6 +395,24 @@ fn parse_loop_gc(name: &str) -> Result<String, String> {
     }
 }
 
+/// As [`CompactionStyle::parse_option`], or `alternate`.
+fn parse_loop_style(name: &str) -> Result<String, String> {
+    if name == "alternate" {
+        Ok(name.to_string())
+    } else {
+        CompactionStyle::parse_option(name)
+            .map(|s| s.name().to_string())
+            .map_err(|e| format!("{e}, or `alternate`"))
+    }
+}
+
+/// How a process opens the database: GC variant and compaction style.
+struct Setup {
+    /// A name [`parse_gc_variant`] returned.
+    gc: String,
+    style: CompactionStyle,
+}
+
 /// `opts` with GC variant `variant` (a name [`parse_gc_variant`] returned). Every switch is set
 /// explicitly: a switch the caller leaves unset would come from the OPTIONS file, i.e. from the
 /// variant an earlier cycle ran.
@@ -424,8 +465,11 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
         .with_hotness_aware_writes(on('w'))
 }
 
-fn open_db(dir: &Path, gc: &str) -> Res<Db> {
-    Db::open(dir.join("db"), with_gc_variant(stress_options(), gc))
+fn open_db(dir: &Path, setup: &Setup) -> Res<Db> {
+    // The style is set explicitly, as every GC switch is: left unset, it would come from the
+    // OPTIONS file, i.e. from what an earlier cycle ran.
+    let opts = with_gc_variant(stress_options(), &setup.gc).with_compaction_style(setup.style);
+    Db::open(dir.join("db"), opts)
         .map_err(|e| Failure::Mismatch(format!("cannot open {}: {e}", dir.join("db").display())))
 }
 
@@ -435,18 +479,18 @@ fn write_cmd(
     start: Option<u64>,
     ops: Option<u64>,
     churn: bool,
-    gc: &str,
+    setup: &Setup,
 ) -> Res<()> {
     fs::create_dir_all(dir).map_err(tool("create stress directory"))?;
     let start = match start {
         Some(s) => s,
-        None => verify(dir, seed, gc)?.resume_at,
+        None => verify(dir, seed, setup)?.resume_at,
     };
     // The database now holds exactly the state after `start` operations. Record that before
     // writing more (acked first, so `attempted` is never behind `acked` and never two ahead).
     write_counter(dir, "acked", start)?;
     write_counter(dir, "attempted", start)?;
-    let db = Arc::new(open_db(dir, gc)?);
+    let db = Arc::new(open_db(dir, setup)?);
     let stop = Arc::new(AtomicBool::new(false));
     let churner = churn.then(|| {
         let (db, stop) = (db.clone(), stop.clone());
@@ -480,7 +524,11 @@ fn write_cmd(
     if let Some(h) = churner {
         let _ = h.join();
     }
-    say(&format!("wrote ops {start}..{end} (seed {seed}, GC {gc})"));
+    say(&format!(
+        "wrote ops {start}..{end} (seed {seed}, GC {}, style {})",
+        setup.gc,
+        setup.style.name()
+    ));
     Ok(())
 }
 
@@ -529,7 +577,7 @@ fn first_difference(
 /// acknowledged operations, or (when the kill came between submit and acknowledgement) after
 /// the attempted one as well. When both states match (the attempted batch changed nothing
 /// visible), resuming from either is correct; we take the later.
-fn verify(dir: &Path, seed: u64, gc: &str) -> Res<Verified> {
+fn verify(dir: &Path, seed: u64, setup: &Setup) -> Res<Verified> {
     let (acked, attempted) = read_progress(dir)?;
     let mut state_acked = BTreeMap::new();
     for n in 0..acked {
@@ -539,7 +587,7 @@ fn verify(dir: &Path, seed: u64, gc: &str) -> Res<Verified> {
     if attempted > acked {
         apply(&mut state_attempted, &operation(seed, acked));
     }
-    let db = open_db(dir, gc)?;
+    let db = open_db(dir, setup)?;
     let mut found = BTreeMap::new();
     for item in db
         .range(
@@ -604,8 +652,8 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
-fn verify_cmd(dir: &Path, seed: u64, gc: &str) -> Res<()> {
-    let v = verify(dir, seed, gc)?;
+fn verify_cmd(dir: &Path, seed: u64, setup: &Setup) -> Res<()> {
+    let v = verify(dir, seed, setup)?;
     say(&format!(
         "verified: state after {} ops, {} live keys (seed {seed})",
         v.resume_at, v.keys
@@ -640,15 +688,26 @@ struct LoopPlan {
     max_ms: u64,
     /// A GC variant, or `all`.
     gc: String,
+    /// A compaction style, or `alternate`.
+    style: String,
 }
 
 impl LoopPlan {
-    /// The GC variant of cycle `cycle` (counted from 1).
-    fn variant(&self, cycle: u64) -> &str {
-        if self.gc == "all" {
+    /// How cycle `cycle` (counted from 1) opens the database.
+    fn setup(&self, cycle: u64) -> Setup {
+        let gc = if self.gc == "all" {
             GC_VARIANTS[((cycle - 1) % GC_VARIANTS.len() as u64) as usize]
         } else {
             &self.gc
+        };
+        let style = if self.style == "alternate" {
+            CompactionStyle::ALL[((cycle - 1) % CompactionStyle::ALL.len() as u64) as usize]
+        } else {
+            CompactionStyle::parse_option(&self.style).unwrap_or_default()
+        };
+        Setup {
+            gc: gc.to_string(),
+            style,
         }
     }
 }
@@ -668,9 +727,10 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
     let exe = std::env::current_exe().map_err(tool("current_exe"))?;
     let began = Instant::now();
     let mut rng = Rng::new(&[seed, 0x100b]);
-    let mut resume_at = verify(dir, seed, plan.variant(1))?.resume_at;
+    let mut resume_at = verify(dir, seed, &plan.setup(1))?.resume_at;
     for cycle in 1..=cycles {
-        let gc = plan.variant(cycle);
+        let setup = plan.setup(cycle);
+        let (gc, style) = (setup.gc.as_str(), setup.style.name());
         // Odd cycles add the churn thread, so kills land during compaction and GC as well as
         // during plain writes (which also trigger them, with these tiny tables).
         let churn = cycle % 2 == 1;
@@ -684,6 +744,8 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
             .arg(resume_at.to_string())
             .arg("--gc")
             .arg(gc)
+            .arg("--style")
+            .arg(style)
             .stdout(Stdio::null());
         if churn {
             cmd.arg("--churn");
@@ -697,7 +759,7 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
         {
             return Err(Failure::Tool(format!(
                 "cycle {cycle}: write exited by itself with {status} (seed {seed}, GC {gc}, \
-                 resumed at op {resume_at})"
+                 style {style}, resumed at op {resume_at})"
             )));
         }
         // SIGKILL on Unix: no destructors, no close, exactly like a crash of the process.
@@ -713,14 +775,16 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
             .arg(seed.to_string())
             .arg("--gc")
             .arg(gc)
+            .arg("--style")
+            .arg(style)
             .stdout(Stdio::piped())
             .spawn()
             .map_err(tool("spawn verify"))?;
         let status = wait_bounded(&mut v, "verify", CHILD_TIMEOUT)?;
         if !status.success() {
             return Err(Failure::Mismatch(format!(
-                "cycle {cycle} (seed {seed}, GC {gc}, churn {churn}, killed after {delay} ms): \
-                 verify exited with {status}; see its message above"
+                "cycle {cycle} (seed {seed}, GC {gc}, style {style}, churn {churn}, killed after \
+                 {delay} ms): verify exited with {status}; see its message above"
             )));
         }
         // The few bytes verify prints fit in the pipe buffer, so reading after exit is safe.
@@ -735,15 +799,17 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
             .ok_or_else(|| Failure::Tool(format!("unexpected verify output {out:?}")))?;
         let (acked, _) = read_progress(dir)?;
         say(&format!(
-            "cycle {cycle}/{cycles} (GC {gc}): killed after {delay} ms{}, {acked} ops acked, \
-             state after {resume_at} ops verified",
+            "cycle {cycle}/{cycles} (GC {gc}, {style}): killed after {delay} ms{}, {acked} ops \
+             acked, state after {resume_at} ops verified",
             if churn { " (churn)" } else { "" }
         ));
     }
     say(&format!(
-        "ok: {cycles} cycles, {resume_at} ops acked, 0 failures, {:.1} s (seed {seed}, GC {})",
+        "ok: {cycles} cycles, {resume_at} ops acked, 0 failures, {:.1} s (seed {seed}, GC {}, \
+         style {})",
         began.elapsed().as_secs_f64(),
-        plan.gc
+        plan.gc,
+        plan.style
     ));
     Ok(())
 }

@@ -49,10 +49,16 @@ fn ms(micros: u64) -> String {
 /// The human-readable summary: one topic per line, levels and I/O classes indented below
 /// their heading.
 fn summary(s: &DbStats) -> String {
-    let mut lines = vec!["levels:".to_string()];
+    let mut lines = vec![format!("levels ({} compaction):", s.compaction.style)];
     for l in &s.levels {
+        // L0's tables are a run each; deeper, the runs say whether tiering overlaps them.
+        let runs = if l.level == 0 || l.runs <= 1 {
+            String::new()
+        } else {
+            format!(" in {} runs", l.runs)
+        };
         lines.push(format!(
-            "  L{}: {} files, {}, score {:.2}",
+            "  L{}: {} files{runs}, {}, score {:.2}",
             l.level,
             l.files,
             bytes(l.bytes),
@@ -309,10 +315,34 @@ mod tests {
     }
 
     #[test]
+    fn levels_show_the_style_and_several_runs() {
+        let mut s = DbStats::default();
+        s.compaction.style = "tiered".into();
+        for (level, files, runs) in [(0, 2, 2), (1, 0, 0), (2, 5, 1), (3, 7, 3)] {
+            s.levels.push(gleaner::stats::LevelStats {
+                level,
+                files,
+                runs,
+                ..Default::default()
+            });
+        }
+        let text = summary(&s);
+        assert!(text.starts_with("levels (tiered compaction):\n"), "{text}");
+        for line in [
+            "  L0: 2 files, 0 B,",
+            "  L1: 0 files, 0 B,",
+            "  L2: 5 files, 0 B,",
+            "  L3: 7 files in 3 runs, 0 B,",
+        ] {
+            assert!(text.contains(line), "{line} missing from {text}");
+        }
+    }
+
+    #[test]
     fn summary_covers_every_topic() {
         let text = summary(&DbStats::default());
         for topic in [
-            "levels:",
+            "levels (",
             "memtable:",
             "io (",
             "operations:",

@@ -309,6 +309,7 @@ mod tests {
                     // A key table still naming 6 keeps its inheritance record.
                     new_tables: vec![crate::version::NewTable {
                         level: 1,
+                        run: 0,
                         meta: crate::version::TableMeta {
                             number: 4,
                             file_size: 100,

@@ -10,7 +10,7 @@ use super::garbage::HandleRewriter;
 use super::iterator::{CompactionIterator, DropCounter, DropEvent, DropListener};
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
-use super::picker::CompactionPlan;
+use super::plan::CompactionPlan;
 use super::relocate::{AliasTables, RelocationStats, Relocator};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
@@ -270,26 +270,19 @@ pub fn run_compaction<'h>(
         input_bytes: plan.input_bytes(),
         ..Default::default()
     };
-    for f in &plan.inputs {
-        edit.deleted_files.push((plan.level as u32, f.number));
+    for (level, f) in plan.input_tables() {
+        edit.deleted_files.push((level as u32, f.number));
     }
-    for f in &plan.output_level_inputs {
-        edit.deleted_files
-            .push((plan.output_level as u32, f.number));
+    if let Some((level, key)) = &plan.compact_pointer {
+        edit.compact_pointers.push((*level as u32, key.clone()));
     }
-    if let Some(last) = plan
-        .inputs
-        .iter()
-        .map(|f| &f.largest)
-        .max_by(|a, b| compare_internal(a, b))
-    {
-        edit.compact_pointers
-            .push((plan.level as u32, last.clone()));
-    }
+    let (output_level, output_run) = (plan.output_level, plan.output_run);
     if plan.trivial_move {
-        let f = &plan.inputs[0];
+        let f = plan.all_inputs().next().ok_or_else(|| {
+            Error::invalid("a trivial move needs its one input table".to_string())
+        })?;
         edit.new_tables
-            .push(crate::version::set::new_table(plan.output_level, f));
+            .push(crate::version::set::new_table(output_level, output_run, f));
         stats.micros = start.elapsed().as_micros() as u64;
         // A trivial move rewrites nothing, so it relocates nothing either (as in RocksDB).
         return Ok(CompactionResult {
@@ -311,12 +304,11 @@ pub fn run_compaction<'h>(
     }
     let merged = MergingIterator::new(children, compare_internal);
     let bottom_version = Arc::clone(version);
-    let output_level = plan.output_level;
     let mut it = CompactionIterator::new(
         merged,
         snapshots,
-        Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, uk)),
-        format!("compaction of level {}", plan.level),
+        Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, output_run, uk)),
+        format!("compaction of level {}", plan.level()),
     )
     .dropping_aliases(drop_aliases);
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
@@ -359,6 +351,10 @@ pub fn run_compaction<'h>(
     stats.output_files = done.key_tables.len() as u64;
     stats.output_bytes = done.key_bytes;
     edit.new_tables = done.key_tables;
+    for t in &mut edit.new_tables {
+        // The outputs join the plan's run; in L0 each is a run of its own.
+        t.run = if output_level == 0 { 0 } else { output_run };
+    }
     if let Some(values) = moved {
         stats.output_files += values.tables.len() as u64;
         stats.output_bytes += values.bytes();

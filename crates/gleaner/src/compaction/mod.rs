@@ -1,14 +1,20 @@
-//! Compaction: the pure picker, the compaction iterator with its drop events, output table
-//! writing, and the flush and compaction jobs built from them.
+//! Compaction: the compaction strategies (pure planners: leveled and tiered), the compaction
+//! iterator with its drop events, output table writing, and the flush and compaction jobs built
+//! from them.
 
 pub mod drop_keys;
 pub mod garbage;
 pub mod iterator;
 pub mod job;
+pub(crate) mod leveled;
 pub mod output;
 pub mod pending;
-pub mod picker;
+pub mod plan;
 pub mod relocate;
+pub(crate) mod strategy;
+#[cfg(test)]
+mod strategy_sim;
+pub(crate) mod tiered;
 pub mod value_output;
 
 pub use drop_keys::{DropFileConfig, DropKeyCollector, WrittenDropKeys};
@@ -21,9 +27,6 @@ pub use job::{
 };
 pub use output::{FinishedOutputs, OutputConfig, TableOutputs};
 pub use pending::PendingFiles;
-pub use picker::{
-    CompactionPlan, CompactionReason, PickerConfig, RunningCompaction, pick_compaction,
-    plan_forced, plan_manual,
-};
+pub use plan::{CompactionPlan, CompactionReason, PickerConfig, RunInputs, RunningCompaction};
 pub use relocate::RelocationStats;
 pub use value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig, ValueOutputs};

@@ -240,6 +240,8 @@ impl TableOutputs {
         self.bytes_written += done.file_size;
         self.finished.push(NewTable {
             level: self.level,
+            // The job places its outputs in the run its plan names (`compaction/job.rs`).
+            run: 0,
             meta: TableMeta {
                 number,
                 file_size: done.file_size,

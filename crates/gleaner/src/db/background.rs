@@ -13,11 +13,12 @@ use std::time::Duration;
 use std::collections::BTreeSet;
 
 use super::{Counters, DbInner, DbState, ObsoleteFile};
+use crate::compaction::strategy::{ManualStep, PlanContext};
 use crate::compaction::{
     CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropFileConfig,
     DropKeyCollector, DropListener, FanOut, GarbageListener, JobStats, OutputConfig,
     RelocationSetup, RunningCompaction, Separation, ValueOutputConfig, WrittenDropKeys,
-    flush_memtables, pick_compaction, plan_forced, plan_manual, run_compaction,
+    flush_memtables, run_compaction,
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
@@ -283,7 +284,7 @@ impl DbInner {
         Some(st.imm.range(from..to).cloned().collect())
     }
 
-    /// Claims the compaction the picker chooses now (under the state lock), if any.
+    /// Claims the compaction the strategy chooses now (under the state lock), if any.
     pub(super) fn claim_compaction(&self, st: &mut DbState) -> Option<CompactionJob> {
         if st.bg_error.is_some() {
             return None;
@@ -297,7 +298,11 @@ impl DbInner {
         {
             return None;
         }
-        let plan = pick_compaction(&st.version, &self.picker, &st.running, &st.compact_pointers)
+        let ctx = self.plan_context(st);
+        let plan = self
+            .strategy
+            .choose(&st.version, &ctx)
+            .into_plan()
             .or_else(|| {
                 // Only when the tree's shape asks for nothing: the policy's bias (BlobDB's
                 // forced GC) comes last, as in RocksDB.
@@ -305,9 +310,18 @@ impl DbInner {
                     .hooks
                     .marked_for_compaction(&st.version)
                     .into_iter()
-                    .find_map(|n| plan_forced(&st.version, &self.picker, &st.running, n))
+                    .find_map(|n| self.strategy.forced(&st.version, &ctx, n))
             })?;
         Some(Self::register_compaction(st, plan))
+    }
+
+    /// What the compaction strategy plans against, besides the version (under the state lock).
+    fn plan_context<'a>(&'a self, st: &'a DbState) -> PlanContext<'a> {
+        PlanContext {
+            cfg: &self.picker,
+            running: &st.running,
+            pointers: &st.compact_pointers,
+        }
     }
 
     /// Waits for unclaimed immutable memtables and claims them (oldest first); `None` at
@@ -325,7 +339,7 @@ impl DbInner {
         }
     }
 
-    /// Waits until the picker finds a compaction and registers it as running, or a stopped
+    /// Waits until the strategy finds a compaction and registers it as running, or a stopped
     /// writer asks for hidden garbage to be surfaced; `None` at shutdown.
     fn wait_for_compaction(&self) -> Option<Work> {
         let mut st = self.state.lock();
@@ -572,7 +586,13 @@ impl DbInner {
             Arc::clone(&self.values),
             job.claimed.clone(),
         );
-        let out = self.output_config(IoClass::CompactionWrite, self.opts.key_table_size());
+        // A merge whose output stays in L0 writes one table: in L0 each table is a run.
+        let target = if plan.one_output_table {
+            u64::MAX
+        } else {
+            self.opts.key_table_size()
+        };
+        let out = self.output_config(IoClass::CompactionWrite, target);
         // The values the policy's kept-entry hook relocates (BlobDB's) go to value tables of
         // the compaction's own, where its router places them.
         let relocation = RelocationSetup {
@@ -694,9 +714,11 @@ impl DbInner {
         Counters::add(&c.aliases_dropped, stats.aliases_dropped);
     }
 
-    /// Manual compaction of `[begin, end]` down the tree, run on the caller's thread: each level
-    /// above the deepest populated one is compacted into the next, then the deepest level is
-    /// rewritten in place, so every tombstone and overwritten version no snapshot needs is gone.
+    /// Manual compaction of `[begin, end]`, run on the caller's thread, step by step as the
+    /// compaction strategy plans it (leveled: each level above the deepest populated one is
+    /// compacted into the next, then the deepest level is rewritten in place; tiered: the runs
+    /// holding the range are merged into one), so every tombstone and overwritten version no
+    /// snapshot needs is gone.
     pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush_and_wait()?;
         self.compact_levels(begin, end)
@@ -707,50 +729,44 @@ impl DbInner {
     pub(super) fn compact_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let mut level = 0;
         loop {
-            let claimed = {
+            let (job, next_level) = {
                 let mut st = self.state.lock();
                 loop {
                     st.check_usable()?;
-                    // Background compactions keep running and may push files below the deepest
-                    // level seen so far, or be moving files down right now; reading the deepest
-                    // level afresh at every attempt (after any wait) makes the pass follow them,
-                    // so every version in the range ends up merged in the bottom level.
-                    let Some(deepest) = st.version.deepest_nonempty_level() else {
-                        return Ok(());
-                    };
-                    if level > deepest {
-                        return Ok(());
-                    }
-                    let output_level = if level == deepest { level } else { level + 1 };
-                    match plan_manual(
+                    // Planned afresh at every attempt (after any wait), so the steps follow
+                    // what background compactions did meanwhile.
+                    let step = self.strategy.manual(
                         &st.version,
-                        &self.picker,
-                        &st.running,
+                        &self.plan_context(&st),
                         level,
-                        output_level,
                         begin,
                         end,
-                    ) {
-                        Ok(None) => break None,
-                        Ok(Some(plan)) => break Some(Self::register_compaction(&mut st, plan)),
-                        Err(()) => {
+                    );
+                    match step {
+                        ManualStep::Done => return Ok(()),
+                        ManualStep::Next => level += 1,
+                        ManualStep::Busy => {
                             self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+                        }
+                        ManualStep::Run { plan, next_level } => {
+                            break (Self::register_compaction(&mut st, plan), next_level);
                         }
                     }
                 }
             };
-            if let Some(job) = claimed {
-                let r = self.run_compaction_plan(&job);
-                self.finish_running(&job.running);
-                Counters::add(&self.counters.manual_compactions, 1);
-                if let Err(e) = r {
-                    self.note_compaction_error(&e);
-                    self.purge_obsolete_files();
-                    return Err(e);
-                }
+            let r = self.run_compaction_plan(&job);
+            self.finish_running(&job.running);
+            Counters::add(&self.counters.manual_compactions, 1);
+            if let Err(e) = r {
+                self.note_compaction_error(&e);
                 self.purge_obsolete_files();
+                return Err(e);
             }
-            level += 1;
+            self.purge_obsolete_files();
+            match next_level {
+                Some(l) => level = l,
+                None => return Ok(()),
+            }
         }
     }
 
@@ -823,11 +839,20 @@ fn compaction_context<'a>(
     lo: &'a [u8],
     hi: &'a [u8],
 ) -> CompactionContext<'a> {
-    let bottommost = (plan.output_level + 1..version.num_levels())
-        .all(|l| version.overlapping_files(l, Some(lo), Some(hi)).is_empty());
+    // Older than the outputs: the runs of the output level after the one they join, and
+    // every deeper level.
+    let runs = version.runs(plan.output_level);
+    let after = runs
+        .iter()
+        .position(|r| r.id() == plan.output_run)
+        .map_or(0, |i| i + 1);
+    let bottommost = runs[after..]
+        .iter()
+        .chain((plan.output_level + 1..version.num_levels()).flat_map(|l| version.runs(l)))
+        .all(|r| !r.overlaps(Some(lo), Some(hi)));
     CompactionContext {
         version,
-        input_level: Some(plan.level as u32),
+        input_level: Some(plan.level() as u32),
         output_level: plan.output_level as u32,
         bottommost,
         trivial_move: plan.trivial_move,

@@ -8,7 +8,7 @@
 //!
 //! The fixed points are after every write, in `flush`, at the end of open, and while a write
 //! waits at the space budget. Each runs all pending work to completion, in a fixed order: every
-//! sealed memtable is flushed, then compactions run until the picker finds none, then — when GC
+//! sealed memtable is flushed, then compactions run until the compaction strategy finds none, then — when GC
 //! threads are configured — GC jobs until the policy finds no victim, then the handle updates
 //! reads queued (policy `novkv`). A write that finds the memtables or L0 full is a fixed point
 //! too, but one that only makes room: flushes and compactions, never a GC job or a handle update.
@@ -27,7 +27,7 @@ use super::background::Work;
 use super::gc::{GcProgress, PendingWriteBack};
 
 /// Most jobs one fixed point runs. Every flush, compaction and GC job consumes the backlog
-/// that let it be chosen, so the work converges long before this; the bound keeps a picker or
+/// that let it be chosen, so the work converges long before this; the bound keeps a strategy or
 /// policy that failed to converge from holding the caller forever.
 const MAX_JOBS_PER_POINT: usize = 100_000;
 

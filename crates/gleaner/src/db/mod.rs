@@ -160,7 +160,10 @@ struct DbInner {
     /// Threads for GC jobs' reads in flight (`gc_io_depth`), started by the first job that
     /// reads more than one at a time, stopped at close.
     gc_io: crate::gc::LazyGcIoPool,
+    /// The tree's shape options the compaction strategy plans against.
     picker: PickerConfig,
+    /// The compaction strategy (option `compaction_style`): what to compact next.
+    strategy: Box<dyn crate::compaction::strategy::CompactionStrategy>,
     /// The GC policy's roles.
     policy: PolicySet,
     /// The policy's own files (`stats()` counts the damaged ones it read).
@@ -674,13 +677,14 @@ impl DbInner {
             drop_files: vs.drop_files().len(),
             per_table,
         };
-        let scores = crate::compaction::picker::level_scores(&version, &self.picker);
+        let scores = self.strategy.scores(&version, &self.picker);
         let levels: Vec<LevelStats> = (0..version.num_levels())
             .map(|l| LevelStats {
                 level: l,
-                files: version.files(l).len(),
+                files: version.table_count(l),
+                runs: version.runs(l).len(),
                 bytes: version.level_bytes(l),
-                entries: version.files(l).iter().map(|f| f.num_entries).sum(),
+                entries: version.level_files(l).map(|f| f.num_entries).sum(),
                 score: scores.get(l).copied().unwrap_or(0.0),
             })
             .collect();
@@ -791,6 +795,7 @@ impl DbInner {
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,
+                style: self.strategy.style().name().to_string(),
                 errors: g(&c.compaction_errors),
                 last_error: self.last_compaction_error.lock().clone(),
             },

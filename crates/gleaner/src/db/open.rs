@@ -228,6 +228,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     if mode == Mode::ReadWrite && fs.path_kind(&path.join(CURRENT))?.is_none() {
         opts.validate()?;
         crate::gc::check_options(&opts)?;
+        crate::compaction::strategy::check_options(&opts)?;
         let empty = Version::new(opts.num_levels() as usize);
         policy = Some(build_policy(&opts, path, &empty, None, &io, false)?);
     }
@@ -293,6 +294,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     }
     opts.validate()?;
     crate::gc::check_options(&opts)?;
+    crate::compaction::strategy::check_options(&opts)?;
     match mode {
         Mode::ReadWrite => probe_direct_io(fs.as_ref(), &dir, &opts, LOCK, true)?,
         // No background write ever happens, and LOCK may be absent: probe reads on CURRENT.
@@ -525,6 +527,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         files: policy_files,
         tasks: policy_tasks,
     } = policy;
+    let strategy = crate::compaction::strategy::for_options(&opts);
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()
@@ -549,6 +552,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         read_pool: std::sync::OnceLock::new(),
         gc_io,
         picker,
+        strategy,
         policy,
         policy_files,
         policy_tasks,
@@ -724,7 +728,9 @@ fn check_policy_meta(version: &Version, opts: &Options) -> Result<()> {
 /// Applies the options saved in OPTIONS (`saved`, as `(name, value)`) that the caller did not
 /// set. When the database was last opened under another GC policy than it opens under now, the
 /// saved values of that policy's own options ([`crate::gc::own_options`]) are dropped: the new
-/// policy does not read them, and they must not come back, stale, with a later switch back.
+/// policy does not read them, and they must not come back, stale, with a later switch back. The
+/// same holds for the compaction style's own options
+/// ([`crate::compaction::strategy::own_options`]).
 ///
 /// A database last opened under a custom policy (`gc_policy=custom:NAME`) needs that policy's
 /// factory, or another policy chosen explicitly: its GC would otherwise stop without a word. A
@@ -750,38 +756,60 @@ fn apply_saved_options(
         }
         *opts = opts.clone().with_gc_policy(GcPolicyKind::Terarkdb);
     }
-    let policy = |pairs: &[(String, String)]| -> Result<Option<GcPolicyKind>> {
-        pairs
-            .iter()
-            .find(|(n, _)| n == "gc_policy")
-            .map(|(_, v)| {
-                GcPolicyKind::parse_option(v).map_err(|why| {
-                    Error::invalid(format!(
-                        "OPTIONS file: option `gc_policy` has unusable value `{v}`: {why}"
-                    ))
-                })
-            })
-            .transpose()
-    };
-    let before = policy(&saved)?;
-    if let Some(p) = before
-        && !opts.is_overridden("gc_policy")
-    {
-        opts.apply_saved("gc_policy", p.name())?;
-    }
-    let now = opts.gc_policy();
-    let dropped: &[&str] = match before {
-        Some(p) if p != now => crate::gc::own_options(p),
-        _ => &[],
-    };
+    let mut dropped = switch_selector(opts, &saved, "gc_policy", Options::gc_policy, |p| {
+        crate::gc::own_options(p)
+    })?;
+    dropped.extend(switch_selector(
+        opts,
+        &saved,
+        "compaction_style",
+        Options::compaction_style,
+        crate::compaction::strategy::own_options,
+    )?);
     for (name, value) in &saved {
-        if dropped.contains(&name.as_str()) && !crate::gc::own_options(now).contains(&name.as_str())
-        {
-            continue;
+        if !dropped.contains(&name.as_str()) {
+            opts.apply_saved(name, value)?;
         }
-        opts.apply_saved(name, value)?;
     }
     Ok(())
+}
+
+/// Applies the saved value of `selector` (an option choosing among implementations that own
+/// options of their own: `gc_policy`, `compaction_style`) unless the caller set it, and returns
+/// the options the saved choice owns and the current one does not, when they differ: their
+/// saved values must not be applied.
+fn switch_selector<T: OptionValue + Copy + PartialEq>(
+    opts: &mut Options,
+    saved: &[(String, String)],
+    selector: &str,
+    current: fn(&Options) -> T,
+    own: fn(T) -> &'static [&'static str],
+) -> Result<Vec<&'static str>> {
+    let before = saved
+        .iter()
+        .find(|(n, _)| n == selector)
+        .map(|(_, v)| {
+            T::parse_option(v).map_err(|why| {
+                Error::invalid(format!(
+                    "OPTIONS file: option `{selector}` has unusable value `{v}`: {why}"
+                ))
+            })
+        })
+        .transpose()?;
+    if let Some(b) = before
+        && !opts.is_overridden(selector)
+    {
+        opts.apply_saved(selector, &b.format_option())?;
+    }
+    let now = current(opts);
+    Ok(match before {
+        Some(b) if b != now => own(b)
+            .iter()
+            .filter(|o| !own(now).contains(o))
+            .copied()
+            .collect(),
+        _ => Vec::new(),
+    })
 }
 
 /// What a read-write open does for write-back GC (policy `titan`, docs/gc.md): it releases every

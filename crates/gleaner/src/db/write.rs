@@ -414,7 +414,7 @@ impl DbInner {
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
-            let l0 = st.version.files(0).len();
+            let l0 = st.version.table_count(0);
             if !may_wait {
                 if l0 >= self.opts.l0_slowdown_trigger() as usize {
                     return Ok(None);

@@ -183,6 +183,7 @@ mod tests {
         };
         let kt = |number: u64, value_table: u64, key: &[u8]| NewTable {
             level: 1,
+            run: 0,
             meta: TableMeta {
                 number,
                 file_size: 100,

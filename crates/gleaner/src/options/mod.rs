@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::io::{FileSystem, PosixFs};
 
 pub use file::{parse_options_file, render_options_file};
-pub use value::{Compression, GcPolicyKind, OptionValue, Switch, WalRecoveryMode};
+pub use value::{CompactionStyle, Compression, GcPolicyKind, OptionValue, Switch, WalRecoveryMode};
 
 /// Longest key accepted by any write: 64 KiB (what a key table can hold).
 pub const MAX_KEY_SIZE: usize = crate::table::format::MAX_USER_KEY_LEN;
@@ -40,6 +40,17 @@ pub const DEFAULT_L0_COMPACTION_TRIGGER: u32 = 4;
 pub const DEFAULT_L0_SLOWDOWN_TRIGGER: u32 = 20;
 /// Default `l0_stop_trigger`: 36 files.
 pub const DEFAULT_L0_STOP_TRIGGER: u32 = 36;
+/// Default `compaction_style`: leveled.
+pub const DEFAULT_COMPACTION_STYLE: CompactionStyle = CompactionStyle::Leveled;
+/// Default `tiered_run_trigger`: merging starts at 4 sorted runs (RocksDB's universal
+/// compaction starts at its `level0_file_num_compaction_trigger`, 4).
+pub const DEFAULT_TIERED_RUN_TRIGGER: u32 = 4;
+/// Default `tiered_size_ratio`: a run joins a merge when it is at most 1 % larger than the runs
+/// already chosen together (RocksDB's universal `size_ratio`, 1 %).
+pub const DEFAULT_TIERED_SIZE_RATIO: f64 = 0.01;
+/// Default `tiered_max_space_amplification`: every run is merged into one when the runs newer
+/// than the oldest hold twice its bytes (RocksDB's `max_size_amplification_percent`, 200 %).
+pub const DEFAULT_TIERED_MAX_SPACE_AMPLIFICATION: f64 = 2.0;
 /// Default `block_size`: 4 KiB.
 pub const DEFAULT_BLOCK_SIZE: u64 = 4 << 10;
 /// Default `block_restart_interval`: 16 keys.
@@ -273,6 +284,29 @@ options_table! {
     /// L0 files at which writes stop until compaction catches up. Default 36; at least
     /// `l0_slowdown_trigger`, at most 1000.
     (l0_stop_trigger, with_l0_stop_trigger, u32, DEFAULT_L0_STOP_TRIGGER, persisted: true);
+    /// How the index tree is compacted: `leveled` (the default) or `tiered` (size-tiered, as
+    /// RocksDB's universal compaction; docs/architecture.md, "Compaction strategies", compares
+    /// them). Saved in OPTIONS like the other shape options; a database may be reopened under
+    /// the other style: a level holding several runs is merged into one before leveled
+    /// compaction touches it, and tiered compaction takes the leveled runs as they are.
+    /// `level_base_size`, `level_multiplier` and `l0_compaction_trigger` are read by leveled
+    /// compaction only, but kept under tiered for a switch back.
+    (compaction_style, with_compaction_style, CompactionStyle, DEFAULT_COMPACTION_STYLE, persisted: true);
+    /// Tiered compaction: the number of sorted runs in the whole tree (each L0 table counts as
+    /// one) at which it starts merging runs of similar size; below it nothing is merged. At
+    /// 4 × this many runs (at most `l0_stop_trigger`) the newest runs are merged whatever their
+    /// sizes. Default 4; from 2 to 1000, and at most `l0_slowdown_trigger` (writes would be
+    /// delayed before any merge started). Only `compaction_style=tiered` reads it.
+    (tiered_run_trigger, with_tiered_run_trigger, u32, DEFAULT_TIERED_RUN_TRIGGER, persisted: true);
+    /// Tiered compaction: going from the newest run to older ones, a run joins a merge while its
+    /// size is at most (1 + this) × the bytes of the runs already chosen. Default 0.01; from 0
+    /// to 100. Only `compaction_style=tiered` reads it.
+    (tiered_size_ratio, with_tiered_size_ratio, f64, DEFAULT_TIERED_SIZE_RATIO, persisted: true);
+    /// Tiered compaction's bound on space amplification: when the runs newer than the oldest
+    /// hold more than this many times its bytes, every run is merged into one (the oldest run
+    /// stands for the live data). Default 2.0; from 0 (merge everything whenever merging
+    /// starts) to 100. Only `compaction_style=tiered` reads it.
+    (tiered_max_space_amplification, with_tiered_max_space_amplification, f64, DEFAULT_TIERED_MAX_SPACE_AMPLIFICATION, persisted: true);
     /// Uncompressed size at which a key-table data block is cut. Default 4 KiB; from 64 bytes
     /// to 16 MiB.
     (block_size, with_block_size, u64, DEFAULT_BLOCK_SIZE, persisted: true);
@@ -584,6 +618,23 @@ impl Options {
                 ))
             },
         )?;
+        range("tiered_run_trigger", self.tiered_run_trigger, 2, 1000)?;
+        if self.compaction_style == CompactionStyle::Tiered
+            && self.tiered_run_trigger > self.l0_slowdown_trigger
+        {
+            return Err(Error::invalid(format!(
+                "option `tiered_run_trigger` ({}) must be at most `l0_slowdown_trigger` ({}): \
+                 writes would be delayed before tiered compaction started merging",
+                self.tiered_run_trigger, self.l0_slowdown_trigger
+            )));
+        }
+        range("tiered_size_ratio", self.tiered_size_ratio, 0.0, 100.0)?;
+        range(
+            "tiered_max_space_amplification",
+            self.tiered_max_space_amplification,
+            0.0,
+            100.0,
+        )?;
         range("block_size", self.block_size, 64, 16 << 20)?;
         range(
             "block_restart_interval",
@@ -718,6 +769,22 @@ mod tests {
         assert_eq!((o.flush_threads(), o.compaction_threads()), (1, 1));
         assert_eq!(o.max_value_size(), 256 << 20);
         assert!(!o.use_direct_io_for_reads() && !o.use_direct_io_for_background_writes());
+        assert_eq!(o.compaction_style(), CompactionStyle::Leveled);
+        assert_eq!(
+            (
+                o.tiered_run_trigger(),
+                o.tiered_size_ratio(),
+                o.tiered_max_space_amplification()
+            ),
+            (4, 0.01, 2.0)
+        );
+        // Leveled reads no tiered option: a trigger above the slowdown trigger is left alone.
+        Options::default()
+            .with_l0_slowdown_trigger(4)
+            .with_l0_compaction_trigger(2)
+            .with_tiered_run_trigger(8)
+            .validate()
+            .expect("not read under leveled");
     }
 
     #[test]
@@ -734,6 +801,28 @@ mod tests {
                 "l0_stop_trigger",
             ),
             (Options::default().with_block_size(1), "block_size"),
+            (
+                Options::default().with_tiered_run_trigger(1),
+                "tiered_run_trigger",
+            ),
+            (
+                Options::default()
+                    .with_compaction_style(CompactionStyle::Tiered)
+                    .with_tiered_run_trigger(21),
+                "tiered_run_trigger",
+            ),
+            (
+                Options::default().with_tiered_size_ratio(-0.5),
+                "tiered_size_ratio",
+            ),
+            (
+                Options::default().with_tiered_size_ratio(f64::NAN),
+                "tiered_size_ratio",
+            ),
+            (
+                Options::default().with_tiered_max_space_amplification(101.0),
+                "tiered_max_space_amplification",
+            ),
             (Options::default().with_flush_threads(0), "flush_threads"),
             (
                 Options::default().with_gc_garbage_ratio(1.5),
@@ -801,6 +890,16 @@ mod tests {
             .expect_err("bad enum")
             .to_string();
         assert!(e.contains("compression"), "{e}");
+        o.set("compaction_style", "tiered").expect("set");
+        assert_eq!(o.compaction_style(), CompactionStyle::Tiered);
+        let e = o
+            .set("compaction_style", "universal")
+            .expect_err("bad style")
+            .to_string();
+        assert!(
+            e.contains("compaction_style") && e.contains("universal") && e.contains("tiered"),
+            "{e}"
+        );
     }
 
     #[test]

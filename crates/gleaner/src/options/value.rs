@@ -222,6 +222,46 @@ impl OptionValue for Compression {
     }
 }
 
+/// How the index tree is compacted (docs/architecture.md, "Compaction strategies"); chosen
+/// per database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompactionStyle {
+    /// Leveled compaction (the default): one sorted run per level from L1 down, each level a
+    /// multiple of the one above; low read and space amplification, more rewriting.
+    #[default]
+    Leveled,
+    /// Size-tiered compaction (RocksDB's universal compaction): flushes become sorted runs,
+    /// and runs of similar size are merged into one; less rewriting, more runs to read, more
+    /// space (bounded by `tiered_max_space_amplification`).
+    Tiered,
+}
+
+impl CompactionStyle {
+    /// Every style.
+    pub const ALL: [CompactionStyle; 2] = [CompactionStyle::Leveled, CompactionStyle::Tiered];
+
+    /// The style's name in options.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompactionStyle::Leveled => "leveled",
+            CompactionStyle::Tiered => "tiered",
+        }
+    }
+}
+
+impl OptionValue for CompactionStyle {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        CompactionStyle::ALL
+            .into_iter()
+            .find(|s| s.name() == t)
+            .ok_or_else(|| "expected `leveled` or `tiered`".to_string())
+    }
+    fn format_option(&self) -> String {
+        self.name().to_string()
+    }
+}
+
 /// What WAL recovery does with a damaged record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
@@ -288,6 +328,14 @@ mod tests {
         for c in [Compression::None, Compression::Lz4] {
             assert_eq!(Compression::parse_option(&c.format_option()), Ok(c));
         }
+        for s in CompactionStyle::ALL {
+            assert_eq!(CompactionStyle::parse_option(&s.format_option()), Ok(s));
+        }
+        assert!(
+            CompactionStyle::parse_option("universal")
+                .expect_err("unknown")
+                .contains("leveled")
+        );
         for m in [
             WalRecoveryMode::TolerateCorruptedTail,
             WalRecoveryMode::SkipAnyCorruptedRecords,

@@ -14,6 +14,11 @@ pub struct LevelStats {
     pub level: usize,
     /// Key tables in the level.
     pub files: usize,
+    /// Sorted runs in the level: one per table in L0; under leveled compaction at most one in
+    /// every deeper level, under tiered compaction several (docs/architecture.md, "Sorted
+    /// runs").
+    #[serde(default)]
+    pub runs: usize,
     /// Bytes of those tables.
     pub bytes: u64,
     /// Entries of those tables (every version and tombstone they hold, as their properties
@@ -81,6 +86,9 @@ pub struct CompactionStats {
     pub tables_deleted: u64,
     /// Compactions running now.
     pub running: usize,
+    /// The compaction style (option `compaction_style`): `leveled` or `tiered`.
+    #[serde(default)]
+    pub style: String,
     /// Compactions that failed before their manifest edit (inputs kept, retried later).
     #[serde(default)]
     pub errors: u64,

@@ -375,8 +375,14 @@ impl Dumper<'_> {
             lines.push(format!("deleted_file: level={level} number={number}"));
         }
         for t in &e.new_tables {
+            // An L0 table is a sorted run of its own; deeper, the run the record names.
+            let run = if t.level == 0 {
+                "own".to_string()
+            } else {
+                t.run.to_string()
+            };
             lines.push(format!(
-                "new_table: level={} number={} file_size={} entries={} deletions={} \
+                "new_table: level={} run={run} number={} file_size={} entries={} deletions={} \
                  seqs={}..={} smallest={} largest={}",
                 t.level,
                 t.meta.number,

@@ -391,7 +391,7 @@ fn dump_of_wal_manifest_current_and_options() {
     let dir = table_db(600);
     let m = dump(&manifest(dir.path()), false);
     assert!(m.contains("# edit at offset 0\nformat_version: 2\n"), "{m}");
-    assert!(m.contains("new_table: level=0"), "{m}");
+    assert!(m.contains("new_table: level=0 run=own"), "{m}");
     let current = dump(&dir.path().join("CURRENT"), false);
     assert_eq!(
         current,
@@ -726,5 +726,96 @@ fn dump_shows_write_back_marks_retired_tables_and_handle_puts() {
     assert_eq!(
         handle_puts as u64, run.totals.records_written,
         "one per moved record"
+    );
+}
+
+/// A tiered database whose last level holds two runs, the newer of which rewrote keys the
+/// older holds: they overlap in keys, not in sequence numbers. Returns the directory and its
+/// options.
+fn tiered_db() -> (tempfile::TempDir, Options) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options::default()
+        .with_inline_background_work(true)
+        .with_compaction_style(crate::CompactionStyle::Tiered)
+        .with_tiered_run_trigger(2)
+        .with_tiered_size_ratio(1.0)
+        .with_tiered_max_space_amplification(100.0)
+        .with_key_table_size(4096)
+        .with_compression(crate::Compression::None);
+    let db = Db::open(dir.path(), opts.clone()).expect("open");
+    for (keys, round) in [(0..300, 0), (300..600, 0), (100..120, 1), (120..141, 1)] {
+        for i in keys {
+            db.put(key(i), format!("{round}-{}", value(i)))
+                .expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    let last = db.stats().levels.len() - 1;
+    assert_eq!(db.stats().levels[last].runs, 2, "{:?}", db.stats().levels);
+    db.close().expect("close");
+    (dir, opts)
+}
+
+/// The version the manifest of `dir` describes.
+fn live_version(dir: &Path) -> crate::version::Version {
+    let path = manifest(dir);
+    let file = crate::io::PosixFs::new();
+    let reader = crate::io::FileSystem::open_readable(&file, &path, Default::default())
+        .expect("open manifest");
+    let mut log = crate::wal::LogReader::new(
+        crate::io::CountedReader::new(reader, Default::default()),
+        name(&path),
+        crate::io::IoClass::Other,
+        crate::options::WalRecoveryMode::TolerateCorruptedTail,
+        crate::version::set::MAX_MANIFEST_RECORD,
+    )
+    .expect("reader");
+    let mut v = crate::version::Version::new(crate::version::MAX_LEVELS);
+    while let Some((offset, record)) = log.read_record().expect("record") {
+        let edit = crate::version::VersionEdit::decode(&record, "M", offset).expect("edit");
+        v = v.apply(&edit, "M", offset).expect("apply");
+    }
+    v
+}
+
+/// `gleaner check` accepts runs of a level that overlap each other in keys, and `gleaner dump`
+/// shows each table's run; two tables of one run that overlap are a problem.
+#[test]
+fn several_runs_per_level_check_clean_but_overlap_within_a_run_is_a_problem() {
+    let (dir, opts) = tiered_db();
+    let report = check_db(dir.path(), &opts).expect("check runs");
+    assert!(report.problems.is_empty(), "{report:#?}");
+    let v = live_version(dir.path());
+    let level = v.deepest_nonempty_level().expect("tables");
+    let runs = v.runs(level);
+    assert_eq!(runs.len(), 2);
+    let (newer, older) = (&runs[0], &runs[1]);
+    let m = dump(&manifest(dir.path()), false);
+    for r in [newer, older] {
+        let line = format!("new_table: level={level} run={} ", r.id());
+        assert!(m.contains(&line), "{line} in {m}");
+    }
+    // Move the newer run's table into the older run, whose tables hold the same keys.
+    let moved = &newer.files()[0];
+    append_edit(
+        dir.path(),
+        &crate::version::VersionEdit {
+            deleted_files: vec![(level as u32, moved.number)],
+            new_tables: vec![crate::version::NewTable {
+                level: level as u32,
+                run: older.id(),
+                meta: moved.meta().clone(),
+            }],
+            ..Default::default()
+        },
+    );
+    let report = check_db(dir.path(), &opts).expect("check runs");
+    assert_eq!(report.problems.len(), 1, "{report:#?}");
+    let p = &report.problems[0];
+    assert!(p.file.starts_with("MANIFEST-"), "{p}");
+    assert!(
+        p.detail
+            .contains(&format!("overlap in run {} of level {level}", older.id())),
+        "{p}"
     );
 }

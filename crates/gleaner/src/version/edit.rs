@@ -2,6 +2,7 @@
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
 use super::file_meta::TableMeta;
+use super::run::RunId;
 use super::value_set::{
     Dependence, DropBlock, Garbage, Inheritor, MAX_POLICY_TABLE_META, PolicyTableMeta,
     ValueTableMeta,
@@ -11,13 +12,26 @@ use crate::error::{Error, Result};
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
 /// Newest manifest format version: 3, where a value table may carry its GC policy's metadata
-/// (field 8). A manifest is written as version 3 only when it holds such metadata, and as 2,
+/// (field 8) and a key table may join a sorted run other than run 0 (field 7). A manifest is
+/// written as version 3 only when it holds either ([`VersionEdit::needs_format_3`]), and as 2,
 /// where a key table's alias count is recorded (field 7, absent when 0), otherwise; version 1
 /// manifests are read too (see [`VersionEdit::upgrade`]).
 pub const MANIFEST_FORMAT_VERSION: u64 = 3;
 
-/// The format version of a manifest without policy metadata.
+/// The format version of a manifest without policy metadata and without sorted runs other than
+/// run 0.
 pub const MANIFEST_FORMAT_WITHOUT_POLICY_META: u64 = 2;
+
+impl VersionEdit {
+    /// Whether the edit holds a field only format 3 has: policy metadata, or a table of a run
+    /// other than run 0.
+    pub fn needs_format_3(&self) -> bool {
+        self.new_value_tables
+            .iter()
+            .any(|v| v.policy_meta.is_some())
+            || self.new_tables.iter().any(|t| t.run != 0)
+    }
+}
 
 /// Format of the policy metadata trailing field 8.
 const POLICY_META_FORMAT: u64 = 1;
@@ -114,6 +128,10 @@ mod tag {
 pub struct NewTable {
     /// Level the table joins.
     pub level: u32,
+    /// Sorted run of that level the table joins (0 in L0, where each table is a run of its own,
+    /// and for the one run of a level under leveled compaction). Recorded only when not 0, so
+    /// a manifest with one run per level is written as before runs existed.
+    pub run: RunId,
     /// The table.
     pub meta: TableMeta,
 }
@@ -195,7 +213,12 @@ impl VersionEdit {
             put_varint64(&mut f, *number);
             emit(&mut out, tag::DELETED_FILE, &f);
         }
-        for NewTable { level, meta: t } in &self.new_tables {
+        for NewTable {
+            level,
+            run,
+            meta: t,
+        } in &self.new_tables
+        {
             f.clear();
             put_varint64(&mut f, u64::from(*level));
             put_varint64(&mut f, t.number);
@@ -216,9 +239,14 @@ impl VersionEdit {
                 put_varint64(&mut f, d.count);
                 put_varint64(&mut f, d.bytes);
             }
-            // Optional, so that manifests of databases without aliases stay as they were.
-            if t.aliases > 0 {
+            // Optional, so that manifests of databases without aliases or several runs per
+            // level stay as they were; the run follows the alias count, which is then written
+            // even when 0.
+            if t.aliases > 0 || *run != 0 {
                 put_varint64(&mut f, t.aliases);
+            }
+            if *run != 0 {
+                put_varint64(&mut f, *run);
             }
             emit(&mut out, tag::NEW_KEY_TABLE, &f);
         }
@@ -390,6 +418,13 @@ impl VersionEdit {
                     } else {
                         p.varint64().ok_or_else(trunc)?
                     };
+                    // Absent for a level's only run (and in manifests written before runs
+                    // were recorded: one run per level).
+                    let run = if p.is_empty() {
+                        0
+                    } else {
+                        p.varint64().ok_or_else(trunc)?
+                    };
                     let handles = dependence
                         .iter()
                         .fold(0u64, |a, d| a.saturating_add(d.count));
@@ -417,7 +452,7 @@ impl VersionEdit {
                         dependence,
                         aliases,
                     };
-                    edit.new_tables.push(NewTable { level, meta });
+                    edit.new_tables.push(NewTable { level, run, meta });
                 }
                 tag::NEW_VALUE_TABLE => {
                     let mut v = [0u64; 4];
@@ -537,6 +572,7 @@ mod tests {
             deleted_files: vec![(1, 5), (2, 6)],
             new_tables: vec![NewTable {
                 level: 2,
+                run: 17,
                 meta: TableMeta {
                     number: 39,
                     file_size: 4096,
@@ -614,6 +650,25 @@ mod tests {
     }
 
     #[test]
+    fn the_run_is_written_only_when_not_0_and_after_the_alias_count() {
+        let mut e = VersionEdit {
+            new_tables: sample().new_tables,
+            ..Default::default()
+        };
+        let t = &mut e.new_tables[0];
+        (t.run, t.meta.aliases) = (0, 0);
+        let plain = e.encode();
+        e.new_tables[0].run = 9;
+        let with_run = e.encode();
+        // Two more payload bytes: the alias count 0, then the run.
+        assert_eq!(with_run.len(), plain.len() + 2);
+        assert_eq!(with_run[with_run.len() - 2..], [0, 9]);
+        let decoded = VersionEdit::decode(&plain, "M", 0).expect("decode");
+        assert_eq!(decoded.new_tables[0].run, 0, "absent: the level's only run");
+        assert_eq!(VersionEdit::decode(&with_run, "M", 0).expect("decode"), e);
+    }
+
+    #[test]
     fn every_truncation_and_unknown_tag_is_corruption() {
         let bytes = sample().encode();
         for cut in 1..bytes.len() {
@@ -646,6 +701,20 @@ mod tests {
         emit(&mut bad_mark, tag::WRITE_BACK, &payload);
         let err = VersionEdit::decode(&bad_mark, "M", 0).expect_err("bad mark");
         assert!(err.is_corruption(), "{err}");
+    }
+
+    #[test]
+    fn only_metadata_and_runs_beyond_run_0_need_format_3() {
+        let mut e = sample();
+        assert!(!e.needs_format_3());
+        e.new_tables[0].run = 2;
+        assert!(e.needs_format_3());
+        let mut e = sample();
+        e.new_value_tables[0].policy_meta = Some(PolicyTableMeta {
+            tag: "dumpkv".into(),
+            data: Vec::new(),
+        });
+        assert!(e.needs_format_3());
     }
 
     #[test]

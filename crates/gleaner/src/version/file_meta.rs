@@ -115,7 +115,7 @@ impl FileMetaData {
         &self.meta
     }
 
-    /// Size used by the compaction picker's level scores. Compensation for value bytes a table
+    /// Size the compaction strategies rank tables and runs by. Compensation for value bytes a table
     /// pins (DESIGN.md, "Hidden garbage and compaction priority") plugs in here.
     pub fn compensated_size(&self) -> u64 {
         self.file_size

@@ -15,6 +15,7 @@ use super::edit::{
     manifest_format,
 };
 use super::file_meta::ObsoleteFileSink;
+use super::run::RunId;
 use super::version::Version;
 use crate::error::{Error, Result};
 use crate::filename::manifest_file_name;
@@ -260,13 +261,7 @@ impl VersionSet {
         }
         for &(level, number) in &edit.deleted_files {
             let readded = edit.new_tables.iter().any(|t| t.meta.number == number);
-            if !readded
-                && let Some(f) = self
-                    .current
-                    .files(level as usize)
-                    .iter()
-                    .find(|f| f.number == number)
-            {
+            if !readded && let Some((_, f)) = self.current.find_table(level as usize, number) {
                 f.mark_obsolete(Arc::clone(&self.sink));
             }
         }
@@ -296,13 +291,9 @@ impl VersionSet {
             .manifest
             .as_ref()
             .is_some_and(|(_, w)| w.file_size() >= self.max_manifest_size);
-        // The first policy metadata goes into a manifest that declares the format holding it,
-        // so an older build refuses the manifest by its version instead of by damage.
-        let needs_newer = self.manifest_format < MANIFEST_FORMAT_VERSION
-            && edit
-                .new_value_tables
-                .iter()
-                .any(|v| v.policy_meta.is_some());
+        // The first policy metadata or sorted run beyond run 0 goes into a manifest that declares
+        // the format holding it, so an older build refuses the manifest by its version.
+        let needs_newer = self.manifest_format < MANIFEST_FORMAT_VERSION && edit.needs_format_3();
         if self.manifest.is_none() || too_big || needs_newer {
             let old = self.manifest.take().map(|m| m.0);
             self.start_manifest(edit, next)?;
@@ -367,11 +358,7 @@ impl VersionSet {
         snapshot.retired_value_tables = retired_value_tables;
         snapshot.write_back = write_back;
         snapshot.drop_blocks = drop_blocks;
-        let format = if snapshot
-            .new_value_tables
-            .iter()
-            .any(|v| v.policy_meta.is_some())
-        {
+        let format = if snapshot.needs_format_3() {
             MANIFEST_FORMAT_VERSION
         } else {
             MANIFEST_FORMAT_WITHOUT_POLICY_META
@@ -405,10 +392,12 @@ impl VersionSet {
     }
 }
 
-/// The edit entry that re-adds `f` at `level`.
-pub fn new_table(level: usize, f: &super::file_meta::FileMetaData) -> NewTable {
+/// The edit entry that re-adds `f` at `level`, in run `run` (ignored for L0, where each table
+/// is a run of its own).
+pub fn new_table(level: usize, run: RunId, f: &super::file_meta::FileMetaData) -> NewTable {
     NewTable {
         level: level as u32,
+        run: if level == 0 { 0 } else { run },
         meta: f.meta().clone(),
     }
 }

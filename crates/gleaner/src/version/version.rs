@@ -1,11 +1,19 @@
-//! A version: the set of live key tables per level at one point in time. Versions are
+//! A version: the sorted runs of key tables of every level at one point in time. Versions are
 //! immutable and shared (`Arc`); readers and iterators hold the version they started with.
+//!
+//! Reads search the runs in *search order*: L0's tables (each a run) newest first, then each
+//! deeper level's runs newest first, level after level; the first version of a key found wins.
+//! That is correct because every compaction strategy keeps the versions of each key in search
+//! order newest first (docs/architecture.md, "Sorted runs"); what a version can check on its own
+//! is checked by [`Version::check_invariants`] whenever an edit is applied.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::edit::VersionEdit;
 use super::file_meta::FileMetaData;
 use super::level_iter::LevelIter;
+use super::run::{RunId, SortedRun};
 use super::value_set::ValueSet;
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
@@ -15,10 +23,11 @@ use crate::lookup::{KeyLookup, Lookup};
 use crate::table::{KeyEntry, ReadCtx};
 use crate::value::StoredHandle;
 
-/// The live key tables of every level, and the value tables they reference.
+/// The sorted runs of every level, and the value tables they reference.
 #[derive(Debug, Clone)]
 pub struct Version {
-    levels: Vec<Vec<Arc<FileMetaData>>>,
+    /// Per level, its runs newest first (L0: one per table).
+    levels: Vec<Vec<SortedRun>>,
     values: ValueSet,
 }
 
@@ -41,27 +50,57 @@ impl Version {
         self.levels.len()
     }
 
-    /// Tables of `level`: L0 newest first, other levels by key.
-    pub fn files(&self, level: usize) -> &[Arc<FileMetaData>] {
+    /// The sorted runs of `level`, newest first (L0: one per table).
+    pub(crate) fn runs(&self, level: usize) -> &[SortedRun] {
         &self.levels[level]
+    }
+
+    /// Every run of every level, in search order, with its level.
+    pub(crate) fn all_runs(&self) -> impl Iterator<Item = (usize, &SortedRun)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, runs)| runs.iter().map(move |r| (l, r)))
+    }
+
+    /// Tables of `level`: run after run, newest run first, each in key order (L0 newest first).
+    pub fn level_files(&self, level: usize) -> impl DoubleEndedIterator<Item = &Arc<FileMetaData>> {
+        self.levels[level].iter().flat_map(|r| r.files().iter())
+    }
+
+    /// Number of tables in `level`.
+    pub fn table_count(&self, level: usize) -> usize {
+        self.levels[level].iter().map(|r| r.files().len()).sum()
     }
 
     /// Total bytes of the tables of `level`.
     pub fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|f| f.file_size).sum()
+        self.levels[level].iter().map(SortedRun::bytes).sum()
     }
 
-    /// Every table of every level.
+    /// Every table of every level, in search order.
     pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMetaData>)> {
-        self.levels
-            .iter()
-            .enumerate()
-            .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+        self.all_runs()
+            .flat_map(|(l, r)| r.files().iter().map(move |f| (l, f)))
+    }
+
+    /// Table `number` of `level` and the run holding it.
+    pub(crate) fn find_table(
+        &self,
+        level: usize,
+        number: u64,
+    ) -> Option<(&SortedRun, &Arc<FileMetaData>)> {
+        self.levels.get(level)?.iter().find_map(|r| {
+            r.files()
+                .iter()
+                .find(|f| f.number == number)
+                .map(|f| (r, f))
+        })
     }
 
     /// The deepest level holding any table.
     pub fn deepest_nonempty_level(&self) -> Option<usize> {
-        self.levels.iter().rposition(|f| !f.is_empty())
+        self.levels.iter().rposition(|runs| !runs.is_empty())
     }
 
     /// Tables of `level` whose user-key range intersects `[lo, hi]` (inclusive; `None` is
@@ -74,18 +113,22 @@ impl Version {
     ) -> Vec<Arc<FileMetaData>> {
         self.levels[level]
             .iter()
-            .filter(|f| f.overlaps_user_range(lo, hi))
+            .flat_map(|r| r.overlapping(lo, hi))
             .cloned()
             .collect()
     }
 
-    /// True when no level deeper than `level` has a table whose range contains `user_key`: a
-    /// deletion of the key compacted into `level` can then be dropped.
-    pub fn is_bottommost_for_key(&self, level: usize, user_key: &[u8]) -> bool {
-        self.levels.iter().skip(level + 1).all(|files| {
-            let i = files.partition_point(|f| f.largest_user_key() < user_key);
-            i == files.len() || files[i].smallest_user_key() > user_key
-        })
+    /// True when no run older than run `run` of `level` has a table whose range contains
+    /// `user_key`: the runs after it in `level` (every run of `level` when it holds no run
+    /// `run`: outputs starting a new run are its newest) and every run of the deeper levels. A
+    /// deletion of the key compacted into that run can then be dropped.
+    pub fn is_bottommost_for_key(&self, level: usize, run: RunId, user_key: &[u8]) -> bool {
+        let runs = &self.levels[level];
+        let after = runs.iter().position(|r| r.id() == run).map_or(0, |i| i + 1);
+        runs[after..]
+            .iter()
+            .chain(self.levels.iter().skip(level + 1).flatten())
+            .all(|r| r.table_for(user_key).is_none())
     }
 
     /// Applies an edit and returns the resulting version. Tables an edit removes and re-adds
@@ -97,21 +140,26 @@ impl Version {
         let mut values = self.values.clone();
         let mut moved: Vec<Arc<FileMetaData>> = Vec::new();
         for &(level, number) in &edit.deleted_files {
-            let files = levels
+            let runs = levels
                 .get_mut(level as usize)
                 .ok_or_else(|| bad(format!("edit deletes a table from missing level {level}")))?;
-            let pos = files
-                .iter()
-                .position(|f| f.number == number)
+            let removed = runs
+                .iter_mut()
+                .find_map(|r| {
+                    let files = r.files_mut();
+                    let pos = files.iter().position(|f| f.number == number)?;
+                    Some(files.remove(pos))
+                })
                 .ok_or_else(|| {
                     bad(format!(
                         "edit deletes table {number}, which is not in level {level}"
                     ))
                 })?;
-            let removed = files.remove(pos);
             values.remove_refs(&removed.dependence).map_err(bad)?;
             moved.push(removed);
         }
+        // Tables joining each run, by level and run id (an L0 table is a run of its own).
+        let mut joining: BTreeMap<(usize, RunId), Vec<Arc<FileMetaData>>> = BTreeMap::new();
         for t in &edit.new_tables {
             let level = t.level as usize;
             if level >= levels.len() {
@@ -119,6 +167,12 @@ impl Version {
                     "edit adds table {} to level {level}, beyond the {} levels",
                     t.meta.number,
                     levels.len()
+                )));
+            }
+            if level == 0 && t.run != 0 {
+                return Err(bad(format!(
+                    "edit adds table {} to L0 in run {}; an L0 table is a run of its own",
+                    t.meta.number, t.run
                 )));
             }
             let meta = match moved.iter().find(|m| m.number == t.meta.number) {
@@ -131,14 +185,27 @@ impl Version {
                 }
                 None => Arc::new(FileMetaData::new(t.meta.clone())),
             };
-            if levels.iter().flatten().any(|f| f.number == t.meta.number) {
+            let live = levels
+                .iter()
+                .flatten()
+                .flat_map(|r| r.files())
+                .chain(joining.values().flatten())
+                .any(|f| f.number == t.meta.number);
+            if live {
                 return Err(bad(format!(
                     "edit adds table {}, which is already live",
                     t.meta.number
                 )));
             }
             values.add_refs(&meta.dependence);
-            levels[level].push(meta);
+            let run = if level == 0 { meta.number } else { t.run };
+            joining.entry((level, run)).or_default().push(meta);
+        }
+        for ((level, run), files) in joining {
+            match levels[level].iter_mut().find(|r| r.id() == run) {
+                Some(r) => r.files_mut().extend(files),
+                None => levels[level].push(SortedRun::new(run, files)),
+            }
         }
         for v in &edit.new_value_tables {
             values.add_table(v.clone()).map_err(bad)?;
@@ -170,13 +237,19 @@ impl Version {
         }
         values.prune_inheritance();
         values.prune_drop_files();
-        levels[0].sort_by(|a, b| {
-            b.largest_seq
-                .cmp(&a.largest_seq)
-                .then(b.number.cmp(&a.number))
-        });
-        for files in levels.iter_mut().skip(1) {
-            files.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
+        for runs in &mut levels {
+            let kept = std::mem::take(runs)
+                .into_iter()
+                .filter(|r| !r.files().is_empty())
+                .map(SortedRun::refresh);
+            runs.extend(kept);
+            // Newest first. Sequence ranges of the runs of a level never overlap (checked
+            // below), so the largest sequence number orders them; the id breaks no real tie.
+            runs.sort_by(|a, b| {
+                b.largest_seq()
+                    .cmp(&a.largest_seq())
+                    .then(b.id().cmp(&a.id()))
+            });
         }
         let v = Version { levels, values };
         v.check_invariants().map_err(bad)?;
@@ -189,8 +262,12 @@ impl Version {
         let values = &self.values;
         VersionEdit {
             new_tables: self
-                .all_files()
-                .map(|(l, f)| super::set::new_table(l, f))
+                .all_runs()
+                .flat_map(|(l, r)| {
+                    r.files()
+                        .iter()
+                        .map(move |f| super::set::new_table(l, r.id(), f))
+                })
                 .collect(),
             // Retired tables are added, then retired again, as the edits that made them did.
             new_value_tables: values
@@ -227,10 +304,15 @@ impl Version {
         }
     }
 
-    /// Checks that every level above L0 is sorted with disjoint user-key ranges.
+    /// Checks what makes "the first version found in search order wins" hold within a level:
+    /// every table's bounds are ordered; in L1 and deeper, the tables of each run have disjoint
+    /// user-key ranges, and the runs of a level have disjoint sequence ranges, newest first (so
+    /// every entry of a run is newer than every entry of the runs after it in its level). L0
+    /// tables are ordered newest first by construction. Across levels the order of a key's
+    /// versions is the compaction strategies' to keep (a version cannot check it from metadata).
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
-        for (level, files) in self.levels.iter().enumerate() {
-            for f in files {
+        for (level, runs) in self.levels.iter().enumerate() {
+            for f in runs.iter().flat_map(|r| r.files()) {
                 if key::compare_internal(&f.smallest, &f.largest).is_gt() {
                     return Err(format!("table {} has smallest key after largest", f.number));
                 }
@@ -238,11 +320,20 @@ impl Version {
             if level == 0 {
                 continue;
             }
-            for w in files.windows(2) {
-                if w[0].largest_user_key() >= w[1].smallest_user_key() {
+            for r in runs {
+                r.check_disjoint(level)?;
+            }
+            for w in runs.windows(2) {
+                if w[0].smallest_seq() <= w[1].largest_seq() {
                     return Err(format!(
-                        "tables {} and {} overlap in level {level}",
-                        w[0].number, w[1].number
+                        "runs {} (sequence numbers {}..={}) and {} ({}..={}) of level {level} \
+                         overlap in sequence numbers",
+                        w[0].id(),
+                        w[0].smallest_seq(),
+                        w[0].largest_seq(),
+                        w[1].id(),
+                        w[1].smallest_seq(),
+                        w[1].largest_seq()
                     ));
                 }
             }
@@ -327,27 +418,17 @@ impl Version {
         })
     }
 
-    /// Asks `probe` about each table that may hold the lookup key's user key, newest data
-    /// first (L0 newest to oldest, then one table per deeper level), and returns its first
-    /// answer.
+    /// Asks `probe` about each table that may hold the lookup key's user key, in search order
+    /// (L0 newest to oldest, then at most one table per run of each deeper level, newest run
+    /// first), and returns its first answer.
     fn search<T>(
         &self,
         lookup_key: &[u8],
         mut probe: impl FnMut(&FileMetaData) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
         let user_key = key::user_key(lookup_key);
-        for f in &self.levels[0] {
-            if f.smallest_user_key() <= user_key
-                && user_key <= f.largest_user_key()
-                && let Some(found) = probe(f)?
-            {
-                return Ok(Some(found));
-            }
-        }
-        for files in self.levels.iter().skip(1) {
-            let i = files.partition_point(|f| f.largest_user_key() < user_key);
-            if let Some(f) = files.get(i)
-                && f.smallest_user_key() <= user_key
+        for (_, run) in self.all_runs() {
+            if let Some(f) = run.table_for(user_key)
                 && let Some(found) = probe(f)?
             {
                 return Ok(Some(found));
@@ -385,25 +466,23 @@ impl Version {
         Ok(Some((parsed.seq, found)))
     }
 
-    /// Appends one iterator per L0 table and one per deeper non-empty level.
+    /// Appends one iterator per L0 table and one per run of each deeper level.
     pub fn add_iterators(
         &self,
         tables: &Arc<TableCache>,
         ctx: ReadCtx,
         out: &mut Vec<Box<dyn InternalIterator>>,
     ) -> Result<()> {
-        for f in &self.levels[0] {
+        for f in self.level_files(0) {
             let table = tables.get(f.number, f.file_size, ctx.class)?;
             out.push(Box::new(table.iter(ctx)));
         }
-        for files in self.levels.iter().skip(1) {
-            if !files.is_empty() {
-                out.push(Box::new(LevelIter::new(
-                    files.clone(),
-                    Arc::clone(tables),
-                    ctx,
-                )));
-            }
+        for run in self.levels.iter().skip(1).flatten() {
+            out.push(Box::new(LevelIter::new(
+                run.files().to_vec(),
+                Arc::clone(tables),
+                ctx,
+            )));
         }
         Ok(())
     }
@@ -412,57 +491,72 @@ impl Version {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::make_internal_key;
     use crate::version::edit::NewTable;
 
+    /// A table of `level`'s run `run` holding user keys `lo..=hi` at sequence numbers
+    /// `seqs`.
+    fn in_run(
+        level: u32,
+        run: RunId,
+        number: u64,
+        keys: (&str, &str),
+        seqs: std::ops::RangeInclusive<u64>,
+    ) -> NewTable {
+        crate::version::test_table(level, run, number, keys, 1000, seqs)
+    }
+
     fn table(level: u32, number: u64, lo: &str, hi: &str, seq: u64) -> NewTable {
-        NewTable {
-            level,
-            meta: crate::version::TableMeta {
-                number,
-                file_size: 1000,
-                smallest: make_internal_key(lo.as_bytes(), seq, ValueKind::Value),
-                largest: make_internal_key(hi.as_bytes(), seq, ValueKind::Value),
-                smallest_seq: seq,
-                largest_seq: seq,
-                num_entries: 1,
-                num_deletions: 0,
-                dependence: Vec::new(),
-                aliases: 0,
+        in_run(level, 0, number, (lo, hi), seq..=seq)
+    }
+
+    fn with(tables: Vec<NewTable>) -> Result<Version> {
+        Version::new(4).apply(
+            &VersionEdit {
+                new_tables: tables,
+                ..Default::default()
             },
-        }
+            "M",
+            0,
+        )
+    }
+
+    fn numbers<'a>(files: impl Iterator<Item = &'a Arc<FileMetaData>>) -> Vec<u64> {
+        files.map(|f| f.number).collect()
+    }
+
+    /// The table `search` asks first about `key` and that answers (every table answers).
+    fn first_hit(v: &Version, key: &str) -> Option<u64> {
+        let lookup = key::make_lookup_key(key.as_bytes(), key::MAX_SEQUENCE);
+        v.search(&lookup, |f| Ok(Some(f.number))).expect("search")
     }
 
     #[test]
     fn apply_orders_levels_and_rejects_overlap() {
-        let v = Version::new(4);
-        let e = VersionEdit {
-            new_tables: vec![
-                table(0, 1, "a", "z", 1),
-                table(0, 2, "b", "c", 5),
-                table(1, 3, "m", "p", 1),
-                table(1, 4, "a", "c", 1),
-            ],
-            ..Default::default()
-        };
-        let v = v.apply(&e, "M", 0).expect("apply");
+        let v = with(vec![
+            table(0, 1, "a", "z", 1),
+            table(0, 2, "b", "c", 5),
+            table(1, 3, "m", "p", 1),
+            table(1, 4, "a", "c", 1),
+        ])
+        .expect("apply");
+        assert_eq!(numbers(v.level_files(0)), vec![2, 1]);
+        assert_eq!(numbers(v.level_files(1)), vec![4, 3]);
         assert_eq!(
-            v.files(0).iter().map(|f| f.number).collect::<Vec<_>>(),
-            vec![2, 1]
+            v.runs(0).iter().map(|r| r.id()).collect::<Vec<_>>(),
+            vec![2, 1],
+            "each L0 table is a run of its own"
         );
-        assert_eq!(
-            v.files(1).iter().map(|f| f.number).collect::<Vec<_>>(),
-            vec![4, 3]
-        );
+        assert_eq!(v.runs(1).len(), 1);
         assert_eq!(v.deepest_nonempty_level(), Some(1));
         let overlap = VersionEdit {
             new_tables: vec![table(1, 5, "c", "d", 1)],
             ..Default::default()
         };
+        let err = v.apply(&overlap, "M", 0).expect_err("overlap");
+        assert!(err.is_corruption(), "{err}");
         assert!(
-            v.apply(&overlap, "M", 0)
-                .expect_err("overlap")
-                .is_corruption()
+            err.to_string().contains("overlap in run 0 of level 1"),
+            "{err}"
         );
         let missing = VersionEdit {
             deleted_files: vec![(2, 3)],
@@ -477,52 +571,148 @@ mod tests {
             v.apply(&dup, "M", 0).is_err(),
             "a live number cannot be added twice"
         );
+        assert!(
+            with(vec![table(2, 8, "a", "b", 1), table(3, 8, "x", "y", 1)]).is_err(),
+            "nor twice by one edit"
+        );
+    }
+
+    #[test]
+    fn runs_of_a_level_may_overlap_in_keys_but_not_in_sequence_numbers() {
+        let v = with(vec![
+            in_run(1, 6, 10, ("c", "z"), 1..=5),
+            in_run(1, 5, 11, ("a", "f"), 10..=12),
+            in_run(1, 5, 12, ("g", "m"), 13..=20),
+        ])
+        .expect("runs overlapping in keys");
+        let runs = v.runs(1);
+        assert_eq!(runs.iter().map(|r| r.id()).collect::<Vec<_>>(), vec![5, 6]);
+        assert_eq!((runs[0].smallest_seq(), runs[0].largest_seq()), (10, 20));
+        assert_eq!(numbers(runs[0].files().iter()), vec![11, 12]);
+        assert_eq!(v.table_count(1), 3);
+        let err = with(vec![
+            in_run(1, 6, 10, ("c", "z"), 1..=10),
+            in_run(1, 5, 11, ("a", "f"), 10..=12),
+        ])
+        .expect_err("a shared sequence number");
+        assert!(
+            err.to_string().contains("overlap in sequence numbers"),
+            "{err}"
+        );
+        let err = with(vec![
+            in_run(1, 5, 11, ("a", "f"), 10..=12),
+            in_run(1, 5, 12, ("f", "m"), 13..=20),
+        ])
+        .expect_err("overlap within a run");
+        assert!(err.to_string().contains("overlap in run 5"), "{err}");
+        let err = with(vec![in_run(0, 5, 11, ("a", "f"), 10..=12)]).expect_err("L0 in a run");
+        assert!(err.to_string().contains("a run of its own"), "{err}");
+    }
+
+    #[test]
+    fn search_asks_l0_then_each_run_newest_first() {
+        let v = with(vec![
+            in_run(0, 0, 1, ("a", "c"), 30..=31),
+            in_run(1, 7, 2, ("a", "k"), 20..=25),
+            in_run(1, 3, 3, ("b", "z"), 10..=15),
+            in_run(2, 0, 4, ("a", "z"), 1..=5),
+        ])
+        .expect("apply");
+        assert_eq!(first_hit(&v, "b"), Some(1), "L0 first");
+        assert_eq!(first_hit(&v, "d"), Some(2), "then the newest run");
+        assert_eq!(first_hit(&v, "m"), Some(3), "then the older run");
+        let older_first = v
+            .search(&key::make_lookup_key(b"d", key::MAX_SEQUENCE), |f| {
+                Ok((f.number != 2).then_some(f.number))
+            })
+            .expect("search");
+        assert_eq!(
+            older_first,
+            Some(3),
+            "a table that answers nothing passes the turn"
+        );
+    }
+
+    #[test]
+    fn bottommost_counts_the_older_runs_of_the_level_and_the_deeper_levels() {
+        let v = with(vec![
+            in_run(1, 7, 2, ("a", "c"), 20..=25),
+            in_run(1, 3, 3, ("m", "p"), 10..=15),
+            in_run(2, 0, 4, ("x", "z"), 1..=5),
+        ])
+        .expect("apply");
+        assert!(!v.is_bottommost_for_key(1, 7, b"n"), "run 3 is older");
+        assert!(v.is_bottommost_for_key(1, 3, b"b"), "run 7 is newer");
+        assert!(
+            !v.is_bottommost_for_key(1, 99, b"b"),
+            "a new run is the newest"
+        );
+        assert!(!v.is_bottommost_for_key(1, 3, b"y"), "level 2 is deeper");
+        assert!(v.is_bottommost_for_key(2, 0, b"n"));
+        assert!(v.is_bottommost_for_key(0, 0, b"q"));
+    }
+
+    #[test]
+    fn the_snapshot_edit_rebuilds_every_run() {
+        let v = with(vec![
+            in_run(0, 0, 1, ("a", "c"), 30..=31),
+            in_run(1, 7, 2, ("a", "k"), 20..=25),
+            in_run(1, 3, 3, ("b", "z"), 10..=15),
+            in_run(1, 3, 5, ("0", "1"), 8..=9),
+            in_run(2, 0, 4, ("a", "z"), 1..=5),
+        ])
+        .expect("apply");
+        let edit = v.snapshot_edit();
+        let decoded = VersionEdit::decode(&edit.encode(), "M", 0).expect("decode");
+        let again = Version::new(4).apply(&decoded, "M", 0).expect("rebuild");
+        let shape = |v: &Version| {
+            v.all_runs()
+                .map(|(l, r)| (l, r.id(), numbers(r.files().iter())))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shape(&again), shape(&v));
+        assert_eq!(
+            shape(&v),
+            vec![
+                (0, 1, vec![1]),
+                (1, 7, vec![2]),
+                (1, 3, vec![5, 3]),
+                (2, 0, vec![4])
+            ]
+        );
     }
 
     #[test]
     fn trivial_move_keeps_the_metadata_object() {
-        let v = Version::new(3)
-            .apply(
-                &VersionEdit {
-                    new_tables: vec![table(1, 7, "a", "b", 1)],
-                    ..Default::default()
-                },
-                "M",
-                0,
-            )
-            .expect("apply");
-        let before = Arc::clone(&v.files(1)[0]);
+        let v = with(vec![table(1, 7, "a", "b", 1)]).expect("apply");
+        let before = Arc::clone(v.level_files(1).next().expect("table"));
         let moved = v
             .apply(
                 &VersionEdit {
                     deleted_files: vec![(1, 7)],
-                    new_tables: vec![table(2, 7, "a", "b", 1)],
+                    new_tables: vec![in_run(2, 4, 7, ("a", "b"), 1..=1)],
                     ..Default::default()
                 },
                 "M",
                 0,
             )
             .expect("move");
-        assert!(Arc::ptr_eq(&before, &moved.files(2)[0]));
-        assert!(moved.files(1).is_empty());
+        assert!(Arc::ptr_eq(
+            &before,
+            moved.level_files(2).next().expect("moved")
+        ));
+        assert_eq!(moved.runs(2)[0].id(), 4, "into the run the edit names");
+        assert_eq!(moved.table_count(1), 0);
+        assert!(moved.runs(1).is_empty(), "an emptied run is gone");
     }
 
     #[test]
     fn bottommost_check_looks_only_deeper() {
-        let v = Version::new(4)
-            .apply(
-                &VersionEdit {
-                    new_tables: vec![table(1, 1, "a", "f", 1), table(3, 2, "k", "p", 1)],
-                    ..Default::default()
-                },
-                "M",
-                0,
-            )
-            .expect("apply");
-        assert!(v.is_bottommost_for_key(0, b"g"));
-        assert!(!v.is_bottommost_for_key(0, b"c"));
-        assert!(v.is_bottommost_for_key(1, b"c"));
-        assert!(!v.is_bottommost_for_key(1, b"m"));
-        assert!(v.is_bottommost_for_key(3, b"m"));
+        let v = with(vec![table(1, 1, "a", "f", 1), table(3, 2, "k", "p", 1)]).expect("apply");
+        assert!(v.is_bottommost_for_key(0, 0, b"g"));
+        assert!(!v.is_bottommost_for_key(0, 0, b"c"));
+        assert!(v.is_bottommost_for_key(1, 0, b"c"));
+        assert!(!v.is_bottommost_for_key(1, 0, b"m"));
+        assert!(v.is_bottommost_for_key(3, 0, b"m"));
     }
 }

@@ -1,11 +1,11 @@
 //! Shared by the integration tests: the GC technique combinations every GC-related test runs
-//! under.
+//! under, and the compaction styles the model and crash suites rotate through.
 
 pub mod custom;
 
 use std::sync::Arc;
 
-use gleaner::{GcPolicyKind, Options, Switch};
+use gleaner::{CompactionStyle, GcPolicyKind, Options, Switch};
 
 /// Sets one technique's switch.
 type SetSwitch = fn(Options, Switch) -> Options;
@@ -105,4 +105,38 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
 #[allow(dead_code, reason = "only the tests about GC jobs use it")]
 pub fn runs_gc_jobs(variant: &str) -> bool {
     variant != "blobdb"
+}
+
+/// Every compaction style, as `(name, options transformer)`.
+pub fn compaction_styles() -> Vec<(String, Tune)> {
+    CompactionStyle::ALL
+        .into_iter()
+        .map(|style| {
+            let tune: Tune = Box::new(move |o: Options| o.with_compaction_style(style));
+            (style.name().to_string(), tune)
+        })
+        .collect()
+}
+
+/// The compaction styles combination `index` of a suite runs under. By default one: the styles
+/// are dealt out in turn from an offset the seed picks, so neighbouring combinations run
+/// different styles, every style runs in a suite of two combinations or more, and which
+/// combination runs which style rotates with the seed (a failure replays from its seed).
+/// `GLEANER_STYLES=all` runs every combination under every style (the full cross product);
+/// `GLEANER_STYLES=<name>` only under that one.
+#[allow(dead_code, reason = "the suites that rotate styles use it")]
+pub fn styles_for(seed: u64, index: usize) -> Vec<(String, Tune)> {
+    let mut styles = compaction_styles();
+    match std::env::var("GLEANER_STYLES").ok().as_deref() {
+        Some("all") => styles,
+        Some(name) => {
+            styles.retain(|(n, _)| n == name);
+            assert!(!styles.is_empty(), "no compaction style named {name}");
+            styles
+        }
+        None => {
+            let pick = (seed as usize).wrapping_add(index) % styles.len();
+            vec![styles.swap_remove(pick)]
+        }
+    }
 }

@@ -530,7 +530,7 @@ pub const TORN_MODES: [TornMode; 3] = [
 /// operations fault rules see (reads included), and the digest of the mutating ones.
 pub fn crash_free_run(
     ops: &[(Op, bool)],
-    tune: &crate::common::Tune,
+    tune: &dyn Fn(Options) -> Options,
     schedule: Schedule,
     fs_seed: u64,
     ctx: &str,

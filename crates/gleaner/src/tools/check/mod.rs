@@ -10,7 +10,9 @@
 //! What is verified:
 //! - `CURRENT`: its checksum, and that it names a manifest that exists;
 //! - the manifest: every record's framing and checksum, every edit decodes, the first carries the
-//!   format version, every edit applies, the result satisfies the version invariants, and the
+//!   format version, every edit applies, the result satisfies the version invariants (the
+//!   tables of each sorted run disjoint in keys, the runs of a level disjoint in sequence
+//!   numbers; several runs per level, as tiered compaction keeps them, are fine), and the
 //!   counters (log number, next file number, last sequence) are recorded;
 //! - every live key table: it exists with exactly the recorded size, opens (footer, index,
 //!   filter, properties), every entry is read (so every data block's checksum is verified),
