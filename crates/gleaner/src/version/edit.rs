@@ -705,11 +705,11 @@ mod tests {
 
     #[test]
     fn only_metadata_and_runs_beyond_run_0_need_format_3() {
+        // The sample's table joins run 17.
         let mut e = sample();
-        assert!(!e.needs_format_3());
-        e.new_tables[0].run = 2;
         assert!(e.needs_format_3());
-        let mut e = sample();
+        e.new_tables[0].run = 0;
+        assert!(!e.needs_format_3());
         e.new_value_tables[0].policy_meta = Some(PolicyTableMeta {
             tag: "dumpkv".into(),
             data: Vec::new(),
