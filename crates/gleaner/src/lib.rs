@@ -18,7 +18,6 @@ pub mod filename;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gc;
-pub mod hotness;
 pub mod io;
 pub mod iter;
 pub mod key;

@@ -142,7 +142,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         picker: Box::new(NoJobs),
         read_mode: GcReadMode::Full,
         // Never consulted (no jobs run); a GC run finds no victim.
-        oracle: Box::new(IndexOracle::new(LookupKind::Get, None)),
+        oracle: Box::new(IndexOracle::new(LookupKind::Get)),
         router: Arc::new(SingleClass::new(opts.min_separated_value_size())),
         commit: CommitStyle::Inheritance,
         hooks: Box::new(BlobDbHooks {

@@ -238,7 +238,7 @@ impl DropKeyOracle {
     /// An oracle whose lookups for a partial set are `lookup`s.
     pub fn new(lookup: LookupKind) -> Self {
         DropKeyOracle {
-            fallback: IndexOracle::new(lookup, None),
+            fallback: IndexOracle::new(lookup),
         }
     }
 }

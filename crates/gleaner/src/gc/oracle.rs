@@ -10,7 +10,6 @@ use super::novkv::DropSet;
 use super::validity::ValidityContext;
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::Result;
-use crate::hotness::DropCache;
 use crate::key::{MAX_SEQUENCE, SeqNo, make_lookup_key};
 use crate::lookup::{KeyLookup, Lookup};
 use crate::memtable::MemTable;
@@ -84,18 +83,17 @@ pub enum LookupKind {
 
 /// The TerarkDB family's oracle: a record is live if the version some reader reads — the key's
 /// newest, or the newest at or below a snapshot — names it and reaches it at its place (another
-/// copy of the record is garbage), checked by lookups in the pinned index tree; with a
-/// DropCache, a record its key's newer version is known to hide is garbage without a lookup.
+/// copy of the record is garbage), checked by lookups in the pinned index tree. (Scavenger's
+/// DropCache shortcut wraps it: `gc/scavenger/`.)
 #[derive(Debug, Clone)]
 pub struct IndexOracle {
     lookup: LookupKind,
-    drop_cache: Option<Arc<DropCache>>,
 }
 
 impl IndexOracle {
-    /// An oracle looking keys up with `lookup`, asking `drop_cache` first when given.
-    pub fn new(lookup: LookupKind, drop_cache: Option<Arc<DropCache>>) -> Self {
-        IndexOracle { lookup, drop_cache }
+    /// An oracle looking keys up with `lookup`.
+    pub fn new(lookup: LookupKind) -> Self {
+        IndexOracle { lookup }
     }
 }
 
@@ -144,10 +142,6 @@ impl IndexOracle {
 impl ValidityOracle for IndexOracle {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
         let (key, seq) = (record.user_key, record.seq);
-        let newest = self.drop_cache.as_ref().and_then(|d| d.newest_seq(key));
-        if env.validity.dead_by_drop_cache(seq, newest) {
-            return Ok(Validity::DeadByDropCache);
-        }
         // The readers that may reach the record: the present, and each snapshot at or above its
         // sequence number. Each reads the newest version at or below its own, so one lookup per
         // distinct version read, newest first: the present's, then that of the newest snapshot

@@ -24,7 +24,7 @@ use super::oracle::ValidityOracle;
 use super::picker::VictimPicker;
 use super::router::ValueRouter;
 use super::runtime::PolicyContext;
-use crate::hotness::DropCache;
+use super::scavenger::DropCache;
 use crate::options::{GcPolicyKind, Options};
 
 /// How a GC job reads its victims.

@@ -107,7 +107,7 @@ pub const DEFAULT_GC_THREADS: u32 = 1;
 /// much time as 40 KB more of it).
 pub const DEFAULT_GC_READ_GAP: u64 = 64 << 10;
 /// Default `drop_cache_bytes`: 16 MiB.
-pub const DEFAULT_DROP_CACHE_BYTES: u64 = crate::hotness::DEFAULT_DROP_CACHE_BYTES as u64;
+pub const DEFAULT_DROP_CACHE_BYTES: u64 = crate::gc::scavenger::DEFAULT_DROP_CACHE_BYTES as u64;
 /// Default `gc_threads_max` (GC threads while space is tight): 2.
 pub const DEFAULT_GC_THREADS_MAX: u32 = crate::throttle::DEFAULT_GC_THREADS_MAX;
 /// Default `space_stop_timeout_ms`: 10 s.

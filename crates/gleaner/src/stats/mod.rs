@@ -328,7 +328,7 @@ pub struct GcStats {
     pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
     /// The DropCache (`None` without hotness-aware writing).
     #[serde(default)]
-    pub drop_cache: Option<crate::hotness::DropCacheStats>,
+    pub drop_cache: Option<crate::gc::scavenger::DropCacheStats>,
     /// Bytes the validity checks read from the index tree (lookup reads).
     pub lookup_bytes_read: u64,
     /// Bytes of value tables written.

@@ -276,7 +276,7 @@ impl PolicyFactory for OldestFirstFactory {
             name: self.name().to_string(),
             picker: Box::new(OldestFirst),
             read_mode: GcReadMode::Full,
-            oracle: Box::new(IndexOracle::new(LookupKind::Get, None)),
+            oracle: Box::new(IndexOracle::new(LookupKind::Get)),
             router: Arc::new(LengthTagged {
                 min_size: OWN_THRESHOLD.min(opts.min_separated_value_size()),
             }),

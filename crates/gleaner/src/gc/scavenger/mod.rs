@@ -15,14 +15,24 @@
 //!   without a lookup (the oracle's shortcut) and makes the picker take hot tables first at
 //!   equal garbage ratio.
 
+pub mod drop_cache;
+#[cfg(test)]
+mod drop_cache_tests;
+mod hot_cold;
+
+pub use drop_cache::{DEFAULT_DROP_CACHE_BYTES, DropCache, DropCacheStats, entry_charge};
+pub use hot_cold::{CLASS_COLD, CLASS_HOT, HotCold};
+
 use std::sync::Arc;
 
 use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, ListenOnly, NoHooks};
-use super::oracle::{IndexOracle, LookupKind};
+use super::job::Validity;
+use super::oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 use super::picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
-use super::router::{CLASS_HOT, HotCold, SingleClass, ValueRouter};
-use crate::hotness::{DropCache, DropCacheFeeder};
+use super::router::{SingleClass, ValueRouter};
+use crate::compaction::{DropEvent, DropListener};
+use crate::error::Result;
 use crate::options::Options;
 
 /// Victims by garbage ratio, highest first (at equal ratio hot tables first when hotness-aware
@@ -41,6 +51,37 @@ impl VictimPicker for RatioPicker {
         pick_by_ratio(candidates, threshold, ctx.max_input, |c| {
             self.hot_first && c.class == CLASS_HOT
         })
+    }
+}
+
+/// Feeds compaction and flush drop events into a [`DropCache`]: every dropped version (an
+/// overwritten one, or a tombstone that hides nothing any more) marks its key hot, with the
+/// sequence number of the version that hides it ([`DropEvent::hidden_by`]), so a GC check can
+/// declare any older record of the key garbage.
+pub struct DropCacheFeeder<'a>(pub &'a DropCache);
+
+impl DropListener for DropCacheFeeder<'_> {
+    fn on_drop(&mut self, event: &DropEvent<'_>) {
+        self.0.insert(event.key.user_key, event.hidden_by);
+    }
+}
+
+/// The index oracle with the DropCache's shortcut: a record whose key the DropCache knows a
+/// newer version of, which every reader that could read the record sees, is garbage without a
+/// lookup (§3.4); any other is checked by the index oracle.
+#[derive(Debug)]
+struct DropCacheOracle {
+    cache: Arc<DropCache>,
+    index: IndexOracle,
+}
+
+impl ValidityOracle for DropCacheOracle {
+    fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
+        let newest = self.cache.newest_seq(record.user_key);
+        if env.validity.dead_by_drop_cache(record.seq, newest) {
+            return Ok(Validity::DeadByDropCache);
+        }
+        self.index.check(record, env)
     }
 }
 
@@ -102,7 +143,13 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         } else {
             GcReadMode::Full
         },
-        oracle: Box::new(IndexOracle::new(lookup, drop_cache.clone())),
+        oracle: match &drop_cache {
+            Some(cache) => Box::new(DropCacheOracle {
+                cache: Arc::clone(cache),
+                index: IndexOracle::new(lookup),
+            }),
+            None => Box::new(IndexOracle::new(lookup)),
+        },
         router,
         commit: CommitStyle::Inheritance,
         hooks,
