@@ -57,6 +57,34 @@ pub const LOCK: &str = "LOCK";
 /// Name of the options file.
 pub const OPTIONS: &str = "OPTIONS";
 
+/// Suffix of a GC policy's own files.
+pub const POLICY_FILE_SUFFIX: &str = ".pol";
+
+/// Longest name of a GC policy, or of one of its files' slots.
+pub const MAX_POLICY_NAME: usize = 64;
+
+/// Whether `name` may name a GC policy or a policy file's slot: 1 to [`MAX_POLICY_NAME`] ASCII
+/// letters, digits, `_` or `-` (it is saved in OPTIONS, in the manifest's policy metadata and
+/// in file names, so it holds no separator).
+pub fn valid_policy_name(name: &str) -> bool {
+    (1..=MAX_POLICY_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// File name of policy `policy`'s file `slot`: `<policy>.<slot>.pol`.
+pub fn policy_file_name(policy: &str, slot: &str) -> String {
+    format!("{policy}.{slot}{POLICY_FILE_SUFFIX}")
+}
+
+/// The policy and slot a policy file's name holds, if `name` is one.
+pub fn parse_policy_file_name(name: &str) -> Option<(&str, &str)> {
+    let stem = name.strip_suffix(POLICY_FILE_SUFFIX)?;
+    let (policy, slot) = stem.split_once('.')?;
+    (valid_policy_name(policy) && valid_policy_name(slot)).then_some((policy, slot))
+}
+
 /// Recognizes a file name created by Gleaner; `None` for anything else (which Gleaner never
 /// touches).
 pub fn parse_file_name(name: &str) -> Option<FileType> {
@@ -90,13 +118,13 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     if matches!(name, "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp") {
         return Some(FileType::Temp);
     }
-    if crate::gc::policy_file::parse_policy_file_name(name).is_some() {
+    if parse_policy_file_name(name).is_some() {
         return Some(FileType::PolicyFile);
     }
     // A policy file's replacement, interrupted.
     if name
         .strip_suffix(".tmp")
-        .and_then(crate::gc::policy_file::parse_policy_file_name)
+        .and_then(parse_policy_file_name)
         .is_some()
     {
         return Some(FileType::Temp);

@@ -1,4 +1,5 @@
-//! Files a GC policy keeps of its own (a learned model, say): named `<policy>.<slot>.pol`,
+//! Files a GC policy keeps of its own (a learned model, say): named `<policy>.<slot>.pol`
+//! (`filename.rs`),
 //! written whole and atomically, checksummed (docs/format.md, "Policy file"). A damaged or
 //! unreadable one reads as absent: it costs the policy what it had learned, never the open.
 
@@ -9,11 +10,10 @@ use std::sync::{Arc, OnceLock};
 use crate::checksum::{crc32c, mask, unmask};
 use crate::coding::{decode_fixed32, decode_fixed64, put_fixed32, put_fixed64};
 use crate::error::{Error, Result};
+#[cfg(test)]
+use crate::filename::parse_policy_file_name;
+use crate::filename::{policy_file_name, valid_policy_name};
 use crate::io::{FileSystem, IoClass, IoStats, write_file_atomically};
-use crate::options::valid_policy_name;
-
-/// Suffix of policy files.
-pub const POLICY_FILE_SUFFIX: &str = ".pol";
 
 /// Most bytes of one policy file's data: checked before writing, and before reading a file.
 pub const MAX_POLICY_FILE: u64 = 64 << 20;
@@ -22,18 +22,6 @@ pub const MAX_POLICY_FILE: u64 = 64 << 20;
 const FOOTER_LEN: usize = 24;
 const MAGIC: &[u8; 8] = b"GlnrPolF";
 const FORMAT: u32 = 1;
-
-/// The name of policy `policy`'s file `slot`.
-pub fn policy_file_name(policy: &str, slot: &str) -> String {
-    format!("{policy}.{slot}{POLICY_FILE_SUFFIX}")
-}
-
-/// The policy and slot a policy file's name holds, if `name` is one.
-pub fn parse_policy_file_name(name: &str) -> Option<(&str, &str)> {
-    let stem = name.strip_suffix(POLICY_FILE_SUFFIX)?;
-    let (policy, slot) = stem.split_once('.')?;
-    (valid_policy_name(policy) && valid_policy_name(slot)).then_some((policy, slot))
-}
 
 /// `data` with its footer: the bytes of a policy file.
 pub fn encode_policy_file(data: &[u8]) -> Vec<u8> {

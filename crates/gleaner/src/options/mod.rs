@@ -79,17 +79,7 @@ pub const DEFAULT_MIN_SEPARATED_VALUE_SIZE: u64 = 1 << 10;
 pub const DEFAULT_VALUE_TABLE_SIZE: u64 = 256 << 20;
 /// Default `gc_policy`.
 pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Scavenger;
-/// Longest name of a custom GC policy ([`Options::with_custom_policy`]).
-pub const MAX_POLICY_NAME: usize = 64;
-
-/// Whether `name` may name a GC policy: 1 to [`MAX_POLICY_NAME`] ASCII letters, digits, `_`
-/// or `-` (it is saved in OPTIONS and in the manifest's policy metadata).
-pub fn valid_policy_name(name: &str) -> bool {
-    (1..=MAX_POLICY_NAME).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
+pub use crate::filename::{MAX_POLICY_NAME, valid_policy_name};
 /// Default `gc_garbage_ratio`: a value table is a GC candidate at 20% garbage.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `titan_discardable_ratio`: Titan's `blob_file_discardable_ratio`, 0.5.

@@ -484,7 +484,7 @@ impl Dumper<'_> {
         let bytes = self.fs.read_all(self.path)?;
         let data = crate::gc::policy_file::decode_policy_file(self.name, &bytes)?;
         let (policy, slot) =
-            crate::gc::policy_file::parse_policy_file_name(self.name).unwrap_or(("?", "?"));
+            crate::filename::parse_policy_file_name(self.name).unwrap_or(("?", "?"));
         self.line(&format!("policy: {policy}"))?;
         self.line(&format!("slot: {slot}"))?;
         self.line(&format!("data_bytes: {}", data.len()))?;

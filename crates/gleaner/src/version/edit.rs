@@ -85,7 +85,7 @@ fn decode_policy_meta(
     let data = p.length_prefixed().ok_or_else(trunc)?;
     let tag = std::str::from_utf8(tag)
         .ok()
-        .filter(|t| crate::options::valid_policy_name(t))
+        .filter(|t| crate::filename::valid_policy_name(t))
         .ok_or_else(|| {
             format!("value table {number}: policy metadata with a malformed policy name")
         })?;
