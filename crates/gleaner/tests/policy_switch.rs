@@ -21,7 +21,7 @@ use rand::{Rng, SeedableRng};
 use rounds::{KEYS, assert_reads, build, key, value};
 
 use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
-use gleaner::{Db, GcPolicyKind, Options, ReadOptions, Snapshot};
+use gleaner::{CompactionStyle, Db, GcPolicyKind, Options, ReadOptions, Snapshot};
 
 /// Options every test here starts from: background work inline and GC only when asked, so the
 /// test decides what runs when.
@@ -285,25 +285,52 @@ fn matrix_rounds() -> u32 {
 /// The options of `policy` in the matrix: small tables so that every phase flushes, compacts
 /// and collects, and each policy tuned to collect often (its own options are the ones a switch
 /// drops).
-fn matrix_options(fs: &FaultFs, policy: GcPolicyKind) -> Options {
-    let o = base(fs)
-        .with_gc_policy(policy)
-        .with_memtable_size(16 << 10)
-        .with_key_table_size(4 << 10)
-        .with_level_base_size(16 << 10)
-        .with_value_table_size(8 << 10)
-        .with_gc_garbage_ratio(0.05)
-        .with_gc_max_input_size(32 << 10);
+///
+/// Every open registers the custom scheme of `common/custom.rs` (its tables carry metadata an
+/// open must know), and the built-in policies then choose themselves. The compaction style
+/// rotates with the seed: each policy's opens run leveled or tiered by the seed's bit for it, so
+/// a switch also changes the style for about half the pairs of a seed.
+fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
+    let index = MATRIX_POLICIES
+        .iter()
+        .position(|p| *p == policy)
+        .expect("a matrix policy") as u64;
+    let style = if (seed.rotate_left(index as u32 * 7) >> index) & 1 == 0 {
+        CompactionStyle::Leveled
+    } else {
+        CompactionStyle::Tiered
+    };
+    let registered = base(fs).with_custom_policy(Arc::new(common::custom::inheritance()));
+    let o = match policy {
+        GcPolicyKind::Custom => registered,
+        p => registered.with_gc_policy(p),
+    }
+    .with_compaction_style(style)
+    .with_memtable_size(16 << 10)
+    .with_key_table_size(4 << 10)
+    .with_level_base_size(16 << 10)
+    .with_value_table_size(8 << 10)
+    .with_gc_garbage_ratio(0.05)
+    .with_gc_max_input_size(32 << 10);
     match policy {
         GcPolicyKind::Titan => o.with_titan_discardable_ratio(0.05),
         GcPolicyKind::Blobdb => o
             .with_blobdb_age_cutoff(0.5)
             .with_blobdb_force_threshold(0.2),
         GcPolicyKind::Novkv => o.with_novkv_valid_threshold(0.95),
-        // The matrix runs the built-in policies (tests/custom_policy.rs the custom one).
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger | GcPolicyKind::Custom => o,
     }
 }
+
+/// The policies the matrix switches between: every built-in one and the custom scheme.
+const MATRIX_POLICIES: [GcPolicyKind; 6] = [
+    GcPolicyKind::Terarkdb,
+    GcPolicyKind::Scavenger,
+    GcPolicyKind::Titan,
+    GcPolicyKind::Blobdb,
+    GcPolicyKind::Novkv,
+    GcPolicyKind::Custom,
+];
 
 fn matrix_key(i: u32) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
@@ -404,7 +431,7 @@ fn check_walks(db: &Db, snapshot: Option<&Snapshot>, model: &Map, ctx: &str) {
 fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
     let fs = FaultFs::new(seed);
     let path = Path::new("/matrix");
-    let opts = matrix_options(&fs, policy);
+    let opts = matrix_options(&fs, policy, seed);
     let ctx = format!("building under {}", policy.name());
     let db = Db::open(path, opts).unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
     let mut rng = StdRng::seed_from_u64(seed);
@@ -509,11 +536,11 @@ fn switch(state: &FaultFs, model: &Map, from: GcPolicyKind, to: GcPolicyKind, se
     let mut model = model.clone();
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5a5a);
     {
-        let ro = Db::open_read_only(path, matrix_options(&fs, to))
+        let ro = Db::open_read_only(path, matrix_options(&fs, to, seed))
             .unwrap_or_else(|e| panic!("{ctx}: read-only open: {e}"));
         check_model(&ro, &model, &format!("{ctx}: read-only"));
     }
-    let opts_to = matrix_options(&fs, to);
+    let opts_to = matrix_options(&fs, to, seed);
     let db = Db::open(path, opts_to.clone()).unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
     check_model(&db, &model, &format!("{ctx}: at the switch"));
     let snapshot = db.snapshot();
@@ -536,7 +563,7 @@ fn switch(state: &FaultFs, model: &Map, from: GcPolicyKind, to: GcPolicyKind, se
     sim::check_recovered_state(db, path, &opts_to, &ctx);
 
     let back = format!("{ctx} -> {}", from.name());
-    let opts_from = matrix_options(&fs, from);
+    let opts_from = matrix_options(&fs, from, seed);
     let db = Db::open(path, opts_from.clone()).unwrap_or_else(|e| panic!("{back}: open: {e}"));
     check_model(&db, &model, &format!("{back}: reopened"));
     write_round(&db, &mut model, &mut rng, "back");
@@ -545,8 +572,10 @@ fn switch(state: &FaultFs, model: &Map, from: GcPolicyKind, to: GcPolicyKind, se
     sim::check_recovered_state(db, path, &opts_from, &back);
 }
 
-/// Every ordered pair of registered policies (`GcPolicyKind::ALL`): a database built under the
-/// first, with its own artifacts, reopened under the second stays exact. `GLEANER_SWITCH_KEYS`
+/// Every ordered pair of registered policies (`GcPolicyKind::ALL` and the custom scheme of
+/// `common/custom.rs`): a database built under the first, with its own artifacts, reopened
+/// under the second stays exact, under the compaction styles the seed deals
+/// ([`matrix_options`]). `GLEANER_SWITCH_KEYS`
 /// and `GLEANER_SWITCH_ROUNDS` make it larger, `GLEANER_SEED` picks the seed,
 /// `GLEANER_SWITCH_SEEDS` runs that many seeds, `GLEANER_SWITCH_PAIR=from,to` one pair.
 #[test]
@@ -563,12 +592,12 @@ fn every_policy_switch_keeps_every_key_and_every_byte_of_garbage() {
     for n in 0..seeds {
         let seed = first.wrapping_add(n);
         eprintln!("policy switch matrix, seed {seed} (replay with GLEANER_SEED={seed})");
-        for from in GcPolicyKind::ALL {
+        for from in MATRIX_POLICIES {
             if only.as_ref().is_some_and(|(f, _)| f != from.name()) {
                 continue;
             }
             let (state, model) = build_state(from, seed);
-            for to in GcPolicyKind::ALL {
+            for to in MATRIX_POLICIES {
                 if to != from && only.as_ref().is_none_or(|(_, t)| t == to.name()) {
                     switch(&state, &model, from, to, seed);
                 }
