@@ -152,7 +152,12 @@ impl Engine for GleanerEngine {
             value_bytes_read: g.value_bytes_read,
             index_bytes_read: g.index_bytes_read,
             lookup_bytes_read: g.lookup_bytes_read,
-            drop_cache_answers: g.drop_cache_answers,
+            // Scavenger reports it itself (absent under other policies).
+            drop_cache_answers: g
+                .policy_stats
+                .get("drop_cache_answers")
+                .copied()
+                .unwrap_or(0),
             bytes_written: g.bytes_written,
             bytes_written_by_class: g.bytes_written_by_class,
             relocated_bytes: g.relocated_bytes,

@@ -119,8 +119,6 @@ pub struct Counters {
     pub value_tables_released: AtomicU64,
     /// Write-backs skipped because a user write to the key got there first.
     pub gc_write_back_conflicts: AtomicU64,
-    /// GC validity checks the DropCache answered.
-    pub gc_drop_cache_answers: AtomicU64,
     /// Records GC found to be garbage by their drop keys (policy `novkv`).
     pub gc_drop_key_answers: AtomicU64,
     /// Bytes of drop blocks GC jobs read (policy `novkv`).

@@ -919,7 +919,6 @@ impl DbInner {
         Counters::add(&c.gc_records_dropped, s.records_dropped);
         Counters::add(&c.gc_records_written, s.records_written);
         Counters::add(&c.gc_bytes_read, s.bytes_read);
-        Counters::add(&c.gc_drop_cache_answers, s.drop_cache_answers);
         Counters::add(&c.gc_drop_key_answers, s.drop_key_answers);
         Counters::add(&c.gc_drop_key_bytes_read, s.drop_key_bytes_read);
         Counters::add(&c.gc_bytes_written, s.bytes_written);

@@ -713,7 +713,6 @@ impl DbInner {
             index_decoupled: self.opts.index_decoupled_enabled(),
             value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
-            drop_cache_answers: g(&c.gc_drop_cache_answers),
             drop_key_answers: g(&c.gc_drop_key_answers),
             drop_key_bytes_read: g(&c.gc_drop_key_bytes_read),
             twin_restarts: g(&c.gc_twin_restarts),

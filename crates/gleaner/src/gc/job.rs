@@ -57,8 +57,6 @@ pub struct GcJobStats {
     pub bytes_read: u64,
     /// Bytes of dense index blocks walked (from disk or the block cache).
     pub index_bytes_read: u64,
-    /// Validity checks answered by the DropCache, without an index-tree lookup.
-    pub drop_cache_answers: u64,
     /// Records found to be garbage by their drop keys (policy `novkv`), without any lookup.
     pub drop_key_answers: u64,
     /// Bytes of drop blocks read (policy `novkv`).
@@ -86,7 +84,6 @@ impl GcJobStats {
         self.records_written += other.records_written;
         self.bytes_read += other.bytes_read;
         self.index_bytes_read += other.index_bytes_read;
-        self.drop_cache_answers += other.drop_cache_answers;
         self.drop_key_answers += other.drop_key_answers;
         self.drop_key_bytes_read += other.drop_key_bytes_read;
         self.drop_key_record_bytes += other.drop_key_record_bytes;
@@ -326,13 +323,9 @@ impl Job<'_, '_> {
             .zip(verdicts)
             .map(|(record, v)| match v {
                 Validity::Live => true,
-                Validity::Dead => {
+                // Scavenger counts its DropCache's answers itself (`policy_stats`).
+                Validity::Dead | Validity::DeadByDropCache => {
                     self.stats.records_dropped += 1;
-                    false
-                }
-                Validity::DeadByDropCache => {
-                    self.stats.records_dropped += 1;
-                    self.stats.drop_cache_answers += 1;
                     false
                 }
                 Validity::DeadByDropKey => {

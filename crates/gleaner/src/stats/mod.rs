@@ -304,8 +304,6 @@ pub struct GcStats {
     pub value_bytes_read: u64,
     /// Bytes of victims' dense indexes read from the device (from the I/O counters).
     pub index_bytes_read: u64,
-    /// Validity checks answered by the DropCache, without an index-tree lookup.
-    pub drop_cache_answers: u64,
     /// Records found to be garbage by their drop keys, without any lookup (policy `novkv`).
     #[serde(default)]
     pub drop_key_answers: u64,

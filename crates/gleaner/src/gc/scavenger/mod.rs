@@ -24,6 +24,7 @@ pub use drop_cache::{DEFAULT_DROP_CACHE_BYTES, DropCache, DropCacheStats, entry_
 pub use hot_cold::{CLASS_COLD, CLASS_HOT, HotCold};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, ListenOnly, NoHooks};
 use super::job::Validity;
@@ -73,26 +74,46 @@ impl DropListener for DropCacheFeeder<'_> {
 struct DropCacheOracle {
     cache: Arc<DropCache>,
     index: IndexOracle,
+    /// Checks answered without a lookup, reported by [`HotnessHooks`].
+    answers: Arc<AtomicU64>,
 }
 
 impl ValidityOracle for DropCacheOracle {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
         let newest = self.cache.newest_seq(record.user_key);
         if env.validity.dead_by_drop_cache(record.seq, newest) {
+            self.answers.fetch_add(1, Ordering::Relaxed);
             return Ok(Validity::DeadByDropCache);
         }
         self.index.check(record, env)
     }
 }
 
-/// Feeds every drop event of flushes and compactions into the DropCache.
+/// Feeds every drop event of flushes and compactions into the DropCache, and reports what
+/// hotness did.
 #[derive(Debug)]
-struct HotnessHooks(Arc<DropCache>);
+struct HotnessHooks {
+    cache: Arc<DropCache>,
+    /// Validity checks the DropCache answered (counted by [`DropCacheOracle`]).
+    answers: Arc<AtomicU64>,
+}
+
+/// Name in `stats().gc.policy_stats` of the validity checks the DropCache answered without an
+/// index-tree lookup (counted since the open; jobs that were then abandoned included).
+pub const DROP_CACHE_ANSWERS: &str = "drop_cache_answers";
 
 impl CompactionHooks for HotnessHooks {
     /// Every drop event of every flush and compaction feeds the DropCache.
     fn begin(&self, _: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
-        Some(Box::new(ListenOnly(DropCacheFeeder(&self.0))))
+        Some(Box::new(ListenOnly(DropCacheFeeder(&self.cache))))
+    }
+
+    fn stats(&self) -> std::collections::BTreeMap<String, u64> {
+        [(
+            DROP_CACHE_ANSWERS.to_string(),
+            self.answers.load(Ordering::Relaxed),
+        )]
+        .into()
     }
 }
 
@@ -114,6 +135,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
             usize::try_from(opts.drop_cache_bytes()).unwrap_or(usize::MAX),
         ))
     });
+    let answers = Arc::new(AtomicU64::new(0));
     let lookup = if opts.index_decoupled_enabled() {
         LookupKind::GetKey
     } else {
@@ -125,7 +147,10 @@ pub fn policy_set(opts: &Options) -> PolicySet {
                 Arc::clone(cache),
                 opts.min_separated_value_size(),
             )),
-            Box::new(HotnessHooks(Arc::clone(cache))),
+            Box::new(HotnessHooks {
+                cache: Arc::clone(cache),
+                answers: Arc::clone(&answers),
+            }),
         ),
         None => (
             Arc::new(SingleClass::new(opts.min_separated_value_size())),
@@ -147,6 +172,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
             Some(cache) => Box::new(DropCacheOracle {
                 cache: Arc::clone(cache),
                 index: IndexOracle::new(lookup),
+                answers,
             }),
             None => Box::new(IndexOracle::new(lookup)),
         },
