@@ -347,3 +347,55 @@ fn a_bad_custom_policy_is_refused_before_anything_is_written() {
     let err = Db::open(dir.path(), opts).expect_err("no factory");
     assert!(err.to_string().contains("with_custom_policy"), "{err}");
 }
+
+/// Tasks of a policy whose open then fails, still running.
+static TASKS_RUNNING: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// An open that fails after the policy was built (here writing OPTIONS) stops the tasks the
+/// policy started: no thread outlives the failed open.
+#[test]
+fn a_failed_open_stops_the_policys_tasks() {
+    #[derive(Debug)]
+    struct Tasked;
+    impl PolicyFactory for Tasked {
+        fn name(&self) -> &str {
+            "tasked"
+        }
+        fn build(&self, ctx: &PolicyContext<'_>) -> gleaner::Result<PolicySet> {
+            ctx.tasks.spawn("idle", |stop| {
+                TASKS_RUNNING.fetch_add(1, Ordering::SeqCst);
+                while !stop.wait(std::time::Duration::from_secs(3600)) {}
+                TASKS_RUNNING.fetch_sub(1, Ordering::SeqCst);
+            })?;
+            let mut set = inheritance().build(ctx)?;
+            set.name = "tasked".to_string();
+            Ok(set)
+        }
+    }
+    let fs = FaultFs::new(5);
+    let opts = rounds::inline_options(&fs).with_custom_policy(Arc::new(Tasked));
+    let db = Db::open("/db", opts.clone()).expect("open");
+    db.put("k", "v").expect("put");
+    db.close().expect("close");
+    fs.add_fault(gleaner::io::FaultRule {
+        op: gleaner::io::FaultOp::Create,
+        path_contains: Some("OPTIONS".into()),
+        skip: 0,
+        times: None,
+        kind: gleaner::io::FaultKind::Eio,
+    });
+    assert!(
+        Db::open("/db", opts.clone()).is_err(),
+        "writing OPTIONS fails"
+    );
+    assert_eq!(
+        TASKS_RUNNING.load(Ordering::SeqCst),
+        0,
+        "the task was stopped"
+    );
+    fs.clear_faults();
+    let db = Db::open("/db", opts).expect("open");
+    assert_eq!(db.get("k").expect("get").as_deref(), Some(&b"v"[..]));
+    db.close().expect("close");
+    assert_eq!(TASKS_RUNNING.load(Ordering::SeqCst), 0);
+}

@@ -555,7 +555,8 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         strategy,
         policy,
         policy_files,
-        policy_tasks,
+        // Handed over last: until the database exists, a failure stops the tasks.
+        policy_tasks: policy_tasks.hand_over(),
         next_file_number,
         visible_seq: AtomicU64::new(live.last_seq),
         super_version: ArcSwap::from_pointee(SuperVersion {
@@ -663,7 +664,27 @@ fn check_recovered_files(
 pub(super) struct PolicyRuntime {
     pub(super) set: crate::gc::PolicySet,
     pub(super) files: crate::gc::PolicyFiles,
-    pub(super) tasks: crate::gc::PolicyTasks,
+    tasks: TaskGuard,
+}
+
+/// The policy's tasks until the database takes them over ([`TaskGuard::hand_over`]): dropped
+/// before, it stops them, so an open that fails after the policy was built leaves no thread
+/// behind.
+struct TaskGuard(Option<crate::gc::PolicyTasks>);
+
+impl TaskGuard {
+    /// The tasks, now the database's to stop at close.
+    fn hand_over(mut self) -> crate::gc::PolicyTasks {
+        self.0.take().expect("handed over once")
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.stop_and_join();
+        }
+    }
 }
 
 /// Builds the policy `opts` select for the database at `dir` in `version`; its files go
@@ -688,7 +709,11 @@ fn build_policy(
         tasks: tasks.clone(),
     };
     match crate::gc::policy_set(&ctx) {
-        Ok(set) => Ok(PolicyRuntime { set, files, tasks }),
+        Ok(set) => Ok(PolicyRuntime {
+            set,
+            files,
+            tasks: TaskGuard(Some(tasks)),
+        }),
         Err(e) => {
             // Whatever the factory started before it failed ends with the open.
             tasks.stop_and_join();
