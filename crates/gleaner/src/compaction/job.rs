@@ -115,6 +115,7 @@ fn drain<'h, I: InternalIterator>(
             let mut relocated = None;
             if let Some(h) = hooks.as_deref_mut()
                 && key.kind == ValueKind::ValueHandle
+                && h.decides_kept_entries()
             {
                 let stored = StoredHandle::decode(value, "compaction input", 0)?;
                 match (h.kept(&key, &stored), relocator.as_deref_mut()) {
@@ -314,8 +315,10 @@ pub fn run_compaction<'h>(
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
     let mut rewriter = HandleRewriter::new(version, values);
     let inputs: Vec<u64> = plan.all_inputs().map(|f| f.number).collect();
-    // Only a policy with hooks relocates; the tables holding aliases are found only then.
-    let mut relocator = hooks.is_some().then(|| {
+    // Only hooks that decide kept entries relocate; the tables holding aliases are found only
+    // then.
+    let decides = hooks.as_ref().is_some_and(|h| h.decides_kept_entries());
+    let mut relocator = decides.then(|| {
         let aliases = AliasTables::new(version, &inputs, tables);
         Relocator::new(
             version,

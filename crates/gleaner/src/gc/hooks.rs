@@ -55,6 +55,13 @@ pub enum KeptEntry {
 /// The hooks of one flush or compaction: drop events (their context is the one
 /// [`CompactionHooks::begin`] was given) and, in compactions, the kept-entry decision.
 pub trait EntryHooks: DropListener {
+    /// Whether [`EntryHooks::kept`] decides anything: hooks that only listen say no, and
+    /// compactions then neither decode kept handles for them nor prepare to relocate. Default:
+    /// yes.
+    fn decides_kept_entries(&self) -> bool {
+        true
+    }
+
     /// The fate of entry `key`, kept by a compaction, whose value is `handle` (after the engine
     /// renamed a stale one). Not asked in flushes. Default: [`KeptEntry::Keep`].
     fn kept(&mut self, key: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
@@ -169,4 +176,8 @@ impl<L: DropListener> DropListener for ListenOnly<L> {
     }
 }
 
-impl<L: DropListener> EntryHooks for ListenOnly<L> {}
+impl<L: DropListener> EntryHooks for ListenOnly<L> {
+    fn decides_kept_entries(&self) -> bool {
+        false
+    }
+}

@@ -149,10 +149,11 @@ pub fn class_name(router: &dyn ValueRouter, class: u32) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ctx(key: &[u8], len: u64, origin: RouteOrigin) -> RouteContext<'_> {
+    /// A value of `len` bytes of `key`, written at `origin` into L0.
+    pub(crate) fn ctx(key: &[u8], len: u64, origin: RouteOrigin) -> RouteContext<'_> {
         RouteContext {
             user_key: key,
             seq: 1,
@@ -163,7 +164,8 @@ mod tests {
         }
     }
 
-    fn class(p: Placement) -> Option<u32> {
+    /// The class of a separated placement; `None` for inline.
+    pub(crate) fn class(p: Placement) -> Option<u32> {
         match p {
             Placement::Separated { class, .. } => Some(class),
             Placement::Inline => None,

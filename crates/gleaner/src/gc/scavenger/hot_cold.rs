@@ -51,25 +51,8 @@ impl ValueRouter for HotCold {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gc::router::tests::{class, ctx};
     use crate::gc::router::{MAX_VALUE_CLASSES, class_name};
-
-    fn ctx(key: &[u8], len: u64, origin: RouteOrigin) -> RouteContext<'_> {
-        RouteContext {
-            user_key: key,
-            seq: 1,
-            value_len: len,
-            payload: None,
-            origin,
-            level: Some(0),
-        }
-    }
-
-    fn class(p: Placement) -> Option<u32> {
-        match p {
-            Placement::Separated { class, .. } => Some(class),
-            Placement::Inline => None,
-        }
-    }
 
     #[test]
     fn hot_cold_routes_by_the_drop_cache_and_separates_by_size() {

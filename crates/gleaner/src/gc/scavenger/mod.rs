@@ -245,7 +245,10 @@ mod tests {
             largest_user_key: &[],
         };
         // With hotness, every flush and compaction feeds the DropCache; without, nothing.
-        assert!(scav.drop_cache.is_some() && scav.hooks.begin(&flush).is_some());
+        assert!(scav.drop_cache.is_some());
+        // They only listen: compactions decode no kept handle for them.
+        let hooks = scav.hooks.begin(&flush).expect("hooks");
+        assert!(!hooks.decides_kept_entries());
         assert!(tdb.hooks.begin(&flush).is_none());
         assert_eq!(scav.router.class_names(), &["default", "hot", "cold"]);
         let r_only = policy_set(
