@@ -234,15 +234,12 @@ fn gc(s: &DbStats, lines: &mut Vec<String>) {
         ms(g.lookup_micros),
         ms(g.write_micros)
     ));
-    if s.values.drop_keys_written > 0 || g.drop_key_answers > 0 {
+    if s.values.drop_keys_written > 0 {
         lines.push(format!(
-            "  drop keys: {} written ({}), {} drop files live, {} records found garbage by \
-             them ({} of drop blocks read)",
+            "  drop keys: {} written ({}), {} drop files live",
             s.values.drop_keys_written,
             bytes(s.values.drop_key_bytes_written),
             s.values.drop_files,
-            g.drop_key_answers,
-            bytes(g.drop_key_bytes_read)
         ));
     }
     if !g.policy_stats.is_empty() {

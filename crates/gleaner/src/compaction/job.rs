@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::garbage::HandleRewriter;
+use super::hooks::{EntryHooks, KeptEntry};
 use super::iterator::{CompactionIterator, DropCounter, DropEvent, DropListener};
 use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
@@ -14,9 +15,8 @@ use super::plan::CompactionPlan;
 use super::relocate::{AliasTables, RelocationStats, Relocator};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
+use crate::compaction::router::{RouteOrigin, ValueRouter};
 use crate::error::{Error, Result};
-use crate::gc::hooks::{EntryHooks, KeptEntry};
-use crate::gc::router::{RouteOrigin, ValueRouter};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind, compare_internal};

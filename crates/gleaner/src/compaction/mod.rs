@@ -4,6 +4,7 @@
 
 pub mod drop_keys;
 pub mod garbage;
+pub mod hooks;
 pub mod iterator;
 pub mod job;
 pub(crate) mod leveled;
@@ -11,6 +12,7 @@ pub mod output;
 pub mod pending;
 pub mod plan;
 pub mod relocate;
+pub mod router;
 pub(crate) mod strategy;
 #[cfg(test)]
 mod strategy_sim;

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use super::pending::PendingFiles;
 use super::value_output::ClassedValueOutputs;
+use crate::compaction::router::{MAX_VALUE_CLASSES, Placement, RouteContext};
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::gc::router::{MAX_VALUE_CLASSES, Placement, RouteContext};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::table::{TableBuilder, TableBuilderOptions};

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+#[cfg(doc)]
+use super::hooks::KeptEntry;
 use super::value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
+use crate::compaction::router::{Placement, RouteContext, RouteOrigin, ValueRouter};
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
-#[cfg(doc)]
-use crate::gc::hooks::KeptEntry;
-use crate::gc::router::{Placement, RouteContext, RouteOrigin, ValueRouter};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, append_internal_key, make_lookup_key};

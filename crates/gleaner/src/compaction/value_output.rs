@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::pending::PendingFiles;
+use crate::compaction::router::{
+    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, ValueRouter,
+};
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
-use crate::gc::router::{MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, ValueRouter};
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
 use crate::value::{ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
@@ -324,7 +326,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::gc::router::{RouteContext, by_size};
+    use crate::compaction::router::{RouteContext, by_size};
     use crate::io::FaultFs;
 
     /// Gives every table `len` bytes of metadata.

@@ -119,10 +119,6 @@ pub struct Counters {
     pub value_tables_released: AtomicU64,
     /// Write-backs skipped because a user write to the key got there first.
     pub gc_write_back_conflicts: AtomicU64,
-    /// Records GC found to be garbage by their drop keys (policy `novkv`).
-    pub gc_drop_key_answers: AtomicU64,
-    /// Bytes of drop blocks GC jobs read (policy `novkv`).
-    pub gc_drop_key_bytes_read: AtomicU64,
     /// GC jobs run again because they met two copies of one record their check could not tell
     /// apart.
     pub gc_twin_restarts: AtomicU64,

@@ -12,18 +12,18 @@ use parking_lot::Mutex;
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
 use crate::filename::drop_file_name;
-use crate::gc::novkv::{DROP_BLOCK_READ_CLASS, DropSet};
 use crate::gc::{
-    CommitStyle, GcJobStats, GcReport, GcVerdict, JobEnd, JobPlan, MovedRecord, OracleEnv,
-    PickContext, RecordRef, ValidityContext, VictimCandidate,
+    CommitStyle, GcJobStats, GcReport, GcVerdict, JobEnd, JobOracle, JobPlan, JobStart,
+    MovedRecord, OracleEnv, PickContext, RecordRef, ValidityContext, VictimCandidate,
     pacing::{Activity, Pacer},
     run_gc_job,
 };
 use crate::io::IoClass;
+use crate::key::SeqNo;
 use crate::table::ReadCtx;
 use crate::value::DropFileReader;
 use crate::value::StoredHandle;
-use crate::version::{DropBlock, Garbage, Inheritor, Version, VersionEdit};
+use crate::version::{DropBlock, Garbage, Inheritor, VersionEdit};
 
 /// Longest single wait before GC re-checks its conditions.
 const GC_WAIT: Duration = Duration::from_millis(100);
@@ -377,45 +377,24 @@ impl DbInner {
         let memtable_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
         let memtables = sv.memtables();
         drop(sv);
-        // NovKV: the victims' drop keys, from the version pinned after the compactions that
-        // started before the claim committed (their drops are in it). Every garbage record
-        // counted under `novkv` has its drop key there, in the same edit as its count.
         let victims_garbage = live.iter().fold(Garbage::default(), |mut g, n| {
             let v = version.values().garbage(*n);
             g.records += v.records;
             g.bytes += v.bytes;
             g
         });
-        let drop_set = if self.policy.oracle.uses_drop_keys() {
-            let mut set = self.load_drop_set(&version, &live)?;
-            // Fewer distinct drop keys than garbage records, or a victim known to hold garbage
-            // without drop keys: the set cannot name all the garbage, so records outside it are
-            // looked up. (More keys than garbage proves nothing: a block placed through
-            // inheritance is attached to every table that may hold one of its keys.)
-            let uncovered = {
-                let st = self.state.lock();
-                live.iter().any(|n| st.gc_uncovered.contains(n))
-            };
-            if (set.len() as u64) < victims_garbage.records || uncovered {
-                set.set_partial();
-            }
-            Some(set)
-        } else {
-            None
-        };
+        // The oracle prepares the job's checks (reading, say, the victims' drop keys).
+        let mut drop_files = DropFiles::new(self);
+        let mut read_drop_block =
+            |b: &DropBlock, each: &mut dyn FnMut(&[u8], SeqNo)| drop_files.read(b, each);
+        let oracle = self.policy.oracle.begin_job(&mut JobStart {
+            version: &version,
+            victims: &live,
+            garbage: victims_garbage,
+            read_drop_block: &mut read_drop_block,
+        })?;
         let mut outputs = self.value_output_config(IoClass::GcWrite);
-        if drop_set.is_some() {
-            // NovKV rewrites its victims into one table (the paper's SVTable): every drop block
-            // the job hands on then belongs to that one table, so each table's drop keys
-            // identify exactly its own garbage records.
-            let victim_bytes: u64 = live
-                .iter()
-                .filter_map(|n| version.values().live(*n))
-                .map(|m| m.file_size)
-                .sum();
-            outputs.target_size = outputs.target_size.max(victim_bytes.saturating_add(1));
-        }
-        let oracle = self.policy.oracle.as_ref();
+        outputs.target_size = oracle.output_table_size(outputs.target_size);
         let env = OracleEnv {
             memtables: &memtables,
             memtable_seq,
@@ -428,7 +407,6 @@ impl DbInner {
                 fill_cache: true,
                 readahead: 0,
             },
-            drop_set: drop_set.as_ref(),
         };
         // Each verdict goes to the policy's hooks too (what a learning policy trains on), with
         // the record's age in writes at the job's start.
@@ -476,53 +454,10 @@ impl DbInner {
         drop(victims);
         drop(memtables);
         let mut out = out;
-        if let Some(set) = &drop_set {
-            out.stats.drop_key_bytes_read = set.bytes_read();
-            let expected = victims_garbage;
-            let found = out.stats.drop_key_answers;
-            // Every drop key names a garbage record of the pinned version: more is damage.
-            if found > expected.records || out.stats.drop_key_record_bytes > expected.bytes {
-                return Err(Error::corruption(
-                    crate::filename::value_table_file_name(live[0]),
-                    0,
-                    format!(
-                        "drop keys of value tables {live:?} identify {found} records of {} \
-                         bytes, but their garbage is {} records of {} bytes",
-                        out.stats.drop_key_record_bytes, expected.records, expected.bytes
-                    ),
-                ));
-            }
-            // A partial set looked up every record it did not name: every garbage record of
-            // the pinned version was dropped (a counted record is referenced by no key-table
-            // entry, so no lookup finds it live). A complete one that found less than the
-            // garbage was fooled by shared blocks: the rest is garbage without drop keys,
-            // copied into the one output, which carries it; the next job on that output looks
-            // its records up.
-            if !set.is_partial() && found < expected.records {
-                let Some(output) = out.tables.first().filter(|_| out.tables.len() == 1) else {
-                    return Err(Error::corruption(
-                        crate::filename::value_table_file_name(live[0]),
-                        0,
-                        format!(
-                            "value tables {live:?} have {} garbage records, their drop keys \
-                             name {found}, and the job wrote {} tables",
-                            expected.records,
-                            out.tables.len()
-                        ),
-                    ));
-                };
-                out.uncovered_garbage = Some((
-                    output.number,
-                    Garbage {
-                        records: expected.records - found,
-                        bytes: expected.bytes - out.stats.drop_key_record_bytes,
-                    },
-                ));
-            }
-        }
+        oracle.finish(&mut out)?;
         match self.policy.commit {
             CommitStyle::Inheritance => self
-                .commit_gc(&live, out, drop_set.as_ref().map(|s| s.blocks()))
+                .commit_gc(&live, out, oracle.as_ref())
                 .map(Collected::Committed),
             CommitStyle::WriteBack => self
                 .install_write_back(&live, out)
@@ -728,7 +663,7 @@ impl DbInner {
         &self,
         victims: &[u64],
         out: crate::gc::GcJobOutput,
-        read_blocks: Option<&std::collections::BTreeSet<DropBlock>>,
+        oracle: &dyn JobOracle,
     ) -> Result<GcJobStats> {
         let children: Vec<Inheritor> = out
             .tables
@@ -763,19 +698,19 @@ impl DbInner {
                     }
                 }
             }
-            // NovKV: garbage without drop keys the job had to copy (see `run_gc_job`).
-            if let Some((t, g)) = out.uncovered_garbage {
+            // Garbage the job's oracle could not tell, copied into an output.
+            if let Some((t, g)) = out.carried_garbage {
                 let e = garbage.entry(t).or_default();
                 e.records += g.records;
                 e.bytes += g.bytes;
             }
             edit.value_garbage = garbage.into_iter().collect();
-            // NovKV: drop blocks compactions attached to a victim after the job pinned its
-            // version name records the job copied (it did not know them as garbage); the
+            // Drop blocks compactions attached to a victim after the job pinned its version
+            // name records the job copied (its oracle did not know them as garbage); the
             // outputs take them over, as they take over the garbage counted above. The keys
             // are durable already; each output gets every such block (a key whose record is
             // in another output never matches one of its records).
-            if let Some(read) = read_blocks {
+            if let Some(read) = oracle.drop_blocks_read() {
                 let values = versions.current().values();
                 let mut late: Vec<DropBlock> = victims
                     .iter()
@@ -790,18 +725,10 @@ impl DbInner {
                 }
             }
         }
-        let uncovered = out.uncovered_garbage.map(|(t, _)| t);
+        let outputs: Vec<u64> = edit.new_value_tables.iter().map(|t| t.number).collect();
         self.apply_gc_edit(&mut versions, edit, Some(out.pending))?;
         drop(versions);
-        let mut st = self.state.lock();
-        for v in victims {
-            st.gc_uncovered.remove(v);
-        }
-        if let Some(t) = uncovered {
-            // Its drop keys cannot tell that garbage: the next job on it looks records up.
-            st.gc_uncovered.insert(t);
-        }
-        drop(st);
+        oracle.committed(victims, &outputs);
         Ok(out.stats)
     }
 
@@ -849,31 +776,6 @@ impl DbInner {
         }
     }
 
-    /// Reads the drop blocks `version` lists for `victims` (policy `novkv`) into one set.
-    fn load_drop_set(&self, version: &Version, victims: &[u64]) -> Result<DropSet> {
-        let mut readers: BTreeMap<u64, DropFileReader> = BTreeMap::new();
-        let blocks: Vec<DropBlock> = victims
-            .iter()
-            .flat_map(|v| version.values().drop_blocks(*v))
-            .map(|b| b.block)
-            .collect();
-        DropSet::load(&blocks, |b, each| {
-            let reader = match readers.entry(b.file) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    let name = drop_file_name(b.file);
-                    e.insert(DropFileReader::open(
-                        self.fs.as_ref(),
-                        &self.dir.join(&name),
-                        &name,
-                        Arc::clone(&self.io),
-                    )?)
-                }
-            };
-            reader.read_block(&b.expected(), DROP_BLOCK_READ_CLASS, each)
-        })
-    }
-
     /// Records a failed background GC job (of `victims`) for `stats()` and the log.
     pub(super) fn note_gc_error(&self, e: &Error, victims: &[u64]) {
         if matches!(e, Error::Closed) {
@@ -919,8 +821,6 @@ impl DbInner {
         Counters::add(&c.gc_records_dropped, s.records_dropped);
         Counters::add(&c.gc_records_written, s.records_written);
         Counters::add(&c.gc_bytes_read, s.bytes_read);
-        Counters::add(&c.gc_drop_key_answers, s.drop_key_answers);
-        Counters::add(&c.gc_drop_key_bytes_read, s.drop_key_bytes_read);
         Counters::add(&c.gc_bytes_written, s.bytes_written);
         for (counter, bytes) in c.gc_bytes_by_class.iter().zip(s.bytes_written_by_class) {
             Counters::add(counter, bytes);
@@ -928,5 +828,38 @@ impl DbInner {
         Counters::add(&c.gc_read_micros, s.read_micros);
         Counters::add(&c.gc_lookup_micros, s.lookup_micros);
         Counters::add(&c.gc_write_micros, s.write_micros);
+    }
+}
+
+/// The drop files a GC job reads its victims' drop keys from, each opened once.
+struct DropFiles<'a> {
+    db: &'a DbInner,
+    readers: BTreeMap<u64, DropFileReader>,
+}
+
+impl<'a> DropFiles<'a> {
+    fn new(db: &'a DbInner) -> Self {
+        DropFiles {
+            db,
+            readers: BTreeMap::new(),
+        }
+    }
+
+    /// Reads block `b`, each drop key to `each`. The blocks are read under the I/O class of
+    /// the victims' own metadata: they are part of reading the victims, not a lookup.
+    fn read(&mut self, b: &DropBlock, each: &mut dyn FnMut(&[u8], SeqNo)) -> Result<()> {
+        let reader = match self.readers.entry(b.file) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let name = drop_file_name(b.file);
+                e.insert(DropFileReader::open(
+                    self.db.fs.as_ref(),
+                    &self.db.dir.join(&name),
+                    &name,
+                    Arc::clone(&self.db.io),
+                )?)
+            }
+        };
+        reader.read_block(&b.expected(), IoClass::GcIndexRead, each)
     }
 }

@@ -30,10 +30,10 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
 use crate::cache::{BlockCache, CachePriority, TableCache, ValueCache, ValueTableCache};
+use crate::compaction::router::class_name;
 use crate::compaction::{LateDrop, PickerConfig, RunningCompaction};
 use crate::error::{Error, Result};
 use crate::gc::PolicySet;
-use crate::gc::router::class_name;
 use crate::io::{FileLock, FileSystem, IoStats};
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -79,10 +79,6 @@ struct DbState {
     /// Live value tables whose last GC jobs failed otherwise, and when background workers may
     /// pick them again (see `DbInner::claim_victims`).
     gc_backoff: BTreeMap<u64, gc_backoff::GcBackoff>,
-    /// Policy `novkv`: live value tables known to hold garbage that has no drop key (a job
-    /// copied it into them, its drop keys having seemed to cover its victims' garbage); the
-    /// next job collecting one looks up the records its drop keys do not name.
-    gc_uncovered: BTreeSet<u64>,
     /// Policy `novkv`: the value tables aliases in each unflushed memtable name (by WAL
     /// number). No GC job collects them until that memtable is flushed: until then no key
     /// table references them for the alias, so the inheritance records that would lead from a
@@ -713,10 +709,7 @@ impl DbInner {
             index_decoupled: self.opts.index_decoupled_enabled(),
             value_bytes_read: self.io.get(crate::io::IoClass::GcRead).read_bytes,
             index_bytes_read: self.io.get(crate::io::IoClass::GcIndexRead).read_bytes,
-            drop_key_answers: g(&c.gc_drop_key_answers),
-            drop_key_bytes_read: g(&c.gc_drop_key_bytes_read),
             twin_restarts: g(&c.gc_twin_restarts),
-            hotness_aware: self.policy.drop_cache.is_some(),
             bytes_written_by_class: c
                 .gc_bytes_by_class
                 .iter()
@@ -724,7 +717,6 @@ impl DbInner {
                 .filter(|(_, n)| g(n) > 0)
                 .map(|(class, n)| (class_name(self.policy.router.as_ref(), class as u32), g(n)))
                 .collect(),
-            drop_cache: self.policy.drop_cache.as_ref().map(|d| d.stats()),
             lookup_bytes_read: self.io.get(crate::io::IoClass::GcLookup).read_bytes,
             bytes_written: g(&c.gc_bytes_written),
             read_micros: g(&c.gc_read_micros),

@@ -515,7 +515,6 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         late_drops: BTreeMap::new(),
         gc_failed: BTreeSet::new(),
         gc_backoff: BTreeMap::new(),
-        gc_uncovered: BTreeSet::new(),
         alias_pins: BTreeMap::new(),
         compaction_failures: 0,
         compaction_retry_at: None,

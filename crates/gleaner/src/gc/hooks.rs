@@ -10,65 +10,12 @@
 //! - A GC job reports each record's verdict ([`CompactionHooks::gc_verdict`]) and its end
 //!   ([`CompactionHooks::gc_finished`]): what a learning policy trains on.
 
-use crate::compaction::{DropEvent, DropListener, JobStats};
-use crate::key::{ParsedKey, SeqNo};
-use crate::value::{HandlePayload, StoredHandle};
+use crate::compaction::JobStats;
+pub use crate::compaction::hooks::{CompactionContext, EntryHooks, KeptEntry, ListenOnly};
+use crate::key::SeqNo;
 use crate::version::Version;
 
 use super::job::{GcJobStats, Validity};
-
-/// A flush or compaction, as the hooks see it.
-#[derive(Debug, Clone, Copy)]
-pub struct CompactionContext<'a> {
-    /// The version the job reads.
-    pub version: &'a Version,
-    /// The level whose tables the job merges down; `None` for a flush (memtables).
-    pub input_level: Option<u32>,
-    /// The level the job writes.
-    pub output_level: u32,
-    /// No level below the output holds a table overlapping the job's key range: the output is
-    /// the oldest data of that range.
-    pub bottommost: bool,
-    /// The job moves one table down without reading it (no entry passes the hooks).
-    pub trivial_move: bool,
-    /// The smallest user key of the job's inputs.
-    pub smallest_user_key: &'a [u8],
-    /// The largest user key of the job's inputs.
-    pub largest_user_key: &'a [u8],
-}
-
-/// What the kept-entry hook decides for an entry a compaction keeps whose value is a handle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeptEntry {
-    /// Written out as it is (the engine still renames a stale handle to its record's place).
-    Keep,
-    /// Written out with this payload in place of its own (`None` removes it).
-    SetPayload(Option<HandlePayload>),
-    /// Its value is read and written again where the policy's router places it
-    /// ([`RouteOrigin::Compaction`](super::RouteOrigin::Compaction), with the output level):
-    /// into a value table of the compaction's own, in the class the router picks, or inline.
-    /// The old record becomes garbage in the compaction's edit. The engine leaves in place a
-    /// record it cannot move safely (one an alias names, or out of order).
-    Relocate,
-}
-
-/// The hooks of one flush or compaction: drop events (their context is the one
-/// [`CompactionHooks::begin`] was given) and, in compactions, the kept-entry decision.
-pub trait EntryHooks: DropListener {
-    /// Whether [`EntryHooks::kept`] decides anything: hooks that only listen say no, and
-    /// compactions then neither decode kept handles for them nor prepare to relocate. Default:
-    /// yes.
-    fn decides_kept_entries(&self) -> bool {
-        true
-    }
-
-    /// The fate of entry `key`, kept by a compaction, whose value is `handle` (after the engine
-    /// renamed a stale one). Not asked in flushes. Default: [`KeptEntry::Keep`].
-    fn kept(&mut self, key: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
-        let _ = (key, handle);
-        KeptEntry::Keep
-    }
-}
 
 /// A GC job's verdict on one record it read.
 #[derive(Debug, Clone, Copy)]
@@ -166,18 +113,3 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
 pub struct NoHooks;
 
 impl CompactionHooks for NoHooks {}
-
-/// Drop events of a flush or compaction to a listener, for policies whose hooks only listen.
-pub struct ListenOnly<L: DropListener>(pub L);
-
-impl<L: DropListener> DropListener for ListenOnly<L> {
-    fn on_drop(&mut self, event: &DropEvent<'_>) {
-        self.0.on_drop(event);
-    }
-}
-
-impl<L: DropListener> EntryHooks for ListenOnly<L> {
-    fn decides_kept_entries(&self) -> bool {
-        false
-    }
-}

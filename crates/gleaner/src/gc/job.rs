@@ -17,7 +17,7 @@ use super::oracle::RecordRef;
 use super::parallel::{GcIoPool, map_in_parallel};
 use super::policy::GcReadMode;
 use super::reader::{GC_READ_CHUNK, VictimReader};
-use super::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
+use crate::compaction::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
 use crate::compaction::{ClassedValueOutputs, PendingFiles, ValueOutputConfig};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
@@ -32,13 +32,9 @@ use crate::version::ValueTableMeta;
 pub enum Validity {
     /// Still referenced: the record is copied.
     Live,
-    /// Garbage, found by an index-tree lookup.
+    /// Garbage: the record is dropped. (How the oracle knew — a lookup, a cache, a drop key —
+    /// is the policy's to count, `stats().gc.policy_stats`.)
     Dead,
-    /// Garbage, known without any index-tree lookup (the DropCache holds a newer version of
-    /// the key).
-    DeadByDropCache,
-    /// Garbage, known without any lookup: compaction recorded its drop key (NovKV).
-    DeadByDropKey,
 }
 
 /// Figures of one GC job.
@@ -57,12 +53,6 @@ pub struct GcJobStats {
     pub bytes_read: u64,
     /// Bytes of dense index blocks walked (from disk or the block cache).
     pub index_bytes_read: u64,
-    /// Records found to be garbage by their drop keys (policy `novkv`), without any lookup.
-    pub drop_key_answers: u64,
-    /// Bytes of drop blocks read (policy `novkv`).
-    pub drop_key_bytes_read: u64,
-    /// Bytes of the records found to be garbage by their drop keys.
-    pub drop_key_record_bytes: u64,
     /// Bytes of output tables written.
     pub bytes_written: u64,
     /// Of those, bytes per value class (the policy's router numbers and names the classes).
@@ -84,9 +74,6 @@ impl GcJobStats {
         self.records_written += other.records_written;
         self.bytes_read += other.bytes_read;
         self.index_bytes_read += other.index_bytes_read;
-        self.drop_key_answers += other.drop_key_answers;
-        self.drop_key_bytes_read += other.drop_key_bytes_read;
-        self.drop_key_record_bytes += other.drop_key_record_bytes;
         self.bytes_written += other.bytes_written;
         for (a, b) in self
             .bytes_written_by_class
@@ -128,10 +115,10 @@ pub struct GcJobOutput {
     pub stats: GcJobStats,
     /// The output files: keep them once the edit naming them is installed.
     pub pending: PendingFiles,
-    /// Garbage the job copied because it could not tell it (policy `novkv`: garbage counted
-    /// before the database ran it has no drop keys), with the output holding it; the commit
-    /// counts it there. Set by the caller.
-    pub uncovered_garbage: Option<(u64, crate::version::Garbage)>,
+    /// Garbage the job copied because its oracle could not tell it, with the output holding
+    /// it; the commit counts it there. Set by the job's oracle
+    /// ([`JobOracle::finish`](super::oracle::JobOracle::finish)).
+    pub carried_garbage: Option<(u64, crate::version::Garbage)>,
 }
 
 /// Most bytes of live records a lazy read holds in memory before copying them: as much as a full
@@ -253,7 +240,7 @@ pub fn run_gc_job(
         moved: moved.unwrap_or_default(),
         stats,
         pending: done.pending,
-        uncovered_garbage: None,
+        carried_garbage: None,
     })))
 }
 
@@ -318,20 +305,12 @@ impl Job<'_, '_> {
             self.is_live,
         )?;
         self.stats.lookup_micros += micros_since(start);
-        Ok(batch
-            .iter()
-            .zip(verdicts)
-            .map(|(record, v)| match v {
+        Ok(verdicts
+            .into_iter()
+            .map(|v| match v {
                 Validity::Live => true,
-                // Scavenger counts its DropCache's answers itself (`policy_stats`).
-                Validity::Dead | Validity::DeadByDropCache => {
+                Validity::Dead => {
                     self.stats.records_dropped += 1;
-                    false
-                }
-                Validity::DeadByDropKey => {
-                    self.stats.records_dropped += 1;
-                    self.stats.drop_key_answers += 1;
-                    self.stats.drop_key_record_bytes += record.location.len;
                     false
                 }
             })
@@ -654,7 +633,7 @@ mod tests {
 
     use super::*;
     use crate::cache::ValueTableCache;
-    use crate::gc::router::SingleClass;
+    use crate::compaction::router::SingleClass;
     use crate::io::{FaultFs, FileSystem, IoStats};
     use crate::table::Compression;
 

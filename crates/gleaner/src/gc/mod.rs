@@ -12,12 +12,14 @@ pub mod picker;
 pub mod policy;
 pub mod policy_file;
 pub mod reader;
-pub mod router;
 pub mod runtime;
 pub mod scavenger;
 pub mod titan;
 pub mod validity;
 
+pub use crate::compaction::router::{
+    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
+};
 pub use hooks::{
     CompactionContext, CompactionHooks, EntryHooks, GcReport, GcVerdict, KeptEntry, ListenOnly,
     NoHooks,
@@ -25,7 +27,10 @@ pub use hooks::{
 pub use job::{
     Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, Validity, run_gc_job,
 };
-pub use oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
+pub use oracle::{
+    EachRecord, IndexOracle, JobOracle, JobStart, LookupKind, OracleEnv, ReadDropBlock, RecordRef,
+    ValidityOracle,
+};
 pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
@@ -35,9 +40,6 @@ pub use policy::{
 };
 pub use policy_file::{MAX_POLICY_FILE, PolicyFiles};
 pub use reader::VictimReader;
-pub use router::{
-    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
-};
 pub use runtime::{MAX_POLICY_TASKS, PolicyContext, PolicyTasks, TaskStop};
 pub use scavenger::RatioPicker;
 pub use validity::ValidityContext;

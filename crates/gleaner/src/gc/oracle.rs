@@ -1,12 +1,14 @@
 //! The validity oracle: whether a record a GC job reads is still live. Every scheme answers
 //! the same question (docs/gc.md, "Why GC may never drop a live record") in its own way: an
-//! index-tree lookup, GetKey over index-decoupled key tables, Scavenger's DropCache shortcut,
-//! and a drop set that compaction hands over (NovKV).
+//! index-tree lookup, GetKey over index-decoupled key tables, a cache of recently dropped keys,
+//! or the drop keys compaction handed over. An oracle may prepare each job
+//! ([`ValidityOracle::begin_job`]): read what it needs of the victims first, then judge their
+//! records, then check its verdicts against the version's counts.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::job::Validity;
-use super::novkv::DropSet;
+use super::job::{GcJobOutput, Validity};
 use super::validity::ValidityContext;
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::Result;
@@ -15,7 +17,7 @@ use crate::lookup::{KeyLookup, Lookup};
 use crate::memtable::MemTable;
 use crate::table::ReadCtx;
 use crate::value::ValueHandle;
-use crate::version::Version;
+use crate::version::{DropBlock, Garbage, Version};
 
 /// One record of a victim, as the job met it.
 #[derive(Debug, Clone, Copy)]
@@ -50,9 +52,64 @@ pub struct OracleEnv<'a> {
     pub validity: &'a ValidityContext,
     /// How lookups read (I/O class, caching).
     pub ctx: ReadCtx,
-    /// The drop keys of the job's victims, when the oracle asks for them
-    /// ([`ValidityOracle::uses_drop_keys`]).
-    pub drop_set: Option<&'a DropSet>,
+}
+
+/// Reads one drop block of the pinned version, calling its second argument with the user key
+/// and record sequence number of each drop key the block holds.
+///
+/// Errors: the drop file is missing or damaged ([`Error::Corruption`](crate::Error::Corruption)).
+pub type ReadDropBlock<'a> = dyn FnMut(&DropBlock, &mut dyn FnMut(&[u8], SeqNo)) -> Result<()> + 'a;
+
+/// What a job's checks are prepared from, before the job reads any record.
+pub struct JobStart<'a> {
+    /// The pinned version the job's checks read.
+    pub version: &'a Version,
+    /// The victims, all live in `version`.
+    pub victims: &'a [u64],
+    /// The victims' garbage as `version` counts it.
+    pub garbage: Garbage,
+    /// Reads the drop keys of a drop block `version` attaches to a victim
+    /// (`version.values().drop_blocks(victim)`): the identities of records compactions made
+    /// garbage, written where the policy's hooks ask for them
+    /// ([`CompactionHooks::records_drop_keys`](super::CompactionHooks::records_drop_keys)).
+    pub read_drop_block: &'a mut ReadDropBlock<'a>,
+}
+
+/// The checks of one GC job, as its oracle prepared them ([`ValidityOracle::begin_job`]).
+pub trait JobOracle: Send + Sync {
+    /// The verdict on `record`; called from several threads at once.
+    ///
+    /// Errors: reading the index tree fails.
+    fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity>;
+
+    /// Bytes per output table, given the engine's (`value_table_size`). Default: the engine's.
+    fn output_table_size(&self, target: u64) -> u64 {
+        target
+    }
+
+    /// Called once the job has judged every record, before its commit: checks the verdicts
+    /// against the pinned version's counts, and may set garbage the outputs carry
+    /// ([`GcJobOutput::carried_garbage`]). Default: nothing.
+    ///
+    /// Errors: the verdicts contradict the counts ([`Error::Corruption`](crate::Error::Corruption)):
+    /// nothing of the job is committed.
+    fn finish(&self, out: &mut GcJobOutput) -> Result<()> {
+        let _ = out;
+        Ok(())
+    }
+
+    /// The drop blocks the job read, if it read any: the commit then hands the victims' other
+    /// drop blocks (attached after the version was pinned, naming records the job may have
+    /// copied) on to the outputs. Default: none, and the victims' drop blocks go with them.
+    fn drop_blocks_read(&self) -> Option<&BTreeSet<DropBlock>> {
+        None
+    }
+
+    /// Called once the job's commit is installed, with its victims and outputs. Default:
+    /// nothing.
+    fn committed(&self, victims: &[u64], outputs: &[u64]) {
+        let _ = (victims, outputs);
+    }
 }
 
 /// Decides whether records are live.
@@ -62,11 +119,22 @@ pub trait ValidityOracle: Send + Sync + std::fmt::Debug {
     /// Errors: reading the index tree fails.
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity>;
 
-    /// Whether the checks need the drop keys of the job's victims (NovKV): the job then reads
-    /// the victims' drop blocks into [`OracleEnv::drop_set`] before it reads any record.
-    /// Default: no.
-    fn uses_drop_keys(&self) -> bool {
-        false
+    /// Prepares the checks of the job `start` describes. Default: [`ValidityOracle::check`]
+    /// for every record, nothing more.
+    ///
+    /// Errors: reading what the checks need fails (a drop block, say); the job stops.
+    fn begin_job<'s>(&'s self, start: &mut JobStart<'_>) -> Result<Box<dyn JobOracle + 's>> {
+        let _ = start;
+        Ok(Box::new(EachRecord(self)))
+    }
+}
+
+/// A job's checks that are the oracle's per-record [`ValidityOracle::check`] alone.
+pub struct EachRecord<'s, O: ValidityOracle + ?Sized>(pub &'s O);
+
+impl<O: ValidityOracle + ?Sized> JobOracle for EachRecord<'_, O> {
+    fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
+        self.0.check(record, env)
     }
 }
 

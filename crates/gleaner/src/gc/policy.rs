@@ -4,7 +4,7 @@
 //! - **victim selection** ([`VictimPicker`], `gc/picker.rs`): which value tables a job collects;
 //! - **read mode** ([`GcReadMode`]): how a job reads its victims;
 //! - **validity oracle** ([`ValidityOracle`], `gc/oracle.rs`): which records are live;
-//! - **value router** ([`ValueRouter`], `gc/router.rs`): which class, and so which run of value
+//! - **value router** ([`ValueRouter`], `compaction/router.rs`): which class, and so which run of value
 //!   tables, a value goes to at flush, in GC and in compaction;
 //! - **commit style** ([`CommitStyle`]): how references to moved records stay valid;
 //! - **hooks** ([`CompactionHooks`], `gc/hooks.rs`): what a policy adds to flushes,
@@ -22,9 +22,8 @@ use std::sync::Arc;
 use super::hooks::CompactionHooks;
 use super::oracle::ValidityOracle;
 use super::picker::VictimPicker;
-use super::router::ValueRouter;
 use super::runtime::PolicyContext;
-use super::scavenger::DropCache;
+use crate::compaction::router::ValueRouter;
 use crate::options::{GcPolicyKind, Options};
 
 /// How a GC job reads its victims.
@@ -82,8 +81,6 @@ pub struct PolicySet {
     pub commit: CommitStyle,
     /// What the policy adds to flushes and compactions.
     pub hooks: Box<dyn CompactionHooks>,
-    /// The DropCache, when the policy keeps one (for `stats()`).
-    pub drop_cache: Option<Arc<DropCache>>,
     /// Selective handle updating on reads (NovKV §III-D): a point read whose handle named a
     /// collected table writes an alias naming the record's current place, so the next read of
     /// the key needs no search (`db/handle_updates.rs`, docs/gc.md).

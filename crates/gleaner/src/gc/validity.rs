@@ -67,10 +67,11 @@ impl ValidityContext {
         self.snapshots[..end].last().copied().filter(|&x| x >= lo)
     }
 
-    /// True when the DropCache's `newest` sequence number for the record's key proves the
-    /// record at `seq` garbage without any lookup: a newer version exists, it is in a key table
-    /// (so it survives a crash), and no snapshot reads between the two.
-    pub fn dead_by_drop_cache(&self, seq: SeqNo, newest: Option<SeqNo>) -> bool {
+    /// True when a newer version of the record's key, known to be at sequence number `newest`
+    /// (a cache of recently dropped keys, say), proves the record at `seq` garbage without any
+    /// lookup: the newer version exists, it is in a key table (so it survives a crash), and no
+    /// snapshot reads between the two.
+    pub fn dead_by_newer_version(&self, seq: SeqNo, newest: Option<SeqNo>) -> bool {
         newest.is_some_and(|s| s > seq && s <= self.durable_seq && !self.snapshot_in(seq, s))
     }
 }
@@ -144,19 +145,19 @@ mod tests {
     fn the_drop_cache_answers_only_for_newer_durable_versions_no_snapshot_separates() {
         let ctx = ValidityContext::new(vec![30], 100);
         // Nothing cached, or the cached version is the record itself or older.
-        assert!(!ctx.dead_by_drop_cache(10, None));
-        assert!(!ctx.dead_by_drop_cache(10, Some(10)));
-        assert!(!ctx.dead_by_drop_cache(10, Some(9)));
+        assert!(!ctx.dead_by_newer_version(10, None));
+        assert!(!ctx.dead_by_newer_version(10, Some(10)));
+        assert!(!ctx.dead_by_newer_version(10, Some(9)));
         // Newer and durable, no snapshot in [10, 25).
-        assert!(ctx.dead_by_drop_cache(10, Some(25)));
+        assert!(ctx.dead_by_newer_version(10, Some(25)));
         // The snapshot at 30 reads the record at 10 while the newer version is 40.
-        assert!(!ctx.dead_by_drop_cache(10, Some(40)));
+        assert!(!ctx.dead_by_newer_version(10, Some(40)));
         // The newer version may still be only in a memtable.
-        assert!(!ctx.dead_by_drop_cache(40, Some(101)));
-        assert!(ctx.dead_by_drop_cache(40, Some(100)));
+        assert!(!ctx.dead_by_newer_version(40, Some(101)));
+        assert!(ctx.dead_by_newer_version(40, Some(100)));
         // A snapshot exactly at the record's sequence number reads it.
-        assert!(!ctx.dead_by_drop_cache(30, Some(35)));
+        assert!(!ctx.dead_by_newer_version(30, Some(35)));
         // A snapshot exactly at the newer version reads the newer version.
-        assert!(ctx.dead_by_drop_cache(20, Some(30)));
+        assert!(ctx.dead_by_newer_version(20, Some(30)));
     }
 }

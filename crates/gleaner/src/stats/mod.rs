@@ -304,29 +304,17 @@ pub struct GcStats {
     pub value_bytes_read: u64,
     /// Bytes of victims' dense indexes read from the device (from the I/O counters).
     pub index_bytes_read: u64,
-    /// Records found to be garbage by their drop keys, without any lookup (policy `novkv`).
-    #[serde(default)]
-    pub drop_key_answers: u64,
-    /// Bytes of drop blocks jobs read (policy `novkv`).
-    #[serde(default)]
-    pub drop_key_bytes_read: u64,
-    /// Jobs that met two copies of one record (a relocation's old copy under `blobdb`, an
-    /// interrupted `titan` job's victim and output) with a check that could not tell them apart,
-    /// and ran again with one that can (policy `novkv`'s drop keys name records, not places).
+    /// Jobs of several victims that met two copies of one record (a relocation's old copy and
+    /// its new one, an interrupted write-back job's victim and output) with checks that could
+    /// not tell them apart (drop keys name records, not places), and ran again one victim at a
+    /// time.
     #[serde(default)]
     pub twin_restarts: u64,
-    /// Whether flush and GC route values to hot and cold tables (option
-    /// `hotness_aware_writes` resolved against the policy).
-    #[serde(default)]
-    pub hotness_aware: bool,
     /// Bytes of value tables GC wrote, per value class by the policy's names for them (`hot`
     /// and `cold` with hotness-aware writing, `default` otherwise); classes without bytes are
     /// left out.
     #[serde(default)]
     pub bytes_written_by_class: std::collections::BTreeMap<String, u64>,
-    /// The DropCache (`None` without hotness-aware writing).
-    #[serde(default)]
-    pub drop_cache: Option<crate::gc::scavenger::DropCacheStats>,
     /// Bytes the validity checks read from the index tree (lookup reads).
     pub lookup_bytes_read: u64,
     /// Bytes of value tables written.

@@ -282,7 +282,6 @@ impl PolicyFactory for OldestFirstFactory {
             }),
             commit: self.commit,
             hooks: Box::new(Hooks(Arc::clone(&self.counts))),
-            drop_cache: None,
             updates_handles_on_read: false,
         })
     }

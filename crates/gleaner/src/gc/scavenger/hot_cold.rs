@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::drop_cache::DropCache;
-use crate::gc::router::{
+use crate::compaction::router::{
     CLASS_DEFAULT, Placement, RouteContext, RouteOrigin, ValueRouter, by_size,
 };
 
@@ -51,8 +51,8 @@ impl ValueRouter for HotCold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gc::router::tests::{class, ctx};
-    use crate::gc::router::{MAX_VALUE_CLASSES, class_name};
+    use crate::compaction::router::tests::{class, ctx};
+    use crate::compaction::router::{MAX_VALUE_CLASSES, class_name};
 
     #[test]
     fn hot_cold_routes_by_the_drop_cache_and_separates_by_size() {

@@ -31,7 +31,7 @@ use super::job::Validity;
 use super::oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 use super::picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
-use super::router::{SingleClass, ValueRouter};
+use crate::compaction::router::{SingleClass, ValueRouter};
 use crate::compaction::{DropEvent, DropListener};
 use crate::error::Result;
 use crate::options::Options;
@@ -81,9 +81,9 @@ struct DropCacheOracle {
 impl ValidityOracle for DropCacheOracle {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
         let newest = self.cache.newest_seq(record.user_key);
-        if env.validity.dead_by_drop_cache(record.seq, newest) {
+        if env.validity.dead_by_newer_version(record.seq, newest) {
             self.answers.fetch_add(1, Ordering::Relaxed);
-            return Ok(Validity::DeadByDropCache);
+            return Ok(Validity::Dead);
         }
         self.index.check(record, env)
     }
@@ -108,12 +108,25 @@ impl CompactionHooks for HotnessHooks {
         Some(Box::new(ListenOnly(DropCacheFeeder(&self.cache))))
     }
 
+    /// The DropCache's answers and its own figures, each as `drop_cache_<figure>`
+    /// ([`DropCacheStats`]).
     fn stats(&self) -> std::collections::BTreeMap<String, u64> {
-        [(
-            DROP_CACHE_ANSWERS.to_string(),
-            self.answers.load(Ordering::Relaxed),
-        )]
-        .into()
+        let c = self.cache.stats();
+        [
+            (DROP_CACHE_ANSWERS, self.answers.load(Ordering::Relaxed)),
+            ("drop_cache_entries", c.entries),
+            ("drop_cache_used_bytes", c.used_bytes),
+            ("drop_cache_capacity_bytes", c.capacity_bytes),
+            ("drop_cache_inserts", c.inserts),
+            ("drop_cache_updates", c.updates),
+            ("drop_cache_evictions", c.evictions),
+            ("drop_cache_rejected", c.rejected),
+            ("drop_cache_hits", c.hits),
+            ("drop_cache_misses", c.misses),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 }
 
@@ -179,7 +192,6 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         router,
         commit: CommitStyle::Inheritance,
         hooks,
-        drop_cache,
         updates_handles_on_read: false,
     }
 }
@@ -187,8 +199,8 @@ pub fn policy_set(opts: &Options) -> PolicySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compaction::router::RouteOrigin;
     use crate::gc::picker::tests::cand;
-    use crate::gc::router::RouteOrigin;
     use crate::options::{GcPolicyKind, Switch};
 
     fn ctx(max_input: u64, garbage_ratio: Option<f64>) -> PickContext {
@@ -215,8 +227,8 @@ mod tests {
         let tdb = policy_set(&Options::default().with_gc_policy(GcPolicyKind::Terarkdb));
         assert_eq!(tdb.name, "terarkdb");
         assert_eq!(tdb.read_mode, GcReadMode::Full);
-        assert!(tdb.drop_cache.is_none());
-        let ctx = crate::gc::router::RouteContext {
+        assert!(tdb.hooks.stats().is_empty());
+        let ctx = crate::compaction::router::RouteContext {
             user_key: b"k",
             seq: 1,
             value_len: 1 << 20,
@@ -226,7 +238,7 @@ mod tests {
         };
         assert_eq!(
             tdb.router.place(&ctx),
-            crate::gc::router::Placement::Separated {
+            crate::compaction::router::Placement::Separated {
                 class: 0,
                 payload: None
             }
@@ -245,7 +257,7 @@ mod tests {
             largest_user_key: &[],
         };
         // With hotness, every flush and compaction feeds the DropCache; without, nothing.
-        assert!(scav.drop_cache.is_some());
+        assert!(scav.hooks.stats().contains_key(DROP_CACHE_ANSWERS));
         // They only listen: compactions decode no kept handle for them.
         let hooks = scav.hooks.begin(&flush).expect("hooks");
         assert!(!hooks.decides_kept_entries());
@@ -257,6 +269,6 @@ mod tests {
                 .with_gc_lazy_read(Switch::On),
         );
         assert_eq!(r_only.read_mode, GcReadMode::Lazy);
-        assert!(r_only.drop_cache.is_none());
+        assert!(r_only.hooks.stats().is_empty());
     }
 }

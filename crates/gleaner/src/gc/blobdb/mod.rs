@@ -20,7 +20,7 @@ use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, KeptEntry};
 use super::oracle::{IndexOracle, LookupKind};
 use super::picker::{PickContext, VictimCandidate, VictimPicker};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
-use super::router::SingleClass;
+use crate::compaction::router::SingleClass;
 use crate::compaction::{DropEvent, DropListener};
 use crate::key::ParsedKey;
 use crate::options::Options;
@@ -149,7 +149,6 @@ pub fn policy_set(opts: &Options) -> PolicySet {
             age_cutoff: opts.blobdb_age_cutoff(),
             force_threshold: opts.blobdb_force_threshold(),
         }),
-        drop_cache: None,
         updates_handles_on_read: false,
     }
 }

@@ -17,8 +17,8 @@ use super::hooks::NoHooks;
 use super::job::Validity;
 use super::oracle::{OracleEnv, RecordRef, ValidityOracle};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
-use super::router::SingleClass;
 use super::scavenger::RatioPicker;
+use crate::compaction::router::SingleClass;
 use crate::error::Result;
 use crate::lookup::newest_version;
 use crate::options::Options;
@@ -71,7 +71,6 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         router: Arc::new(SingleClass::new(opts.min_separated_value_size())),
         commit: CommitStyle::WriteBack,
         hooks: Box::new(NoHooks),
-        drop_cache: None,
         updates_handles_on_read: false,
     }
 }
