@@ -9,7 +9,7 @@ pub enum FileType {
     KeyTable(u64),
     /// A value table: `NNNNNN.vst`.
     ValueTable(u64),
-    /// A drop file (drop keys of policy `novkv`): `NNNNNN.vdk`.
+    /// A drop file (drop keys): `NNNNNN.vdk`.
     DropFile(u64),
     /// A manifest: `MANIFEST-NNNNNN`.
     Manifest(u64),

@@ -1,4 +1,5 @@
-//! Collaborative compaction (NovKV §III-B, policy `novkv`): the identities of the records whose
+//! Drop keys, where the policy asks for them (`CompactionHooks::records_drop_keys`; NovKV's
+//! collaborative compaction, §III-B): the identities of the records whose
 //! handles a flush or compaction drops are written to a drop file, and the job's own manifest
 //! edit attaches each block to the live value table holding those records (docs/gc.md,
 //! "`novkv`"). The counts stay the garbage accounting's (`compaction/garbage.rs`); drop keys

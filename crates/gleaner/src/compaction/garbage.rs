@@ -92,7 +92,7 @@ impl GarbageListener {
         }
     }
 
-    /// Counts the old records of values the compaction relocated (policy `blobdb`) as garbage
+    /// Counts the old records of values the compaction relocated (the kept-entry hook's `Relocate`) as garbage
     /// of their tables, like dropped handles: the entries that referenced them now name the
     /// new copies. Relocation only reads live tables, which no GC job of that policy claims.
     pub fn add_relocated(&mut self, relocated: &BTreeMap<u64, Garbage>) {

@@ -7,14 +7,14 @@
 //! of its stripe, so only that one is kept per stripe. A deletion in the oldest stripe is dropped
 //! too when no deeper level can hold an older version of the key.
 //!
-//! One exception: when the newest version of a stripe is an *alias* (policy `novkv`'s handle
+//! One exception: when the newest version of a stripe is an *alias* (a handle
 //! update on read, a second entry naming a record an older entry already names), the record's
 //! *owner* in the stripe is kept too. The alias never makes the record garbage (listeners ignore
 //! dropped aliases), so the owner must stay until a version naming another record shadows it:
 //! then it is dropped, and its record becomes garbage, exactly once. Both name the same record,
 //! so every reader sees the same value whichever it finds.
 //!
-//! Under a policy that writes no aliases (a database that ran `novkv` and was switched), the
+//! Under a policy that writes no aliases (a database switched from one that does), the
 //! iterator drops every alias that is the newest version of its stripe, without a drop event:
 //! the owner behind it (in this input or deeper in the tree) names the same record, so every
 //! reader then finds the owner and reads the same value; the alias was never counted as a
@@ -49,7 +49,7 @@ pub struct DropEvent<'a> {
     pub reason: DropReason,
     /// The sequence number from which on the key's records are not hidden: for a shadowed
     /// entry, the newest version of its snapshot stripe in the input — the record it names when
-    /// it is a handle (an alias or a `titan` write-back names an older record than itself, and
+    /// it is a handle (an alias or a written-back handle names an older record than itself, and
     /// that record is live); for a dropped tombstone, its own (it hides every older version).
     pub hidden_by: SeqNo,
 }
@@ -123,7 +123,7 @@ pub struct CompactionIterator<I: InternalIterator> {
     /// When that entry is an alias, the sequence number of the record it names.
     stripe_alias: Option<SeqNo>,
     /// When that entry is a handle, the sequence number of the record it names: its own, or
-    /// for a `titan` write-back or an alias, the older record's.
+    /// for a written-back handle or an alias, the older record's.
     stripe_record: Option<SeqNo>,
     /// Drop aliases that are the newest version of their stripe (see the module comment).
     drop_aliases: bool,
@@ -262,9 +262,9 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         value: self.input.value(),
                         reason,
                         // What hides the dropped version is the newest version's record: behind
-                        // an alias or a `titan` write-back that record is older than the
+                        // an alias or a written-back handle that record is older than the
                         // version naming it, and a record at or after it is not hidden (a
-                        // DropCache that took the write-back's own number had GC reclaim the
+                        // cache of dropped keys that took the write-back's own number had GC reclaim the
                         // record the write-back names).
                         hidden_by: self.stripe_record.unwrap_or(self.stripe_newest),
                     });

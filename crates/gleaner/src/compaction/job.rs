@@ -47,7 +47,7 @@ pub struct JobStats {
     pub micros: u64,
     /// Stale value handles pointed at the table now holding their record.
     pub handles_rewritten: u64,
-    /// Values relocated to new value tables (policy `blobdb`).
+    /// Values relocated to new value tables (the kept-entry hook's `Relocate`).
     pub relocation: RelocationStats,
     /// Aliases dropped because the policy writes none (see `compaction/iterator.rs`).
     pub aliases_dropped: u64,

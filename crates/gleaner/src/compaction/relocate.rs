@@ -65,7 +65,7 @@ pub struct Relocator<'a> {
     aliases: AliasTables<'a>,
 }
 
-/// The key tables outside a compaction that hold aliases (policy `novkv`'s handle updates on
+/// The key tables outside a compaction that hold aliases (handle updates on
 /// read, left behind when a database switched policies): an alias names its record's place
 /// directly, so a record one of them names must stay where it is. Tables record their alias
 /// count, so a database without aliases looks nothing up.
@@ -167,7 +167,7 @@ impl<'a> Relocator<'a> {
     }
 
     /// Whether the record `stored` names must stay where it is for an alias. An alias (policy
-    /// `novkv`'s handle update on read) and its owner, which compaction keeps behind it, name
+    /// a handle update on read) and its owner, which compaction keeps behind it, name
     /// one record: relocating either would count the old record as garbage while the other
     /// still names it, and the table could go from under it. The record stays where it is
     /// until a newer version of the key shadows both.

@@ -4,8 +4,7 @@
 //! Classes belong to the router: it names them, numbers them from 0 and tags every value table
 //! it routes to with the number (`ValueTableMeta::class`, docs/format.md). A job writes one
 //! sorted run of tables per class it uses; stats count bytes per class by the router's names.
-//! Victim pickers of the same policy may prefer some classes (Scavenger's hot tables, whose
-//! router is `gc/scavenger/hot_cold.rs`).
+//! Victim pickers of the same policy may prefer some classes (a hot class, say).
 
 use crate::key::SeqNo;
 use crate::value::HandlePayload;
@@ -112,7 +111,7 @@ pub fn by_size(ctx: &RouteContext<'_>, min_size: u64, class: u32) -> Placement {
     }
 }
 
-/// Every value in one class, `default` (class 0), separated by size: TerarkDB and every policy
+/// Every value in one class, `default` (class 0), separated by size: every policy
 /// that does not separate values by kind.
 #[derive(Debug, Clone, Copy)]
 pub struct SingleClass {

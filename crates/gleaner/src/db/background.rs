@@ -85,7 +85,7 @@ impl DbInner {
         }
     }
 
-    /// Where a job of I/O class `class` writes its drop file (policy `novkv`).
+    /// Where a job of I/O class `class` writes its drop file (drop keys).
     pub(super) fn drop_file_config(&self, class: IoClass) -> DropFileConfig {
         DropFileConfig {
             fs: Arc::clone(&self.fs),
@@ -304,7 +304,7 @@ impl DbInner {
             .choose(&st.version, &ctx)
             .into_plan()
             .or_else(|| {
-                // Only when the tree's shape asks for nothing: the policy's bias (BlobDB's
+                // Only when the tree's shape asks for nothing: the policy's bias (a policy's
                 // forced GC) comes last, as in RocksDB.
                 self.policy
                     .hooks
@@ -435,7 +435,7 @@ impl DbInner {
             router: Arc::clone(&self.policy.router),
             origin: crate::gc::RouteOrigin::Flush,
         });
-        // Memtables hold handles only where a GC wrote them back (policy `titan`); a flush that
+        // Memtables hold handles only where a GC wrote them back (write-back commits); a flush that
         // drops one (the key was overwritten again before the flush) makes its record garbage,
         // counted here as a compaction counts its drops.
         let mut garbage = {
@@ -446,7 +446,7 @@ impl DbInner {
                 st.gc_claimed.clone(),
             )
         };
-        // NovKV: the identities of the records whose handles the flush drops.
+        // Drop keys, if the policy asks: the identities of the records whose handles the flush drops.
         let mut drop_keys = self
             .policy
             .hooks
@@ -456,7 +456,7 @@ impl DbInner {
         let ctx = flush_context(&flush_version);
         let (done, stats) = {
             // Versions a flush drops were overwritten while in the memtable; the policy may
-            // want to hear of them (Scavenger's DropCache: their keys are hot).
+            // want to hear of them (a cache of hot keys, say).
             let mut hooks = self.policy.hooks.begin(&ctx);
             let mut listeners: Vec<&mut dyn DropListener> = vec![&mut drops, &mut garbage];
             if let Some(h) = hooks.as_mut() {
@@ -593,13 +593,14 @@ impl DbInner {
             self.opts.key_table_size()
         };
         let out = self.output_config(IoClass::CompactionWrite, target);
-        // The values the policy's kept-entry hook relocates (BlobDB's) go to value tables of
+        // The values the policy's kept-entry hook relocates go to value tables of
         // the compaction's own, where its router places them.
         let relocation = RelocationSetup {
             values: self.value_output_config(IoClass::CompactionWrite),
             router: Arc::clone(&self.policy.router),
         };
-        // NovKV: the identities of the records whose handles the compaction drops.
+        // Drop keys, if the policy asks: the identities of the records whose handles the compaction
+        // drops.
         let mut drop_keys = self
             .policy
             .hooks

@@ -73,7 +73,7 @@ pub struct Counters {
     pub drops_into_retired: AtomicU64,
     /// Stale value handles compactions pointed at the table now holding their record.
     pub handles_rewritten: AtomicU64,
-    /// Drop keys flushes and compactions wrote to drop files (policy `novkv`).
+    /// Drop keys flushes and compactions wrote to drop files.
     pub drop_keys_written: AtomicU64,
     /// Bytes of those drop files.
     pub drop_key_bytes_written: AtomicU64,
@@ -103,9 +103,9 @@ pub struct Counters {
     pub space_wait_micros: AtomicU64,
     /// Whole-tree compactions run by stopped writers to surface hidden garbage.
     pub space_compactions: AtomicU64,
-    /// Compactions the GC policy forced (policy `blobdb`).
+    /// Compactions the GC policy forced (`marked_for_compaction`).
     pub forced_compactions: AtomicU64,
-    /// Values compactions relocated out of old value tables (policy `blobdb`).
+    /// Values compactions relocated out of old value tables (the kept-entry hook's `Relocate`).
     pub relocated_values: AtomicU64,
     /// Values relocation left in place for aliases naming their records.
     pub relocations_kept_for_aliases: AtomicU64,
@@ -113,7 +113,7 @@ pub struct Counters {
     pub aliases_dropped: AtomicU64,
     /// Bytes of the old records of those.
     pub relocated_bytes: AtomicU64,
-    /// Handles a write-back GC job wrote back into the index tree (policy `titan`).
+    /// Handles a write-back GC job wrote back into the index tree.
     pub gc_written_back: AtomicU64,
     /// Retired value tables released (deleted once unreferenced).
     pub value_tables_released: AtomicU64,

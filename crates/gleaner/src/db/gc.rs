@@ -466,7 +466,7 @@ impl DbInner {
         .map(Some)
     }
 
-    /// Commits a job by writing the new places back into the index tree (policy `titan`):
+    /// Commits a job by writing the new places back into the index tree (`CommitStyle::WriteBack`):
     ///
     /// 1. one edit installs the outputs, marked as awaiting their write-back (their records are
     ///    referenced by nothing yet; should the database stop before step 3, the next open
@@ -565,7 +565,7 @@ impl DbInner {
         }
     }
 
-    /// Releases the retired value tables (policy `titan`) no reader can reach any more: every
+    /// Releases the retired value tables (write-back commits) no reader can reach any more: every
     /// version naming one is shadowed at or below its obsolete sequence number, so it is
     /// unreachable once every snapshot is above that number (Titan's rule) and every version up
     /// to it is in a key table (ours: so that the garbage recount and `gleaner check`, which see

@@ -1,4 +1,5 @@
-//! Selective handle updating on reads (policy `novkv`; NovKV §III-D; docs/gc.md): a point read
+//! Selective handle updating on reads (`PolicySet::updates_handles_on_read`; NovKV §III-D;
+//! docs/gc.md): a point read
 //! whose handle named a table GC collected found the record by key in the table inheritance
 //! leads to. It queues a *fix-up*: an alias `key → the record's current place`, written through
 //! the write path as a conditional write (the key's newest version must still be the one the

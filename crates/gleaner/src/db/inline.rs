@@ -10,7 +10,7 @@
 //! waits at the space budget. Each runs all pending work to completion, in a fixed order: every
 //! sealed memtable is flushed, then compactions run until the compaction strategy finds none, then — when GC
 //! threads are configured — GC jobs until the policy finds no victim, then the handle updates
-//! reads queued (policy `novkv`). A write that finds the memtables or L0 full is a fixed point
+//! reads queued. A write that finds the memtables or L0 full is a fixed point
 //! too, but one that only makes room: flushes and compactions, never a GC job or a handle update.
 //!
 //! Concurrent callers take turns (one lock, `DbInner::inline_turn`), so the engine stays correct
@@ -61,7 +61,7 @@ impl DbInner {
             return;
         }
         self.run_inline_jobs(Scope::All);
-        // Handle updates on read (policy `novkv`) wait for this point, so that a seeded
+        // Handle updates on read wait for this point, so that a seeded
         // workload writes them at the same moments on every run. After the turn is let go:
         // they take the WAL, which comes before the turn in the lock order (and they never
         // wait for it).

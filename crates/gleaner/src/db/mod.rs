@@ -79,7 +79,7 @@ struct DbState {
     /// Live value tables whose last GC jobs failed otherwise, and when background workers may
     /// pick them again (see `DbInner::claim_victims`).
     gc_backoff: BTreeMap<u64, gc_backoff::GcBackoff>,
-    /// Policy `novkv`: the value tables aliases in each unflushed memtable name (by WAL
+    /// Handle updates on read: the value tables aliases in each unflushed memtable name (by WAL
     /// number). No GC job collects them until that memtable is flushed: until then no key
     /// table references them for the alias, so the inheritance records that would lead from a
     /// collected table to its records could be pruned under the alias (`db/handle_updates.rs`).

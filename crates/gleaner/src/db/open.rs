@@ -84,7 +84,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
     // are dropped).
     // Tables written from the logs are deleted again unless the edit installing them lands.
     let mut recovered_files = crate::compaction::PendingFiles::new(Arc::clone(fs), dir.clone());
-    // A replayed handle a GC wrote back (policy `titan`) that a later replayed write shadows is
+    // A replayed handle a GC wrote back (write-back commits) that a later replayed write shadows is
     // dropped by the flush: its record becomes garbage, counted as any flush counts it.
     let mut garbage = GarbageListener::new(
         Arc::clone(rec.versions.current()),
@@ -116,7 +116,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             policy: Arc::from(rec.policy.set.name.as_str()),
         };
         // The policy's router places replayed values (it knows them as such: no hotness is
-        // known yet, and scavenger's router keeps them in the default class).
+        // known yet, and a router keeps them in the default class).
         let separation = Some(crate::compaction::Separation {
             values,
             router: Arc::clone(&rec.policy.set.router),
@@ -758,7 +758,8 @@ fn check_policy_meta(version: &Version, opts: &Options) -> Result<()> {
 ///
 /// A database last opened under a custom policy (`gc_policy=custom:NAME`) needs that policy's
 /// factory, or another policy chosen explicitly: its GC would otherwise stop without a word. A
-/// read-only open, which runs no GC, reads it under `terarkdb`'s roles instead.
+/// read-only open, which runs no GC, reads it under [`GcPolicyKind::READ_ONLY_FALLBACK`]'s
+/// roles instead.
 fn apply_saved_options(
     opts: &mut Options,
     saved: Vec<(String, String)>,
@@ -778,7 +779,9 @@ fn apply_saved_options(
                  or choose another policy with option `gc_policy`"
             )));
         }
-        *opts = opts.clone().with_gc_policy(GcPolicyKind::Terarkdb);
+        *opts = opts
+            .clone()
+            .with_gc_policy(GcPolicyKind::READ_ONLY_FALLBACK);
     }
     let mut dropped = switch_selector(opts, &saved, "gc_policy", Options::gc_policy, |p| {
         crate::gc::own_options(p)
@@ -836,7 +839,7 @@ fn switch_selector<T: OptionValue + Copy + PartialEq>(
     })
 }
 
-/// What a read-write open does for write-back GC (policy `titan`, docs/gc.md): it releases every
+/// What a read-write open does for write-back GC (docs/gc.md): it releases every
 /// retired value table (no snapshot exists yet, and the replayed WALs are in key tables now, so
 /// no reader can reach a version naming one), and settles the tables whose write-back a stop
 /// interrupted: the handles that name such a table in key tables (their dependences) are its

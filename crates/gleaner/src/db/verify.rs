@@ -34,7 +34,7 @@ pub struct GarbageRecount {
     pub tables: usize,
     /// Handles found in key tables.
     pub handles: u64,
-    /// Of those, aliases (policy `novkv`'s handle updates on read): checked to resolve, not
+    /// Of those, aliases (handle updates on read): checked to resolve, not
     /// counted as references, since each names a record its owner already references.
     pub aliases: u64,
     /// Of those, handles of shadowed versions whose record GC reclaimed early: a newer version
@@ -42,7 +42,7 @@ pub struct GarbageRecount {
     /// them. A handle that resolves to nothing while a live snapshot still reads its version
     /// is a mismatch naming the snapshot, not counted here.
     pub reclaimed_early: u64,
-    /// Handles naming retired value tables (policy `titan`): versions shadowed by the
+    /// Handles naming retired value tables (write-back commits): versions shadowed by the
     /// written-back ones, readable by older snapshots, with no garbage account.
     pub retired_refs: u64,
     /// Live value tables skipped because a write-back GC job is still installing them.
@@ -72,7 +72,7 @@ impl DbInner {
             fill_cache: false,
             readahead: 0,
         };
-        // Memtables hold handles where a GC wrote them back (policy `titan`): those reference
+        // Memtables hold handles where a GC wrote them back (write-back commits): those reference
         // records as key-table entries do.
         let mut sources: Vec<(String, Box<dyn InternalIterator>)> = std::iter::once(&sv.mem)
             .chain(sv.imm.iter())

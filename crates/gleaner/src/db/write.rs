@@ -112,7 +112,7 @@ impl DbInner {
     /// Writes `key` → `handle` (a moved record's new place) if the key's newest version still
     /// names the record written at `record_seq`; returns whether it did. The check and the
     /// write are one step of the write queue's leader, so no other write comes in between
-    /// (Titan's `WriteWithCallback`). Not synced: the caller syncs the WAL once it is done.
+    /// (as Titan's `WriteWithCallback`). Not synced: the caller syncs the WAL once it is done.
     pub(super) fn write_back(
         &self,
         key: &[u8],
@@ -131,8 +131,8 @@ impl DbInner {
         Ok(self.commit_queued(Some(batch), false, Some(condition), true)? == Applied::Yes)
     }
 
-    /// Writes the alias `key` → `to` for record `record_seq` (a handle update on read, policy
-    /// `novkv`) if the key's newest version is still the one the read found, whose handle is
+    /// Writes the alias `key` → `to` for record `record_seq` (a handle update on read)
+    /// if the key's newest version is still the one the read found, whose handle is
     /// `from`, and `to`'s table is still live and not claimed by a GC job (it is then pinned
     /// until the memtable is flushed: `DbState::alias_pins`). Never waits for room
     /// ([`Applied::NoRoom`] when the memtable is full or writes are delayed). Not synced: an

@@ -94,7 +94,7 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
     }
 
     /// Whether flushes and compactions record the identity of every record whose handle they
-    /// drop in a drop file attached to its value table (NovKV's collaborative compaction), so
+    /// drop in a drop file attached to its value table (NovKV's collaborative compaction, docs/gc.md), so
     /// GC jobs can tell garbage without index lookups. Default: no.
     fn records_drop_keys(&self) -> bool {
         false

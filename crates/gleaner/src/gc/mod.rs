@@ -33,7 +33,7 @@ pub use oracle::{
 };
 pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
-pub use picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
+pub use picker::{PickContext, RatioPicker, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{
     CommitStyle, GcReadMode, PolicyFactory, PolicySet, check_options, own_options, policy_name,
     policy_set,
@@ -41,5 +41,4 @@ pub use policy::{
 pub use policy_file::{MAX_POLICY_FILE, PolicyFiles};
 pub use reader::VictimReader;
 pub use runtime::{MAX_POLICY_TASKS, PolicyContext, PolicyTasks, TaskStop};
-pub use scavenger::RatioPicker;
 pub use validity::ValidityContext;

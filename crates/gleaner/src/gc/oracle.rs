@@ -27,7 +27,7 @@ pub struct RecordRef<'a> {
     /// The record's sequence number.
     pub seq: SeqNo,
     /// Where the record is: its victim, offset and length. One record can have two copies in
-    /// live tables (a `blobdb` relocation's old copy, an interrupted `titan` job's victim and
+    /// live tables (a relocation's old copy, an interrupted write-back job's victim and its
     /// output): only the one readers reach is live, so verdicts compare places.
     pub location: ValueHandle,
 }
@@ -37,7 +37,7 @@ pub struct RecordRef<'a> {
 pub struct OracleEnv<'a> {
     /// The memtables, newest first. Versions there may not survive a crash (an unsynced WAL
     /// tail), so an oracle that reads them must make them durable before its job's verdicts
-    /// take effect (policy `titan` syncs the WAL before it retires its victims).
+    /// take effect (the write-back commit syncs the WAL before it retires its victims).
     pub memtables: &'a [Arc<MemTable>],
     /// The newest sequence number when the memtables were pinned: they keep taking writes,
     /// and lookups there read at it, so they see the same moment as the version.
@@ -151,8 +151,8 @@ pub enum LookupKind {
 
 /// The TerarkDB family's oracle: a record is live if the version some reader reads — the key's
 /// newest, or the newest at or below a snapshot — names it and reaches it at its place (another
-/// copy of the record is garbage), checked by lookups in the pinned index tree. (Scavenger's
-/// DropCache shortcut wraps it: `gc/scavenger/`.)
+/// copy of the record is garbage), checked by lookups in the pinned index tree. (A cache of
+/// recently dropped keys may answer first, wrapping it.)
 #[derive(Debug, Clone)]
 pub struct IndexOracle {
     lookup: LookupKind,
@@ -216,7 +216,7 @@ impl ValidityOracle for IndexOracle {
         // below the version found, and so on down to the record's own sequence number (a
         // version naming the record is never older than it). The record is live when one of
         // those versions names it and reaches it at its place: a relocated record's old copy is
-        // garbage although its version is live, and a `titan` write-back (or an alias) names
+        // garbage although its version is live, and a written-back handle (or an alias) names
         // the record from a newer version than the record's own, which compaction may have
         // dropped already.
         let mut at = MAX_SEQUENCE;

@@ -72,6 +72,25 @@ pub trait VictimPicker: Send + Sync + std::fmt::Debug {
     fn pick(&self, candidates: &[VictimCandidate], ctx: &PickContext) -> Vec<u64>;
 }
 
+/// Victims by garbage ratio, highest first, at most the job's input bound (the TerarkDB family's
+/// and Titan's picker).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RatioPicker {
+    /// The least garbage ratio of a victim, unless the space throttle sets another.
+    pub garbage_ratio: f64,
+    /// At equal ratio, tables of this value class first (then the oldest).
+    pub preferred_class: Option<u32>,
+}
+
+impl VictimPicker for RatioPicker {
+    fn pick(&self, candidates: &[VictimCandidate], ctx: &PickContext) -> Vec<u64> {
+        let threshold = ctx.garbage_ratio.unwrap_or(self.garbage_ratio);
+        pick_by_ratio(candidates, threshold, ctx.max_input, |c| {
+            self.preferred_class == Some(c.class)
+        })
+    }
+}
+
 /// Picks candidates whose garbage ratio is at least `threshold`, highest ratio first (at equal
 /// ratio those `prefer` says, then the oldest), while their file sizes fit in `max_input` (the
 /// first always fits). A table without garbage is never chosen: collecting it frees nothing.

@@ -1,4 +1,4 @@
-//! Which version of a key a GC validity check compares a record with, and when the DropCache may
+//! Which version of a key a GC validity check compares a record with, and when a known newer version may
 //! answer instead of the index tree. Pure decisions over sequence numbers, so they are tested
 //! without a database.
 //!
@@ -22,7 +22,7 @@ pub struct ValidityContext {
     /// Sequence numbers of the live snapshots, ascending.
     snapshots: Vec<SeqNo>,
     /// The highest sequence number in the pinned tree's key tables: every version at or below
-    /// it that a DropCache entry names is in a key table, so it survives a crash (a version
+    /// it that a cache of dropped keys names is in a key table, so it survives a crash (a version
     /// still in a memtable may be lost with an unsynced WAL tail).
     durable_seq: SeqNo,
 }

@@ -128,6 +128,11 @@ impl GcPolicyKind {
         GcPolicyKind::Novkv,
     ];
 
+    /// The policy whose roles a read-only open uses for a database saved under a custom policy
+    /// whose factory it was not given: such an open runs no GC and writes nothing, so the
+    /// plainest roles serve (one value class, no hooks, no handle updates on read).
+    pub const READ_ONLY_FALLBACK: GcPolicyKind = GcPolicyKind::Terarkdb;
+
     /// The policy's name in options.
     pub fn name(self) -> &'static str {
         match self {

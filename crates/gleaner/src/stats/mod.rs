@@ -163,15 +163,15 @@ pub struct OperationStats {
     /// compaction rewrites the handle.
     #[serde(default)]
     pub gets_via_inheritance: u64,
-    /// Policy `novkv`: handle updates on read written (aliases naming the record's current
+    /// Handle updates on read written (aliases naming the record's current
     /// place, so the key's next read needs no search).
     #[serde(default)]
     pub handle_updates_written: u64,
-    /// Policy `novkv`: handle updates on read skipped because the key's newest version was no
+    /// Handle updates on read skipped because the key's newest version was no
     /// longer the one the read found (a newer write won).
     #[serde(default)]
     pub handle_updates_skipped: u64,
-    /// Policy `novkv`: handle updates on read dropped (the queue was full, or writing would
+    /// Handle updates on read dropped (the queue was full, or writing would
     /// have had to wait).
     #[serde(default)]
     pub handle_updates_dropped: u64,
@@ -210,7 +210,7 @@ pub struct ValueTableStats {
     pub garbage_bytes: u64,
     /// Class tag.
     pub class: u32,
-    /// Drop keys in the drop blocks attached to it (policy `novkv`).
+    /// Drop keys in the drop blocks attached to it.
     #[serde(default)]
     pub drop_keys: u64,
 }
@@ -242,10 +242,10 @@ pub struct ValueStats {
     /// there was no garbage left to count.
     #[serde(default)]
     pub drops_reclaimed_early: u64,
-    /// Dropped handles whose record was in a retired table (policy `titan`; nothing to count).
+    /// Dropped handles whose record was in a retired table (a write-back commit's; nothing to count).
     #[serde(default)]
     pub drops_into_retired: u64,
-    /// Retired value tables (policy `titan`): collected, still on disk for the older versions
+    /// Retired value tables (write-back commits): collected, still on disk for the older versions
     /// that name them.
     #[serde(default)]
     pub retired_tables: usize,
@@ -256,7 +256,7 @@ pub struct ValueStats {
     #[serde(default)]
     pub tables_released: u64,
     /// Drop keys (identities of garbage records) flushes and compactions wrote to drop files
-    /// (policy `novkv`).
+    /// (where the policy asks for them, `CompactionHooks::records_drop_keys`).
     #[serde(default)]
     pub drop_keys_written: u64,
     /// Bytes of those drop files.
@@ -351,7 +351,7 @@ pub struct GcStats {
     /// The most failed jobs in a row of any of those tables (0 when there are none).
     #[serde(default)]
     pub backoff_failures: u32,
-    /// Values compactions relocated out of the oldest value tables (policy `blobdb`; inlined
+    /// Values compactions relocated out of the oldest value tables (the kept-entry hook's `Relocate`; inlined
     /// ones included).
     #[serde(default)]
     pub relocated_values: u64,
@@ -359,18 +359,18 @@ pub struct GcStats {
     #[serde(default)]
     pub relocated_bytes: u64,
     /// Values relocation left in place because an alias in a key table outside the compaction
-    /// names their record (a database switched from `novkv` to `blobdb`; docs/gc.md,
+    /// names their record (a database switched from a policy that writes them; docs/gc.md,
     /// "Switching policies").
     #[serde(default)]
     pub relocations_kept_for_aliases: u64,
     /// Aliases compactions and flushes dropped because the policy writes none (a database
-    /// switched from `novkv`): readers find their owners instead.
+    /// switched from a policy that writes them): readers find their owners instead.
     #[serde(default)]
     pub aliases_dropped: u64,
-    /// Compactions forced to relocate values (policy `blobdb`, `blobdb_force_threshold`).
+    /// Compactions a policy marked for compaction (`CompactionHooks::marked_for_compaction`).
     #[serde(default)]
     pub forced_compactions: u64,
-    /// Handles written back into the index tree (policy `titan`).
+    /// Handles written back into the index tree (write-back commits).
     #[serde(default)]
     pub written_back: u64,
     /// Write-backs skipped because a user write to the key got there first (the copy is

@@ -1,6 +1,7 @@
 //! Drop files (`.vdk`): the identities of value-table records that a flush or compaction made
-//! garbage, written for policy `novkv` (NovKV's DropBlocks), so a GC job recognises garbage
-//! without looking anything up in the index tree (docs/gc.md, "`novkv`").
+//! garbage, written where a policy asks for them (`CompactionHooks::records_drop_keys`; NovKV's
+//! DropBlocks), so a GC job recognises garbage without looking anything up in the index tree
+//! (docs/gc.md, "`novkv`").
 //!
 //! ```text
 //! drop file  = drop block* | footer

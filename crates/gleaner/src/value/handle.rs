@@ -113,11 +113,11 @@ impl ValueHandle {
 /// A value handle as an index-tree entry stores it: where the record is, and the record's
 /// sequence number when it is not the entry's own. An entry written by a flush or compaction
 /// names the record written at its own sequence number; an entry written back through the write
-/// path after the record moved (Titan's GC write-back) has a newer sequence number of its own
+/// path after the record moved (a write-back commit) has a newer sequence number of its own
 /// and names the record by `record_seq`. Readers check the record they read against
 /// `(user key, record_seq)`.
 ///
-/// An *alias* (policy `novkv`'s handle update on read, docs/gc.md) is a second entry naming a
+/// An *alias* (a handle update on read, docs/gc.md) is a second entry naming a
 /// record that an older entry of the key (its *owner*) already names: it only tells reads where
 /// the record is now. It never makes its record garbage: compaction drops it without counting
 /// anything, and keeps the owner while the alias is the newest version of their snapshot

@@ -169,7 +169,7 @@ pub struct VersionEdit {
     /// Live value tables a write-back GC job installed (`true`: their write-back is under way)
     /// or finished writing back (`false`).
     pub write_back: Vec<(u64, bool)>,
-    /// Drop blocks attached to live value tables (policy `novkv`): the table, and where the
+    /// Drop blocks attached to live value tables (drop keys): the table, and where the
     /// identities of some of its garbage records are.
     pub drop_blocks: Vec<(u64, DropBlock)>,
 }

@@ -13,7 +13,7 @@ pub enum FileKind {
     KeyTable,
     /// A value table (`.vst`).
     ValueTable,
-    /// A drop file (`.vdk`, policy `novkv`).
+    /// A drop file (`.vdk`: drop keys).
     DropFile,
 }
 
@@ -45,9 +45,8 @@ pub struct TableMeta {
     pub num_deletions: u64,
     /// Handles the table holds, per value table they name.
     pub dependence: Vec<super::value_set::Dependence>,
-    /// Of those handles, aliases (policy `novkv`'s handle updates on read). Only a table that
-    /// holds some can hold an alias of a record a compaction elsewhere relocates (policy
-    /// `blobdb`), so relocation looks only into those (`compaction/relocate.rs`).
+    /// Of those handles, aliases (handle updates on read). Only a table that
+    /// holds some can hold an alias of a record a compaction elsewhere relocates, so relocation looks only into those (`compaction/relocate.rs`).
     pub aliases: u64,
 }
 

@@ -113,7 +113,7 @@ impl ValueSet {
 
     /// Whether a version whose handle is `handle`, naming the record `(user_key, record_seq)`,
     /// reads the copy of that record at `location`. One record can have two copies in live
-    /// tables: a `blobdb` relocation leaves the old copy behind as garbage, and a `titan` job
+    /// tables: a relocation in compaction leaves the old copy behind as garbage, and a write-back job
     /// interrupted between its two edits leaves the victim's copy and the output's. Only the
     /// copy a read reaches is the live one, so a GC check must compare places, not only
     /// sequence numbers:

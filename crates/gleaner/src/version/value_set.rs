@@ -112,7 +112,7 @@ impl Drop for ValueFile {
     }
 }
 
-/// Where some drop keys of a value table are (policy `novkv`): a block of a drop file, as the
+/// Where some drop keys of a value table are: a block of a drop file, as the
 /// manifest records it (field 15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DropBlock {
@@ -242,7 +242,7 @@ pub enum Resolved {
 }
 
 /// A value table a GC job collected by writing the new places of its live records back into
-/// the index tree (policy `titan`): no longer live (it holds no garbage account and is never a
+/// the index tree (a write-back commit): no longer live (it holds no garbage account and is never a
 /// victim again), but still readable by handles that older versions in the tree name, until no
 /// reader can reach those versions.
 #[derive(Debug, Clone)]
@@ -266,9 +266,9 @@ pub struct ValueSet {
     /// Collected by write-back, still readable (see [`RetiredTable`]).
     retired: BTreeMap<u64, RetiredTable>,
     /// Live tables a write-back GC job installed and is still writing back into the index
-    /// tree: their references are not all in place yet (see docs/gc.md, policy `titan`).
+    /// tree: their references are not all in place yet (see docs/gc.md, "write-back").
     awaiting_write_back: BTreeSet<u64>,
-    /// Drop blocks per live value table (policy `novkv`), in the order they were attached.
+    /// Drop blocks per live value table, in the order they were attached.
     drop_blocks: BTreeMap<u64, Vec<DropBlockRef>>,
     /// The drop files those blocks are in.
     drop_files: BTreeMap<u64, Arc<DropFile>>,
@@ -325,7 +325,7 @@ impl ValueSet {
         &self.awaiting_write_back
     }
 
-    /// The drop blocks of live table `number` (policy `novkv`), in the order they were attached.
+    /// The drop blocks of live table `number`, in the order they were attached.
     pub fn drop_blocks(&self, number: u64) -> &[DropBlockRef] {
         self.drop_blocks.get(&number).map_or(&[], Vec::as_slice)
     }

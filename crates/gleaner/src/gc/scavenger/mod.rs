@@ -29,31 +29,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, ListenOnly, NoHooks};
 use super::job::Validity;
 use super::oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
-use super::picker::{PickContext, VictimCandidate, VictimPicker, pick_by_ratio};
+use super::picker::RatioPicker;
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use crate::compaction::router::{SingleClass, ValueRouter};
 use crate::compaction::{DropEvent, DropListener};
 use crate::error::Result;
 use crate::options::Options;
-
-/// Victims by garbage ratio, highest first (at equal ratio hot tables first when hotness-aware
-/// writing is on: their garbage keeps growing, so they are the better victims, §3.4).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RatioPicker {
-    /// Victim threshold (option `gc_garbage_ratio`).
-    pub garbage_ratio: f64,
-    /// Prefer tables of the hot class at equal ratio.
-    pub hot_first: bool,
-}
-
-impl VictimPicker for RatioPicker {
-    fn pick(&self, candidates: &[VictimCandidate], ctx: &PickContext) -> Vec<u64> {
-        let threshold = ctx.garbage_ratio.unwrap_or(self.garbage_ratio);
-        pick_by_ratio(candidates, threshold, ctx.max_input, |c| {
-            self.hot_first && c.class == CLASS_HOT
-        })
-    }
-}
 
 /// Feeds compaction and flush drop events into a [`DropCache`]: every dropped version (an
 /// overwritten one, or a tombstone that hides nothing any more) marks its key hot, with the
@@ -174,7 +155,9 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         name: opts.gc_policy().name().to_string(),
         picker: Box::new(RatioPicker {
             garbage_ratio: opts.gc_garbage_ratio(),
-            hot_first: drop_cache.is_some(),
+            // Hot tables' garbage keeps growing: at equal ratio they are the better victims
+            // (§3.4).
+            preferred_class: drop_cache.is_some().then_some(CLASS_HOT),
         }),
         read_mode: if opts.lazy_read_enabled() {
             GcReadMode::Lazy
@@ -201,6 +184,7 @@ mod tests {
     use super::*;
     use crate::compaction::router::RouteOrigin;
     use crate::gc::picker::tests::cand;
+    use crate::gc::picker::{PickContext, VictimPicker};
     use crate::options::{GcPolicyKind, Switch};
 
     fn ctx(max_input: u64, garbage_ratio: Option<f64>) -> PickContext {
@@ -215,7 +199,7 @@ mod tests {
     fn the_throttles_ratio_overrides_the_policys() {
         let p = RatioPicker {
             garbage_ratio: 0.2,
-            hot_first: false,
+            preferred_class: None,
         };
         let cands = [cand(1, 100, 10), cand(2, 100, 90), cand(3, 100, 50)];
         assert_eq!(p.pick(&cands, &ctx(1000, None)), vec![2, 3]);

@@ -17,9 +17,9 @@ use super::hooks::NoHooks;
 use super::job::Validity;
 use super::oracle::{OracleEnv, RecordRef, ValidityOracle};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
-use super::scavenger::RatioPicker;
 use crate::compaction::router::SingleClass;
 use crate::error::Result;
+use crate::gc::picker::RatioPicker;
 use crate::lookup::newest_version;
 use crate::options::Options;
 
@@ -64,7 +64,7 @@ pub fn policy_set(opts: &Options) -> PolicySet {
         name: opts.gc_policy().name().to_string(),
         picker: Box::new(RatioPicker {
             garbage_ratio: opts.titan_discardable_ratio(),
-            hot_first: false,
+            preferred_class: None,
         }),
         read_mode: GcReadMode::Full,
         oracle: Box::new(NewestVersionOracle),

@@ -19,8 +19,8 @@ impl Checker {
     /// Checks every inheritance record of `values`:
     /// - each child's key range is a range, and the children's ranges are disjoint (a key must
     ///   pick exactly one child);
-    /// - each child is a live value table, a retired one (a database switched to `titan`
-    ///   retires a child `titan` GC collected, readable until released), or was itself collected
+    /// - each child is a live value table, a retired one (a database switched to a write-back
+    ///   policy retires a child its GC collected, readable until released), or was itself collected
     ///   with an inheritance record (applying an edit forgets children that are gone, so any
     ///   other child is damage);
     /// - following children never returns to a record (a cycle would make resolution loop);

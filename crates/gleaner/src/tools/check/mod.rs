@@ -265,7 +265,7 @@ impl Checker {
         self.report.problems.push(p);
     }
 
-    /// Reads every drop block the live value tables list (policy `novkv`): each must be intact
+    /// Reads every drop block the live value tables list: each must be intact
     /// and hold the number of keys the manifest records. Drop files no table lists are
     /// orphans.
     fn check_drop_files(&mut self, values: &crate::version::ValueSet, listing: &Listing) {
@@ -422,7 +422,7 @@ impl Checker {
     fn check_live_files(&mut self, r: &Recovered, listing: &Listing) {
         let values = r.version.values();
         let mut damaged: BTreeSet<u64> = BTreeSet::new();
-        // Retired tables (policy `titan`) are still read by the versions that name them.
+        // Retired tables (write-back commits) are still read by the versions that name them.
         for v in values
             .tables()
             .chain(values.retired().values().map(|t| &t.file))
@@ -475,7 +475,7 @@ impl Checker {
                 "key table not referenced by the manifest (orphan, removed at next open)",
             );
         }
-        // Handles a GC wrote back (policy `titan`) that no flush has put in a key table yet are
+        // Handles a GC wrote back (write-back commits) that no flush has put in a key table yet are
         // in the WALs recovery replays; they reference records as key-table handles do.
         for &n in listing.wals.iter().filter(|&&n| n >= r.log_number) {
             self.count_wal_handles(n, &mut handles);
