@@ -16,6 +16,7 @@ pub mod router;
 pub(crate) mod strategy;
 #[cfg(test)]
 mod strategy_sim;
+pub(crate) mod style;
 pub(crate) mod tiered;
 pub mod value_output;
 

@@ -42,7 +42,7 @@ fn strategy(style: CompactionStyle, rng: &mut StdRng) -> Box<dyn CompactionStrat
         .with_tiered_run_trigger(rng.random_range(2..=6))
         .with_tiered_size_ratio([0.0, 0.01, 0.5, 1.0][rng.random_range(0..4)])
         .with_tiered_max_space_amplification([0.5, 2.0, 8.0][rng.random_range(0..3)]);
-    super::strategy::for_options(&opts)
+    super::style::for_options(&opts)
 }
 
 impl Sim {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use std::collections::BTreeSet;
 
+use super::IDLE_WAIT;
 use super::{Counters, DbInner, DbState, ObsoleteFile};
 use crate::compaction::strategy::{ManualStep, PlanContext};
 use crate::compaction::{
@@ -29,9 +30,6 @@ use crate::options::Options;
 use crate::table::{KeyTableLayout, TableBuilderOptions};
 use crate::version::{FileKind, Version, VersionEdit};
 
-/// How long an idle worker sleeps before re-checking for work on its own (a backstop; workers
-/// are normally woken by the condition variable).
-pub(super) const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// Most immutable memtables one flush job writes together.
 const MAX_MEMTABLES_PER_FLUSH: usize = 8;
 /// Wait before retrying after the first failed compaction; it doubles with each further one.

@@ -202,7 +202,7 @@ impl DbInner {
             let wait = if self.space.is_some() {
                 GC_WAIT
             } else {
-                super::background::IDLE_WAIT
+                super::IDLE_WAIT
             };
             // Wake when the soonest backoff ends, so a retry is not later than it says.
             let now = Instant::now();
@@ -454,7 +454,8 @@ impl DbInner {
         drop(victims);
         drop(memtables);
         let mut out = out;
-        oracle.finish(&mut out)?;
+        let outputs: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
+        out.carried_garbage = oracle.finish(&outputs)?;
         match self.policy.commit {
             CommitStyle::Inheritance => self
                 .commit_gc(&live, out, oracle.as_ref())

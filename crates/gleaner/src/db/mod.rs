@@ -469,6 +469,10 @@ impl Drop for ForegroundCall<'_> {
     }
 }
 
+/// How long an idle background worker sleeps before re-checking for work on its own (a backstop;
+/// workers are normally woken by the condition variable).
+const IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Longest single wait of `close` for calls on other threads before it looks again (a
 /// backstop: the last call to end wakes it).
 const FOREGROUND_WAIT: std::time::Duration = std::time::Duration::from_millis(10);

@@ -228,7 +228,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     if mode == Mode::ReadWrite && fs.path_kind(&path.join(CURRENT))?.is_none() {
         opts.validate()?;
         crate::gc::check_options(&opts)?;
-        crate::compaction::strategy::check_options(&opts)?;
+        crate::compaction::style::check_options(&opts)?;
         let empty = Version::new(opts.num_levels() as usize);
         policy = Some(build_policy(&opts, path, &empty, None, &io, false)?);
     }
@@ -294,7 +294,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     }
     opts.validate()?;
     crate::gc::check_options(&opts)?;
-    crate::compaction::strategy::check_options(&opts)?;
+    crate::compaction::style::check_options(&opts)?;
     match mode {
         Mode::ReadWrite => probe_direct_io(fs.as_ref(), &dir, &opts, LOCK, true)?,
         // No background write ever happens, and LOCK may be absent: probe reads on CURRENT.
@@ -526,7 +526,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         files: policy_files,
         tasks: policy_tasks,
     } = policy;
-    let strategy = crate::compaction::strategy::for_options(&opts);
+    let strategy = crate::compaction::style::for_options(&opts);
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()
@@ -754,7 +754,7 @@ fn check_policy_meta(version: &Version, opts: &Options) -> Result<()> {
 /// saved values of that policy's own options ([`crate::gc::own_options`]) are dropped: the new
 /// policy does not read them, and they must not come back, stale, with a later switch back. The
 /// same holds for the compaction style's own options
-/// ([`crate::compaction::strategy::own_options`]).
+/// ([`crate::compaction::style::own_options`]).
 ///
 /// A database last opened under a custom policy (`gc_policy=custom:NAME`) needs that policy's
 /// factory, or another policy chosen explicitly: its GC would otherwise stop without a word. A
@@ -791,7 +791,7 @@ fn apply_saved_options(
         &saved,
         "compaction_style",
         Options::compaction_style,
-        crate::compaction::strategy::own_options,
+        crate::compaction::style::own_options,
     )?);
     for (name, value) in &saved {
         if !dropped.contains(&name.as_str()) {

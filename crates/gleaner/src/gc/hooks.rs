@@ -15,7 +15,8 @@ pub use crate::compaction::hooks::{CompactionContext, EntryHooks, KeptEntry, Lis
 use crate::key::SeqNo;
 use crate::version::Version;
 
-use super::job::{GcJobStats, Validity};
+use super::job::GcJobStats;
+use super::oracle::Validity;
 
 /// A GC job's verdict on one record it read.
 #[derive(Debug, Clone, Copy)]

@@ -13,9 +13,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::oracle::RecordRef;
+use super::oracle::{RecordRef, Validity};
 use super::parallel::{GcIoPool, map_in_parallel};
-use super::policy::GcReadMode;
 use super::reader::{GC_READ_CHUNK, VictimReader};
 use crate::compaction::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
 use crate::compaction::{ClassedValueOutputs, PendingFiles, ValueOutputConfig};
@@ -27,14 +26,14 @@ use crate::value::{
 };
 use crate::version::ValueTableMeta;
 
-/// The answer of a GC validity check for one record.
+/// How a GC job reads its victims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Validity {
-    /// Still referenced: the record is copied.
-    Live,
-    /// Garbage: the record is dropped. (How the oracle knew — a lookup, a cache, a drop key —
-    /// is the policy's to count, `stats().gc.policy_stats`.)
-    Dead,
+pub enum GcReadMode {
+    /// Every record, value included, in one sequential pass (TerarkDB).
+    Full,
+    /// The dense index first; only live records' values, adjacent ones coalesced (Scavenger's
+    /// lazy read, §3.2).
+    Lazy,
 }
 
 /// Figures of one GC job.

@@ -12,6 +12,7 @@ pub mod picker;
 pub mod policy;
 pub mod policy_file;
 pub mod reader;
+mod registry;
 pub mod runtime;
 pub mod scavenger;
 pub mod titan;
@@ -25,20 +26,18 @@ pub use hooks::{
     NoHooks,
 };
 pub use job::{
-    Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, Validity, run_gc_job,
+    Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, run_gc_job,
 };
 pub use oracle::{
     EachRecord, IndexOracle, JobOracle, JobStart, LookupKind, OracleEnv, ReadDropBlock, RecordRef,
-    ValidityOracle,
+    Validity, ValidityOracle,
 };
 pub(crate) use parallel::LazyGcIoPool;
 pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, RatioPicker, VictimCandidate, VictimPicker, pick_by_ratio};
-pub use policy::{
-    CommitStyle, GcReadMode, PolicyFactory, PolicySet, check_options, own_options, policy_name,
-    policy_set,
-};
+pub use policy::{CommitStyle, GcReadMode, PolicyFactory, PolicySet};
 pub use policy_file::{MAX_POLICY_FILE, PolicyFiles};
 pub use reader::VictimReader;
+pub use registry::{check_options, own_options, policy_name, policy_set};
 pub use runtime::{MAX_POLICY_TASKS, PolicyContext, PolicyTasks, TaskStop};
 pub use validity::ValidityContext;

@@ -8,7 +8,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::job::{GcJobOutput, Validity};
 use super::validity::ValidityContext;
 use crate::cache::{TableCache, ValueTableCache};
 use crate::error::Result;
@@ -18,6 +17,16 @@ use crate::memtable::MemTable;
 use crate::table::ReadCtx;
 use crate::value::ValueHandle;
 use crate::version::{DropBlock, Garbage, Version};
+
+/// The answer of a GC validity check for one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validity {
+    /// Still referenced: the record is copied.
+    Live,
+    /// Garbage: the record is dropped. (How the oracle knew — a lookup, a cache, a drop key —
+    /// is the policy's to count, `stats().gc.policy_stats`.)
+    Dead,
+}
 
 /// One record of a victim, as the job met it.
 #[derive(Debug, Clone, Copy)]
@@ -87,15 +96,18 @@ pub trait JobOracle: Send + Sync {
         target
     }
 
-    /// Called once the job has judged every record, before its commit: checks the verdicts
-    /// against the pinned version's counts, and may set garbage the outputs carry
-    /// ([`GcJobOutput::carried_garbage`]). Default: nothing.
+    /// Called once the job has judged every record and written `outputs` (their table
+    /// numbers), before its commit: checks the verdicts against the pinned version's counts.
+    /// Returns garbage the job copied because it could not tell it, with the output holding
+    /// it, for the commit to count there
+    /// ([`GcJobOutput::carried_garbage`](super::job::GcJobOutput::carried_garbage)). Default:
+    /// none.
     ///
     /// Errors: the verdicts contradict the counts ([`Error::Corruption`](crate::Error::Corruption)):
     /// nothing of the job is committed.
-    fn finish(&self, out: &mut GcJobOutput) -> Result<()> {
-        let _ = out;
-        Ok(())
+    fn finish(&self, outputs: &[u64]) -> Result<Option<(u64, Garbage)>> {
+        let _ = outputs;
+        Ok(None)
     }
 
     /// The drop blocks the job read, if it read any: the commit then hands the victims' other

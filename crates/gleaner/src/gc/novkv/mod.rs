@@ -28,7 +28,7 @@ use crate::compaction::router::SingleClass;
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
 use crate::gc::hooks::CompactionHooks;
-use crate::gc::job::{GcJobOutput, Validity};
+use crate::gc::oracle::Validity;
 use crate::gc::oracle::{
     IndexOracle, JobOracle, JobStart, LookupKind, OracleEnv, RecordRef, ValidityOracle,
 };
@@ -343,7 +343,7 @@ impl JobOracle for DropKeyJob<'_> {
         target.max(self.victim_bytes.saturating_add(1))
     }
 
-    fn finish(&self, out: &mut GcJobOutput) -> Result<()> {
+    fn finish(&self, outputs: &[u64]) -> Result<Option<(u64, Garbage)>> {
         let expected = self.garbage;
         let found = self.answers.load(Ordering::Relaxed);
         let found_bytes = self.answer_bytes.load(Ordering::Relaxed);
@@ -367,7 +367,7 @@ impl JobOracle for DropKeyJob<'_> {
         // by shared blocks: the rest is garbage without drop keys, copied into the one output,
         // which carries it; the next job on that output looks its records up.
         if !self.set.is_partial() && found < expected.records {
-            let Some(output) = out.tables.first().filter(|_| out.tables.len() == 1) else {
+            let [output] = outputs else {
                 return Err(Error::corruption(
                     name(),
                     0,
@@ -375,20 +375,20 @@ impl JobOracle for DropKeyJob<'_> {
                         "value tables {victims:?} have {} garbage records, their drop keys \
                          name {found}, and the job wrote {} tables",
                         expected.records,
-                        out.tables.len()
+                        outputs.len()
                     ),
                 ));
             };
-            out.carried_garbage = Some((
-                output.number,
+            *self.carried_to.lock() = Some(*output);
+            return Ok(Some((
+                *output,
                 Garbage {
                     records: expected.records - found,
                     bytes: expected.bytes - found_bytes,
                 },
-            ));
-            *self.carried_to.lock() = Some(output.number);
+            )));
         }
-        Ok(())
+        Ok(None)
     }
 
     fn drop_blocks_read(&self) -> Option<&BTreeSet<DropBlock>> {
@@ -701,33 +701,6 @@ mod tests {
         }
     }
 
-    /// What a job wrote: `tables` outputs.
-    fn output(tables: &[u64]) -> GcJobOutput {
-        let meta = |number| crate::version::ValueTableMeta {
-            number,
-            file_size: 1,
-            records: 1,
-            record_bytes: 1,
-            smallest_key: b"a".to_vec(),
-            largest_key: b"z".to_vec(),
-            smallest_seq: 1,
-            largest_seq: 1,
-            class: 0,
-            policy_meta: None,
-        };
-        GcJobOutput {
-            tables: tables.iter().map(|n| meta(*n)).collect(),
-            copied: Default::default(),
-            moved: Vec::new(),
-            stats: Default::default(),
-            pending: crate::compaction::PendingFiles::new(
-                Arc::new(crate::io::FaultFs::new(1)),
-                "/none".into(),
-            ),
-            carried_garbage: None,
-        }
-    }
-
     /// Begins a job on table 3 of `version`, whose drop block holds `keys`.
     fn begin<'o>(
         oracle: &'o DropKeyOracle,
@@ -766,10 +739,8 @@ mod tests {
             assert_eq!(job.check(&record(b"q", 1), env).unwrap(), Validity::Live);
             assert_eq!(job.output_table_size(10), 1001, "one output");
             // Fewer answers than garbage in a complete set: the one output carries the rest.
-            let mut out = output(&[20]);
-            job.finish(&mut out).expect("finish");
             assert_eq!(
-                out.carried_garbage,
+                job.finish(&[20]).expect("finish"),
                 Some((
                     20,
                     Garbage {
@@ -787,7 +758,7 @@ mod tests {
             let job = begin(&oracle, &version, &all);
             job.check(&record(b"a", 7), env).unwrap();
             assert!(matches!(
-                job.finish(&mut output(&[21, 22])),
+                job.finish(&[21, 22]),
                 Err(Error::Corruption { .. })
             ));
             // More answers than garbage records is damage.
@@ -796,10 +767,7 @@ mod tests {
                 job.check(&record(k, s), env).unwrap();
             }
             job.check(&record(b"a", 7), env).unwrap();
-            assert!(matches!(
-                job.finish(&mut output(&[23])),
-                Err(Error::Corruption { .. })
-            ));
+            assert!(matches!(job.finish(&[23]), Err(Error::Corruption { .. })));
         });
         // Fewer distinct keys than garbage: records the set does not name are looked up (the
         // empty tree holds no version of them, so they are garbage).
@@ -808,9 +776,11 @@ mod tests {
             let job = begin(&oracle, &version, &all[..1]);
             assert_eq!(job.check(&record(b"q", 1), env).unwrap(), Validity::Dead);
             assert_eq!(job.check(&record(b"a", 7), env).unwrap(), Validity::Dead);
-            let mut out = output(&[24]);
-            job.finish(&mut out).expect("finish");
-            assert_eq!(out.carried_garbage, None, "a lookup found the rest");
+            assert_eq!(
+                job.finish(&[24]).expect("finish"),
+                None,
+                "a lookup found the rest"
+            );
         });
         // The output that carried garbage is looked up in its next job, however many keys.
         let carried = victim(20, 3);

@@ -41,10 +41,9 @@ use std::mem::size_of;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-/// Default capacity of the DropCache in bytes (engine option `drop_cache_bytes`): 16 MiB, about
-/// 190 000 keys of 24 bytes. The hot set of a skewed workload is a small fraction of its keys, so
-/// a few MiB suffice for the hotness decision (Scavenger §3.4.1).
-pub const DEFAULT_DROP_CACHE_BYTES: usize = 16 << 20;
+/// Default capacity of the DropCache in bytes: option `drop_cache_bytes`'s default
+/// ([`crate::options::DEFAULT_DROP_CACHE_BYTES`]).
+pub const DEFAULT_DROP_CACHE_BYTES: usize = crate::options::DEFAULT_DROP_CACHE_BYTES as usize;
 
 /// Most shards a cache is split into: enough to keep lock contention negligible with the engine's
 /// few background threads.

@@ -27,13 +27,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hooks::{CompactionContext, CompactionHooks, EntryHooks, ListenOnly, NoHooks};
-use super::job::Validity;
 use super::oracle::{IndexOracle, LookupKind, OracleEnv, RecordRef, ValidityOracle};
 use super::picker::RatioPicker;
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use crate::compaction::router::{SingleClass, ValueRouter};
 use crate::compaction::{DropEvent, DropListener};
 use crate::error::Result;
+use crate::gc::oracle::Validity;
 use crate::options::Options;
 
 /// Feeds compaction and flush drop events into a [`DropCache`]: every dropped version (an

@@ -14,11 +14,11 @@
 use std::sync::Arc;
 
 use super::hooks::NoHooks;
-use super::job::Validity;
 use super::oracle::{OracleEnv, RecordRef, ValidityOracle};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use crate::compaction::router::SingleClass;
 use crate::error::Result;
+use crate::gc::oracle::Validity;
 use crate::gc::picker::RatioPicker;
 use crate::lookup::newest_version;
 use crate::options::Options;
