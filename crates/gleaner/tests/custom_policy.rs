@@ -399,3 +399,27 @@ fn a_failed_open_stops_the_policys_tasks() {
     db.close().expect("close");
     assert_eq!(TASKS_RUNNING.load(Ordering::SeqCst), 0);
 }
+
+/// The scheme names only the public API: what the `internals` feature (which the tests enable)
+/// adds is out of its reach, so a user's crate could define it as it stands.
+#[test]
+fn the_scheme_uses_only_the_public_api() {
+    let source = include_str!("common/custom.rs");
+    let public = ["gc", "io", "options", "stats", "tools", "error", "logging"];
+    let mut paths = 0;
+    for (at, _) in source.match_indices("gleaner::") {
+        let rest = &source[at + "gleaner::".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        // A lower-case name is a module; `gleaner::Result` and the like are the crate root's.
+        let is_module = name.starts_with(|c: char| c.is_ascii_lowercase());
+        assert!(
+            !is_module || public.contains(&name.as_str()),
+            "common/custom.rs reaches into `gleaner::{name}`, which is not public API"
+        );
+        paths += 1;
+    }
+    assert!(paths > 0, "the scheme names the crate");
+}

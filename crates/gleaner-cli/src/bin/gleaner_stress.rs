@@ -30,7 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use gleaner::checksum::crc32c;
+use crc32c::crc32c;
 use gleaner::options::OptionValue;
 use gleaner::{
     CompactionStyle, Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteOptions,

@@ -44,7 +44,7 @@ pub enum KeptEntry {
 }
 
 /// The hooks of one flush or compaction: drop events (their context is the one
-/// [`CompactionHooks::begin`] was given) and, in compactions, the kept-entry decision.
+/// [`CompactionHooks::begin`](crate::gc::CompactionHooks::begin) was given) and, in compactions, the kept-entry decision.
 pub trait EntryHooks: DropListener {
     /// Whether [`EntryHooks::kept`] decides anything: hooks that only listen say no, and
     /// compactions then neither decode kept handles for them nor prepare to relocate. Default:

@@ -1,43 +1,61 @@
-//! Garbage collection of value tables: the roles a policy is composed of, the policies, and
-//! the GC job.
+//! Garbage collection of value tables: the roles a GC policy is composed of, to build a scheme of
+//! one's own ([`PolicyFactory`], registered with
+//! [`Options::with_custom_policy`](crate::Options::with_custom_policy); docs/architecture.md,
+//! "Adding a GC scheme"). **Unstable**: the roles change as the schemes that use them arrive.
+//!
+//! A policy is a [`PolicySet`]: a victim picker ([`VictimPicker`]), a read mode
+//! ([`GcReadMode`]), a validity oracle ([`ValidityOracle`], per job a [`JobOracle`]), a value
+//! router ([`ValueRouter`]), a commit style ([`CommitStyle`]), hooks into flushes, compactions
+//! and GC jobs ([`CompactionHooks`]), and whether reads update stale handles. Its factory gets a
+//! [`PolicyContext`]: the options, the directory, the recovered version, files of its own
+//! ([`PolicyFiles`]) and background tasks ([`PolicyTasks`]).
+//!
+//! The engine's own policies and the GC job are not API (the `internals` feature shows them).
 
-pub mod blobdb;
-pub mod hooks;
-pub mod job;
-pub mod novkv;
-pub mod oracle;
-pub mod pacing;
-mod parallel;
-pub mod picker;
-pub mod policy;
-pub mod policy_file;
-pub mod reader;
-mod registry;
-pub mod runtime;
-pub mod scavenger;
-pub mod titan;
-pub mod validity;
+internal_modules! {
+    blobdb;
+    hooks;
+    job;
+    novkv;
+    oracle;
+    pacing;
+    parallel;
+    picker;
+    policy;
+    policy_file;
+    reader;
+    registry;
+    runtime;
+    scavenger;
+    titan;
+    validity;
+}
 
+pub use crate::compaction::iterator::{DropEvent, DropListener, DropReason};
+pub use crate::compaction::job::JobStats;
 pub use crate::compaction::router::{
     MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
+};
+pub use crate::key::{ParsedKey, SeqNo, ValueKind};
+pub use crate::value::{HandlePayload, MAX_HANDLE_PAYLOAD, StoredHandle, ValueHandle};
+pub use crate::version::{
+    DropBlock, Garbage, MAX_POLICY_TABLE_META, PolicyTableMeta, ValueTableMeta, Version,
 };
 pub use hooks::{
     CompactionContext, CompactionHooks, EntryHooks, GcReport, GcVerdict, KeptEntry, ListenOnly,
     NoHooks,
 };
-pub use job::{
-    Checkpoint, GcJobOutput, GcJobStats, IsLive, JobEnd, JobPlan, MovedRecord, run_gc_job,
-};
+pub use job::GcJobStats;
+pub(crate) use job::{GcJobOutput, JobEnd, JobPlan, MovedRecord, run_gc_job};
 pub use oracle::{
     EachRecord, IndexOracle, JobOracle, JobStart, LookupKind, OracleEnv, ReadDropBlock, RecordRef,
     Validity, ValidityOracle,
 };
 pub(crate) use parallel::LazyGcIoPool;
-pub use parallel::{GcIoPool, MAX_GC_IO_THREADS};
 pub use picker::{PickContext, RatioPicker, VictimCandidate, VictimPicker, pick_by_ratio};
 pub use policy::{CommitStyle, GcReadMode, PolicyFactory, PolicySet};
 pub use policy_file::{MAX_POLICY_FILE, PolicyFiles};
-pub use reader::VictimReader;
-pub use registry::{check_options, own_options, policy_name, policy_set};
+pub(crate) use reader::VictimReader;
+pub(crate) use registry::{check_options, own_options, policy_name, policy_set};
 pub use runtime::{MAX_POLICY_TASKS, PolicyContext, PolicyTasks, TaskStop};
 pub use validity::ValidityContext;

@@ -99,9 +99,7 @@ pub trait JobOracle: Send + Sync {
     /// Called once the job has judged every record and written `outputs` (their table
     /// numbers), before its commit: checks the verdicts against the pinned version's counts.
     /// Returns garbage the job copied because it could not tell it, with the output holding
-    /// it, for the commit to count there
-    /// ([`GcJobOutput::carried_garbage`](super::job::GcJobOutput::carried_garbage)). Default:
-    /// none.
+    /// it, for the commit to count there. Default: none.
     ///
     /// Errors: the verdicts contradict the counts ([`Error::Corruption`](crate::Error::Corruption)):
     /// nothing of the job is committed.

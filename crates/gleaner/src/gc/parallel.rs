@@ -3,7 +3,7 @@
 //! test machine serves three times as many random 4 KiB reads at queue depth 32 as at 1), and
 //! a job spent most of its time waiting (docs/benchmarks.md, "GC reads in flight").
 //!
-//! [`map_in_parallel`] splits a batch into contiguous chunks (neighbours in key order stay on
+//! `map_in_parallel` splits a batch into contiguous chunks (neighbours in key order stay on
 //! one thread, so they share cached blocks), runs the first on the caller's thread and the rest
 //! on a [`GcIoPool`], the database's threads for GC reads. The result is in the input's order,
 //! so the job's outputs do not depend on the scheduling.
@@ -27,7 +27,7 @@ pub const MAX_GC_IO_THREADS: usize = 63;
 
 /// Threads that run the chunks of GC jobs' batches beside the jobs' own threads (see the
 /// module comment). Dropping it stops the threads and waits for them; they are idle by then,
-/// because every use ([`map_in_parallel`]) waits for its chunks before it returns.
+/// because every use (`map_in_parallel`) waits for its chunks before it returns.
 pub struct GcIoPool {
     /// `None` only while dropping.
     pool: Option<rayon::ThreadPool>,

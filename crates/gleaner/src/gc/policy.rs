@@ -40,7 +40,7 @@ pub enum CommitStyle {
 }
 
 /// Builds the roles of a GC policy defined outside the engine, registered with
-/// [`Options::with_custom_policy`]. **Unstable**: the roles change as the schemes that use them
+/// [`Options::with_custom_policy`](crate::Options::with_custom_policy). **Unstable**: the roles change as the schemes that use them
 /// arrive (docs/architecture.md, "Adding a GC scheme").
 pub trait PolicyFactory: Send + Sync + std::fmt::Debug {
     /// The policy's name, saved in OPTIONS as `gc_policy=custom:NAME`: 1 to

@@ -26,7 +26,7 @@ pub fn own_options(policy: GcPolicyKind) -> &'static [&'static str] {
 /// asks for nothing the policy lacks (tools that run several policies on one database set every
 /// switch so, to override what an earlier run saved).
 ///
-/// Errors: [`Error::InvalidArgument`] naming the option, the policies that read it, the policy
+/// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the option, the policies that read it, the policy
 /// the open runs, and that policy's own options.
 pub fn check_options(opts: &Options) -> crate::error::Result<()> {
     let policy = opts.gc_policy();

@@ -1,6 +1,6 @@
 //! Human-readable dumps of single database files (`gleaner dump`).
 //!
-//! The kind of file is decided by its name (as [`parse_file_name`] recognizes it):
+//! The kind of file is decided by its name (as `filename::parse_file_name` recognizes it):
 //! - key table (`NNNNNN.sst`): its layout and properties, one `name: value` per line, a blank
 //!   line, then every entry as `KEY<TAB>seq=N<TAB>kind=put|del|handle<TAB>VALUE` (the value is
 //!   empty for a deletion; a handle's is `file=F offset=O len=L`, then ` record_seq=S`,

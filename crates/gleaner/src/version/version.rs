@@ -383,7 +383,7 @@ impl Version {
     /// The GC validity lookup ("GetKey", Scavenger §3.3): the same version as [`Version::get`]
     /// finds, reported without its value. In index-decoupled key tables it reads filters,
     /// indexes and handle blocks, and a data block only where the filter says the key may have
-    /// an inline version (see [`Table::get_key`](crate::table::Table::get_key)).
+    /// an inline version (see `Table::get_key`).
     pub fn get_key(
         &self,
         tables: &TableCache,

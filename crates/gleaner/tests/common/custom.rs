@@ -12,15 +12,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gleaner::compaction::{DropEvent, DropListener, JobStats};
 use gleaner::gc::{
-    CommitStyle, CompactionContext, CompactionHooks, EntryHooks, GcReadMode, GcReport, GcVerdict,
-    IndexOracle, KeptEntry, LookupKind, PickContext, Placement, PolicyContext, PolicyFactory,
-    PolicySet, RouteContext, RouteOrigin, Validity, ValueRouter, VictimCandidate, VictimPicker,
+    CommitStyle, CompactionContext, CompactionHooks, DropEvent, DropListener, EntryHooks,
+    GcReadMode, GcReport, GcVerdict, HandlePayload, IndexOracle, JobStats, KeptEntry, LookupKind,
+    ParsedKey, PickContext, Placement, PolicyContext, PolicyFactory, PolicySet, RouteContext,
+    RouteOrigin, StoredHandle, Validity, ValueRouter, ValueTableMeta, VictimCandidate,
+    VictimPicker,
 };
-use gleaner::key::ParsedKey;
-use gleaner::value::{HandlePayload, StoredHandle};
-use gleaner::version::ValueTableMeta;
 
 /// Values of at least this many bytes are separated by the scheme's router, even where option
 /// `min_separated_value_size` is larger (tests/custom_policy.rs sets it to 100); where the

@@ -236,7 +236,7 @@ impl VictimPicker for ValidRatePicker {
 /// index lookup instead; a database that always ran `novkv` never looks anything up.
 ///
 /// Each job reads its victims' drop blocks first ([`ValidityOracle::begin_job`]), then checks its
-/// answers against the garbage the version counts ([`DropKeyJob`]).
+/// answers against the garbage the version counts (`DropKeyJob`).
 #[derive(Debug)]
 pub struct DropKeyOracle {
     fallback: IndexOracle,
