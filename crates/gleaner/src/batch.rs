@@ -3,7 +3,8 @@
 //! The encoded form is also the WAL record payload (docs/format.md, "Write batch"):
 //! `sequence: u64 LE | count: u32 LE | op*`, where an op is `kind: u8 | varint key_len | key`
 //! followed, for puts, by `varint value_len | value`, and for handle puts (kind 2, written only
-//! by the engine: a GC write-back) by `varint handle_len | stored value handle`.
+//! by the engine: a GC write-back) by `varint handle_len | stored value handle`; a range delete
+//! (op kind 3) is `3 | varint start_len | start | varint end_len | end`.
 
 use crate::coding::{Decoder, decode_fixed32, decode_fixed64, put_length_prefixed};
 use crate::error::{Error, Result};
@@ -11,6 +12,10 @@ use crate::key::{SeqNo, ValueKind};
 
 /// Bytes of the batch header (sequence number and count).
 pub const BATCH_HEADER_LEN: usize = 12;
+
+/// The op kind of a range delete. Not an entry kind: range tombstones are kept apart from point
+/// entries in memtables and key tables.
+const OP_RANGE_DELETE: u8 = 3;
 
 /// An atomic group of writes. Later operations on the same key win over earlier ones.
 #[derive(Clone, PartialEq, Eq)]
@@ -57,15 +62,23 @@ pub enum BatchOp<'a> {
         /// The encoded stored handle (validated when the batch is decoded).
         handle: &'a [u8],
     },
+    /// Remove every key in `[start, end)`.
+    DeleteRange {
+        /// First key removed.
+        start: &'a [u8],
+        /// First key after the range (exclusive).
+        end: &'a [u8],
+    },
 }
 
 impl<'a> BatchOp<'a> {
-    /// The key the operation writes.
+    /// The key the operation writes (a range delete's first key).
     pub fn key(&self) -> &'a [u8] {
         match *self {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::PutHandle { key, .. } => {
-                key
-            }
+            BatchOp::Put { key, .. }
+            | BatchOp::Delete { key }
+            | BatchOp::PutHandle { key, .. }
+            | BatchOp::DeleteRange { start: key, .. } => key,
         }
     }
 }
@@ -102,6 +115,18 @@ impl WriteBatch {
         self.set_count(self.count() + 1);
     }
 
+    /// Adds a delete of every key in `[start, end)`. Limits (`start < end`, key sizes) are
+    /// checked when the batch is written.
+    // Crate-private until reads, iterators, flushes and compactions honour range tombstones
+    // (issue 25); then `Db::delete_range` and this become API.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        self.rep.push(OP_RANGE_DELETE);
+        put_length_prefixed(&mut self.rep, start.as_ref());
+        put_length_prefixed(&mut self.rep, end.as_ref());
+        self.set_count(self.count() + 1);
+    }
+
     /// Removes every operation.
     pub fn clear(&mut self) {
         self.rep.clear();
@@ -121,8 +146,12 @@ impl WriteBatch {
     /// True when every operation is a deletion (such a batch can only shrink what is live, so
     /// the space budget lets it through while other writes are stopped).
     pub fn only_deletions(&self) -> bool {
-        self.iter()
-            .all(|op| matches!(op, Ok(BatchOp::Delete { .. })))
+        self.iter().all(|op| {
+            matches!(
+                op,
+                Ok(BatchOp::Delete { .. } | BatchOp::DeleteRange { .. })
+            )
+        })
     }
 
     /// Encoded size in bytes (what the WAL stores and what `max_batch_size` limits).
@@ -207,6 +236,10 @@ impl<'a> Iterator for BatchIter<'a> {
         let op = (|| {
             let kind = self.dec.u8().ok_or("truncated op kind")?;
             let key = self.dec.length_prefixed().ok_or("truncated key")?;
+            if kind == OP_RANGE_DELETE {
+                let end = self.dec.length_prefixed().ok_or("truncated range end")?;
+                return Ok(BatchOp::DeleteRange { start: key, end });
+            }
             match ValueKind::from_byte(kind) {
                 Some(ValueKind::Value) => {
                     let value = self.dec.length_prefixed().ok_or("truncated value")?;
@@ -297,6 +330,33 @@ mod tests {
         let mut bad = good[..good.len() - encoded.len() - 1].to_vec();
         bad.push(0);
         assert!(WriteBatch::decode(bad, "x.log", 0).is_err());
+    }
+
+    #[test]
+    fn range_deletes_round_trip_and_count_as_deletions() {
+        let mut b = WriteBatch::new();
+        b.delete("a");
+        b.delete_range("b", "d");
+        assert!(b.only_deletions(), "a range delete only shrinks what is live");
+        assert_eq!(
+            b.iter().map(|r| r.expect("valid")).collect::<Vec<_>>(),
+            vec![
+                BatchOp::Delete { key: b"a" },
+                BatchOp::DeleteRange {
+                    start: b"b",
+                    end: b"d"
+                }
+            ]
+        );
+        assert_eq!(b.iter().nth(1).unwrap().unwrap().key(), b"b");
+        let good = b.encoded().to_vec();
+        assert_eq!(WriteBatch::decode(good.clone(), "x.log", 0).unwrap(), b);
+        // A range delete cut before its end key is damage.
+        for cut in good.len() - 3..good.len() {
+            assert!(WriteBatch::decode(good[..cut].to_vec(), "x.log", 0).is_err());
+        }
+        b.put("e", "1");
+        assert!(!b.only_deletions());
     }
 
     #[test]

@@ -70,6 +70,7 @@ internal_modules! {
     lookup;
     memtable;
     merge;
+    range_del;
     table;
     throttle;
     value;

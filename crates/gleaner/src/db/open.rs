@@ -443,12 +443,15 @@ fn replay_wals(
                     BatchOp::PutHandle { key, handle } => {
                         mem.add(seq, ValueKind::ValueHandle, key, handle);
                     }
+                    BatchOp::DeleteRange { start, end } => {
+                        mem.add_range_tombstone(seq, start, end);
+                    }
                 }
                 seq += 1;
             }
             last_seq = last_seq.max(seq - 1);
             Counters::add(&counters.recovered_records, 1);
-            if mem.approximate_bytes() >= opts.memtable_size() {
+            if mem.is_full(opts.memtable_size()) {
                 full(mem)?;
                 mem = Arc::new(MemTable::new(0));
             }

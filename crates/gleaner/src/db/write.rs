@@ -89,6 +89,21 @@ impl DbInner {
                     key.len()
                 )));
             }
+            if let BatchOp::DeleteRange { start, end } = op {
+                if end.len() > MAX_KEY_SIZE {
+                    return Err(Error::invalid(format!(
+                        "range end key of {} bytes exceeds the key size limit of \
+                         {MAX_KEY_SIZE} bytes",
+                        end.len()
+                    )));
+                }
+                if start >= end {
+                    return Err(Error::invalid(
+                        "delete_range: the start key must sort before the end key (the range \
+                         [start, end) is empty otherwise)",
+                    ));
+                }
+            }
             if let BatchOp::Put { value, .. } = op
                 && value.len() as u64 > max_value
             {
@@ -380,6 +395,10 @@ impl DbInner {
                     BatchOp::PutHandle { key, handle } => {
                         mem.add(seq, ValueKind::ValueHandle, key, handle);
                     }
+                    BatchOp::DeleteRange { start, end } => {
+                        mem.add_range_tombstone(seq, start, end);
+                        user_bytes += (start.len() + end.len()) as u64;
+                    }
                 }
                 seq += 1;
             }
@@ -419,7 +438,7 @@ impl DbInner {
                 if l0 >= self.opts.l0_slowdown_trigger() as usize {
                     return Ok(None);
                 }
-                if st.mem.approximate_bytes() < self.opts.memtable_size() {
+                if !st.mem.is_full(self.opts.memtable_size()) {
                     return Ok(Some(Arc::clone(&st.mem)));
                 }
                 // A full memtable is switched as any writer would when that needs no wait:
@@ -443,7 +462,7 @@ impl DbInner {
                 allow_delay = false;
                 continue;
             }
-            let full = st.mem.approximate_bytes() >= self.opts.memtable_size();
+            let full = st.mem.is_full(self.opts.memtable_size());
             if (!force && !full) || (force && st.mem.is_empty()) {
                 return Ok(Some(Arc::clone(&st.mem)));
             }
@@ -540,5 +559,87 @@ impl DbInner {
             self.bg_cv.notify_all();
             self.progress_cv.wait_for(&mut st, STALL_WAIT);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use crate::io::FaultFs;
+    use crate::options::MAX_KEY_SIZE;
+    use crate::{Db, Options, WriteBatch};
+
+    fn open() -> Db {
+        let opts = Options::default().with_file_system(Arc::new(FaultFs::new(1)));
+        Db::open(Path::new("/rd"), opts).expect("open")
+    }
+
+    #[test]
+    fn an_empty_or_oversized_range_delete_is_refused_and_writes_nothing() {
+        let db = open();
+        db.put("b", "1").expect("put");
+        let before = db.stats().last_sequence;
+        for (start, end) in [
+            (b"c".to_vec(), b"a".to_vec()),
+            (b"b".to_vec(), b"b".to_vec()),
+            (b"a".to_vec(), vec![b'z'; MAX_KEY_SIZE + 1]),
+            (vec![b'a'; MAX_KEY_SIZE + 1], b"z".to_vec()),
+        ] {
+            let mut batch = WriteBatch::new();
+            batch.put("x", "y");
+            batch.delete_range(&start, &end);
+            let err = db
+                .write(batch, &crate::WriteOptions::default())
+                .expect_err("refused");
+            assert!(
+                matches!(err, crate::Error::InvalidArgument(_)),
+                "{}..{} bytes: {err}",
+                start.len(),
+                end.len()
+            );
+        }
+        assert_eq!(
+            db.stats().last_sequence,
+            before,
+            "no sequence number was used"
+        );
+        assert_eq!(
+            db.get("x").expect("get"),
+            None,
+            "nothing of the batch was written"
+        );
+        assert_eq!(db.get("b").expect("get"), Some(b"1".to_vec()));
+    }
+
+    #[test]
+    fn a_range_delete_in_a_batch_hides_the_memtables_older_versions() {
+        let db = open();
+        for k in ["a", "b", "c"] {
+            db.put(k, "old").expect("put");
+        }
+        let snap = db.snapshot();
+        let mut batch = WriteBatch::new();
+        batch.delete_range("a", "c");
+        batch.put("b", "new");
+        db.write(batch, &crate::WriteOptions::default())
+            .expect("write");
+        assert_eq!(db.get("a").expect("get"), None);
+        assert_eq!(
+            db.get("b").expect("get"),
+            Some(b"new".to_vec()),
+            "written after"
+        );
+        assert_eq!(
+            db.get("c").expect("get"),
+            Some(b"old".to_vec()),
+            "end is exclusive"
+        );
+        let at = crate::ReadOptions {
+            snapshot: Some(&snap),
+            ..Default::default()
+        };
+        assert_eq!(db.get_with("a", &at).expect("get"), Some(b"old".to_vec()));
     }
 }

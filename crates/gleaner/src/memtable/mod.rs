@@ -3,6 +3,10 @@
 //!
 //! Each entry is one allocation holding `internal key | value`; its order is the internal-key
 //! order, so versions of a key sit newest first and a lookup is one `lower_bound`.
+//!
+//! Range tombstones are kept apart, in a list fragmented on demand
+//! ([`FragmentedTombstones`]), so a point read asks them with one binary search and a memtable
+//! without any pays one atomic load.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -11,11 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use crossbeam_skiplist::SkipSet;
 use crossbeam_skiplist::set::Entry;
+use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, compare_internal};
 use crate::lookup::Lookup;
+use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::value::StoredHandle;
 
 /// Estimated bytes of skiplist bookkeeping per entry (node header, tower, allocation slack),
@@ -61,9 +67,27 @@ impl Ord for MemEntry {
     }
 }
 
+/// Most range tombstones one memtable holds: the write path switches to a new memtable at this
+/// many, so a flood of range deletes costs memtables (and flushes), never unbounded memory or
+/// fragmenting time.
+pub const MAX_RANGE_TOMBSTONES: u64 = 4096;
+
+/// Estimated bytes of bookkeeping per range tombstone (list slot, fragment, sequence number).
+const RANGE_TOMBSTONE_OVERHEAD: u64 = 96;
+
+/// A memtable's range tombstones, and their fragments once a reader asked for them.
+#[derive(Default)]
+struct RangeTombstones {
+    list: Vec<RangeTombstone>,
+    fragments: Option<Arc<FragmentedTombstones>>,
+}
+
 /// An in-memory sorted buffer of recent writes.
 pub struct MemTable {
     set: SkipSet<MemEntry>,
+    range_tombstones: Mutex<RangeTombstones>,
+    /// How many range tombstones `range_tombstones` holds (read without its lock).
+    range_tombstone_count: AtomicU64,
     approx_bytes: AtomicU64,
     entries: AtomicU64,
     /// Smallest sequence number inserted (`u64::MAX` while empty).
@@ -86,6 +110,8 @@ impl MemTable {
     pub fn new(wal_number: u64) -> Self {
         MemTable {
             set: SkipSet::new(),
+            range_tombstones: Mutex::default(),
+            range_tombstone_count: AtomicU64::new(0),
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
@@ -121,19 +147,72 @@ impl MemTable {
         self.smallest_seq.fetch_min(seq, AtomicOrdering::AcqRel);
     }
 
-    /// The newest version of `user_key` with sequence at most `seq`, if the memtable has one.
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Lookup>> {
-        let probe = MemEntry::probe(key::make_lookup_key(user_key, seq));
-        let Some(entry) = self.set.lower_bound(Bound::Included(&probe)) else {
-            return Ok(None);
-        };
-        let found = entry.value();
-        let Some(parsed) = key::ParsedKey::parse(found.ikey()) else {
-            return Ok(None);
-        };
-        if parsed.user_key != user_key {
-            return Ok(None);
+    /// Inserts range tombstone `[start, end)` at `seq` (`start < end`; the write path checks).
+    /// `seq` must be new to the memtable.
+    pub fn add_range_tombstone(&self, seq: SeqNo, start: &[u8], end: &[u8]) {
+        debug_assert!(start < end, "an empty range tombstone");
+        let size = (start.len() + end.len()) as u64 + RANGE_TOMBSTONE_OVERHEAD;
+        let mut rt = self.range_tombstones.lock();
+        rt.list.push(RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+        rt.fragments = None;
+        self.range_tombstone_count
+            .store(rt.list.len() as u64, AtomicOrdering::Release);
+        drop(rt);
+        self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
+        self.smallest_seq.fetch_min(seq, AtomicOrdering::AcqRel);
+    }
+
+    /// How many range tombstones the memtable holds (at most [`MAX_RANGE_TOMBSTONES`] once the
+    /// write path switches memtables at that count).
+    pub fn range_tombstone_count(&self) -> u64 {
+        self.range_tombstone_count.load(AtomicOrdering::Acquire)
+    }
+
+    /// The memtable's range tombstones, fragmented (built on the first call after a change,
+    /// then shared); `None` when it has none.
+    pub(crate) fn range_tombstones(&self) -> Option<Arc<FragmentedTombstones>> {
+        if self.range_tombstone_count() == 0 {
+            return None;
         }
+        let mut rt = self.range_tombstones.lock();
+        if rt.fragments.is_none() {
+            rt.fragments = Some(Arc::new(FragmentedTombstones::new(rt.list.iter().cloned())));
+        }
+        rt.fragments.clone()
+    }
+
+    /// The newest version of `user_key` with sequence at most `seq`, if the memtable has one. A
+    /// range tombstone of the memtable at most `seq` covering the key and newer than that
+    /// version (or covering it with no version here) answers `Deleted`: every version in older
+    /// memtables and key tables is older than the tombstone.
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Lookup>> {
+        let deleted_at = self
+            .range_tombstones()
+            .and_then(|f| f.newest_covering(user_key, seq));
+        let probe = MemEntry::probe(key::make_lookup_key(user_key, seq));
+        let found = self
+            .set
+            .lower_bound(Bound::Included(&probe))
+            .and_then(|entry| {
+                let parsed = key::ParsedKey::parse(entry.value().ikey())?;
+                (parsed.user_key == user_key).then_some((parsed.seq, parsed.kind, entry))
+            });
+        let Some((version_seq, kind, entry)) = found else {
+            return Ok(deleted_at.map(|_| Lookup::Deleted));
+        };
+        if deleted_at.is_some_and(|t| t > version_seq) {
+            return Ok(Some(Lookup::Deleted));
+        }
+        let found = entry.value();
+        let parsed = key::ParsedKey {
+            user_key,
+            seq: version_seq,
+            kind,
+        };
         Ok(Some(match parsed.kind {
             ValueKind::Value => Lookup::Value(found.value().to_vec()),
             ValueKind::Deletion => Lookup::Deleted,
@@ -159,9 +238,16 @@ impl MemTable {
         self.entries.load(AtomicOrdering::Relaxed)
     }
 
-    /// True when nothing was inserted.
+    /// True when nothing was inserted (no entry, no range tombstone).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == 0 && self.range_tombstone_count() == 0
+    }
+
+    /// True when the memtable should be switched for a new one: it holds `memtable_size` bytes
+    /// (option `memtable_size`) or [`MAX_RANGE_TOMBSTONES`] range tombstones.
+    pub fn is_full(&self, memtable_size: u64) -> bool {
+        self.approximate_bytes() >= memtable_size
+            || self.range_tombstone_count() >= MAX_RANGE_TOMBSTONES
     }
 
     /// A cursor over every version in internal-key order. Entries inserted after it was created
@@ -258,6 +344,43 @@ impl InternalIterator for MemTableIter {
 mod tests {
     use super::*;
     use crate::key::make_internal_key;
+
+    #[test]
+    fn range_tombstones_delete_older_versions_for_readers_that_see_them() {
+        let m = MemTable::new(1);
+        m.add(1, ValueKind::Value, b"b", b"b1");
+        m.add(2, ValueKind::Value, b"c", b"c2");
+        assert!(m.range_tombstones().is_none(), "none yet: no fragments built");
+        m.add_range_tombstone(3, b"a", b"c");
+        m.add(4, ValueKind::Value, b"b", b"b4");
+        assert_eq!(m.range_tombstone_count(), 1);
+        assert_eq!(m.smallest_seq(), Some(1));
+        let get = |k: &[u8], s| m.get(k, s).expect("get");
+        // Covered and older than the tombstone: deleted for readers at or above it.
+        assert_eq!(get(b"b", 3), Some(Lookup::Deleted));
+        assert_eq!(get(b"b", 2), Some(Lookup::Value(b"b1".to_vec())), "a snapshot before it");
+        // A version written after the tombstone is live.
+        assert_eq!(get(b"b", 10), Some(Lookup::Value(b"b4".to_vec())));
+        // The end is exclusive.
+        assert_eq!(get(b"c", 10), Some(Lookup::Value(b"c2".to_vec())));
+        // A covered key with no version here: deleted, so older tables are not asked.
+        assert_eq!(get(b"a", 10), Some(Lookup::Deleted));
+        assert_eq!(get(b"a", 2), None);
+        // A second tombstone rebuilds the fragments.
+        m.add_range_tombstone(5, b"b", b"d");
+        assert_eq!(get(b"b", 10), Some(Lookup::Deleted));
+        assert_eq!(get(b"c", 10), Some(Lookup::Deleted));
+        assert_eq!(m.range_tombstones().map(|f| f.len()), Some(3));
+        // A memtable of range tombstones alone is not empty, and fills up by their count.
+        let r = MemTable::new(2);
+        for i in 0..MAX_RANGE_TOMBSTONES {
+            assert!(!r.is_full(u64::MAX), "{i} tombstones");
+            r.add_range_tombstone(i + 1, b"a", b"b");
+            assert!(!r.is_empty());
+        }
+        assert!(r.is_full(u64::MAX));
+        assert_eq!(r.len(), 0, "no point entry");
+    }
 
     #[test]
     fn get_sees_the_newest_visible_version() {

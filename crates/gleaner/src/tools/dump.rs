@@ -335,6 +335,10 @@ impl Dumper<'_> {
                     BatchOp::Put { key, value } => self.entry(key, seq, "put", value)?,
                     BatchOp::Delete { key } => self.entry(key, seq, "del", &[])?,
                     BatchOp::PutHandle { key, handle } => self.entry(key, seq, "handle", handle)?,
+                    // The value column holds the range's end.
+                    BatchOp::DeleteRange { start, end } => {
+                        self.entry(start, seq, "delrange", end)?
+                    }
                 }
             }
         }
