@@ -16,6 +16,7 @@ use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::merge::MergingIterator;
+use crate::range_del::FragmentedTombstones;
 use crate::table::ReadCtx;
 use crate::value::{StoredHandle, ValueHandle};
 
@@ -43,6 +44,11 @@ struct IterSource {
 
 impl IterSource {
     fn build(&self) -> Result<DbIterator> {
+        // The memtables' range tombstones: a version they cover is deleted for this reader.
+        let parts: Vec<Arc<FragmentedTombstones>> = std::iter::once(&self.sv.mem)
+            .chain(&self.sv.imm)
+            .filter_map(|m| m.range_tombstones())
+            .collect();
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         children.push(Box::new(self.sv.mem.iter()));
         for m in &self.sv.imm {
@@ -53,6 +59,7 @@ impl IterSource {
             .add_iterators(&self.tables, self.ctx, &mut children)?;
         Ok(DbIterator {
             inner: MergingIterator::new(children, compare_internal),
+            range_tombstones: FragmentedTombstones::union(&parts),
             sv: Arc::clone(&self.sv),
             seq: self.seq,
             direction: Direction::Forward,
@@ -149,6 +156,8 @@ impl DbInner {
 /// ahead within a value table.
 pub struct DbIterator {
     inner: MergingIterator,
+    /// The range tombstones of every source, when any holds some.
+    range_tombstones: Option<Arc<FragmentedTombstones>>,
     sv: Arc<SuperVersion>,
     seq: SeqNo,
     direction: Direction,
@@ -470,6 +479,13 @@ impl DbIterator {
         self.find_prev_user_entry()
     }
 
+    /// True when a range tombstone this reader sees deletes version `seq` of `user_key`.
+    fn covered(&self, user_key: &[u8], seq: SeqNo) -> bool {
+        self.range_tombstones
+            .as_ref()
+            .is_some_and(|t| t.covers(user_key, seq, self.seq))
+    }
+
     /// Forward: from the inner cursor, finds the first visible, non-deleted key (skipping
     /// `saved_key` when `skipping`).
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
@@ -494,8 +510,16 @@ impl DbIterator {
                     }
                     ValueKind::Value | ValueKind::ValueHandle => {
                         if !(skipping && p.user_key <= self.saved_key.as_slice()) {
-                            self.valid = true;
-                            return self.landed();
+                            // The key's newest visible version: deleted if a tombstone this
+                            // reader sees covers it (then so are its older versions).
+                            if self.covered(p.user_key, p.seq) {
+                                self.saved_key.clear();
+                                self.saved_key.extend_from_slice(p.user_key);
+                                skipping = true;
+                            } else {
+                                self.valid = true;
+                                return self.landed();
+                            }
                         }
                     }
                 }
@@ -522,6 +546,10 @@ impl DbIterator {
                     break;
                 }
                 kind = p.kind;
+                // A version a tombstone this reader sees covers is deleted.
+                if kind != ValueKind::Deletion && self.covered(p.user_key, p.seq) {
+                    kind = ValueKind::Deletion;
+                }
                 self.saved_key.clear();
                 self.saved_value.clear();
                 if kind != ValueKind::Deletion {

@@ -10,6 +10,8 @@ mod inline;
 mod iter;
 mod open;
 mod prefetch;
+#[cfg(test)]
+mod range_del_tests;
 mod read;
 mod request;
 mod snapshot;

@@ -117,6 +117,29 @@ impl FragmentedTombstones {
         });
     }
 
+    /// The fragments of every tombstone of `parts` together (an iterator's view of the
+    /// memtables and tables it reads); `None` when none holds any.
+    pub fn union(parts: &[std::sync::Arc<FragmentedTombstones>]) -> Option<std::sync::Arc<Self>> {
+        match parts {
+            [] => None,
+            [one] => Some(std::sync::Arc::clone(one)),
+            _ => Some(std::sync::Arc::new(FragmentedTombstones::new(
+                parts.iter().flat_map(|p| p.tombstones()),
+            ))),
+        }
+    }
+
+    /// Every tombstone the fragments hold, one per fragment and sequence number.
+    pub fn tombstones(&self) -> impl Iterator<Item = RangeTombstone> + '_ {
+        self.iter().flat_map(|f| {
+            f.seqs.iter().map(move |&seq| RangeTombstone {
+                start: f.start.to_vec(),
+                end: f.end.to_vec(),
+                seq,
+            })
+        })
+    }
+
     /// True when there is no tombstone.
     pub fn is_empty(&self) -> bool {
         self.fragments.is_empty()
@@ -293,6 +316,23 @@ mod tests {
         // At the bottom, the oldest stripe's tombstone has nothing older left to delete.
         assert_eq!(f.collapse(&[10], true), vec![t("a", "z", 30)]);
         assert_eq!(f.collapse(&[], true), vec![]);
+    }
+
+    #[test]
+    fn a_union_answers_as_all_its_parts_together() {
+        use std::sync::Arc;
+        let a = Arc::new(FragmentedTombstones::new([t("a", "e", 10)]));
+        let b = Arc::new(FragmentedTombstones::new([t("c", "g", 20), t("x", "z", 5)]));
+        assert!(FragmentedTombstones::union(&[]).is_none());
+        assert!(Arc::ptr_eq(
+            &FragmentedTombstones::union(std::slice::from_ref(&a)).unwrap(),
+            &a
+        ));
+        let u = FragmentedTombstones::union(&[a, b]).unwrap();
+        assert_eq!(
+            *u,
+            FragmentedTombstones::new([t("a", "e", 10), t("c", "g", 20), t("x", "z", 5)])
+        );
     }
 
     /// Against brute force: random tombstones over a small key space; every key, every read

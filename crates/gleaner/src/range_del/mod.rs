@@ -2,9 +2,11 @@
 //! `[start, end)` older than its sequence number. Tombstones are fragmented for reads and
 //! compaction ([`FragmentedTombstones`]).
 //!
-//! Built so far: the fragments, the write-batch op (crate-private), WAL replay and the
-//! memtable's point reads. Iterators, flushes, key tables, compaction and GC come next; until
-//! they do, nothing outside the crate can write a range tombstone.
+//! Built so far: the fragments, the write-batch op (crate-private), WAL replay, and reads of
+//! the memtables' tombstones: point reads, and iterators (a key's newest visible version that a
+//! tombstone covers is skipped, per key). Flushes, key tables, compaction, GC, and iterators
+//! that seek past a covered range instead of visiting its keys come next; until they do,
+//! nothing outside the crate can write a range tombstone (a flush would drop it).
 
 // Iterators and compaction will use what point reads do not yet (issue 25).
 #![cfg_attr(not(test), allow(dead_code))]
