@@ -240,6 +240,9 @@ fn exact_with_payloads(commit: CommitStyle) {
     let counts = &factory.counts;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     assert!(get(&counts.gc_jobs) > 0 && get(&counts.compactions) > 0);
+    // Its job oracle prepared every job and heard of every commit.
+    assert_eq!(get(&counts.jobs_committed), get(&counts.gc_jobs));
+    assert!(get(&counts.jobs_begun) >= get(&counts.jobs_committed));
     assert_eq!(get(&counts.gc_records_read), records_read);
     assert!(get(&counts.verdicts) >= records_read && get(&counts.live_verdicts) > 0);
     assert!(

@@ -460,9 +460,10 @@ impl DbInner {
             CommitStyle::Inheritance => self
                 .commit_gc(&live, out, oracle.as_ref())
                 .map(Collected::Committed),
-            CommitStyle::WriteBack => self
-                .install_write_back(&live, out)
-                .map(Collected::Installed),
+            CommitStyle::WriteBack => self.install_write_back(&live, out).map(|installed| {
+                oracle.committed(&live, &installed.outputs);
+                Collected::Installed(installed)
+            }),
         }
         .map(Some)
     }

@@ -99,7 +99,9 @@ pub trait JobOracle: Send + Sync {
     /// Called once the job has judged every record and written `outputs` (their table
     /// numbers), before its commit: checks the verdicts against the pinned version's counts.
     /// Returns garbage the job copied because it could not tell it, with the output holding
-    /// it, for the commit to count there. Default: none.
+    /// it, for an inheritance commit to count there (a write-back commit counts every copied
+    /// record that no key names any more as garbage of its output anyway, and ignores it).
+    /// Default: none.
     ///
     /// Errors: the verdicts contradict the counts ([`Error::Corruption`](crate::Error::Corruption)):
     /// nothing of the job is committed.
@@ -115,7 +117,8 @@ pub trait JobOracle: Send + Sync {
         None
     }
 
-    /// Called once the job's commit is installed, with its victims and outputs. Default:
+    /// Called once the job's commit is installed, with its victims and outputs (for a
+    /// write-back commit, once the outputs are installed; the write-backs follow). Default:
     /// nothing.
     fn committed(&self, victims: &[u64], outputs: &[u64]) {
         let _ = (victims, outputs);

@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gleaner::gc::{
     CommitStyle, CompactionContext, CompactionHooks, DropEvent, DropListener, EntryHooks,
-    GcReadMode, GcReport, GcVerdict, HandlePayload, IndexOracle, JobStats, KeptEntry, LookupKind,
-    ParsedKey, PickContext, Placement, PolicyContext, PolicyFactory, PolicySet, RouteContext,
-    RouteOrigin, StoredHandle, Validity, ValueRouter, ValueTableMeta, VictimCandidate,
-    VictimPicker,
+    GcReadMode, GcReport, GcVerdict, HandlePayload, IndexOracle, JobOracle, JobStart, JobStats,
+    KeptEntry, LookupKind, OracleEnv, ParsedKey, PickContext, Placement, PolicyContext,
+    PolicyFactory, PolicySet, RecordRef, RouteContext, RouteOrigin, StoredHandle, Validity,
+    ValidityOracle, ValueRouter, ValueTableMeta, VictimCandidate, VictimPicker,
 };
 
 /// Values of at least this many bytes are separated by the scheme's router, even where option
@@ -115,6 +115,46 @@ pub struct HookCounts {
     pub marked: AtomicU64,
     /// The jobs the model file said were learned, read at the last open.
     pub loaded: AtomicU64,
+    /// GC jobs the job oracle began, and those whose commit it heard of.
+    pub jobs_begun: AtomicU64,
+    pub jobs_committed: AtomicU64,
+}
+
+/// The scheme's validity checks: the index lookup, one job at a time, counting the jobs it
+/// prepares and the commits it hears of.
+#[derive(Debug)]
+struct CountingOracle {
+    index: IndexOracle,
+    counts: Arc<HookCounts>,
+}
+
+impl ValidityOracle for CountingOracle {
+    fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> gleaner::Result<Validity> {
+        self.index.check(record, env)
+    }
+
+    fn begin_job<'s>(
+        &'s self,
+        start: &mut JobStart<'_>,
+    ) -> gleaner::Result<Box<dyn JobOracle + 's>> {
+        assert!(!start.victims.is_empty());
+        self.counts.jobs_begun.fetch_add(1, Ordering::Relaxed);
+        Ok(Box::new(CountingJob(self)))
+    }
+}
+
+/// One job of [`CountingOracle`].
+struct CountingJob<'s>(&'s CountingOracle);
+
+impl JobOracle for CountingJob<'_> {
+    fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> gleaner::Result<Validity> {
+        self.0.index.check(record, env)
+    }
+
+    fn committed(&self, victims: &[u64], _outputs: &[u64]) {
+        assert!(!victims.is_empty());
+        self.0.counts.jobs_committed.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The scheme's model file: how many GC jobs it has learned from, over every open.
@@ -274,7 +314,10 @@ impl PolicyFactory for OldestFirstFactory {
             name: self.name().to_string(),
             picker: Box::new(OldestFirst),
             read_mode: GcReadMode::Full,
-            oracle: Box::new(IndexOracle::new(LookupKind::Get)),
+            oracle: Box::new(CountingOracle {
+                index: IndexOracle::new(LookupKind::Get),
+                counts: Arc::clone(&self.counts),
+            }),
             router: Arc::new(LengthTagged {
                 min_size: OWN_THRESHOLD.min(opts.min_separated_value_size()),
             }),
