@@ -8,7 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::key::{ParsedKey, TRAILER_LEN, ValueKind, compare_internal, seq_of, user_key};
+use crate::key::{
+    ParsedKey, SeqNo, TRAILER_LEN, ValueKind, compare_internal, seq_of, user_key,
+};
 
 use super::block_builder::{BlockBuilder, DEFAULT_RESTART_INTERVAL};
 use super::block_io::write_block;
@@ -131,6 +133,8 @@ pub struct TableBuilder {
     bloom: Option<BloomBuilder>,
     last_key: Vec<u8>,
     props: TableProperties,
+    /// Range tombstones, written at `finish` in their own block.
+    range_tombstones: Vec<crate::range_del::RangeTombstone>,
     /// Reused compression output.
     scratch: Vec<u8>,
     /// Reused encoded block handle.
@@ -154,6 +158,7 @@ impl TableBuilder {
                 .then(|| BloomBuilder::new(opts.bloom_bits_per_key)),
             last_key: Vec::new(),
             props: TableProperties::default(),
+            range_tombstones: Vec::new(),
             scratch: Vec::new(),
             handle_buf: Vec::with_capacity(BlockHandle::MAX_ENCODED_LEN),
             error: None,
@@ -244,6 +249,33 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Adds range tombstone `[start, end)` at `seq`, in any order relative to the entries and
+    /// to other tombstones (they are sorted into the table's range-deletion block at
+    /// [`finish`](Self::finish)). `start < end`, each a user key of at most 64 KiB, and `seq` at
+    /// most 2^56 - 1; otherwise `Error::InvalidArgument` and nothing is added.
+    // Flushes and compactions write them once the engine reads them back (issue 25).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn add_range_tombstone(&mut self, start: &[u8], end: &[u8], seq: SeqNo) -> Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        let max = MAX_INTERNAL_KEY_LEN - TRAILER_LEN;
+        if start >= end || end.len() > max || seq > crate::key::MAX_SEQUENCE {
+            return Err(Error::invalid(format!(
+                "range tombstone of keys of {} and {} bytes at sequence {seq}: the start must \
+                 sort before the end, keys are at most {max} bytes, sequences at most 2^56 - 1",
+                start.len(),
+                end.len()
+            )));
+        }
+        self.range_tombstones.push(crate::range_del::RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+        Ok(())
+    }
+
     /// Number of entries added so far.
     pub fn num_entries(&self) -> u64 {
         self.props.num_entries
@@ -307,6 +339,51 @@ impl TableBuilder {
             }
             None => None,
         };
+
+        if !self.range_tombstones.is_empty() {
+            // By start key, newest first: the block's keys are internal keys in order.
+            let mut ts = std::mem::take(&mut self.range_tombstones);
+            ts.sort_by(|a, b| a.start.cmp(&b.start).then(b.seq.cmp(&a.seq)));
+            ts.dedup_by(|a, b| a.start == b.start && a.seq == b.seq && a.end == b.end);
+            let mut block = BlockBuilder::new(self.opts.restart_interval);
+            let mut last: Option<(&[u8], SeqNo)> = None;
+            for t in &ts {
+                if last == Some((t.start.as_slice(), t.seq)) {
+                    // Two tombstones at one start and sequence number: a caller's bug.
+                    return Err(Error::invalid(format!(
+                        "two range tombstones start at the same key at sequence {}",
+                        t.seq
+                    )));
+                }
+                last = Some((t.start.as_slice(), t.seq));
+                block.add(
+                    &crate::key::make_internal_key(&t.start, t.seq, ValueKind::Deletion),
+                    &t.end,
+                );
+                let p = &mut self.props;
+                if p.num_entries == 0 && p.range_deletions == 0 {
+                    p.smallest_seq = t.seq;
+                    p.largest_seq = t.seq;
+                }
+                p.smallest_seq = p.smallest_seq.min(t.seq);
+                p.largest_seq = p.largest_seq.max(t.seq);
+                p.range_deletions += 1;
+            }
+            if block.size_estimate() > MAX_BLOCK_CONTENTS {
+                return Err(Error::invalid(format!(
+                    "key table too large: its range tombstones would exceed the \
+                     {MAX_BLOCK_CONTENTS}-byte block limit"
+                )));
+            }
+            let h = write_block(
+                file,
+                &mut self.offset,
+                block.finish(),
+                self.opts.compression,
+                &mut self.scratch,
+            )?;
+            self.props.range_del_block = Some(h);
+        }
 
         // Properties go last so they can record the sizes of every other block.
         let format_version = self.opts.layout.format_version();

@@ -63,11 +63,17 @@ pub struct TableProperties {
     /// table.
     #[serde(default)]
     pub handle_index_bytes: u64,
+    /// Range tombstones the table holds (its range-deletion block); 0 for a table without one.
+    #[serde(default)]
+    pub range_deletions: u64,
+    /// Where the range-deletion block is; `None` exactly when `range_deletions` is 0.
+    #[serde(skip)]
+    pub range_del_block: Option<super::BlockHandle>,
 }
 
 /// Property names, in the byte order the block requires. Every one is required in version 1,
 /// except those of [`V2_ONLY`], which a version-1 table does not hold and a version-2 table must.
-const NAMES: [&str; 18] = [
+const NAMES: [&str; 20] = [
     "compression",
     "data_bytes",
     "filter_bytes",
@@ -82,11 +88,17 @@ const NAMES: [&str; 18] = [
     "num_entries",
     "num_handle_blocks",
     "num_handle_entries",
+    "range_del_block",
+    "range_deletions",
     "raw_key_bytes",
     "raw_value_bytes",
     "smallest_key",
     "smallest_seq",
 ];
+
+/// Properties of a table holding range tombstones, in any format version: both or neither (a
+/// table without tombstones is written byte for byte as before they existed).
+const RANGE_DEL: [&str; 2] = ["range_del_block", "range_deletions"];
 
 /// Properties of the index-decoupled layout (format version 2 and later).
 const V2_ONLY: [&str; 4] = [
@@ -115,8 +127,13 @@ impl TableProperties {
         self.num_entries.saturating_sub(self.num_handle_entries)
     }
 
-    fn value_of(&self, name: &str) -> Option<Prop<'_>> {
+    fn value_of<'a>(&'a self, name: &str, scratch: &'a mut Vec<u8>) -> Option<Prop<'a>> {
         Some(match name {
+            "range_del_block" => {
+                self.range_del_block?.encode_to(scratch);
+                Prop::Bytes(scratch)
+            }
+            "range_deletions" => Prop::Int(self.range_deletions),
             "compression" => Prop::Bytes(self.compression.as_bytes()),
             "data_bytes" => Prop::Int(self.data_bytes),
             "filter_bytes" => Prop::Int(self.filter_bytes),
@@ -149,7 +166,11 @@ impl TableProperties {
             if !v2 && V2_ONLY.contains(&name) {
                 continue;
             }
-            match self.value_of(name) {
+            if self.range_deletions == 0 && RANGE_DEL.contains(&name) {
+                continue;
+            }
+            let mut scratch = Vec::new();
+            match self.value_of(name, &mut scratch) {
                 Some(Prop::Int(v)) => w.int(name, v),
                 Some(Prop::Bytes(v)) => w.bytes(name, v),
                 None => debug_assert!(false, "property {name} has no value"),
@@ -180,6 +201,12 @@ impl TableProperties {
                 "num_entries" => p.num_entries = v.int()?,
                 "num_handle_blocks" => p.num_handle_blocks = v.int()?,
                 "num_handle_entries" => p.num_handle_entries = v.int()?,
+                "range_del_block" => {
+                    p.range_del_block = Some(super::BlockHandle::decode(&v.bytes()).ok_or_else(
+                        || Error::corruption(&file, offset, "range_del_block is not a block handle"),
+                    )?)
+                }
+                "range_deletions" => p.range_deletions = v.int()?,
                 "raw_key_bytes" => p.raw_key_bytes = v.int()?,
                 "raw_value_bytes" => p.raw_value_bytes = v.int()?,
                 "smallest_key" => p.smallest_key = v.bytes(),
@@ -190,10 +217,9 @@ impl TableProperties {
         // The version decides which names are required, so it is known only after the walk (a
         // missing version leaves 0, which selects the version-1 set and is reported below).
         let v2 = p.format_version >= super::FORMAT_VERSION_INDEX_DECOUPLED;
-        let missing = NAMES
-            .iter()
-            .zip(&seen)
-            .find(|(name, seen)| !**seen && (v2 || !V2_ONLY.contains(name)));
+        let missing = NAMES.iter().zip(&seen).find(|(name, seen)| {
+            !**seen && (v2 || !V2_ONLY.contains(name)) && !RANGE_DEL.contains(name)
+        });
         if let Some((name, _)) = missing {
             return Err(Error::corruption(
                 &file,
@@ -215,6 +241,14 @@ impl TableProperties {
                 &file,
                 offset,
                 "smallest_key or largest_key is not an internal key",
+            ));
+        }
+        if (p.range_deletions > 0) != p.range_del_block.is_some() {
+            return Err(Error::corruption(
+                &file,
+                offset,
+                "range_deletions and range_del_block must both be present (and non-zero), or \
+                 neither",
             ));
         }
         if p.num_handle_entries > p.num_entries {
@@ -279,6 +313,42 @@ mod tests {
         ))
     }
 
+    #[test]
+    fn range_deletion_properties_come_as_a_pair() {
+        let with = TableProperties {
+            range_deletions: 2,
+            range_del_block: Some(crate::table::BlockHandle {
+                offset: 10,
+                size: 20,
+            }),
+            ..sample()
+        };
+        let good = encoded(&with);
+        let back = decode_entries(&good).unwrap();
+        assert_eq!(back.range_deletions, 2);
+        assert_eq!(back.range_del_block, with.range_del_block);
+        // Without tombstones, neither name is written.
+        assert!(
+            encoded(&sample())
+                .iter()
+                .all(|(k, _)| !k.starts_with(b"range_del"))
+        );
+        for name in RANGE_DEL {
+            let mut half = good.clone();
+            half.retain(|(k, _)| k != name.as_bytes());
+            let err = decode_entries(&half).expect_err(name);
+            assert!(err.is_corruption(), "{name}: {err}");
+        }
+        // A handle with bytes after it is no handle.
+        let mut bad = good;
+        let at = bad
+            .iter()
+            .position(|(k, _)| k == b"range_del_block")
+            .unwrap();
+        bad[at].1.push(0);
+        assert!(decode_entries(&bad).is_err());
+    }
+
     fn encoded(p: &TableProperties) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut b = BlockBuilder::new(1);
         p.encode_to(&mut b);
@@ -334,11 +404,15 @@ mod tests {
         let names: Vec<Vec<u8>> = encoded(&sample()).into_iter().map(|(k, _)| k).collect();
         let expect: Vec<Vec<u8>> = NAMES
             .iter()
-            .filter(|n| !V2_ONLY.contains(n))
+            .filter(|n| !V2_ONLY.contains(n) && !RANGE_DEL.contains(n))
             .map(|n| n.as_bytes().to_vec())
             .collect();
         assert_eq!(names, expect);
-        assert_eq!(encoded(&sample_v2()).len(), NAMES.len());
+        assert_eq!(
+            encoded(&sample_v2()).len(),
+            NAMES.len() - RANGE_DEL.len(),
+            "a table without range tombstones writes no range-deletion names"
+        );
         // Version-2 names in a version-1 block are ignored.
         let mut entries = encoded(&sample());
         let mut stray = encoded(&sample_v2());

@@ -10,12 +10,14 @@ use crate::io::IoClass;
 use crate::io::accounting::CountedReader;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, TRAILER_LEN, ValueKind, compare_internal, user_key};
+use crate::range_del::{FragmentedTombstones, RangeTombstone};
 
 use super::block::{Block, BlockIter};
 use super::block_io::{decode_block, read_block};
 use super::bloom::BloomFilter;
 use super::format::{
-    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, KeyTableLayout, TablePart,
+    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, KeyTableLayout, MAX_INTERNAL_KEY_LEN,
+    TablePart,
 };
 use super::iter::TableIter;
 use super::properties::TableProperties;
@@ -106,6 +108,68 @@ pub struct Table {
     handle_index: Option<Arc<Block>>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
+    /// The range tombstones of the range-deletion block, fragmented at open.
+    range_tombstones: Option<Arc<FragmentedTombstones>>,
+}
+
+/// Reads the range-deletion block `contents` of table `name` (at `offset`), which the
+/// properties say holds `count` tombstones: entries `internal key (start, seq, kind 0) → end`,
+/// in strictly increasing internal-key order, each with `start < end` and an end key of at most
+/// 64 KiB.
+///
+/// Errors: anything else, or a count other than the properties', is `Error::Corruption`.
+fn read_range_tombstones(
+    contents: Vec<u8>,
+    name: &Arc<str>,
+    offset: u64,
+    count: u64,
+) -> Result<FragmentedTombstones> {
+    let bad = |what: String| {
+        Error::corruption(&**name, offset, format!("range-deletion block: {what}"))
+    };
+    let block = Arc::new(Block::new(contents, name.clone(), offset)?);
+    let mut it = BlockIter::new(block, compare_internal, TRAILER_LEN);
+    it.seek_to_first()?;
+    let mut tombstones = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    while it.valid() {
+        let key = it.key();
+        let Some(p) = ParsedKey::parse(key).filter(|p| p.kind == ValueKind::Deletion) else {
+            return Err(bad("an entry's key is not a tombstone's internal key".into()));
+        };
+        if last
+            .as_deref()
+            .is_some_and(|l| compare_internal(l, key).is_ge())
+        {
+            return Err(bad("entries out of order".into()));
+        }
+        let end = it.value();
+        if end.len() > MAX_INTERNAL_KEY_LEN - TRAILER_LEN || p.user_key >= end {
+            return Err(bad(format!(
+                "a tombstone at sequence {} whose end does not follow its start or is too long",
+                p.seq
+            )));
+        }
+        if tombstones.len() as u64 >= count {
+            return Err(bad(format!(
+                "more tombstones than the {count} the properties say"
+            )));
+        }
+        tombstones.push(RangeTombstone {
+            start: p.user_key.to_vec(),
+            end: end.to_vec(),
+            seq: p.seq,
+        });
+        last = Some(key.to_vec());
+        it.next()?;
+    }
+    if tombstones.len() as u64 != count {
+        return Err(bad(format!(
+            "{} tombstones, the properties say {count}",
+            tombstones.len()
+        )));
+    }
+    Ok(FragmentedTombstones::new(tombstones))
 }
 
 impl Table {
@@ -180,7 +244,17 @@ impl Table {
                 ),
             ));
         }
+        let range_tombstones = match properties.range_del_block {
+            Some(h) => Some(Arc::new(read_range_tombstones(
+                read(h, "range deletion")?,
+                &name,
+                h.offset,
+                properties.range_deletions,
+            )?)),
+            None => None,
+        };
         Ok(Table {
+            range_tombstones,
             file,
             file_name: name,
             file_number,
@@ -363,6 +437,13 @@ impl Table {
             (Some(f), KeyTableLayout::IndexDecoupled) => f.may_contain_inline(user_key),
             _ => true,
         }
+    }
+
+    /// The table's range tombstones, fragmented; `None` when it holds none.
+    // Reads and compaction consult them with issue 25's next steps.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn range_tombstones(&self) -> Option<&Arc<FragmentedTombstones>> {
+        self.range_tombstones.as_ref()
     }
 
     /// The layout the table was written in.

@@ -886,3 +886,102 @@ fn table_is_send_and_sync() {
     fn assert_send<T: Send>() {}
     assert_send::<TableIter>();
 }
+
+/// A table of `entries` and range tombstones `(start, end, seq)`.
+fn build_with_tombstones(
+    entries: &Entries,
+    tombstones: &[(&str, &str, u64)],
+    opts: TableBuilderOptions,
+) -> (MemFile, FinishedTable) {
+    let file = MemFile::default();
+    let mut b = TableBuilder::new(Box::new(file.writer()), opts).unwrap();
+    for (k, v) in entries {
+        b.add(k, v).unwrap();
+    }
+    for (s, e, seq) in tombstones {
+        b.add_range_tombstone(s.as_bytes(), e.as_bytes(), *seq)
+            .unwrap();
+    }
+    let done = b.finish().unwrap();
+    (file, done)
+}
+
+#[test]
+fn range_tombstones_round_trip_in_both_layouts_and_only_when_present() {
+    let entries: Entries = vec![
+        (make_internal_key(b"b", 3, ValueKind::Value), b"v".to_vec()),
+        (make_internal_key(b"m", 9, ValueKind::Value), b"w".to_vec()),
+    ];
+    for layout in LAYOUTS {
+        let o = TableBuilderOptions {
+            layout,
+            ..opts(4096, Compression::None)
+        };
+        // Without tombstones, nothing changes: the bytes are those of a plain build.
+        let (plain, _) = build(&entries, o);
+        let (none, _) = build_with_tombstones(&entries, &[], o);
+        assert_eq!(plain.bytes(), none.bytes());
+        assert!(open(&plain, None).unwrap().range_tombstones().is_none());
+        // Added out of order, overlapping; one duplicate.
+        let ts = [("k", "z", 12), ("a", "d", 5), ("c", "n", 20), ("a", "d", 5)];
+        let (file, done) = build_with_tombstones(&entries, &ts, o);
+        assert_eq!(done.properties.range_deletions, 3);
+        assert_eq!(
+            (done.properties.smallest_seq, done.properties.largest_seq),
+            (3, 20),
+            "the tombstones' sequence numbers count in the table's range"
+        );
+        let table = open(&file, None).unwrap();
+        assert_eq!(table.properties().range_deletions, 3);
+        let f = table.range_tombstones().expect("tombstones");
+        assert_eq!(f.newest_covering(b"c", u64::MAX), Some(20));
+        assert_eq!(f.newest_covering(b"b", 10), Some(5));
+        assert_eq!(f.newest_covering(b"y", u64::MAX), Some(12));
+        assert_eq!(f.newest_covering(b"z", u64::MAX), None);
+        // The point entries read as before.
+        let got = table
+            .get(&make_lookup_key(b"m", 100), ReadCtx::new(IoClass::Other))
+            .unwrap()
+            .map(|(_, v)| v);
+        assert_eq!(got, Some(b"w".to_vec()));
+    }
+    // A table of tombstones alone.
+    let (file, done) = build_with_tombstones(&Vec::new(), &[("a", "b", 7)], opts(4096, Compression::Lz4));
+    assert_eq!((done.properties.num_entries, done.properties.range_deletions), (0, 1));
+    let table = open(&file, None).unwrap();
+    assert_eq!(
+        table.range_tombstones().unwrap().newest_covering(b"a", 7),
+        Some(7)
+    );
+}
+
+#[test]
+fn bad_range_tombstones_are_refused_by_the_builder() {
+    let file = MemFile::default();
+    let mut b = TableBuilder::new(Box::new(file.writer()), opts(4096, Compression::None)).unwrap();
+    assert!(b.add_range_tombstone(b"b", b"a", 1).is_err(), "reversed");
+    assert!(b.add_range_tombstone(b"a", b"a", 1).is_err(), "empty");
+    assert!(b.add_range_tombstone(b"a", &vec![b'z'; 65537], 1).is_err(), "long end");
+    assert!(b.add_range_tombstone(b"a", b"b", 1 << 56).is_err(), "sequence");
+    // Two different ranges at one start and sequence number cannot both be keys of the block.
+    b.add_range_tombstone(b"a", b"b", 1).unwrap();
+    b.add_range_tombstone(b"a", b"c", 1).unwrap();
+    assert!(b.finish().is_err());
+}
+
+#[test]
+fn a_damaged_range_deletion_block_is_corruption() {
+    let (file, done) = build_with_tombstones(
+        &Vec::new(),
+        &[("a", "c", 4), ("b", "d", 6)],
+        opts(4096, Compression::None),
+    );
+    let h = done.properties.range_del_block.expect("block");
+    // Every byte of the block's stored contents and trailer.
+    for at in h.offset..h.offset + h.size + 5 {
+        let damaged = MemFile::from_bytes(file.bytes());
+        damaged.flip(at as usize, 0x40);
+        let err = open(&damaged, None).expect_err("damage");
+        assert!(matches!(err, Error::Corruption { .. }), "byte {at}: {err}");
+    }
+}
