@@ -440,8 +440,6 @@ impl Table {
     }
 
     /// The table's range tombstones, fragmented; `None` when it holds none.
-    // Reads and compaction consult them with issue 25's next steps.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn range_tombstones(&self) -> Option<&Arc<FragmentedTombstones>> {
         self.range_tombstones.as_ref()
     }

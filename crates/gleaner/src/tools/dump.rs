@@ -5,9 +5,13 @@
 //!   line, then every entry as `KEY<TAB>seq=N<TAB>kind=put|del|handle<TAB>VALUE` (the value is
 //!   empty for a deletion; a handle's is `file=F offset=O len=L`, then ` record_seq=S`,
 //!   ` alias` and ` payload=HEX` where the handle has them). An index-decoupled table shows its parts one after the other, each
-//!   introduced by a `# data part: ...` or `# handle part: ...` line;
+//!   introduced by a `# data part: ...` or `# handle part: ...` line. A table holding range
+//!   tombstones ends with a `# range tombstones: N fragments` line and one line per fragment
+//!   and tombstone, `START<TAB>seq=N<TAB>kind=delrange<TAB>END` (as the reader fragmented
+//!   them: overlapping tombstones show cut at each other's bounds);
 //! - WAL (`NNNNNN.log`): per record a `# record at offset O: sequence S, N ops` line, then every
-//!   op as `KEY<TAB>seq=N<TAB>kind=put|del<TAB>VALUE`, like table entries; a torn tail is shown
+//!   op as `KEY<TAB>seq=N<TAB>kind=put|del|handle|delrange<TAB>VALUE`, like table entries (a
+//!   range delete's value is its end key); a torn tail is shown
 //!   as a `# torn tail ...` line;
 //! - value table (`NNNNNN.vst`): its properties, a blank line, then every record as
 //!   `KEY<TAB>seq=N<TAB>offset=O<TAB>len=L<TAB>VALUE`, read through the dense index and
@@ -137,7 +141,8 @@ impl Dumper<'_> {
             readahead: 0,
         };
         if table.layout() == KeyTableLayout::Mixed {
-            return self.table_entries(table.iter(ctx));
+            self.table_entries(table.iter(ctx))?;
+            return self.range_tombstones(&table);
         }
         let p = table.properties();
         for part in [TablePart::Data, TablePart::Handles] {
@@ -153,6 +158,18 @@ impl Dumper<'_> {
                 part.name()
             ))?;
             self.table_entries(it)?;
+        }
+        self.range_tombstones(&table)
+    }
+
+    /// The table's range tombstones, fragmented, if it holds any.
+    fn range_tombstones(&mut self, table: &Table) -> Result<()> {
+        let Some(f) = table.range_tombstones() else {
+            return Ok(());
+        };
+        self.line(&format!("# range tombstones: {} fragments", f.len()))?;
+        for t in f.tombstones() {
+            self.entry(&t.start, t.seq, "delrange", &t.end)?;
         }
         Ok(())
     }
@@ -275,6 +292,9 @@ impl Dumper<'_> {
             ),
             format!("largest_key: {}", render_internal_key(&p.largest_key, hex)),
         ];
+        if p.range_deletions > 0 {
+            lines.push(format!("range_deletions: {}", p.range_deletions));
+        }
         if p.layout() == KeyTableLayout::IndexDecoupled {
             lines.extend([
                 format!("num_handle_blocks: {}", p.num_handle_blocks),

@@ -819,3 +819,45 @@ fn several_runs_per_level_check_clean_but_overlap_within_a_run_is_a_problem() {
         "{p}"
     );
 }
+
+#[test]
+fn dump_shows_range_tombstones_in_wals_and_key_tables() {
+    // A WAL: the op, its end key in the value column.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options::default()).expect("open");
+    db.put("a", "1").expect("put");
+    let mut batch = crate::WriteBatch::new();
+    batch.delete_range("b", "d");
+    db.write(batch, &crate::WriteOptions::default())
+        .expect("write");
+    db.close().expect("close");
+    let wal = dump(&wals(dir.path())[0], false);
+    assert!(wal.contains("b\tseq=2\tkind=delrange\td\n"), "{wal}");
+
+    // A key table: its count among the properties, then the fragments.
+    let path = dir.path().join("000099.sst");
+    let fs = crate::io::PosixFs::new();
+    let file = crate::io::FileSystem::new_writable(&fs, &path, Default::default()).expect("create");
+    let mut b = crate::table::TableBuilder::new(file, Default::default()).expect("builder");
+    b.add(
+        &crate::key::make_internal_key(b"k", 3, crate::key::ValueKind::Value),
+        b"v",
+    )
+    .expect("add");
+    b.add_range_tombstone(b"a", b"m", 5).expect("tombstone");
+    b.add_range_tombstone(b"c", b"e", 9).expect("tombstone");
+    b.finish().expect("finish");
+    let out = dump(&path, false);
+    assert!(out.contains("range_deletions: 2\n"), "{out}");
+    assert!(
+        out.ends_with(
+            "k\tseq=3\tkind=put\tv\n\
+             # range tombstones: 3 fragments\n\
+             a\tseq=5\tkind=delrange\tc\n\
+             c\tseq=9\tkind=delrange\te\n\
+             c\tseq=5\tkind=delrange\te\n\
+             e\tseq=5\tkind=delrange\tm\n"
+        ),
+        "{out}"
+    );
+}
