@@ -5,8 +5,8 @@
 //! order, so versions of a key sit newest first and a lookup is one `lower_bound`.
 //!
 //! Range tombstones are kept apart, in a list fragmented on demand
-//! ([`FragmentedTombstones`]), so a point read asks them with one binary search and a memtable
-//! without any pays one atomic load.
+//! (`range_del::FragmentedTombstones`), so a point read asks them with one binary search and a
+//! memtable without any pays one atomic load.
 
 use std::cmp::Ordering;
 use std::ops::Bound;

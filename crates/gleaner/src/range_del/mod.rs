@@ -1,6 +1,6 @@
 //! Range deletion (issue 25): a *range tombstone* deletes every version of every key in
 //! `[start, end)` older than its sequence number. Tombstones are fragmented for reads and
-//! compaction ([`FragmentedTombstones`]).
+//! compaction (`FragmentedTombstones`).
 //!
 //! Built so far: the fragments, the write-batch op (crate-private), WAL replay, and reads of
 //! the memtables' tombstones: point reads, and iterators (a key's newest visible version that a
