@@ -222,6 +222,14 @@ pub fn key_table(data: &[u8]) {
             keys.extend(exercise(&mut it, &targets));
         }
     }
+    // Its range tombstones, as reads and compaction ask them.
+    if let Some(f) = table.range_tombstones() {
+        for k in PROBE_KEYS.iter().copied().chain(keys.iter().map(|k| user_key(k))) {
+            let _ = (f.newest_covering(k, MAX_SEQUENCE), f.covers(k, 1, 1 << 40));
+            let _ = (f.fragment_from(k), f.fragment_before(k));
+        }
+        let _ = f.collapse(&[5, 1 << 20], true);
+    }
     let lookups = keys
         .iter()
         .filter(|k| k.len() >= 8)

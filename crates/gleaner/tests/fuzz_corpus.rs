@@ -274,6 +274,26 @@ fn manifest_records(image: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// A small mixed key table with overlapping range tombstones (no flush writes one yet).
+fn range_del_table() -> Vec<u8> {
+    let fs = FaultFs::new(0);
+    let path = Path::new("/range-del.sst");
+    let file = fs
+        .new_writable(path, gleaner::io::WriteFileOptions::default())
+        .expect("create");
+    let mut b = gleaner::table::TableBuilder::new(file, Default::default()).expect("builder");
+    for (i, k) in ["b", "f", "k", "q"].iter().enumerate() {
+        let ikey = make_internal_key(k.as_bytes(), i as u64 + 1, ValueKind::Value);
+        b.add(&ikey, format!("value {k}").as_bytes()).expect("add");
+    }
+    for (start, end, seq) in [("a", "g", 7), ("e", "m", 9), ("p", "z", 3)] {
+        b.add_range_tombstone(start.as_bytes(), end.as_bytes(), seq)
+            .expect("tombstone");
+    }
+    b.finish().expect("finish");
+    fs.file_bytes(path).expect("bytes")
+}
+
 /// Rewrites `fuzz/corpus/` from a tiny database and the engine's encoders. Run after a format
 /// change (see the module documentation), review the diff, and commit it.
 #[test]
@@ -286,6 +306,7 @@ fn generate_corpus() {
     let mixed = DbFiles::build(Switch::Off, Compression::None);
     let decoupled = DbFiles::build(Switch::On, Compression::Lz4);
 
+    write_seed("key_table", "range-del.sst", &range_del_table(), true);
     for (tag, db) in [("mixed", &mixed), ("decoupled-lz4", &decoupled)] {
         for (i, t) in db.with_suffix(".sst").enumerate() {
             write_seed("key_table", &format!("{tag}-{i}.sst"), t, i == 0);
@@ -421,6 +442,7 @@ fn intact_seeds_are_accepted() {
             .expect("open");
         CountedReader::new(file, Arc::default())
     };
+    let mut with_range_tombstones = 0;
     for (name, data) in intact("key_table") {
         let table = gleaner::table::Table::open(
             reader(&data),
@@ -432,7 +454,12 @@ fn intact_seeds_are_accepted() {
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(table.properties().num_data_entries() > 0, "{name}");
+        with_range_tombstones += usize::from(table.properties().range_deletions > 0);
     }
+    assert!(
+        with_range_tombstones > 0,
+        "a key-table seed holds range tombstones"
+    );
     for (name, data) in intact("value_table") {
         let table = Arc::new(
             gleaner::value::ValueTable::open(

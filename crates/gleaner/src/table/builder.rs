@@ -253,9 +253,7 @@ impl TableBuilder {
     /// to other tombstones (they are sorted into the table's range-deletion block at
     /// [`finish`](Self::finish)). `start < end`, each a user key of at most 64 KiB, and `seq` at
     /// most 2^56 - 1; otherwise `Error::InvalidArgument` and nothing is added.
-    // Flushes and compactions write them once the engine reads them back (issue 25).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn add_range_tombstone(&mut self, start: &[u8], end: &[u8], seq: SeqNo) -> Result<()> {
+    pub fn add_range_tombstone(&mut self, start: &[u8], end: &[u8], seq: SeqNo) -> Result<()> {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
