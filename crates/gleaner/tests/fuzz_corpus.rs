@@ -26,6 +26,19 @@ use gleaner::{Compression, Db, Options, Switch, WalRecoveryMode};
 /// few seconds in a debug build.
 const MUTATIONS: u64 = 300;
 
+/// The targets whose seeds [`generate_corpus`] writes.
+const ENGINE_TARGETS: [&str; 9] = [
+    "block",
+    "bloom",
+    "key_table",
+    "manifest_edit",
+    "options_file",
+    "value_handle",
+    "value_record",
+    "value_table",
+    "wal_reader",
+];
+
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fuzz/corpus")
@@ -299,9 +312,13 @@ fn range_del_table() -> Vec<u8> {
 #[test]
 #[ignore = "writes the seed corpus into fuzz/corpus; run by hand after a format change"]
 fn generate_corpus() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-    if root.exists() {
-        fs::remove_dir_all(&root).expect("remove old corpus");
+    // Only this generator's targets: the server's `resp_parser` corpus is its own generator's
+    // (crates/gleaner-server/tests/parser_fuzz.rs).
+    for target in ENGINE_TARGETS {
+        let dir = corpus_dir(target);
+        if dir.exists() {
+            fs::remove_dir_all(&dir).expect("remove old corpus");
+        }
     }
     let mixed = DbFiles::build(Switch::Off, Compression::None);
     let decoupled = DbFiles::build(Switch::On, Compression::Lz4);
