@@ -2,14 +2,12 @@
 //! `[start, end)` older than its sequence number. Tombstones are fragmented for reads and
 //! compaction (`FragmentedTombstones`).
 //!
-//! Built so far: the fragments, the write-batch op (crate-private), WAL replay, and reads of
-//! the memtables' tombstones: point reads, and iterators (a key's newest visible version that a
-//! tombstone covers is skipped, per key). Flushes, key tables, compaction, GC, and iterators
-//! that seek past a covered range instead of visiting its keys come next; until they do,
-//! nothing outside the crate can write a range tombstone (a flush would drop it).
-
-// Iterators and compaction will use what point reads do not yet (issue 25).
-#![cfg_attr(not(test), allow(dead_code))]
+//! Built so far: the fragments, the write-batch op (crate-private), WAL replay, reads of the
+//! memtables' tombstones (point reads, and iterators: a key's newest visible version that a
+//! tombstone covers is skipped, per key), and the key tables' range-deletion block (written by
+//! the table builder, read at open). Flushes, compaction, GC, reads of the tables' tombstones,
+//! and iterators that seek past a covered range come next; until they do, nothing outside the
+//! crate can write a range tombstone (a flush would drop it).
 
 mod fragments;
 
