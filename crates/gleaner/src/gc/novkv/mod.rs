@@ -301,7 +301,6 @@ impl ValidityOracle for DropKeyOracle {
             garbage: start.garbage,
             answers: AtomicU64::new(0),
             answer_bytes: AtomicU64::new(0),
-            carried_to: Mutex::new(None),
         }))
     }
 }
@@ -318,8 +317,14 @@ struct DropKeyJob<'s> {
     /// Records found garbage by their drop keys, and their bytes.
     answers: AtomicU64,
     answer_bytes: AtomicU64,
-    /// The output that carries garbage the job could not tell.
-    carried_to: Mutex<Option<u64>>,
+}
+
+impl DropKeyJob<'_> {
+    /// Whether the job copied garbage it could not tell (see `finish`): its set looked
+    /// complete but named fewer records than the victims' garbage.
+    fn copied_garbage(&self) -> bool {
+        !self.set.is_partial() && self.answers.load(Ordering::Relaxed) < self.garbage.records
+    }
 }
 
 impl JobOracle for DropKeyJob<'_> {
@@ -366,7 +371,7 @@ impl JobOracle for DropKeyJob<'_> {
         // no lookup finds it live). A complete one that found less than the garbage was fooled
         // by shared blocks: the rest is garbage without drop keys, copied into the one output,
         // which carries it; the next job on that output looks its records up.
-        if !self.set.is_partial() && found < expected.records {
+        if self.copied_garbage() {
             let [output] = outputs else {
                 return Err(Error::corruption(
                     name(),
@@ -379,7 +384,6 @@ impl JobOracle for DropKeyJob<'_> {
                     ),
                 ));
             };
-            *self.carried_to.lock() = Some(*output);
             return Ok(Some((
                 *output,
                 Garbage {
@@ -395,14 +399,15 @@ impl JobOracle for DropKeyJob<'_> {
         Some(self.set.blocks())
     }
 
-    fn committed(&self, victims: &[u64], _outputs: &[u64]) {
+    fn committed(&self, victims: &[u64], outputs: &[u64]) {
         let mut u = self.oracle.uncovered.lock();
         for v in victims {
             u.remove(v);
         }
-        if let Some(t) = *self.carried_to.lock() {
-            // Its drop keys cannot tell that garbage: the next job on it looks records up.
-            u.insert(t);
+        if self.copied_garbage() {
+            // The one output carries that garbage, which its drop keys cannot tell: the next
+            // job on it looks records up.
+            u.extend(outputs.iter().copied());
         }
         drop(u);
         let s = &self.oracle.stats;
