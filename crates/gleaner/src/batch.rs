@@ -115,12 +115,16 @@ impl WriteBatch {
         self.set_count(self.count() + 1);
     }
 
-    /// Adds a delete of every key in `[start, end)`. Limits (`start < end`, key sizes) are
-    /// checked when the batch is written.
-    // Crate-private until reads, iterators, flushes and compactions honour range tombstones
-    // (issue 25); then `Db::delete_range` and this become API.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+    /// Adds a delete of every key in `[start, end)` (bytewise order; `end` excluded): a range
+    /// tombstone, atomic with the batch's other operations. Reads at a sequence number at or
+    /// after the batch's no longer see any version of those keys written before it; snapshots
+    /// taken before it still do. Later writes to the range are visible as usual.
+    ///
+    /// Limits are checked when the batch is written: `start` must sort strictly before `end`,
+    /// and both are keys of at most [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE) bytes;
+    /// otherwise [`Db::write`](crate::Db::write) returns `Error::InvalidArgument` and writes
+    /// nothing of the batch.
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
         self.rep.push(OP_RANGE_DELETE);
         put_length_prefixed(&mut self.rep, start.as_ref());
         put_length_prefixed(&mut self.rep, end.as_ref());

@@ -228,7 +228,7 @@ pub fn key_table(data: &[u8]) {
             let _ = (f.newest_covering(k, MAX_SEQUENCE), f.covers(k, 1, 1 << 40));
             let _ = (f.fragment_from(k), f.fragment_before(k));
         }
-        let _ = f.collapse(&[5, 1 << 20], true);
+        let _ = f.collapse(&[5, 1 << 20], |_, _| true);
     }
     let lookups = keys
         .iter()

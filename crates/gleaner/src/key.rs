@@ -74,6 +74,20 @@ pub fn make_lookup_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
     v
 }
 
+/// The bound a key table's extent takes from a range tombstone's start or end at `user_key`:
+/// `(user_key, MAX_SEQUENCE, deletion)`, which sorts before every stored version of `user_key`
+/// (the write path keeps real sequence numbers below [`MAX_SEQUENCE`]). As a table's smallest
+/// key it includes `user_key`; as its largest it excludes it, since a tombstone's end is
+/// exclusive (`TableMeta::ends_before`).
+pub fn range_bound(user_key: &[u8]) -> Vec<u8> {
+    make_internal_key(user_key, MAX_SEQUENCE, ValueKind::Deletion)
+}
+
+/// True when `ikey` is a [`range_bound`]: no stored entry has that trailer.
+pub fn is_range_bound(ikey: &[u8]) -> bool {
+    ikey.len() >= TRAILER_LEN && trailer(ikey) == pack_trailer(MAX_SEQUENCE, ValueKind::Deletion as u8)
+}
+
 /// The user-key part of an internal key. Internal keys shorter than a trailer never reach this
 /// function: every decoder checks the length first (see [`ParsedKey::parse`]).
 pub fn user_key(ikey: &[u8]) -> &[u8] {

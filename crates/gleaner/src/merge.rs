@@ -43,6 +43,41 @@ impl MergingIterator {
         self.heap.first().copied()
     }
 
+    /// Moves the children `skip` selects past a range the caller knows holds nothing of theirs
+    /// it reads (a range tombstone covers it): moving forward, each such child positioned
+    /// before `target` seeks to it; moving backward, each positioned after `target` seeks to
+    /// its last entry at or before it. The other children keep their places. Returns how many
+    /// children moved; on error the iterator is left invalid.
+    pub fn skip_children(
+        &mut self,
+        target: &[u8],
+        mut skip: impl FnMut(usize) -> bool,
+    ) -> Result<usize> {
+        let cmp = self.cmp;
+        let mut moved = 0;
+        for n in 0..self.heap.len() {
+            let i = self.heap[n];
+            let c = &mut self.children[i];
+            let behind = match self.direction {
+                Direction::Forward => cmp(c.key(), target) == Ordering::Less,
+                Direction::Reverse => cmp(c.key(), target) == Ordering::Greater,
+            };
+            if !behind || !skip(i) {
+                continue;
+            }
+            let r = match self.direction {
+                Direction::Forward => c.seek(target),
+                Direction::Reverse => c.seek_for_prev(target),
+            };
+            self.guard(r)?;
+            moved += 1;
+        }
+        if moved > 0 {
+            self.rebuild(self.direction);
+        }
+        Ok(moved)
+    }
+
     /// True when child `a` belongs nearer the root than child `b`.
     fn before(&self, a: usize, b: usize) -> bool {
         let o = (self.cmp)(self.children[a].key(), self.children[b].key()).then(a.cmp(&b));

@@ -330,6 +330,7 @@ mod tests {
                                 bytes: 20,
                             }],
                             aliases: 0,
+                            range_deletions: 0,
                         },
                     }],
                     ..Default::default()

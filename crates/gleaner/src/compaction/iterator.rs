@@ -7,6 +7,11 @@
 //! of its stripe, so only that one is kept per stripe. A deletion in the oldest stripe is dropped
 //! too when no deeper level can hold an older version of the key.
 //!
+//! An entry a range tombstone of the input covers, in the entry's own stripe (no snapshot
+//! between them), is dropped too ([`DropReason::RangeDeleted`]): every reader that could see it
+//! sees the tombstone. The tombstones themselves are the job's to write out (collapsed per
+//! stripe, `FragmentedTombstones::collapse`).
+//!
 //! One exception: when the newest version of a stripe is an *alias* (a handle
 //! update on read, a second entry naming a record an older entry already names), the record's
 //! *owner* in the stripe is kept too. The alias never makes the record garbage (listeners ignore
@@ -24,6 +29,8 @@
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
+use crate::range_del::FragmentedTombstones;
+use std::sync::Arc;
 use crate::value::StoredHandle;
 
 /// Why an entry was discarded.
@@ -35,6 +42,8 @@ pub enum DropReason {
     /// A deletion that hides nothing any more: no snapshot needs it and no deeper level holds
     /// the key.
     ObsoleteTombstone,
+    /// Covered by a newer range tombstone that every reader that could see the entry sees.
+    RangeDeleted,
 }
 
 /// One discarded entry. Drop events are the single source of truth for garbage accounting
@@ -67,6 +76,8 @@ pub struct DropCounter {
     pub shadowed: u64,
     /// Tombstones dropped.
     pub tombstones: u64,
+    /// Entries dropped because a range tombstone covers them.
+    pub range_deleted: u64,
 }
 
 impl DropListener for DropCounter {
@@ -74,6 +85,7 @@ impl DropListener for DropCounter {
         match event.reason {
             DropReason::Shadowed => self.shadowed += 1,
             DropReason::ObsoleteTombstone => self.tombstones += 1,
+            DropReason::RangeDeleted => self.range_deleted += 1,
         }
     }
 }
@@ -129,6 +141,8 @@ pub struct CompactionIterator<I: InternalIterator> {
     drop_aliases: bool,
     /// Aliases dropped so.
     aliases_dropped: u64,
+    /// The input's range tombstones (`with_range_tombstones`).
+    range_tombstones: Option<Arc<FragmentedTombstones>>,
     valid: bool,
 }
 
@@ -166,8 +180,29 @@ impl<I: InternalIterator> CompactionIterator<I> {
             stripe_record: None,
             drop_aliases: false,
             aliases_dropped: 0,
+            range_tombstones: None,
             valid: false,
         }
+    }
+
+    /// Drops the entries `tombstones` (the input's range tombstones) cover in their stripe.
+    #[must_use]
+    pub(crate) fn with_range_tombstones(
+        mut self,
+        tombstones: Option<Arc<FragmentedTombstones>>,
+    ) -> Self {
+        self.range_tombstones = tombstones;
+        self
+    }
+
+    /// The oldest range tombstone newer than the version of `user_key` at `seq` and in its
+    /// stripe, which every reader that could see the version sees: it deletes the version.
+    fn covering_tombstone(&self, user_key: &[u8], seq: SeqNo, stripe: usize) -> Option<SeqNo> {
+        let fragment = self.range_tombstones.as_ref()?.fragment_at(user_key)?;
+        // Newest first: the last one above `seq` is the oldest newer one.
+        let newer = fragment.seqs.partition_point(|&t| t > seq);
+        let t = *fragment.seqs[..newer].last()?;
+        (self.stripe(t) == stripe).then_some(t)
     }
 
     /// Drops every alias that is the newest version of its stripe, without a drop event (for a
@@ -243,7 +278,10 @@ impl<I: InternalIterator> CompactionIterator<I> {
             // The owner of the record the stripe's newest version is an alias of.
             let owner_of_alias =
                 shadowed && record.is_some_and(|(r, alias)| !alias && self.stripe_alias == Some(r));
-            let reason = if owner_of_alias {
+            let covering = self.covering_tombstone(parsed.user_key, parsed.seq, stripe);
+            let reason = if covering.is_some() {
+                Some(DropReason::RangeDeleted)
+            } else if owner_of_alias {
                 None
             } else if shadowed {
                 Some(DropReason::Shadowed)
@@ -266,7 +304,9 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         // version naming it, and a record at or after it is not hidden (a
                         // cache of dropped keys that took the write-back's own number had GC reclaim the
                         // record the write-back names).
-                        hidden_by: self.stripe_record.unwrap_or(self.stripe_newest),
+                        // A range tombstone hides every version older than itself.
+                        hidden_by: covering
+                            .unwrap_or(self.stripe_record.unwrap_or(self.stripe_newest)),
                     });
                     self.input.next()?;
                 }
@@ -348,6 +388,55 @@ mod tests {
     }
 
     use ValueKind::{Deletion as D, Value as V};
+
+    #[test]
+    fn entries_a_range_tombstone_covers_in_their_stripe_are_dropped() {
+        use crate::range_del::RangeTombstone;
+        let tomb = |start: &str, end: &str, seq| RangeTombstone {
+            start: start.as_bytes().to_vec(),
+            end: end.as_bytes().to_vec(),
+            seq,
+        };
+        let entries = [
+            ("a", 3, V),
+            ("b", 12, V),
+            ("b", 4, V),
+            ("c", 6, D),
+            ("d", 5, V),
+        ];
+        let fragments = FragmentedTombstones::new([tomb("b", "d", 10)]);
+        let mut it = CompactionIterator::new(
+            input(&entries),
+            vec![5],
+            Box::new(|_| false),
+            "t".into(),
+        )
+        .with_range_tombstones(Some(Arc::new(fragments)));
+        let mut rec = Record::default();
+        let mut counter = DropCounter::default();
+        let mut kept = Vec::new();
+        it.seek_to_first(&mut TeeListener(&mut rec, &mut counter))
+            .expect("seek");
+        while it.valid() {
+            let p = ParsedKey::parse(it.key()).expect("key");
+            kept.push((String::from_utf8(p.user_key.to_vec()).expect("utf8"), p.seq));
+            it.next(&mut TeeListener(&mut rec, &mut counter))
+                .expect("next");
+        }
+        // b@12 is newer than the tombstone, b@4 is below the snapshot at 5 (which still reads
+        // it), c@6 is in the tombstone's stripe, "a" and "d" are outside its range.
+        assert_eq!(
+            kept,
+            vec![
+                ("a".into(), 3),
+                ("b".into(), 12),
+                ("b".into(), 4),
+                ("d".into(), 5)
+            ]
+        );
+        assert_eq!(rec.0, vec![(b"c".to_vec(), 6, DropReason::RangeDeleted)]);
+        assert_eq!(counter.range_deleted, 1);
+    }
 
     /// An entry of key `k` whose value is a stored handle.
     fn h(seq: SeqNo, record_seq: Option<SeqNo>, alias: bool) -> (Vec<u8>, Vec<u8>) {
@@ -607,7 +696,8 @@ mod tests {
             counter,
             DropCounter {
                 shadowed: 2,
-                tombstones: 1
+                tombstones: 1,
+                range_deleted: 0
             }
         );
         assert_eq!(rec.0.len(), 3);

@@ -22,6 +22,7 @@ use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::memtable::MemTable;
 use crate::merge::MergingIterator;
+use crate::range_del::FragmentedTombstones;
 use crate::table::ReadCtx;
 use crate::value::{MAX_HANDLE_LEN, StoredHandle};
 use crate::version::{Garbage, Version, VersionEdit};
@@ -155,7 +156,8 @@ fn drain<'h, I: InternalIterator>(
         })?;
     }
     stats.dropped = counter;
-    stats.entries_in = stats.entries_out + counter.shadowed + counter.tombstones;
+    stats.entries_in =
+        stats.entries_out + counter.shadowed + counter.tombstones + counter.range_deleted;
     Ok(())
 }
 
@@ -188,9 +190,17 @@ pub fn flush_memtables(
         .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
         .collect();
     let merged = MergingIterator::new(children, compare_internal);
+    let parts: Vec<_> = mems.iter().filter_map(|m| m.range_tombstones()).collect();
+    let tombstones = FragmentedTombstones::union(&parts);
+    // Every tombstone stays: older data may sit below.
+    let kept = tombstones
+        .as_ref()
+        .map(|t| t.collapse(&snapshots, |_, _| false))
+        .unwrap_or_default();
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into())
-        .dropping_aliases(drop_aliases);
-    let mut outputs = TableOutputs::new(out, 0, Vec::new());
+        .dropping_aliases(drop_aliases)
+        .with_range_tombstones(tombstones);
+    let mut outputs = TableOutputs::new(out, 0, Vec::new()).with_range_tombstones(kept);
     if let Some(sep) = separation {
         let values = ClassedValueOutputs::new(sep.values, sep.router, sep.origin);
         outputs = outputs.with_separation(values);
@@ -299,11 +309,24 @@ pub fn run_compaction<'h>(
         readahead: out.input_readahead,
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    let mut parts = Vec::new();
     for f in plan.all_inputs() {
         let table = tables.get(f.number, f.file_size, ctx.class)?;
         children.push(Box::new(table.iter(ctx)));
+        parts.extend(table.range_tombstones().cloned());
     }
     let merged = MergingIterator::new(children, compare_internal);
+    let tombstones = FragmentedTombstones::union(&parts);
+    // A fragment's oldest-stripe tombstone goes when nothing older than the output can hold a
+    // key of its range: the entries it covered here are dropped (they are in its stripe).
+    let kept = tombstones
+        .as_ref()
+        .map(|t| {
+            t.collapse(&snapshots, |start, end| {
+                version.is_bottommost_for_range(output_level, output_run, start, end)
+            })
+        })
+        .unwrap_or_default();
     let bottom_version = Arc::clone(version);
     let mut it = CompactionIterator::new(
         merged,
@@ -311,8 +334,10 @@ pub fn run_compaction<'h>(
         Box::new(move |uk| bottom_version.is_bottommost_for_key(output_level, output_run, uk)),
         format!("compaction of level {}", plan.level()),
     )
-    .dropping_aliases(drop_aliases);
-    let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone());
+    .dropping_aliases(drop_aliases)
+    .with_range_tombstones(tombstones);
+    let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone())
+        .with_range_tombstones(kept);
     let mut rewriter = HandleRewriter::new(version, values);
     let inputs: Vec<u64> = plan.all_inputs().map(|f| f.number).collect();
     // Only hooks that decide kept entries relocate; the tables holding aliases are found only

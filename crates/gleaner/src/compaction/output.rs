@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::key::{ParsedKey, ValueKind, append_internal_key, compare_internal, user_key};
+use crate::range_del::{RangeTombstone, table_extent};
 use crate::table::{TableBuilder, TableBuilderOptions};
 use crate::value::{StoredHandle, ValueHandle};
 use crate::version::{Dependence, FileMetaData, NewTable, TableMeta, ValueTableMeta};
@@ -82,6 +83,11 @@ pub struct TableOutputs {
     dependence: BTreeMap<u64, Dependence>,
     /// Aliases among them.
     aliases: u64,
+    /// Range tombstones the outputs carry, by start key (`with_range_tombstones`).
+    range_tombstones: Vec<RangeTombstone>,
+    /// Where the current table's share of them begins: the first user key of the table
+    /// (`None` for the first table, which takes those before its first entry too).
+    tombstone_lower: Option<Vec<u8>>,
     scratch_key: Vec<u8>,
     scratch_handle: Vec<u8>,
 }
@@ -105,6 +111,8 @@ impl TableOutputs {
             separation: None,
             dependence: BTreeMap::new(),
             aliases: 0,
+            range_tombstones: Vec::new(),
+            tombstone_lower: None,
             scratch_key: Vec::new(),
             scratch_handle: Vec::new(),
         }
@@ -114,6 +122,18 @@ impl TableOutputs {
     #[must_use]
     pub fn with_separation(mut self, values: ClassedValueOutputs) -> Self {
         self.separation = Some(values);
+        self
+    }
+
+    /// Writes `tombstones` into the outputs, each clipped to the tables' shares of the key
+    /// space: a table takes the part from its first user key (the first table: from the
+    /// start) to the next table's first (the last table: to the end), so a tombstone split
+    /// between tables of one run still covers every key it covered, and each table's extent
+    /// (`range_del::table_extent`) covers its part. With no entry at all, one table holds them.
+    #[must_use]
+    pub(crate) fn with_range_tombstones(mut self, mut tombstones: Vec<RangeTombstone>) -> Self {
+        tombstones.sort();
+        self.range_tombstones = tombstones;
         self
     }
 
@@ -162,7 +182,8 @@ impl TableOutputs {
                 .as_ref()
                 .is_some_and(|(_, b)| b.estimated_file_size() >= self.cfg.target_file_size);
             if self.current.is_some() && (gp_cut || size_cut) {
-                self.finish_current()?;
+                self.finish_current(Some(uk))?;
+                self.tombstone_lower = Some(uk.to_vec());
             }
             self.last_user_key.clear();
             self.last_user_key.extend_from_slice(uk);
@@ -231,12 +252,48 @@ impl TableOutputs {
         Ok(())
     }
 
-    fn finish_current(&mut self) -> Result<()> {
-        let Some((number, builder)) = self.current.take() else {
+    /// Finishes the current table, giving it the range tombstones' part below `upper` (the
+    /// next table's first user key; `None`: the rest).
+    fn finish_current(&mut self, upper: Option<&[u8]>) -> Result<()> {
+        let Some((number, mut builder)) = self.current.take() else {
             return Ok(());
         };
+        let lower = self.tombstone_lower.as_deref();
+        let mut clipped: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for t in &self.range_tombstones {
+            if upper.is_some_and(|u| t.start.as_slice() >= u) {
+                // Sorted by start: the rest belong to later tables.
+                break;
+            }
+            let start = match lower {
+                Some(l) if t.start.as_slice() < l => l,
+                _ => t.start.as_slice(),
+            };
+            let end = match upper {
+                Some(u) if t.end.as_slice() > u => u,
+                _ => t.end.as_slice(),
+            };
+            if start < end {
+                builder.add_range_tombstone(start, end, t.seq)?;
+                clipped.push((start.to_vec(), end.to_vec()));
+            }
+        }
+        if let Some(u) = upper {
+            // Those ending at or before the cut are written whole.
+            self.range_tombstones.retain(|t| t.end.as_slice() > u);
+        }
         let done = builder.finish()?;
         let p = &done.properties;
+        let points = (p.num_entries > 0).then_some((&p.smallest_key[..], &p.largest_key[..]));
+        let Some((smallest, largest)) = table_extent(
+            points,
+            clipped.iter().map(|(s, e)| (s.as_slice(), e.as_slice())),
+        ) else {
+            // Opened for an entry or a tombstone, so it holds one.
+            return Err(Error::invalid(format!(
+                "output table {number} finished with neither entries nor range tombstones"
+            )));
+        };
         self.bytes_written += done.file_size;
         self.finished.push(NewTable {
             level: self.level,
@@ -245,14 +302,15 @@ impl TableOutputs {
             meta: TableMeta {
                 number,
                 file_size: done.file_size,
-                smallest: p.smallest_key.clone(),
-                largest: p.largest_key.clone(),
+                smallest,
+                largest,
                 smallest_seq: p.smallest_seq,
                 largest_seq: p.largest_seq,
                 num_entries: p.num_entries,
                 num_deletions: p.num_deletions,
                 dependence: std::mem::take(&mut self.dependence).into_values().collect(),
                 aliases: std::mem::take(&mut self.aliases),
+                range_deletions: p.range_deletions,
             },
         });
         Ok(())
@@ -270,7 +328,11 @@ impl TableOutputs {
             value_bytes_by_class = done.bytes_by_class;
             self.pending.absorb(done.pending);
         }
-        self.finish_current()?;
+        if self.current.is_none() && !self.range_tombstones.is_empty() {
+            // Tombstones and no entry: one table holds them.
+            self.open_table()?;
+        }
+        self.finish_current(None)?;
         self.pending.make_durable()?;
         let pending = std::mem::replace(
             &mut self.pending,

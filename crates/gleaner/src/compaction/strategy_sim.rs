@@ -60,6 +60,7 @@ impl Sim {
             num_deletions: 0,
             dependence: Vec::new(),
             aliases: 0,
+            range_deletions: 0,
         }
     }
 

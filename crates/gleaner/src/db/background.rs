@@ -547,6 +547,10 @@ impl DbInner {
         Counters::add(&self.counters.flush_bytes, stats.output_bytes);
         Counters::add(&self.counters.flush_micros, stats.micros);
         Counters::add(&self.counters.dropped_shadowed, stats.dropped.shadowed);
+        Counters::add(
+            &self.counters.dropped_range_deleted,
+            stats.dropped.range_deleted,
+        );
         Counters::add(&self.counters.aliases_dropped, stats.aliases_dropped);
         for m in mems {
             // The WAL's contents are now in a table and the manifest no longer needs it.
@@ -703,6 +707,7 @@ impl DbInner {
         Counters::add(&c.compaction_micros, stats.micros);
         Counters::add(&c.dropped_shadowed, stats.dropped.shadowed);
         Counters::add(&c.dropped_tombstones, stats.dropped.tombstones);
+        Counters::add(&c.dropped_range_deleted, stats.dropped.range_deleted);
         if plan.reason == CompactionReason::Forced {
             Counters::add(&c.forced_compactions, 1);
         }

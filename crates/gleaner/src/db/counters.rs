@@ -48,6 +48,8 @@ pub struct Counters {
     pub dropped_shadowed: AtomicU64,
     /// Tombstones dropped by compactions.
     pub dropped_tombstones: AtomicU64,
+    /// Entries dropped by flushes and compactions because a range tombstone covers them.
+    pub dropped_range_deleted: AtomicU64,
     /// Microseconds spent in flushes.
     pub flush_micros: AtomicU64,
     /// Microseconds spent in compactions.

@@ -44,22 +44,32 @@ struct IterSource {
 
 impl IterSource {
     fn build(&self) -> Result<DbIterator> {
-        // The memtables' range tombstones: a version they cover is deleted for this reader.
-        let parts: Vec<Arc<FragmentedTombstones>> = std::iter::once(&self.sv.mem)
+        // The range tombstones of the memtables and of the tables whose extent meets the
+        // bounds: a version they cover is deleted for this reader.
+        let mut parts: Vec<Arc<FragmentedTombstones>> = std::iter::once(&self.sv.mem)
             .chain(&self.sv.imm)
             .filter_map(|m| m.range_tombstones())
             .collect();
+        parts.extend(self.sv.version.range_tombstones(
+            &self.tables,
+            self.ctx,
+            self.lower.as_deref(),
+            self.upper.as_deref(),
+        )?);
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(self.sv.mem.iter()));
-        for m in &self.sv.imm {
+        let mut largest_seqs = Vec::new();
+        for m in std::iter::once(&self.sv.mem).chain(&self.sv.imm) {
             children.push(Box::new(m.iter()));
+            largest_seqs.push(m.largest_seq());
         }
         self.sv
             .version
-            .add_iterators(&self.tables, self.ctx, &mut children)?;
+            .add_iterators(&self.tables, self.ctx, &mut children, &mut largest_seqs)?;
         Ok(DbIterator {
             inner: MergingIterator::new(children, compare_internal),
             range_tombstones: FragmentedTombstones::union(&parts),
+            child_largest_seqs: largest_seqs,
+            entries_visited: 0,
             sv: Arc::clone(&self.sv),
             seq: self.seq,
             direction: Direction::Forward,
@@ -158,6 +168,11 @@ pub struct DbIterator {
     inner: MergingIterator,
     /// The range tombstones of every source, when any holds some.
     range_tombstones: Option<Arc<FragmentedTombstones>>,
+    /// Per child of `inner`, the largest sequence number it holds: a child older than a
+    /// tombstone covering a range has nothing there this reader sees, and skips it whole.
+    child_largest_seqs: Vec<SeqNo>,
+    /// Entries of `inner` the iterator has stepped over or landed on (the cost of its moves).
+    entries_visited: u64,
     sv: Arc<SuperVersion>,
     seq: SeqNo,
     direction: Direction,
@@ -431,13 +446,12 @@ impl DbIterator {
         }
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
-            // The inner cursor sits before the current key's entries (or ran off the front).
-            let r = if self.inner.valid() {
-                self.inner.next()
-            } else {
-                self.inner.seek_to_first()
-            };
-            if let Err(e) = r {
+            // To the current key's entries (`saved_key` is the current key), which the search
+            // below steps over. The inner cursor cannot simply step forward: it sits before
+            // them, but where a range tombstone's skip moved children past a deleted range it
+            // sits before that range.
+            let target = key::make_lookup_key(&self.saved_key, MAX_SEQUENCE);
+            if let Err(e) = self.inner.seek(&target) {
                 return self.fail(e);
             }
         } else {
@@ -486,6 +500,36 @@ impl DbIterator {
             .is_some_and(|t| t.covers(user_key, seq, self.seq))
     }
 
+    /// At a version of `user_key` a tombstone deletes: moves every child older than the
+    /// newest tombstone this reader sees there past the rest of its fragment (forward: to the
+    /// fragment's end; backward: to before its start), so a deleted range costs a seek per
+    /// child rather than a step per key. Returns whether any child moved (the current entry may
+    /// then have changed).
+    fn skip_covered(&mut self, user_key: &[u8]) -> Result<bool> {
+        let Some(tombstones) = self.range_tombstones.as_ref() else {
+            return Ok(false);
+        };
+        let Some(fragment) = tombstones.fragment_at(user_key) else {
+            return Ok(false);
+        };
+        let Some(newest) = fragment.newest_visible(self.seq) else {
+            return Ok(false);
+        };
+        let target = match self.direction {
+            Direction::Forward => key::make_lookup_key(fragment.end, key::MAX_SEQUENCE),
+            Direction::Reverse => key::make_lookup_key(fragment.start, key::MAX_SEQUENCE),
+        };
+        let seqs = &self.child_largest_seqs;
+        let moved = self.inner.skip_children(&target, |i| seqs[i] < newest)?;
+        Ok(moved > 0)
+    }
+
+    /// Entries of the merged sources this iterator has stepped over or landed on.
+    #[cfg_attr(not(test), expect(dead_code, reason = "the cost tests read it"))]
+    pub(crate) fn entries_visited(&self) -> u64 {
+        self.entries_visited
+    }
+
     /// Forward: from the inner cursor, finds the first visible, non-deleted key (skipping
     /// `saved_key` when `skipping`).
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
@@ -494,6 +538,7 @@ impl DbIterator {
                 self.valid = false;
                 return Ok(());
             }
+            self.entries_visited += 1;
             let Some(p) = ParsedKey::parse(self.inner.key()) else {
                 return self.fail(malformed());
             };
@@ -516,6 +561,13 @@ impl DbIterator {
                                 self.saved_key.clear();
                                 self.saved_key.extend_from_slice(p.user_key);
                                 skipping = true;
+                                let key = self.saved_key.clone();
+                                match self.skip_covered(&key) {
+                                    // Look at where the children are now.
+                                    Ok(true) => continue,
+                                    Ok(false) => {}
+                                    Err(e) => return self.fail(e),
+                                }
                             } else {
                                 self.valid = true;
                                 return self.landed();
@@ -535,6 +587,7 @@ impl DbIterator {
     fn find_prev_user_entry(&mut self) -> Result<()> {
         let mut kind = ValueKind::Deletion;
         while self.inner.valid() {
+            self.entries_visited += 1;
             let Some(p) = ParsedKey::parse(self.inner.key()) else {
                 return self.fail(malformed());
             };
@@ -547,7 +600,8 @@ impl DbIterator {
                 }
                 kind = p.kind;
                 // A version a tombstone this reader sees covers is deleted.
-                if kind != ValueKind::Deletion && self.covered(p.user_key, p.seq) {
+                let covered = kind != ValueKind::Deletion && self.covered(p.user_key, p.seq);
+                if covered {
                     kind = ValueKind::Deletion;
                 }
                 self.saved_key.clear();
@@ -557,6 +611,15 @@ impl DbIterator {
                     self.saved_value.extend_from_slice(self.inner.value());
                     self.saved_kind = kind;
                     self.saved_seq = p.seq;
+                }
+                if covered {
+                    let key = p.user_key.to_vec();
+                    match self.skip_covered(&key) {
+                        // Look at where the children are now.
+                        Ok(true) => continue,
+                        Ok(false) => {}
+                        Err(e) => return self.fail(e),
+                    }
                 }
             }
             if let Err(e) = self.inner.prev() {

@@ -302,6 +302,21 @@ impl Db {
         self.write(batch, &WriteOptions::default())
     }
 
+    /// Removes every key in `[start, end)` (bytewise order; `end` excluded), not synced: one
+    /// range tombstone, whatever the number of keys, which reads and iterators honour at once
+    /// and compactions apply to the data below it (see [`WriteBatch::delete_range`]; snapshots
+    /// taken before it still see the keys). The separated values it deletes become garbage,
+    /// counted exactly when a compaction drops their handles (docs/gc.md).
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `start` does not sort before `end` or a key is
+    /// longer than [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE) (nothing is written); the
+    /// write errors of [`Db::write`].
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range(start, end);
+        self.write(batch, &WriteOptions::default())
+    }
+
     /// Applies `batch` atomically. Concurrent writes are grouped into one WAL write (group
     /// commit).
     ///
@@ -613,6 +628,7 @@ impl DbInner {
             version,
             mem_bytes,
             mem_entries,
+            mem_range_tombstones,
             imm,
             imm_bytes,
             running,
@@ -631,6 +647,10 @@ impl DbInner {
                 Arc::clone(&st.version),
                 st.mem.approximate_bytes(),
                 st.mem.len() + st.imm.iter().map(|m| m.len()).sum::<u64>(),
+                std::iter::once(&st.mem)
+                    .chain(&st.imm)
+                    .map(|m| m.range_tombstone_count())
+                    .sum::<u64>(),
                 st.imm.len(),
                 st.imm.iter().map(|m| m.approximate_bytes()).sum(),
                 st.running.len(),
@@ -641,6 +661,11 @@ impl DbInner {
                 self.space_usage(&st),
             )
         };
+        let range_tombstones = mem_range_tombstones
+            + version
+                .all_files()
+                .map(|(_, f)| f.range_deletions)
+                .sum::<u64>();
         let vs = version.values();
         let per_table: Vec<ValueTableStats> = vs
             .tables()
@@ -757,6 +782,7 @@ impl DbInner {
             immutable_memtables: imm,
             immutable_memtable_bytes: imm_bytes,
             memtable_entries: mem_entries,
+            range_tombstones,
             last_sequence: self.visible_seq.load(Ordering::Acquire),
             snapshots: self.snapshots.count(),
             io: crate::io::IoClass::ALL
@@ -789,6 +815,7 @@ impl DbInner {
                 bytes_written: g(&c.compaction_bytes_written),
                 micros: g(&c.compaction_micros),
                 dropped_shadowed: g(&c.dropped_shadowed),
+                dropped_range_deleted: g(&c.dropped_range_deleted),
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,

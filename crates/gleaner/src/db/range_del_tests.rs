@@ -176,3 +176,282 @@ fn a_memtable_of_range_tombstones_alone_flushes_and_reopens() {
         .close()
         .expect("close");
 }
+
+/// Random puts, deletes, range deletes and flushes over a small key space, against a model:
+/// full scans in both directions and point reads agree at every step, and after compaction.
+#[test]
+fn random_range_deletes_agree_with_a_model_in_both_directions() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+    for seed in 0..40u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let opts = Options::default()
+            .with_file_system(Arc::new(FaultFs::new(seed)))
+            .with_inline_background_work(true);
+        let db = Db::open(Path::new("/rdm"), opts).expect("open");
+        let mut model: BTreeMap<String, String> = BTreeMap::new();
+        let key = |n: u32| format!("k{n:03}");
+        for step in 0..120 {
+            match rng.random_range(0..10) {
+                0..=4 => {
+                    let k = key(rng.random_range(0..60));
+                    let v = format!("{k}@{step}");
+                    db.put(&k, &v).expect("put");
+                    model.insert(k, v);
+                }
+                5 => {
+                    let k = key(rng.random_range(0..60));
+                    db.delete(&k).expect("delete");
+                    model.remove(&k);
+                }
+                6..=7 => {
+                    let a = rng.random_range(0..60);
+                    let (s, e) = (key(a), key(a + rng.random_range(1..20)));
+                    db.delete_range(&s, &e).expect("delete_range");
+                    model.retain(|k, _| !(k >= &s && k < &e));
+                }
+                8 => db.flush().expect("flush"),
+                _ => db.compact_range(None, None).expect("compact"),
+            }
+            let lo = rng.random_bool(0.3).then(|| key(rng.random_range(0..60)));
+            let hi = rng.random_bool(0.3).then(|| key(rng.random_range(0..60)));
+            let want: Pairs = model
+                .iter()
+                .filter(|(k, _)| lo.as_ref().is_none_or(|l| *k >= l))
+                .filter(|(k, _)| hi.as_ref().is_none_or(|h| *k < h))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let opts = crate::ReadOptions::default().bounds(
+                lo.clone().map(String::into_bytes),
+                hi.clone().map(String::into_bytes),
+            );
+            let (fwd, back) = scan(&db, &opts);
+            assert_eq!(fwd, want, "seed {seed} step {step} {lo:?}..{hi:?}: forward");
+            assert_eq!(
+                back, want,
+                "seed {seed} step {step} {lo:?}..{hi:?}: backward"
+            );
+            // A walk turning at random: each turn starts where the last move left the
+            // children, which a skip over a deleted range may have left far apart.
+            let keys: Vec<&String> = want.iter().map(|(k, _)| k).collect();
+            let mut it = db.iter(&opts).expect("iter");
+            it.seek_to_last().expect("seek");
+            let mut at = keys.len().checked_sub(1);
+            for _ in 0..30 {
+                let Some(i) = at else { break };
+                assert!(it.valid(), "seed {seed} step {step}: walk ended early");
+                assert_eq!(
+                    it.key(),
+                    keys[i].as_bytes(),
+                    "seed {seed} step {step}: walk"
+                );
+                if rng.random_bool(0.5) {
+                    it.next().expect("next");
+                    at = (i + 1 < keys.len()).then_some(i + 1);
+                } else {
+                    it.prev().expect("prev");
+                    at = i.checked_sub(1);
+                }
+            }
+            if at.is_none() {
+                assert!(!it.valid(), "seed {seed} step {step}: walk past the end");
+            }
+            for n in 0..60 {
+                let k = key(n);
+                let got = db
+                    .get(&k)
+                    .expect("get")
+                    .map(|v| String::from_utf8(v).unwrap());
+                assert_eq!(
+                    got.as_ref(),
+                    model.get(&k),
+                    "seed {seed} step {step}: get {k}"
+                );
+            }
+        }
+    }
+}
+
+/// A range delete of separated values through flush, reopen and compaction: reads honour it at
+/// every stage (a snapshot older than it still reads the keys); the flushed tombstone is
+/// recorded with its table, whose manifest bounds cover it (`gleaner check` agrees); compaction
+/// drops the covered entries, counting their values' garbage exactly, and at the bottom of the
+/// tree drops the tombstone too once the snapshot is gone.
+#[test]
+fn a_range_delete_lives_through_flush_reopen_and_compaction() {
+    let fs: Arc<FaultFs> = Arc::new(FaultFs::new(7));
+    let opts = Options::default()
+        .with_file_system(fs.clone())
+        .with_inline_background_work(true)
+        .with_min_separated_value_size(64);
+    let path = Path::new("/rdl");
+    let value = |k: &str| format!("{k}-{}", "v".repeat(200));
+    let db = Db::open(path, opts.clone()).expect("open");
+    for i in 0..200 {
+        let k = format!("k{i:03}");
+        db.put(&k, value(&k)).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    let snap = db.snapshot();
+    db.delete_range("k050", "k150").expect("delete_range");
+    db.put("k100", value("new")).expect("put");
+    let expect_now = |db: &Db| {
+        assert_eq!(
+            db.get("k049").expect("get"),
+            Some(value("k049").into_bytes())
+        );
+        assert_eq!(db.get("k050").expect("get"), None);
+        assert_eq!(db.get("k149").expect("get"), None);
+        assert_eq!(
+            db.get("k150").expect("get"),
+            Some(value("k150").into_bytes())
+        );
+        assert_eq!(
+            db.get("k100").expect("get"),
+            Some(value("new").into_bytes())
+        );
+        let (fwd, back) = scan(db, &crate::ReadOptions::default());
+        assert_eq!(fwd.len(), 101, "100 outside the range and k100");
+        assert_eq!(fwd, back);
+    };
+    expect_now(&db);
+    db.flush().expect("flush");
+    assert_eq!(db.stats().range_tombstones, 1, "the flushed table holds it");
+    expect_now(&db);
+    let at = crate::ReadOptions {
+        snapshot: Some(&snap),
+        ..Default::default()
+    };
+    assert_eq!(
+        db.get_with("k060", &at).expect("get"),
+        Some(value("k060").into_bytes()),
+        "a snapshot older than the delete still reads the range"
+    );
+    // With the snapshot, compaction keeps what it reads.
+    db.compact_range(None, None).expect("compact");
+    expect_now(&db);
+    assert_eq!(
+        db.get_with("k060", &at).expect("get"),
+        Some(value("k060").into_bytes())
+    );
+    assert_eq!(db.stats().compaction.dropped_range_deleted, 0);
+    drop(snap);
+    db.close().expect("close");
+    drop(db);
+    let report = crate::tools::check::check_db(path, &opts).expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    let db = Db::open(path, opts.clone()).expect("reopen");
+    expect_now(&db);
+    db.compact_range(None, None).expect("compact");
+    expect_now(&db);
+    let stats = db.stats();
+    // k100's old version is older than the tombstone too.
+    assert_eq!(stats.compaction.dropped_range_deleted, 100, "k050..k150");
+    assert_eq!(
+        stats.range_tombstones, 0,
+        "nothing older is left for it to delete"
+    );
+    let recount = db.recount_garbage().expect("recount");
+    assert!(recount.mismatches.is_empty(), "{:?}", recount.mismatches);
+    // The 100 deleted values, k100's old one among them.
+    assert_eq!(stats.values.garbage_records, 100, "{:?}", stats.values);
+    db.close().expect("close");
+    drop(db);
+    let report = crate::tools::check::check_db(path, &opts).expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Block-cache lookups so far: the blocks reads and scans asked for.
+fn blocks(db: &Db) -> u64 {
+    let c = db.stats().cache;
+    c.hits + c.misses
+}
+
+/// Entries and blocks a full scan visits in one direction.
+fn scan_cost(db: &Db, forward: bool) -> (usize, u64, u64) {
+    let before = blocks(db);
+    let mut it = db.iter(&crate::ReadOptions::default()).expect("iter");
+    let mut keys = 0;
+    if forward {
+        it.seek_to_first().expect("seek");
+    } else {
+        it.seek_to_last().expect("seek");
+    }
+    while it.valid() {
+        keys += 1;
+        if forward {
+            it.next().expect("next");
+        } else {
+            it.prev().expect("prev");
+        }
+    }
+    (keys, it.entries_visited(), blocks(db) - before)
+}
+
+/// A range delete over 100,000 keys costs reads no per-key work: a full scan in either
+/// direction visits the entries outside the range and a seek per source past it, and a point
+/// read inside the range is answered by the tombstone without reading a block of the tables
+/// below it — with the tombstone in the memtable and after it was flushed above the keys.
+#[test]
+fn a_range_delete_over_100000_keys_costs_reads_no_per_key_work() {
+    let opts = Options::default()
+        .with_file_system(Arc::new(FaultFs::new(3)))
+        .with_inline_background_work(true);
+    let db = Db::open(Path::new("/rdc"), opts).expect("open");
+    let key = |i: u32| format!("k{i:06}");
+    for i in 0..120_000 {
+        db.put(key(i), "value").expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    // What scanning all 120,000 keys costs in each direction (a backward scan looks at the
+    // entry before each key twice: once to end the key, once as the next key).
+    let base = [true, false].map(|forward| {
+        let (keys, entries, blocks) = scan_cost(&db, forward);
+        assert_eq!(keys, 120_000);
+        assert!(entries >= 120_000, "every entry: {entries}");
+        (entries, blocks)
+    });
+    db.delete_range(key(10_000), key(110_000))
+        .expect("delete_range");
+    for stage in [
+        "tombstone in the memtable",
+        "tombstone flushed above the keys",
+    ] {
+        for (forward, (base_entries, base_blocks)) in [true, false].into_iter().zip(base) {
+            let (keys, entries, blocks_scanned) = scan_cost(&db, forward);
+            assert_eq!(keys, 20_000, "{stage}");
+            // A sixth of the keys: a sixth of the cost, and a seek.
+            assert!(
+                entries <= base_entries / 6 + 100,
+                "{stage}, forward {forward}: {entries} entries visited for 20,000 keys, \
+                 {base_entries} for 120,000"
+            );
+            assert!(
+                blocks_scanned <= base_blocks / 6 + 10,
+                "{stage}, forward {forward}: {blocks_scanned} blocks, {base_blocks} for all keys"
+            );
+        }
+        let before = blocks(&db);
+        for i in (10_000..110_000).step_by(100) {
+            assert_eq!(db.get(key(i)).expect("get"), None, "{stage}");
+        }
+        assert_eq!(
+            blocks(&db) - before,
+            0,
+            "{stage}: reads inside the range read no block"
+        );
+        let before = blocks(&db);
+        for i in (0..10_000).step_by(10) {
+            assert!(db.get(key(i)).expect("get").is_some(), "{stage}");
+        }
+        assert!(
+            blocks(&db) - before >= 1000,
+            "{stage}: reads outside read the keys' blocks"
+        );
+        db.flush().expect("flush");
+    }
+}

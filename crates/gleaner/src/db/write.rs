@@ -353,7 +353,9 @@ impl DbInner {
         let count: u64 = batches.iter().map(|b| u64::from(b.count())).sum();
         let last = self.visible_seq.load(Ordering::Acquire);
         let first_seq = last + 1;
-        if last + count > MAX_SEQUENCE {
+        // Real sequence numbers stay below MAX_SEQUENCE: a key table's extent uses it for the
+        // bounds range tombstones give it (`key::range_bound`).
+        if last + count >= MAX_SEQUENCE {
             return Err(Error::invalid("sequence numbers exhausted"));
         }
         let mut header = [0u8; BATCH_HEADER_LEN];

@@ -92,6 +92,8 @@ pub struct MemTable {
     entries: AtomicU64,
     /// Smallest sequence number inserted (`u64::MAX` while empty).
     smallest_seq: AtomicU64,
+    /// Largest sequence number inserted (0 while empty).
+    largest_seq: AtomicU64,
     wal_number: u64,
 }
 
@@ -115,6 +117,7 @@ impl MemTable {
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
+            largest_seq: AtomicU64::new(0),
             wal_number,
         }
     }
@@ -123,6 +126,13 @@ impl MemTable {
     /// version below it that the database holds is in an older memtable or a key table.
     pub fn smallest_seq(&self) -> Option<SeqNo> {
         Some(self.smallest_seq.load(AtomicOrdering::Acquire)).filter(|&s| s != u64::MAX)
+    }
+
+    /// The largest sequence number in the memtable (0 while it is empty). A reader whose
+    /// sequence number is at or below it has seen every version up to it: versions are
+    /// inserted before the write that made them is visible.
+    pub fn largest_seq(&self) -> SeqNo {
+        self.largest_seq.load(AtomicOrdering::Acquire)
     }
 
     /// The WAL that holds this memtable's writes.
@@ -145,6 +155,7 @@ impl MemTable {
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
         self.smallest_seq.fetch_min(seq, AtomicOrdering::AcqRel);
+        self.largest_seq.fetch_max(seq, AtomicOrdering::AcqRel);
     }
 
     /// Inserts range tombstone `[start, end)` at `seq` (`start < end`; the write path checks).
@@ -164,6 +175,7 @@ impl MemTable {
         drop(rt);
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
         self.smallest_seq.fetch_min(seq, AtomicOrdering::AcqRel);
+        self.largest_seq.fetch_max(seq, AtomicOrdering::AcqRel);
     }
 
     /// How many range tombstones the memtable holds (at most [`MAX_RANGE_TOMBSTONES`] once the

@@ -197,12 +197,18 @@ impl FragmentedTombstones {
     /// fragment, the newest tombstone of each *stripe* — the sequence numbers one reader sees
     /// alike, `(s_{i-1}, s_i]` for consecutive snapshots and above the newest for the present —
     /// since within a stripe the newest tombstone hides everything an older one does for every
-    /// reader. With `drop_oldest_stripe` (nothing older than the compaction's output lies below
-    /// it), the oldest stripe's tombstone has nothing left to delete and goes too.
-    pub fn collapse(&self, snapshots: &[SeqNo], drop_oldest_stripe: bool) -> Vec<RangeTombstone> {
+    /// reader. Where `drop_oldest_stripe(start, end)` holds for a fragment (nothing older than
+    /// the compaction's output lies below it in that range, and the compaction dropped what it
+    /// covered), the oldest stripe's tombstone has nothing left to delete and goes too.
+    pub fn collapse(
+        &self,
+        snapshots: &[SeqNo],
+        mut drop_oldest_stripe: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Vec<RangeTombstone> {
         let stripe = |seq: SeqNo| snapshots.partition_point(|&s| s < seq);
         let mut out = Vec::new();
         for f in self.iter() {
+            let drop_oldest = drop_oldest_stripe(f.start, f.end);
             let mut last_stripe = None;
             for &seq in f.seqs {
                 let s = stripe(seq);
@@ -210,7 +216,7 @@ impl FragmentedTombstones {
                     continue;
                 }
                 last_stripe = Some(s);
-                if drop_oldest_stripe && s == 0 {
+                if drop_oldest && s == 0 {
                     continue;
                 }
                 out.push(RangeTombstone {
@@ -294,12 +300,12 @@ mod tests {
     fn collapsing_keeps_the_newest_tombstone_of_each_snapshot_stripe() {
         let f = FragmentedTombstones::new([t("a", "z", 5), t("a", "z", 8), t("a", "z", 30)]);
         // No snapshot: one stripe, the newest stays.
-        assert_eq!(f.collapse(&[], false), vec![t("a", "z", 30)]);
+        assert_eq!(f.collapse(&[], |_, _| false), vec![t("a", "z", 30)]);
         // A snapshot at 10 reads 8 (which hides 5 from it); the present reads 30.
-        assert_eq!(f.collapse(&[10], false), vec![t("a", "z", 30), t("a", "z", 8)]);
+        assert_eq!(f.collapse(&[10], |_, _| false), vec![t("a", "z", 30), t("a", "z", 8)]);
         // At the bottom, the oldest stripe's tombstone has nothing older left to delete.
-        assert_eq!(f.collapse(&[10], true), vec![t("a", "z", 30)]);
-        assert_eq!(f.collapse(&[], true), vec![]);
+        assert_eq!(f.collapse(&[10], |_, _| true), vec![t("a", "z", 30)]);
+        assert_eq!(f.collapse(&[], |_, _| true), vec![]);
     }
 
     #[test]
@@ -364,7 +370,7 @@ mod tests {
                     .collect();
                 snaps.sort_unstable();
                 snaps.dedup();
-                let c = FragmentedTombstones::new(f.collapse(&snaps, false));
+                let c = FragmentedTombstones::new(f.collapse(&snaps, |_, _| false));
                 for &read in snaps.iter().chain([&u64::MAX]) {
                     assert_eq!(
                         c.newest_covering(&k, read),

@@ -82,6 +82,10 @@ pub struct CompactionStats {
     pub dropped_shadowed: u64,
     /// Tombstones dropped at the bottom of the tree.
     pub dropped_tombstones: u64,
+    /// Entries dropped by flushes and compactions because a range tombstone covers them (and
+    /// no snapshot reads them).
+    #[serde(default)]
+    pub dropped_range_deleted: u64,
     /// Obsolete key tables deleted from disk.
     pub tables_deleted: u64,
     /// Compactions running now.
@@ -418,6 +422,11 @@ pub struct DbStats {
     /// Entries in the active and immutable memtables (every version and tombstone).
     #[serde(default)]
     pub memtable_entries: u64,
+    /// Range tombstones live: in the memtables, and in the key tables (a tombstone split
+    /// between tables by compaction counts once per table). Compactions drop them at the
+    /// bottom of the tree once no snapshot needs them.
+    #[serde(default)]
+    pub range_tombstones: u64,
     /// Last sequence number visible to reads.
     pub last_sequence: u64,
     /// Live snapshots.

@@ -9,27 +9,37 @@ use super::value_set::{
 };
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
-use crate::key::{MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
+use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
-/// Newest manifest format version: 3, where a value table may carry its GC policy's metadata
-/// (field 8) and a key table may join a sorted run other than run 0 (field 7). A manifest is
-/// written as version 3 only when it holds either ([`VersionEdit::needs_format_3`]), and as 2,
-/// where a key table's alias count is recorded (field 7, absent when 0), otherwise; version 1
-/// manifests are read too (see [`VersionEdit::upgrade`]).
-pub const MANIFEST_FORMAT_VERSION: u64 = 3;
+/// Newest manifest format version: 4, where a key table may record its range tombstones
+/// (field 7, after the run; its bounds may then be range bounds, `key::range_bound`). Format 3
+/// added a value table's GC policy metadata (field 8) and a key table's sorted run other than
+/// run 0 (field 7); format 2 a key table's alias count (field 7, absent when 0). A manifest is
+/// written in the oldest format that holds what it records ([`VersionEdit::needed_format`]), so
+/// a build that does not know a field refuses the manifest by its version; version 1 manifests
+/// are read too (see [`VersionEdit::upgrade`]).
+pub const MANIFEST_FORMAT_VERSION: u64 = 4;
 
-/// The format version of a manifest without policy metadata and without sorted runs other than
-/// run 0.
+/// The format version of a manifest without policy metadata, sorted runs other than run 0 and
+/// range tombstones.
 pub const MANIFEST_FORMAT_WITHOUT_POLICY_META: u64 = 2;
 
 impl VersionEdit {
-    /// Whether the edit holds a field only format 3 has: policy metadata, or a table of a run
-    /// other than run 0.
-    pub fn needs_format_3(&self) -> bool {
-        self.new_value_tables
+    /// The oldest manifest format that holds every field of the edit: 4 for a key table with
+    /// range tombstones, 3 for policy metadata or a table of a run other than run 0, else 2.
+    pub fn needed_format(&self) -> u64 {
+        if self.new_tables.iter().any(|t| t.meta.range_deletions > 0) {
+            4
+        } else if self
+            .new_value_tables
             .iter()
             .any(|v| v.policy_meta.is_some())
             || self.new_tables.iter().any(|t| t.run != 0)
+        {
+            3
+        } else {
+            MANIFEST_FORMAT_WITHOUT_POLICY_META
+        }
     }
 }
 
@@ -239,14 +249,18 @@ impl VersionEdit {
                 put_varint64(&mut f, d.count);
                 put_varint64(&mut f, d.bytes);
             }
-            // Optional, so that manifests of databases without aliases or several runs per
-            // level stay as they were; the run follows the alias count, which is then written
-            // even when 0.
-            if t.aliases > 0 || *run != 0 {
+            // Optional, so that manifests of databases without aliases, several runs per
+            // level or range tombstones stay as they were; each follows the one before, which
+            // is then written even when 0.
+            let tombstones = t.range_deletions > 0;
+            if t.aliases > 0 || *run != 0 || tombstones {
                 put_varint64(&mut f, t.aliases);
             }
-            if *run != 0 {
+            if *run != 0 || tombstones {
                 put_varint64(&mut f, *run);
+            }
+            if tombstones {
+                put_varint64(&mut f, t.range_deletions);
             }
             emit(&mut out, tag::NEW_KEY_TABLE, &f);
         }
@@ -425,6 +439,19 @@ impl VersionEdit {
                     } else {
                         p.varint64().ok_or_else(trunc)?
                     };
+                    // Absent when the table holds no range tombstone (format 4).
+                    let range_deletions = if p.is_empty() {
+                        0
+                    } else {
+                        p.varint64().ok_or_else(trunc)?
+                    };
+                    if range_deletions == 0
+                        && (key::is_range_bound(&smallest) || key::is_range_bound(&largest))
+                    {
+                        return Err(bad(
+                            "new key table has a range tombstone's bound but no range tombstone",
+                        ));
+                    }
                     let handles = dependence
                         .iter()
                         .fold(0u64, |a, d| a.saturating_add(d.count));
@@ -451,6 +478,7 @@ impl VersionEdit {
                         num_deletions: v[3],
                         dependence,
                         aliases,
+                        range_deletions,
                     };
                     edit.new_tables.push(NewTable { level, run, meta });
                 }
@@ -588,6 +616,7 @@ mod tests {
                         bytes: 170_000,
                     }],
                     aliases: 3,
+                    range_deletions: 0,
                 },
             }],
             new_value_tables: vec![ValueTableMeta {
@@ -704,17 +733,33 @@ mod tests {
     }
 
     #[test]
-    fn only_metadata_and_runs_beyond_run_0_need_format_3() {
+    fn each_edit_is_written_in_the_oldest_format_holding_it() {
         // The sample's table joins run 17.
         let mut e = sample();
-        assert!(e.needs_format_3());
+        assert_eq!(e.needed_format(), 3);
         e.new_tables[0].run = 0;
-        assert!(!e.needs_format_3());
+        assert_eq!(e.needed_format(), 2);
         e.new_value_tables[0].policy_meta = Some(PolicyTableMeta {
             tag: "dumpkv".into(),
             data: Vec::new(),
         });
-        assert!(e.needs_format_3());
+        assert_eq!(e.needed_format(), 3);
+        e.new_tables[0].meta.range_deletions = 2;
+        assert_eq!(e.needed_format(), 4);
+    }
+
+    #[test]
+    fn range_tombstone_extents_round_trip_and_are_checked() {
+        let mut e = sample();
+        e.new_tables[0].run = 0;
+        e.new_tables[0].meta.aliases = 0;
+        e.new_tables[0].meta.range_deletions = 5;
+        e.new_tables[0].meta.largest = key::range_bound(b"zz");
+        let decoded = VersionEdit::decode(&e.encode(), "M", 0).expect("decode");
+        assert_eq!(decoded, e);
+        e.new_tables[0].meta.range_deletions = 0;
+        let err = VersionEdit::decode(&e.encode(), "M", 0).expect_err("bound without tombstone");
+        assert!(err.is_corruption(), "{err}");
     }
 
     #[test]

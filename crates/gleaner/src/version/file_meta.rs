@@ -48,6 +48,11 @@ pub struct TableMeta {
     /// Of those handles, aliases (handle updates on read). Only a table that
     /// holds some can hold an alias of a record a compaction elsewhere relocates, so relocation looks only into those (`compaction/relocate.rs`).
     pub aliases: u64,
+    /// Range tombstones in the table's range-deletion block. A table holding some has an
+    /// extent that covers them: its smallest key may be, and its largest key may be, a
+    /// [`key::range_bound`] (the largest one then excludes its user key). Readers load the
+    /// tombstones of only the tables that hold some.
+    pub range_deletions: u64,
 }
 
 impl TableMeta {
@@ -61,10 +66,21 @@ impl TableMeta {
         key::user_key(&self.largest)
     }
 
+    /// True when the table's extent ends before `user_key`: its largest key's user key is
+    /// smaller, or equal and the largest key is a range tombstone's exclusive end
+    /// ([`key::range_bound`]).
+    pub fn ends_before(&self, user_key: &[u8]) -> bool {
+        match self.largest_user_key().cmp(user_key) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Equal => key::is_range_bound(&self.largest),
+            std::cmp::Ordering::Greater => false,
+        }
+    }
+
     /// True when the table's user-key range intersects `[lo, hi]` (`None` = unbounded).
     pub fn overlaps_user_range(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
         let before = hi.is_some_and(|hi| self.smallest_user_key() > hi);
-        let after = lo.is_some_and(|lo| self.largest_user_key() < lo);
+        let after = lo.is_some_and(|lo| self.ends_before(lo));
         !before && !after
     }
 }
@@ -162,6 +178,7 @@ mod tests {
             num_deletions: 0,
             dependence: Vec::new(),
             aliases: 0,
+            range_deletions: 0,
         }))
     }
 
@@ -187,5 +204,19 @@ mod tests {
         assert!(m.overlaps_user_range(Some(b"f"), None));
         assert!(!m.overlaps_user_range(Some(b"g"), None));
         assert!(!m.overlaps_user_range(None, Some(b"b")));
+    }
+
+    #[test]
+    fn a_range_tombstone_end_is_exclusive() {
+        let mut t = meta(1, "c", "f").meta().clone();
+        t.largest = key::range_bound(b"f");
+        let m = FileMetaData::new(t);
+        assert!(m.ends_before(b"f"), "the tombstone's end is not covered");
+        assert!(!m.ends_before(b"e\xff"));
+        assert!(!m.overlaps_user_range(Some(b"f"), None));
+        assert!(m.overlaps_user_range(Some(b"e"), Some(b"f")));
+        let plain = meta(2, "c", "f");
+        assert!(!plain.ends_before(b"f"), "a point key's bound is inclusive");
+        assert!(plain.ends_before(b"f\x00"));
     }
 }

@@ -70,6 +70,7 @@ pub(crate) fn test_table(
             num_deletions: 0,
             dependence: Vec::new(),
             aliases: 0,
+            range_deletions: 0,
         },
     }
 }

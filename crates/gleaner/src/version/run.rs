@@ -74,9 +74,7 @@ impl SortedRun {
 
     /// The table whose user-key range contains `user_key`, if any (at most one does).
     pub(crate) fn table_for(&self, user_key: &[u8]) -> Option<&Arc<FileMetaData>> {
-        let i = self
-            .files
-            .partition_point(|f| f.largest_user_key() < user_key);
+        let i = self.files.partition_point(|f| f.ends_before(user_key));
         self.files
             .get(i)
             .filter(|f| f.smallest_user_key() <= user_key)
@@ -111,7 +109,9 @@ impl SortedRun {
     /// message.
     pub(super) fn check_disjoint(&self, level: usize) -> Result<(), String> {
         for w in self.files.windows(2) {
-            if w[0].largest_user_key() >= w[1].smallest_user_key() {
+            // A table whose extent ends at a range tombstone's (exclusive) end may share that
+            // user key with the next table's first.
+            if !w[0].ends_before(w[1].smallest_user_key()) {
                 return Err(format!(
                     "tables {} and {} overlap in run {} of level {level}",
                     w[0].number, w[1].number, self.id

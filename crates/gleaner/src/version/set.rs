@@ -293,7 +293,7 @@ impl VersionSet {
             .is_some_and(|(_, w)| w.file_size() >= self.max_manifest_size);
         // The first policy metadata or sorted run beyond run 0 goes into a manifest that declares
         // the format holding it, so an older build refuses the manifest by its version.
-        let needs_newer = self.manifest_format < MANIFEST_FORMAT_VERSION && edit.needs_format_3();
+        let needs_newer = self.manifest_format < edit.needed_format();
         if self.manifest.is_none() || too_big || needs_newer {
             let old = self.manifest.take().map(|m| m.0);
             self.start_manifest(edit, next)?;
@@ -358,11 +358,8 @@ impl VersionSet {
         snapshot.retired_value_tables = retired_value_tables;
         snapshot.write_back = write_back;
         snapshot.drop_blocks = drop_blocks;
-        let format = if snapshot.needs_format_3() {
-            MANIFEST_FORMAT_VERSION
-        } else {
-            MANIFEST_FORMAT_WITHOUT_POLICY_META
-        };
+        let format = snapshot.needed_format();
+        debug_assert!(format <= MANIFEST_FORMAT_VERSION);
         snapshot.format_version = Some(format);
         let path = self.dir.join(manifest_file_name(number));
         let file = self.fs.new_writable(

@@ -131,6 +131,26 @@ impl Version {
             .all(|r| r.table_for(user_key).is_none())
     }
 
+    /// Like [`Version::is_bottommost_for_key`] for every key of `[start, end)`: no older run
+    /// has a table whose extent intersects the range. A range tombstone's oldest stripe
+    /// compacted into that run can then be dropped.
+    pub fn is_bottommost_for_range(
+        &self,
+        level: usize,
+        run: RunId,
+        start: &[u8],
+        end: &[u8],
+    ) -> bool {
+        let runs = &self.levels[level];
+        let after = runs.iter().position(|r| r.id() == run).map_or(0, |i| i + 1);
+        // `overlaps` takes an inclusive end: a table starting at `end` counts, which only
+        // keeps a tombstone longer.
+        runs[after..]
+            .iter()
+            .chain(self.levels.iter().skip(level + 1).flatten())
+            .all(|r| !r.overlaps(Some(start), Some(end)))
+    }
+
     /// Applies an edit and returns the resulting version. Tables an edit removes and re-adds
     /// (trivial moves) keep their metadata object, so their lifetime tracking is unbroken.
     /// `file` and `offset` locate the edit (in the manifest) for errors.
@@ -361,7 +381,13 @@ impl Version {
         lookup_key: &[u8],
         ctx: ReadCtx,
     ) -> Result<Option<(key::SeqNo, Lookup)>> {
-        self.search(lookup_key, |f| Self::get_from(tables, f, lookup_key, ctx))
+        self.search(
+            tables,
+            lookup_key,
+            ctx,
+            |f| Self::get_from(tables, f, lookup_key, ctx),
+            |seq| (seq, Lookup::Deleted),
+        )
     }
 
     /// True when the key tables hold a version of `user_key` newer than `seq`: a version at
@@ -390,7 +416,7 @@ impl Version {
         lookup_key: &[u8],
         ctx: ReadCtx,
     ) -> Result<Option<KeyLookup>> {
-        self.search(lookup_key, |f| {
+        let found = |f: &FileMetaData| -> Result<Option<(key::SeqNo, KeyLookup)>> {
             let table = tables.get(f.number, f.file_size, ctx.class)?;
             let Some((ikey, entry)) = table.get_key(lookup_key, ctx)? else {
                 return Ok(None);
@@ -415,23 +441,61 @@ impl Version {
                 KeyEntry::Inline => KeyLookup::Inline { seq: parsed.seq },
                 KeyEntry::Deletion => KeyLookup::Deleted { seq: parsed.seq },
             }))
+            .map(|l| l.map(|l| (l.seq(), l)))
+        };
+        self.search(tables, lookup_key, ctx, found, |seq| KeyLookup::Deleted {
+            seq,
         })
     }
 
-    /// Asks `probe` about each table that may hold the lookup key's user key, in search order
-    /// (L0 newest to oldest, then at most one table per run of each deeper level, newest run
-    /// first), and returns its first answer.
+    /// Asks `probe` about each table whose extent holds the lookup key's user key, in search
+    /// order (L0 newest to oldest, then at most one table per run of each deeper level, newest
+    /// run first), and returns its first answer: the version it found, with its sequence
+    /// number. A range tombstone of the table that covers the key for the lookup's reader and
+    /// is newer than that version (or that covers it where the table holds no version) answers
+    /// instead, as `deleted(its sequence number)`: every version in later tables is older than
+    /// the tombstone, since compactions keep tombstones in search order as they keep versions.
     fn search<T>(
         &self,
+        tables: &TableCache,
         lookup_key: &[u8],
-        mut probe: impl FnMut(&FileMetaData) -> Result<Option<T>>,
+        ctx: ReadCtx,
+        probe: impl FnMut(&FileMetaData) -> Result<Option<(key::SeqNo, T)>>,
+        deleted: impl Fn(key::SeqNo) -> T,
     ) -> Result<Option<T>> {
         let user_key = key::user_key(lookup_key);
+        let read_seq = key::seq_of(lookup_key);
+        let covering = |f: &FileMetaData| -> Result<Option<key::SeqNo>> {
+            if f.range_deletions == 0 {
+                return Ok(None);
+            }
+            let table = tables.get(f.number, f.file_size, ctx.class)?;
+            Ok(table
+                .range_tombstones()
+                .and_then(|t| t.newest_covering(user_key, read_seq)))
+        };
+        self.search_with(user_key, probe, covering, deleted)
+    }
+
+    /// [`Version::search`] with the tables' tombstones asked of `covering` (the newest covering
+    /// the key for the lookup's reader).
+    fn search_with<T>(
+        &self,
+        user_key: &[u8],
+        mut probe: impl FnMut(&FileMetaData) -> Result<Option<(key::SeqNo, T)>>,
+        mut covering: impl FnMut(&FileMetaData) -> Result<Option<key::SeqNo>>,
+        deleted: impl Fn(key::SeqNo) -> T,
+    ) -> Result<Option<T>> {
         for (_, run) in self.all_runs() {
-            if let Some(f) = run.table_for(user_key)
-                && let Some(found) = probe(f)?
-            {
-                return Ok(Some(found));
+            let Some(f) = run.table_for(user_key) else {
+                continue;
+            };
+            let found = probe(f)?;
+            let covering = covering(f)?;
+            match (found, covering) {
+                (Some((seq, v)), t) if t.is_none_or(|t| t < seq) => return Ok(Some(v)),
+                (_, Some(t)) => return Ok(Some(deleted(t))),
+                _ => {}
             }
         }
         Ok(None)
@@ -442,7 +506,7 @@ impl Version {
         f: &FileMetaData,
         lookup_key: &[u8],
         ctx: ReadCtx,
-    ) -> Result<Option<(key::SeqNo, Lookup)>> {
+    ) -> Result<Option<(key::SeqNo, (key::SeqNo, Lookup))>> {
         let table = tables.get(f.number, f.file_size, ctx.class)?;
         let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
             return Ok(None);
@@ -463,19 +527,22 @@ impl Version {
                 }
             }
         };
-        Ok(Some((parsed.seq, found)))
+        Ok(Some((parsed.seq, (parsed.seq, found))))
     }
 
-    /// Appends one iterator per L0 table and one per run of each deeper level.
+    /// Appends one iterator per L0 table and one per run of each deeper level, and the largest
+    /// sequence number of each to `largest_seqs`.
     pub fn add_iterators(
         &self,
         tables: &Arc<TableCache>,
         ctx: ReadCtx,
         out: &mut Vec<Box<dyn InternalIterator>>,
+        largest_seqs: &mut Vec<key::SeqNo>,
     ) -> Result<()> {
         for f in self.level_files(0) {
             let table = tables.get(f.number, f.file_size, ctx.class)?;
             out.push(Box::new(table.iter(ctx)));
+            largest_seqs.push(f.largest_seq);
         }
         for run in self.levels.iter().skip(1).flatten() {
             out.push(Box::new(LevelIter::new(
@@ -483,8 +550,29 @@ impl Version {
                 Arc::clone(tables),
                 ctx,
             )));
+            largest_seqs.push(run.largest_seq());
         }
         Ok(())
+    }
+
+    /// The range tombstones of every table holding some whose extent intersects `[lo, hi)`
+    /// (`None`: unbounded), loaded through the table cache.
+    pub(crate) fn range_tombstones(
+        &self,
+        tables: &TableCache,
+        ctx: ReadCtx,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+    ) -> Result<Vec<Arc<crate::range_del::FragmentedTombstones>>> {
+        let mut out = Vec::new();
+        for (_, f) in self.all_files() {
+            if f.range_deletions == 0 || !f.overlaps_user_range(lo, hi) {
+                continue;
+            }
+            let table = tables.get(f.number, f.file_size, ctx.class)?;
+            out.extend(table.range_tombstones().cloned());
+        }
+        Ok(out)
     }
 }
 
@@ -526,8 +614,13 @@ mod tests {
 
     /// The table `search` asks first about `key` and that answers (every table answers).
     fn first_hit(v: &Version, key: &str) -> Option<u64> {
-        let lookup = key::make_lookup_key(key.as_bytes(), key::MAX_SEQUENCE);
-        v.search(&lookup, |f| Ok(Some(f.number))).expect("search")
+        v.search_with(
+            key.as_bytes(),
+            |f| Ok(Some((1, f.number))),
+            |_| Ok(None),
+            |_| 0,
+        )
+        .expect("search")
     }
 
     #[test]
@@ -622,15 +715,66 @@ mod tests {
         assert_eq!(first_hit(&v, "d"), Some(2), "then the newest run");
         assert_eq!(first_hit(&v, "m"), Some(3), "then the older run");
         let older_first = v
-            .search(&key::make_lookup_key(b"d", key::MAX_SEQUENCE), |f| {
-                Ok((f.number != 2).then_some(f.number))
-            })
+            .search_with(
+                b"d",
+                |f| Ok((f.number != 2).then_some((1, f.number))),
+                |_| Ok(None),
+                |_| 0,
+            )
             .expect("search");
         assert_eq!(
             older_first,
             Some(3),
             "a table that answers nothing passes the turn"
         );
+    }
+
+    /// A table of `level` whose extent ends at a range tombstone's exclusive end `end`.
+    fn ending_at_tombstone(level: u32, number: u64, lo: &str, end: &str, seq: u64) -> NewTable {
+        let mut t = table(level, number, lo, lo, seq);
+        t.meta.largest = key::range_bound(end.as_bytes());
+        t.meta.range_deletions = 1;
+        t
+    }
+
+    #[test]
+    fn a_range_tombstone_end_leaves_its_key_to_the_next_table() {
+        let v = with(vec![
+            ending_at_tombstone(1, 1, "a", "m", 5),
+            table(1, 2, "m", "p", 5),
+        ])
+        .expect("tables sharing the tombstone's exclusive end are disjoint");
+        let run = &v.runs(1)[0];
+        assert_eq!(run.table_for(b"l").map(|f| f.number), Some(1));
+        assert_eq!(run.table_for(b"m").map(|f| f.number), Some(2));
+        assert!(v.is_bottommost_for_range(0, 0, b"x", b"z"));
+        assert!(!v.is_bottommost_for_range(0, 0, b"b", b"c"));
+        assert!(
+            with(vec![table(1, 1, "a", "m", 5), table(1, 2, "m", "p", 5)]).is_err(),
+            "a point key's bound is inclusive"
+        );
+    }
+
+    #[test]
+    fn a_tombstone_answers_for_the_older_tables_in_search_order() {
+        let v = with(vec![
+            in_run(0, 0, 1, ("a", "c"), 30..=31),
+            in_run(1, 0, 2, ("a", "z"), 10..=20),
+        ])
+        .expect("apply");
+        // Table 1 holds a tombstone at 31 covering "b", and a version of "b" at `newer`.
+        let ask = |newer: Option<u64>| {
+            v.search_with(
+                b"b",
+                |f| Ok(if f.number == 1 { newer } else { Some(20) }.map(|s| (s, s))),
+                |f| Ok((f.number == 1).then_some(31)),
+                |t| t + 1000,
+            )
+            .expect("search")
+        };
+        assert_eq!(ask(None), Some(1031), "deleted: table 2's version is older");
+        assert_eq!(ask(Some(30)), Some(1031), "deleted: the table's own older version");
+        assert_eq!(ask(Some(32)), Some(32), "a version newer than the tombstone");
     }
 
     #[test]

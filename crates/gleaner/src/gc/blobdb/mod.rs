@@ -198,6 +198,7 @@ mod tests {
                     bytes: 10,
                 }],
                 aliases: 0,
+                range_deletions: 0,
             },
         };
         let edit = VersionEdit {

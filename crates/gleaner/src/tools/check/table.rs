@@ -2,6 +2,7 @@
 //! index entry and block, in both layouts), then every entry in merged order, with the value
 //! handles handed to the handle check.
 
+use crate::range_del::table_extent;
 use std::sync::Arc;
 
 use super::handles::{HandleCheck, TableHandles};
@@ -162,11 +163,34 @@ impl Checker {
             mismatch("first or last key differs from its properties".to_string());
         }
         if let Some(m) = meta {
-            if first.as_deref() != Some(m.smallest.as_slice()) {
-                mismatch("first key differs from the manifest's smallest key".to_string());
+            // The manifest's bounds are the table's extent: its entries widened by its range
+            // tombstones.
+            let points = first.as_deref().zip(last.as_deref());
+            let extent = table_extent(
+                points,
+                table
+                    .range_tombstones()
+                    .into_iter()
+                    .flat_map(|t| t.iter().map(|f| (f.start, f.end))),
+            );
+            let (smallest, largest) = extent.unzip();
+            if smallest.as_deref() != Some(m.smallest.as_slice()) {
+                mismatch(
+                    "first key or range tombstone differs from the manifest's smallest key"
+                        .to_string(),
+                );
             }
-            if last.as_deref() != Some(m.largest.as_slice()) {
-                mismatch("last key differs from the manifest's largest key".to_string());
+            if largest.as_deref() != Some(m.largest.as_slice()) {
+                mismatch(
+                    "last key or range tombstone end differs from the manifest's largest key"
+                        .to_string(),
+                );
+            }
+            if props.range_deletions != m.range_deletions {
+                mismatch(format!(
+                    "holds {} range tombstones, the manifest says {}",
+                    props.range_deletions, m.range_deletions
+                ));
             }
             if entries != m.num_entries || deletions != m.num_deletions {
                 mismatch(format!(
