@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 ///
 /// `get`, `scan`, `stats`, `check` and `dump` only read: they change nothing in the directory
 /// (writes still in the WAL are replayed in memory) and run side by side. `put`, `delete`,
-/// `load`, `compact` and `gc` write: while one runs, every other command but `dump` fails with
+/// `delete-range`, `load`, `compact` and `gc` write: while one runs, every other command but `dump` fails with
 /// `locked`, and it fails while any other command but `dump` runs.
 ///
 /// Exit status: 0 on success; 1 when `get` finds no value or `check` finds damage; 2 for every
@@ -45,10 +45,14 @@ pub enum Command {
     Get(KeyArgs),
     /// Remove KEY (synced).
     Delete(KeyArgs),
+    /// Remove every key from START (inclusive) to END (exclusive), in bytewise order, with one
+    /// range tombstone (synced). START must sort before END.
+    DeleteRange(RangeArgs),
     /// Print `KEY<TAB>VALUE` lines for a key range, in key order.
     Scan(ScanArgs),
-    /// Apply operations read from stdin, one per line: `put<TAB>KEY<TAB>VALUE` or
-    /// `del<TAB>KEY`.
+    /// Apply operations read from stdin, one per line: `put<TAB>KEY<TAB>VALUE`,
+    /// `del<TAB>KEY` or `delrange<TAB>START<TAB>END` (every key from START, inclusive, to END,
+    /// exclusive; START must sort before END).
     ///
     /// Every --batch operations are committed as one atomic batch (earlier if the batch would
     /// exceed option `max_batch_size`), after which `committed N` is printed, N being the
@@ -98,6 +102,19 @@ pub struct KeyArgs {
     /// The key.
     #[arg(allow_hyphen_values = true)]
     pub key: String,
+}
+
+/// A directory and a key range.
+#[derive(Debug, Args)]
+pub struct RangeArgs {
+    /// The database directory.
+    pub dir: PathBuf,
+    /// First key of the range (inclusive).
+    #[arg(allow_hyphen_values = true)]
+    pub start: String,
+    /// End of the range (exclusive).
+    #[arg(allow_hyphen_values = true)]
+    pub end: String,
 }
 
 /// Arguments of `put`.

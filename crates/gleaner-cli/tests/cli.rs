@@ -811,3 +811,82 @@ fn read_commands_leave_the_directory_untouched() {
     );
     assert_eq!(run(&["scan", &copy_dir]).ok(), expected_scan);
 }
+
+/// Keys a `scan --keys-only` prints.
+fn scanned_keys(dir: &str) -> Vec<String> {
+    run(&["scan", dir, "--keys-only"])
+        .ok()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn delete_range_removes_a_key_range_durably_and_refuses_an_empty_one() {
+    let (_tmp, dir) = table_db();
+    run(&["delete-range", &dir, "key00100", "key00400"]).ok();
+    let keys = scanned_keys(&dir);
+    assert_eq!(keys.len(), 200, "300 of the 500 keys deleted");
+    assert_eq!(keys[99], "key00099");
+    assert_eq!(keys[100], "key00400", "the end is exclusive");
+    assert_eq!(run(&["get", &dir, "key00250"]).code, 1);
+    // Through a compaction, and with --hex ("key0045" .. "key0046").
+    run(&[
+        "--hex",
+        "delete-range",
+        &dir,
+        "6b657930303435",
+        "6b657930303436",
+    ])
+    .ok();
+    run(&["compact", &dir]).ok();
+    assert_eq!(scanned_keys(&dir).len(), 190);
+    run(&["check", &dir]).ok();
+    for (start, end) in [("b", "a"), ("a", "a")] {
+        let err = run(&["delete-range", &dir, start, end])
+            .failed()
+            .to_string();
+        assert!(
+            err.contains("start key must sort before the end key"),
+            "{err}"
+        );
+    }
+    assert_eq!(scanned_keys(&dir).len(), 190, "nothing written");
+    let (tmp, missing) = db_dir();
+    run(&["delete-range", &missing, "a", "b"]).failed();
+    assert!(!tmp.path().join("db").exists(), "no database created");
+}
+
+#[test]
+fn load_applies_delrange_lines_in_order_and_names_a_bad_one() {
+    let (_tmp, dir) = db_dir();
+    let input = format!(
+        "{}delrange\tkey00002\tkey00005\nput\tkey00003\tback\n",
+        puts(8)
+    );
+    load(&dir, &["--batch", "3"], &input).ok();
+    assert_eq!(
+        scanned_keys(&dir),
+        [
+            "key00000", "key00001", "key00003", "key00005", "key00006", "key00007"
+        ]
+    );
+    assert_eq!(run(&["get", &dir, "key00003"]).ok(), "back\n");
+    let err = load(&dir, &[], "delrange\tb\ta\n").failed().to_string();
+    assert!(
+        err.contains("line 1") && err.contains("start key must sort"),
+        "{err}"
+    );
+    let err = load(&dir, &[], "put\tx\ty\ndelrange\ta\n")
+        .failed()
+        .to_string();
+    assert!(
+        err.contains("line 2") && err.contains("`delrange` takes"),
+        "{err}"
+    );
+    assert_eq!(
+        run(&["get", &dir, "x"]).code,
+        1,
+        "the bad line's batch is not written"
+    );
+}

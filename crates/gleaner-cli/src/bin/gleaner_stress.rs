@@ -244,6 +244,8 @@ impl Rng {
 enum Entry {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    /// A range delete of `[start, end)`.
+    DeleteRange(Vec<u8>, Vec<u8>),
 }
 
 fn key_name(k: u64) -> Vec<u8> {
@@ -262,11 +264,17 @@ fn value_for(seed: u64, n: u64, k: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// Operation `n` of the stream of `seed`: 1 to 5 entries on distinct keys (distinct so the
-/// expected state does not depend on how the engine orders entries of one batch); about a
-/// quarter deletes, the puts mostly small values and a third large (separated) ones.
+/// Operation `n` of the stream of `seed`: one in fifty a range delete of 1 to 40 keys, alone in
+/// its batch; else 1 to 5 entries on distinct keys (distinct so the expected state does not
+/// depend on how the engine orders entries of one batch); about a quarter deletes, the puts
+/// mostly small values and a third large (separated) ones.
 fn operation(seed: u64, n: u64) -> Vec<Entry> {
     let mut rng = Rng::new(&[seed, n]);
+    if rng.below(50) == 0 {
+        let start = rng.below(KEY_SPACE);
+        let end = start + 1 + rng.below(40);
+        return vec![Entry::DeleteRange(key_name(start), key_name(end))];
+    }
     let count = 1 + rng.below(5);
     let mut keys: Vec<u64> = Vec::new();
     let mut out = Vec::new();
@@ -300,6 +308,7 @@ fn apply(state: &mut BTreeMap<Vec<u8>, Vec<u8>>, entries: &[Entry]) {
             Entry::Delete(k) => {
                 state.remove(k);
             }
+            Entry::DeleteRange(start, end) => state.retain(|k, _| !(k >= start && k < end)),
         }
     }
 }
@@ -512,6 +521,7 @@ fn write_cmd(
             match e {
                 Entry::Put(k, v) => batch.put(k, v),
                 Entry::Delete(k) => batch.delete(k),
+                Entry::DeleteRange(start, end) => batch.delete_range(start, end),
             };
         }
         write_counter(dir, "attempted", n + 1)?;

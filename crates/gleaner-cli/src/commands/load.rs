@@ -39,6 +39,8 @@ pub fn run(
 enum Op {
     Put(Vec<u8>, Vec<u8>),
     Del(Vec<u8>),
+    /// `delrange`: every key of `[start, end)`.
+    DelRange(Vec<u8>, Vec<u8>),
 }
 
 /// Upper bound of the bytes an op adds to an encoded batch: kind byte, two varint lengths (at
@@ -84,8 +86,9 @@ impl Loader<'_> {
             let op = self
                 .parse(content)
                 .map_err(|why| CliError::Invalid(format!("line {line_no}: {why}")))?;
+            // A range delete's end takes the place of a value in the encoding.
             let (key, value): (&[u8], &[u8]) = match &op {
-                Op::Put(k, v) => (k, v),
+                Op::Put(k, v) | Op::DelRange(k, v) => (k, v),
                 Op::Del(k) => (k, &[]),
             };
             // Options guarantee that one op always fits an empty batch, so committing first
@@ -98,6 +101,7 @@ impl Loader<'_> {
             match &op {
                 Op::Put(k, v) => self.batch.put(k, v),
                 Op::Del(k) => self.batch.delete(k),
+                Op::DelRange(start, end) => self.batch.delete_range(start, end),
             }
             if self.batch.count() == 1 {
                 self.first_line = line_no;
@@ -126,6 +130,10 @@ impl Loader<'_> {
                 self.decode("value", fields[2])?,
             ),
             ("del", 2) => Op::Del(self.decode("key", fields[1])?),
+            ("delrange", 3) => Op::DelRange(
+                self.decode("start key", fields[1])?,
+                self.decode("end key", fields[2])?,
+            ),
             ("put", n) => {
                 return Err(format!(
                     "`put` takes a key and a value: expected 3 tab-separated fields, found {n}"
@@ -136,9 +144,15 @@ impl Loader<'_> {
                     "`del` takes a key: expected 2 tab-separated fields, found {n}"
                 ));
             }
+            ("delrange", n) => {
+                return Err(format!(
+                    "`delrange` takes a start and an end key: expected 3 tab-separated fields, \
+                     found {n}"
+                ));
+            }
             (other, _) => {
                 return Err(format!(
-                    "unknown operation `{}` (expected `put` or `del`)",
+                    "unknown operation `{}` (expected `put`, `del` or `delrange`)",
                     other.escape_debug()
                 ));
             }
@@ -148,6 +162,20 @@ impl Loader<'_> {
         let (key, value) = match &op {
             Op::Put(k, v) => (k, Some(v)),
             Op::Del(k) => (k, None),
+            Op::DelRange(start, end) => {
+                if start >= end {
+                    return Err(
+                        "`delrange`: the start key must sort before the end key".to_string()
+                    );
+                }
+                if end.len() > MAX_KEY_SIZE {
+                    return Err(format!(
+                        "end key of {} bytes exceeds the key size limit of {MAX_KEY_SIZE} bytes",
+                        end.len()
+                    ));
+                }
+                (start, None)
+            }
         };
         if key.len() > MAX_KEY_SIZE {
             return Err(format!(

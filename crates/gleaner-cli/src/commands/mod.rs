@@ -144,6 +144,7 @@ pub fn run(cli: &Cli, input: &mut dyn BufRead, out: &mut dyn Write) -> CliResult
         Command::Put(a) => write::put(&ctx, a),
         Command::Get(a) => get::run(&ctx, a, out),
         Command::Delete(a) => write::delete(&ctx, a),
+        Command::DeleteRange(a) => write::delete_range(&ctx, a),
         Command::Scan(a) => scan::run(&ctx, a, out),
         Command::Load(a) => load::run(&ctx, a, input, out),
         Command::Stats(a) => stats::run(&ctx, a, out),

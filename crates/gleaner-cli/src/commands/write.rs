@@ -1,10 +1,11 @@
-//! `put` and `delete`: one synced write each, so the change is durable when the command returns.
+//! `put`, `delete` and `delete-range`: one synced write each, so the change is durable when the
+//! command returns.
 
 use gleaner::{WriteBatch, WriteOptions};
 
 use super::{Context, Status};
-use crate::args::{KeyArgs, PutArgs};
-use crate::error::CliResult;
+use crate::args::{KeyArgs, PutArgs, RangeArgs};
+use crate::error::{CliError, CliResult};
 
 /// `gleaner put DIR KEY VALUE`.
 pub fn put(ctx: &Context, args: &PutArgs) -> CliResult<Status> {
@@ -24,6 +25,25 @@ pub fn delete(ctx: &Context, args: &KeyArgs) -> CliResult<Status> {
     let key = ctx.key(&args.key)?;
     let mut batch = WriteBatch::new();
     batch.delete(key);
+    ctx.with_db(&args.dir, false, |db| {
+        Ok(db.write(batch, &WriteOptions::sync())?)
+    })?;
+    Ok(Status::Success)
+}
+
+/// `gleaner delete-range DIR START END`: one range tombstone. Like `delete`, it does not create
+/// a database that does not exist; a START that does not sort before END is refused before the
+/// database is opened.
+pub fn delete_range(ctx: &Context, args: &RangeArgs) -> CliResult<Status> {
+    let start = ctx.decode("start key", &args.start)?;
+    let end = ctx.decode("end key", &args.end)?;
+    if start >= end {
+        return Err(CliError::Invalid(
+            "the start key must sort before the end key (the range is [START, END))".to_string(),
+        ));
+    }
+    let mut batch = WriteBatch::new();
+    batch.delete_range(start, end);
     ctx.with_db(&args.dir, false, |db| {
         Ok(db.write(batch, &WriteOptions::sync())?)
     })?;

@@ -1,7 +1,8 @@
 //! The workload and checks shared by the seeded simulations (`tests/crash.rs`,
-//! `tests/fault_sim.rs`): a seeded stream of puts (inline and separated values), deletes and
-//! batches, some synced, run with a snapshot held over stretches of it, iterator walks, and
-//! manual flush, compaction and GC; and the prefix property the recovered state must satisfy.
+//! `tests/fault_sim.rs`): a seeded stream of puts (inline and separated values), deletes, range
+//! deletes and batches, some synced, run with a snapshot held over stretches of it, iterator
+//! walks, and manual flush, compaction and GC; and the prefix property the recovered state must
+//! satisfy.
 
 #![allow(
     dead_code,
@@ -27,14 +28,20 @@ pub enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    /// A range delete of `[start, end)`.
+    DeleteRange(Vec<u8>, Vec<u8>),
 }
 
 impl Op {
-    /// The keys the operation writes.
-    pub fn keys(&self) -> Box<dyn Iterator<Item = &Vec<u8>> + '_> {
+    /// The keys of the key space the operation writes.
+    pub fn keys(&self) -> Vec<Vec<u8>> {
         match self {
-            Op::Put(k, _) | Op::Delete(k) => Box::new(std::iter::once(k)),
-            Op::Batch(items) => Box::new(items.iter().map(|(k, _)| k)),
+            Op::Put(k, _) | Op::Delete(k) => vec![k.clone()],
+            Op::Batch(items) => items.iter().map(|(k, _)| k.clone()).collect(),
+            Op::DeleteRange(start, end) => (0..KEY_SPACE)
+                .map(key)
+                .filter(|k| k >= start && k < end)
+                .collect(),
         }
     }
 
@@ -55,6 +62,7 @@ impl Op {
                     };
                 }
             }
+            Op::DeleteRange(start, end) => m.retain(|k, _| !(k >= start && k < end)),
         }
     }
 }
@@ -123,9 +131,14 @@ pub fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
     };
     (0..len)
         .map(|i| {
-            let op = match rng.random_range(0..10) {
-                0..=5 => Op::Put(any_key(&mut rng), value(&mut rng, i)),
-                6..=7 => Op::Delete(any_key(&mut rng)),
+            let op = match rng.random_range(0..20) {
+                0..=11 => Op::Put(any_key(&mut rng), value(&mut rng, i)),
+                12..=14 => Op::Delete(any_key(&mut rng)),
+                15 => {
+                    let start = rng.random_range(0..KEY_SPACE);
+                    let end = start + rng.random_range(1..20);
+                    Op::DeleteRange(key(start), key(end))
+                }
                 _ => Op::Batch(
                     (0..rng.random_range(1..8))
                         .map(|_| {
@@ -408,13 +421,18 @@ pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, 
                 }
                 db.write(b, &wo)
             }
+            Op::DeleteRange(start, end) => {
+                let mut b = WriteBatch::new();
+                b.delete_range(start, end);
+                db.write(b, &wo)
+            }
         };
         if let Err(error) = r {
             return stop(i, true, error, held);
         }
         op.apply(&mut model);
         if let Some(h) = &mut held {
-            h.written_since.extend(op.keys().cloned());
+            h.written_since.extend(op.keys());
         }
         if i % 97 == 50 {
             // Manual work also crosses the crash point now and then.
