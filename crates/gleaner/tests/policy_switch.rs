@@ -349,9 +349,23 @@ fn matrix_value(rng: &mut StdRng, i: u32, tag: &str) -> Vec<u8> {
     v
 }
 
-/// One round: a third of the keys overwritten, a few deleted, a few put back, then flushed.
+/// Range-deletes a random run of up to an eighth of the keys.
+fn delete_some_range(db: &Db, model: &mut Map, rng: &mut StdRng) {
+    let keys = matrix_keys();
+    let start = rng.random_range(0..keys);
+    let end = start + rng.random_range(1..=keys / 8 + 1);
+    let (start, end) = (matrix_key(start), matrix_key(end));
+    db.delete_range(&start, &end).expect("delete_range");
+    model.retain(|k, _| !(*k >= start && *k < end));
+}
+
+/// One round: a third of the keys overwritten, a few deleted, a few put back, most rounds a
+/// range of keys deleted, then flushed.
 fn write_round(db: &Db, model: &mut Map, rng: &mut StdRng, tag: &str) {
     let keys = matrix_keys();
+    if rng.random_bool(0.7) {
+        delete_some_range(db, model, rng);
+    }
     for i in 0..keys {
         let k = matrix_key(i);
         let r: f64 = rng.random();
@@ -451,9 +465,12 @@ fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
         );
         collect(&db, &ctx);
     }
-    // Garbage left for the next policy to count and collect.
+    // Garbage left for the next policy to count and collect, and a range tombstone for it to
+    // read and compact, in an L0 table above the keys it deletes.
     write_round(&db, &mut model, &mut rng, "left");
     db.compact_range(None, None).expect("compact");
+    delete_some_range(&db, &mut model, &mut rng);
+    db.flush().expect("flush");
     match policy {
         GcPolicyKind::Novkv => {
             collect(&db, &ctx);

@@ -455,3 +455,48 @@ fn a_range_delete_over_100000_keys_costs_reads_no_per_key_work() {
         db.flush().expect("flush");
     }
 }
+
+/// A read-only open honours range tombstones wherever they are: in a key table, and in the WAL
+/// it replays into memory.
+#[test]
+fn a_read_only_open_honours_range_tombstones_in_tables_and_in_the_wal() {
+    let opts = Options::default()
+        .with_file_system(Arc::new(FaultFs::new(11)))
+        .with_inline_background_work(true);
+    let path = Path::new("/rdro");
+    let db = Db::open(path, opts.clone()).expect("open");
+    for i in 0..100 {
+        db.put(format!("k{i:03}"), "v").expect("put");
+    }
+    db.flush().expect("flush");
+    db.delete_range("k010", "k020").expect("delete_range");
+    db.flush().expect("flush");
+    let mut batch = WriteBatch::new();
+    batch.delete_range("k050", "k060");
+    db.write(batch, &crate::WriteOptions::sync())
+        .expect("write");
+    assert_eq!(
+        db.stats().range_tombstones,
+        2,
+        "one in a table, one in the memtable"
+    );
+    db.close().expect("close");
+    drop(db);
+    let ro = Db::open_read_only(path, opts).expect("open read-only");
+    assert_eq!(
+        ro.stats().range_tombstones,
+        2,
+        "the table's, and the replayed WAL's"
+    );
+    for (k, live) in [
+        ("k009", true),
+        ("k010", false),
+        ("k055", false),
+        ("k060", true),
+    ] {
+        assert_eq!(ro.get(k).expect("get").is_some(), live, "{k}");
+    }
+    let (fwd, back) = scan(&ro, &crate::ReadOptions::default());
+    assert_eq!(fwd.len(), 80);
+    assert_eq!(fwd, back);
+}
