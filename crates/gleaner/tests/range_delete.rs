@@ -9,6 +9,7 @@
     reason = "the shared simulation helpers name the GC variants' type"
 )]
 mod common;
+#[allow(dead_code, reason = "this test reads its own state, not the rounds'")]
 mod rounds;
 
 use std::path::Path;
