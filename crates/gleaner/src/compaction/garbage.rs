@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
 use crate::value::StoredHandle;
-use crate::version::{Garbage, ValueSet, Version, VersionEdit};
+use crate::version::{Garbage, TableMeta, ValueSet, Version, VersionEdit};
 
 /// A dropped handle into a table a GC job had claimed, kept in detail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +194,26 @@ impl GarbageListener {
 }
 
 impl DropListener for GarbageListener {
+    /// Exact from the table's dependence when every record its handles name is still in the
+    /// value table the handle names (a live table, which no GC job claimed when the compaction
+    /// started: its records were never moved, nor reclaimed early) and none of the handles is
+    /// an alias (which frees nothing).
+    fn accepts_whole_table(&self, table: &TableMeta) -> bool {
+        table.aliases == 0
+            && table.dependence.iter().all(|d| {
+                self.version.values().live(d.value_table).is_some()
+                    && !self.claimed.contains(&d.value_table)
+            })
+    }
+
+    fn on_whole_table(&mut self, table: &TableMeta) {
+        for d in &table.dependence {
+            let a = self.aggregated.entry(d.value_table).or_default();
+            a.records += d.count;
+            a.bytes += d.bytes;
+        }
+    }
+
     fn on_drop(&mut self, event: &DropEvent<'_>) {
         if event.key.kind != ValueKind::ValueHandle {
             return;

@@ -68,6 +68,14 @@ impl<L: DropListener> DropListener for ListenOnly<L> {
     fn on_drop(&mut self, event: &DropEvent<'_>) {
         self.0.on_drop(event);
     }
+
+    fn accepts_whole_table(&self, table: &crate::version::TableMeta) -> bool {
+        self.0.accepts_whole_table(table)
+    }
+
+    fn on_whole_table(&mut self, table: &crate::version::TableMeta) {
+        self.0.on_whole_table(table);
+    }
 }
 
 impl<L: DropListener> EntryHooks for ListenOnly<L> {

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind};
 use crate::range_del::FragmentedTombstones;
+use crate::version::TableMeta;
 use std::sync::Arc;
 use crate::value::StoredHandle;
 
@@ -67,6 +68,22 @@ pub struct DropEvent<'a> {
 pub trait DropListener {
     /// Called once per discarded entry, in key order.
     fn on_drop(&mut self, event: &DropEvent<'_>);
+
+    /// Whether this listener can account for input table `table` dropped whole, without an
+    /// event per entry: a compaction does that, without reading the table, when range
+    /// tombstones of its input cover every entry of it in the entry's stripe
+    /// (`compaction/job.rs`), and only when every listener accepts. Default: no (the table is
+    /// read, and every entry dropped with an event).
+    fn accepts_whole_table(&self, table: &TableMeta) -> bool {
+        let _ = table;
+        false
+    }
+
+    /// Called for an input table dropped whole instead of [`DropListener::on_drop`] for each
+    /// of its entries, after every listener accepted it.
+    fn on_whole_table(&mut self, table: &TableMeta) {
+        let _ = table;
+    }
 }
 
 /// Counts drops by reason; the listener used when nothing else listens.
@@ -88,6 +105,14 @@ impl DropListener for DropCounter {
             DropReason::RangeDeleted => self.range_deleted += 1,
         }
     }
+
+    fn accepts_whole_table(&self, _: &TableMeta) -> bool {
+        true
+    }
+
+    fn on_whole_table(&mut self, table: &TableMeta) {
+        self.range_deleted += table.num_entries;
+    }
 }
 
 /// Fans one event out to two listeners.
@@ -101,6 +126,15 @@ impl<A: DropListener + ?Sized, B: DropListener + ?Sized> DropListener for TeeLis
         self.0.on_drop(event);
         self.1.on_drop(event);
     }
+
+    fn accepts_whole_table(&self, table: &TableMeta) -> bool {
+        self.0.accepts_whole_table(table) && self.1.accepts_whole_table(table)
+    }
+
+    fn on_whole_table(&mut self, table: &TableMeta) {
+        self.0.on_whole_table(table);
+        self.1.on_whole_table(table);
+    }
 }
 
 /// Fans one event out to any number of listeners, in order.
@@ -110,6 +144,16 @@ impl DropListener for FanOut<'_> {
     fn on_drop(&mut self, event: &DropEvent<'_>) {
         for l in &mut self.0 {
             l.on_drop(event);
+        }
+    }
+
+    fn accepts_whole_table(&self, table: &TableMeta) -> bool {
+        self.0.iter().all(|l| l.accepts_whole_table(table))
+    }
+
+    fn on_whole_table(&mut self, table: &TableMeta) {
+        for l in &mut self.0 {
+            l.on_whole_table(table);
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::merge::MergingIterator;
 use crate::range_del::FragmentedTombstones;
 use crate::table::ReadCtx;
 use crate::value::{MAX_HANDLE_LEN, StoredHandle};
-use crate::version::{Garbage, Version, VersionEdit};
+use crate::version::{Garbage, TableMeta, Version, VersionEdit};
 
 /// Figures of one finished job.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,6 +52,9 @@ pub struct JobStats {
     pub relocation: RelocationStats,
     /// Aliases dropped because the policy writes none (see `compaction/iterator.rs`).
     pub aliases_dropped: u64,
+    /// Input tables dropped whole, without being read: range tombstones of the input cover
+    /// every entry of each in its stripe (their entries count among `dropped.range_deleted`).
+    pub tables_dropped_whole: u64,
 }
 
 /// How often (in kept entries) a job checks whether it was cancelled.
@@ -308,15 +311,34 @@ pub fn run_compaction<'h>(
         fill_cache: false,
         readahead: out.input_readahead,
     };
-    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    // The input's range tombstones, from the tables that hold some (the manifest says which).
     let mut parts = Vec::new();
-    for f in plan.all_inputs() {
+    for f in plan.all_inputs().filter(|f| f.range_deletions > 0) {
         let table = tables.get(f.number, f.file_size, ctx.class)?;
-        children.push(Box::new(table.iter(ctx)));
         parts.extend(table.range_tombstones().cloned());
     }
-    let merged = MergingIterator::new(children, compare_internal);
     let tombstones = FragmentedTombstones::union(&parts);
+    let mut hooks = hooks;
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    let mut whole = Vec::new();
+    for f in plan.all_inputs() {
+        // A table the input's tombstones delete entirely is not even opened: its garbage is
+        // counted from its dependence, when every listener can
+        // (`DropListener::accepts_whole_table`).
+        let deleted = f.range_deletions == 0
+            && tombstones
+                .as_ref()
+                .is_some_and(|t| covers_whole_table(t, f, &snapshots))
+            && listener.accepts_whole_table(f)
+            && hooks.as_ref().is_none_or(|h| h.accepts_whole_table(f));
+        if deleted {
+            whole.push(f);
+        } else {
+            let table = tables.get(f.number, f.file_size, ctx.class)?;
+            children.push(Box::new(table.iter(ctx)));
+        }
+    }
+    let merged = MergingIterator::new(children, compare_internal);
     // A fragment's oldest-stripe tombstone goes when nothing older than the output can hold a
     // key of its range: the entries it covered here are dropped (they are in its stripe).
     let kept = tombstones
@@ -358,12 +380,21 @@ pub fn run_compaction<'h>(
         &mut it,
         &mut outputs,
         listener,
-        hooks,
+        hooks.as_deref_mut(),
         &mut stats,
         cancel,
         Some(&mut rewriter),
         relocator.as_mut(),
     )?;
+    for f in whole {
+        listener.on_whole_table(f);
+        if let Some(h) = hooks.as_deref_mut() {
+            h.on_whole_table(f);
+        }
+        stats.dropped.range_deleted += f.num_entries;
+        stats.entries_in += f.num_entries;
+        stats.tables_dropped_whole += 1;
+    }
     stats.handles_rewritten = rewriter.rewritten;
     stats.aliases_dropped = it.aliases_dropped();
     stats.entries_in += stats.aliases_dropped;
@@ -396,4 +427,85 @@ pub fn run_compaction<'h>(
         pending: done.pending,
         relocated_garbage,
     })
+}
+
+/// True when `fragments` delete every entry of `table` for every reader that could see one: a
+/// run of adjacent fragments spans its keys, and each holds a tombstone newer than the table's
+/// newest entry in the same snapshot stripe as all of its entries (`snapshots` ascending).
+fn covers_whole_table(fragments: &FragmentedTombstones, table: &TableMeta, snapshots: &[SeqNo]) -> bool {
+    let stripe = |seq: SeqNo| snapshots.partition_point(|&s| s < seq);
+    let entries = stripe(table.smallest_seq);
+    if stripe(table.largest_seq) != entries {
+        return false;
+    }
+    let last = table.largest_user_key();
+    let mut at = table.smallest_user_key();
+    // Each turn moves `at` to a fragment's end, past the fragment before: at most one turn
+    // per fragment.
+    loop {
+        let Some(fragment) = fragments.fragment_at(at) else {
+            return false;
+        };
+        // Newest first: the last one above the table's newest entry is the oldest newer one,
+        // whose stripe is the lowest of theirs.
+        let newer = fragment.seqs.partition_point(|&t| t > table.largest_seq);
+        match fragment.seqs[..newer].last() {
+            Some(&t) if stripe(t) == entries => {}
+            _ => return false,
+        }
+        if fragment.end > last {
+            return true;
+        }
+        at = fragment.end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::make_internal_key;
+    use crate::range_del::RangeTombstone;
+
+    fn table(lo: &str, hi: &str, seqs: (SeqNo, SeqNo)) -> TableMeta {
+        TableMeta {
+            number: 1,
+            file_size: 100,
+            smallest: make_internal_key(lo.as_bytes(), seqs.1, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), seqs.0, ValueKind::Value),
+            smallest_seq: seqs.0,
+            largest_seq: seqs.1,
+            num_entries: 2,
+            num_deletions: 0,
+            dependence: Vec::new(),
+            aliases: 0,
+            range_deletions: 0,
+        }
+    }
+
+    fn fragments(ts: &[(&str, &str, SeqNo)]) -> FragmentedTombstones {
+        FragmentedTombstones::new(ts.iter().map(|&(s, e, seq)| RangeTombstone {
+            start: s.as_bytes().to_vec(),
+            end: e.as_bytes().to_vec(),
+            seq,
+        }))
+    }
+
+    #[test]
+    fn a_table_is_covered_whole_only_by_adjacent_newer_tombstones_in_its_stripe() {
+        let t = table("b", "e", (3, 5));
+        let joined = fragments(&[("a", "c", 10), ("c", "f", 8)]);
+        assert!(covers_whole_table(&joined, &t, &[]));
+        assert!(!covers_whole_table(&fragments(&[("a", "e", 10)]), &t, &[]), "the end is exclusive");
+        let gap = fragments(&[("a", "c", 10), ("d", "f", 10)]);
+        assert!(!covers_whole_table(&gap, &t, &[]), "c..d is not covered");
+        let older = fragments(&[("a", "c", 10), ("c", "f", 4)]);
+        assert!(!covers_whole_table(&older, &t, &[]), "4 is older than the entry at 5");
+        assert!(covers_whole_table(&joined, &t, &[11]), "a snapshot after the tombstones");
+        assert!(
+            !covers_whole_table(&joined, &t, &[9]),
+            "a snapshot before the one at 10 reads b"
+        );
+        assert!(!covers_whole_table(&joined, &t, &[6]), "a snapshot reads the entries");
+        assert!(!covers_whole_table(&joined, &t, &[4]), "a snapshot between the entries");
+    }
 }

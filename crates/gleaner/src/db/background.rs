@@ -708,6 +708,7 @@ impl DbInner {
         Counters::add(&c.dropped_shadowed, stats.dropped.shadowed);
         Counters::add(&c.dropped_tombstones, stats.dropped.tombstones);
         Counters::add(&c.dropped_range_deleted, stats.dropped.range_deleted);
+        Counters::add(&c.tables_dropped_whole, stats.tables_dropped_whole);
         if plan.reason == CompactionReason::Forced {
             Counters::add(&c.forced_compactions, 1);
         }

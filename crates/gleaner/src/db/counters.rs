@@ -50,6 +50,8 @@ pub struct Counters {
     pub dropped_tombstones: AtomicU64,
     /// Entries dropped by flushes and compactions because a range tombstone covers them.
     pub dropped_range_deleted: AtomicU64,
+    /// Key tables compactions dropped whole, without reading them, under range tombstones.
+    pub tables_dropped_whole: AtomicU64,
     /// Microseconds spent in flushes.
     pub flush_micros: AtomicU64,
     /// Microseconds spent in compactions.

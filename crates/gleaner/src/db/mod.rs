@@ -816,6 +816,7 @@ impl DbInner {
                 micros: g(&c.compaction_micros),
                 dropped_shadowed: g(&c.dropped_shadowed),
                 dropped_range_deleted: g(&c.dropped_range_deleted),
+                tables_dropped_whole: g(&c.tables_dropped_whole),
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,

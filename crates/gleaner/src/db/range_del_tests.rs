@@ -500,3 +500,84 @@ fn a_read_only_open_honours_range_tombstones_in_tables_and_in_the_wal() {
     assert_eq!(fwd.len(), 80);
     assert_eq!(fwd, back);
 }
+
+/// Compacts a database of 2,000 separated values, 1,600 of which a flushed range delete covers,
+/// under `policy`; `snapshot` holds a snapshot taken before the delete through the compaction.
+/// Returns the compaction's figures and the bytes it read.
+fn compact_under_a_range_delete(
+    policy: crate::GcPolicyKind,
+    snapshot: bool,
+) -> (crate::stats::CompactionStats, u64) {
+    let read = |db: &Db| db.stats().io["compaction_read"].read_bytes;
+    let opts = Options::default()
+        .with_file_system(Arc::new(FaultFs::new(13)))
+        .with_inline_background_work(true)
+        .with_gc_policy(policy)
+        .with_min_separated_value_size(64)
+        .with_key_table_size(1 << 10);
+    let db = Db::open(Path::new("/rdw"), opts).expect("open");
+    let key = |i: u32| format!("k{i:05}");
+    for i in 0..2000 {
+        db.put(key(i), format!("{i}-{}", "v".repeat(100)))
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    let snap = snapshot.then(|| db.snapshot());
+    db.delete_range(key(200), key(1800)).expect("delete_range");
+    db.flush().expect("flush");
+    let before = db.stats().compaction;
+    let read_before = read(&db);
+    db.compact_range(None, None).expect("compact");
+    let bytes_read = read(&db) - read_before;
+    let keys = db
+        .range(.., &crate::ReadOptions::default())
+        .expect("range")
+        .count();
+    assert_eq!(keys, 400, "{policy:?}");
+    if let Some(s) = &snap {
+        let at = crate::ReadOptions::default().at(s);
+        assert_eq!(
+            db.range(.., &at).expect("range").count(),
+            2000,
+            "{policy:?}"
+        );
+    }
+    let recount = db.recount_garbage().expect("recount");
+    assert!(
+        recount.mismatches.is_empty(),
+        "{policy:?}: {:?}",
+        recount.mismatches
+    );
+    let stats = db.stats();
+    if !snapshot {
+        assert_eq!(stats.values.garbage_records, 1600, "{policy:?}");
+    }
+    let mut after = stats.compaction;
+    after.tables_dropped_whole -= before.tables_dropped_whole;
+    after.dropped_range_deleted -= before.dropped_range_deleted;
+    (after, bytes_read)
+}
+
+/// Key tables a range delete covers entirely are dropped by compaction without being read,
+/// their values' garbage counted exactly from their dependence; not when a snapshot still reads
+/// them, nor under a policy that needs every dropped entry (`novkv`'s drop keys).
+#[test]
+fn tables_a_range_delete_covers_whole_are_dropped_without_being_read() {
+    let (c, read_whole) = compact_under_a_range_delete(crate::GcPolicyKind::Scavenger, false);
+    assert!(c.tables_dropped_whole >= 10, "{c:?}");
+    assert_eq!(c.dropped_range_deleted, 1600, "{c:?}");
+    let (c, _) = compact_under_a_range_delete(crate::GcPolicyKind::Scavenger, true);
+    assert_eq!(c.tables_dropped_whole, 0, "a snapshot reads them: {c:?}");
+    assert_eq!(c.dropped_range_deleted, 0, "{c:?}");
+    let (c, read_all) = compact_under_a_range_delete(crate::GcPolicyKind::Novkv, false);
+    assert_eq!(
+        c.tables_dropped_whole, 0,
+        "drop keys need every entry: {c:?}"
+    );
+    assert_eq!(c.dropped_range_deleted, 1600, "{c:?}");
+    assert!(
+        read_whole * 2 < read_all,
+        "{read_whole} bytes read dropping tables whole, {read_all} reading them"
+    );
+}

@@ -86,6 +86,11 @@ pub struct CompactionStats {
     /// no snapshot reads them).
     #[serde(default)]
     pub dropped_range_deleted: u64,
+    /// Key tables dropped whole, without being read, because range tombstones of the
+    /// compaction cover every entry of each (their entries count in `dropped_range_deleted`,
+    /// their values' garbage comes from their recorded dependence).
+    #[serde(default)]
+    pub tables_dropped_whole: u64,
     /// Obsolete key tables deleted from disk.
     pub tables_deleted: u64,
     /// Compactions running now.
