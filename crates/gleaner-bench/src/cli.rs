@@ -15,6 +15,7 @@ use crate::report;
 use crate::results::Results;
 use crate::runner::{self, MAX_KEYS, RunConfig};
 use crate::shape::{self, Shape};
+use crate::workload::delete_range::{self, DEFAULT_RANGE_KEYS};
 use crate::workload::{
     DEFAULT_KEY_LEN, KeyDistSpec, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
 };
@@ -43,7 +44,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs a workload against one or more engines.
-    Run(RunArgs),
+    // Boxed: its options make it far larger than the other commands.
+    Run(Box<RunArgs>),
     /// About a minute: Mixed-8K load, update, read, scan on Gleaner and (when built with the
     /// `peers` feature) RocksDB, RocksDB-BlobDB, fjall and fjall-blob; prints the report.
     Quick(QuickArgs),
@@ -137,7 +139,8 @@ struct RunArgs {
     /// Dataset size as a number of keys.
     #[arg(long)]
     keys: Option<u64>,
-    /// Phases, comma-separated: load, update, read, scan, readwhilewriting, ycsb-a..ycsb-f.
+    /// Phases, comma-separated: load, update, read, scan, readwhilewriting, delete-range,
+    /// ycsb-a..ycsb-f.
     #[arg(long, value_delimiter = ',', default_value = "load,update,read,scan")]
     phases: Vec<PhaseSpec>,
     /// YCSB workloads to run after the phases (`--ycsb a,b,f`).
@@ -155,6 +158,13 @@ struct RunArgs {
     /// Operations of each YCSB phase (default: one per key).
     #[arg(long)]
     ycsb_ops: Option<u64>,
+    /// Range deletes of a delete-range phase, each followed by 10 updates and 10 reads
+    /// (default: keys ÷ 1000, at least 10).
+    #[arg(long)]
+    delete_range_ops: Option<u64>,
+    /// Consecutive keys each range delete of a delete-range phase removes.
+    #[arg(long, default_value_t = DEFAULT_RANGE_KEYS)]
+    delete_range_keys: u64,
     /// Fraction of each value that compresses away (0 = incompressible, below 1).
     #[arg(long, default_value_t = 0.0)]
     compressible: f64,
@@ -392,6 +402,8 @@ struct Plan {
     read_ops: Option<u64>,
     scan_ops: Option<u64>,
     ycsb_ops: Option<u64>,
+    delete_range_ops: Option<u64>,
+    delete_range_keys: u64,
     compressible: f64,
 }
 
@@ -424,6 +436,8 @@ fn prepare_run(a: &RunArgs, command: String) -> Result<(RunConfig, PathBuf), Usa
         read_ops: a.read_ops,
         scan_ops: a.scan_ops,
         ycsb_ops: a.ycsb_ops,
+        delete_range_ops: a.delete_range_ops,
+        delete_range_keys: a.delete_range_keys,
         compressible: a.compressible,
     };
     if a.common.engines.is_empty() {
@@ -488,6 +502,8 @@ fn preset_plan(value_size: ValueSizeSpec, load: u64) -> Plan {
         read_ops: None,
         scan_ops: None,
         ycsb_ops: None,
+        delete_range_ops: None,
+        delete_range_keys: DEFAULT_RANGE_KEYS,
         compressible: 0.0,
     }
 }
@@ -583,6 +599,27 @@ fn build(
             "--phases must start with `load`: the other phases work on the loaded keys".into(),
         );
     }
+    // A range of no keys is refused even when no delete-range phase runs (it can only be a
+    // typo); ranges longer than the dataset only when one does, so the default of 100 keys
+    // does not stand in the way of smaller runs without the phase.
+    let deletes_ranges = plan.phases.contains(&PhaseSpec::DeleteRange);
+    if plan.delete_range_keys == 0 || (deletes_ranges && plan.delete_range_keys > plan.keys) {
+        return Err(format!(
+            "--delete-range-keys must be between 1 and the {} keys loaded, not {}",
+            plan.keys, plan.delete_range_keys
+        )
+        .into());
+    }
+    let delete_range_ops = plan.delete_range_ops.unwrap_or((plan.keys / 1000).max(10));
+    if delete_range::phase_ops(delete_range_ops).is_none() {
+        return Err(format!(
+            "--delete-range-ops {delete_range_ops} is too many: with {} updates and {} reads \
+             each, the phase's operations overflow",
+            delete_range::UPDATES_PER_ROUND,
+            delete_range::READS_PER_ROUND
+        )
+        .into());
+    }
     let entry = plan.key_size as f64 + plan.value_size.mean();
     let dataset = (plan.keys as f64 * entry) as u64;
     let space_budget = match c.space_budget.as_str() {
@@ -633,6 +670,8 @@ fn build(
         read_ops: plan.read_ops.unwrap_or(plan.keys),
         scan_ops: plan.scan_ops.unwrap_or((plan.keys / 500).max(10)),
         ycsb_ops: plan.ycsb_ops.unwrap_or(plan.keys),
+        delete_range_ops,
+        delete_range_keys: plan.delete_range_keys,
         threads: c.threads,
         // `--memtable` overrides the shape's memtable.
         common: CommonConfig {
@@ -803,6 +842,52 @@ mod tests {
         let s = shape::sizes(Shape::Paper, cfg.dataset_bytes());
         assert_eq!(cfg.common.table_bytes, s.table_bytes);
         assert_eq!(cfg.common.level_base_bytes, s.level_base_bytes);
+    }
+
+    #[test]
+    fn delete_range_options_default_from_the_keys_and_can_be_set() {
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "run",
+                "--engine",
+                "null",
+                "--value-size",
+                "fixed:100",
+                "--phases",
+                "load,delete-range",
+            ];
+            args.extend(extra);
+            prepared(&args)
+        };
+        let big = run(&["--keys", "50000"]).expect("run");
+        assert_eq!((big.delete_range_ops, big.delete_range_keys), (50, 100));
+        assert_eq!(big.phase_ops(PhaseSpec::DeleteRange), 50 * 21);
+        let small = run(&["--keys", "100"]).expect("run");
+        assert_eq!(small.delete_range_ops, 10, "at least 10 range deletes");
+        let set = run(&[
+            "--keys",
+            "5000",
+            "--delete-range-ops",
+            "3",
+            "--delete-range-keys",
+            "7",
+        ])
+        .expect("run");
+        assert_eq!((set.delete_range_ops, set.delete_range_keys), (3, 7));
+        assert_eq!(set.phases, [PhaseSpec::Load, PhaseSpec::DeleteRange]);
+        // Ranges longer than the dataset are refused only when the phase runs.
+        let too_long = run(&["--keys", "50"]).expect_err("ranges of 100 of 50 keys");
+        assert!(too_long.0.contains("--delete-range-keys"), "{}", too_long.0);
+        prepared(&[
+            "run",
+            "--engine",
+            "null",
+            "--keys",
+            "50",
+            "--phases",
+            "load,read",
+        ])
+        .expect("the default range length does not bind without the phase");
     }
 
     #[test]

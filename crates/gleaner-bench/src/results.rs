@@ -107,8 +107,14 @@ pub struct EngineResult {
 /// One phase of one engine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResult {
-    /// Phase name (`load`, `update`, `read`, `scan`, `readwhilewriting`, `ycsb-a`..`ycsb-f`).
+    /// Phase name (`load`, `update`, `read`, `scan`, `readwhilewriting`, `delete-range`,
+    /// `ycsb-a`..`ycsb-f`).
     pub name: String,
+    /// Set when the phase did not run for this engine, and why (`not supported`: a
+    /// `delete-range` phase on an engine without a range delete); its figures are then all
+    /// zero and mean nothing. Absent when the phase ran, and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     /// Operations completed.
     pub ops: u64,
     /// Wall-clock seconds, budget pauses included.
@@ -143,6 +149,24 @@ pub struct PhaseResult {
     /// results).
     #[serde(default)]
     pub tree: Option<TreeShape>,
+    /// The range deletes of a `delete-range` phase on their own (the figures above cover all
+    /// of its operations); absent for other phases and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_range: Option<DeleteRangeFigures>,
+}
+
+/// The range deletes of one `delete-range` phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeleteRangeFigures {
+    /// Range deletes completed.
+    pub ops: u64,
+    /// Consecutive keys each range spans (`--delete-range-keys`).
+    pub keys_per_range: u64,
+    /// Keys that held a value when a range delete removed them (ranges may overlap earlier
+    /// ones; the updates between them write some keys back).
+    pub keys_removed: u64,
+    /// Latency of one range delete in microseconds.
+    pub latency_us: Latency,
 }
 
 /// The files of an engine's index tree (key tables / SSTs / segments) per level, and its value

@@ -67,6 +67,32 @@ fn bad_input_is_refused_with_exit_code_2_before_anything_runs() {
         "--space-budget",
     );
     refused(&with(&["--engine", "null", "--threads", "0"]), "--threads");
+    refused(
+        &with(&["--engine", "null", "--delete-range-keys", "0"]),
+        "--delete-range-keys",
+    );
+    refused(
+        &with(&[
+            "--engine",
+            "null",
+            "--phases",
+            "load,delete-range",
+            "--delete-range-keys",
+            "101",
+        ]),
+        "--delete-range-keys",
+    );
+    refused(
+        &with(&[
+            "--engine",
+            "null",
+            "--phases",
+            "load,delete-range",
+            "--delete-range-ops",
+            "18446744073709551615",
+        ]),
+        "--delete-range-ops",
+    );
     refused(&with(&["--engine", "null", "--shape", "deep"]), "--shape");
     refused(&["quick", "--scale", "tiny", "--shape", "deep"], "--shape");
     refused(

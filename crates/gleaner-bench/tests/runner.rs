@@ -1,5 +1,6 @@
-//! The runner end to end: every phase on the `null` engine and on Gleaner, and the space
-//! budget against fake engines that overrun it.
+//! The runner end to end: every phase on the `null` engine and on Gleaner, range deletes that
+//! really remove keys (or are skipped where an engine has none), and the space budget against
+//! fake engines that overrun it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -28,6 +29,8 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
         read_ops: keys,
         scan_ops: 20,
         ycsb_ops: keys,
+        delete_range_ops: 10,
+        delete_range_keys: 5,
         threads: 2,
         common: CommonConfig {
             cache_bytes: 1 << 20,
@@ -60,6 +63,7 @@ fn all_phases() -> Vec<PhaseSpec> {
         PhaseSpec::Read,
         PhaseSpec::Scan,
         PhaseSpec::ReadWhileWriting,
+        PhaseSpec::DeleteRange,
     ];
     p.extend(YcsbWorkload::ALL.iter().map(|w| PhaseSpec::Ycsb(*w)));
     p
@@ -88,6 +92,7 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
                 "read",
                 "scan",
                 "readwhilewriting",
+                "delete-range",
                 "ycsb-a",
                 "ycsb-b",
                 "ycsb-c",
@@ -129,6 +134,26 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
             "every key written once"
         );
         assert_eq!(e.phases[2].user_bytes_written, 0, "reads write nothing");
+        // Ten range deletes of five keys, each with ten updates and ten reads; the live set
+        // lost keys (null's too: the harness tracks what it wrote whatever the engine keeps).
+        // The read-only YCSB C after it checks every read against that live set, so Gleaner
+        // returning a deleted key would fail the run with "wrong data".
+        let ranges = &e.phases[5];
+        assert_eq!(ranges.skipped, None);
+        assert_eq!(ranges.ops, 10 * 21, "{}", e.name);
+        let figures = ranges.delete_range.expect("range-delete figures");
+        assert_eq!((figures.ops, figures.keys_per_range), (10, 5), "{}", e.name);
+        assert!(
+            figures.keys_removed > 0 && figures.keys_removed <= 50,
+            "{}: {figures:?}",
+            e.name
+        );
+        assert!(figures.latency_us.max >= figures.latency_us.p50 && figures.latency_us.max > 0.0);
+        assert!(
+            e.phases
+                .iter()
+                .all(|p| (p.name == "delete-range") == p.delete_range.is_some())
+        );
     }
     let gleaner = &results.engines[1];
     let update = &gleaner.phases[1];
@@ -160,7 +185,7 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
 
 #[test]
 fn runs_are_reproducible() {
-    let phases = vec![PhaseSpec::Load, PhaseSpec::Update];
+    let phases = vec![PhaseSpec::Load, PhaseSpec::Update, PhaseSpec::DeleteRange];
     let figures = |threads: usize| -> Vec<(u64, u64)> {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cfg = config(dir.path(), &["null"], phases.clone(), 300);
@@ -213,6 +238,9 @@ impl Engine for Hog {
     }
     fn scan(&self, _start: &[u8], _count: usize) -> EngineResult<(usize, u64)> {
         Ok((0, 0))
+    }
+    fn delete_range(&self, _start: &[u8], _end: &[u8]) -> EngineResult<()> {
+        Ok(())
     }
     fn flush(&self) -> EngineResult<()> {
         Ok(self.file.lock().flush()?)
@@ -306,6 +334,9 @@ impl Engine for Forgetful {
     fn scan(&self, _start: &[u8], _count: usize) -> EngineResult<(usize, u64)> {
         Ok((0, 0))
     }
+    fn delete_range(&self, _start: &[u8], _end: &[u8]) -> EngineResult<()> {
+        Ok(())
+    }
     fn flush(&self) -> EngineResult<()> {
         Ok(())
     }
@@ -394,4 +425,102 @@ fn repeated_phases_get_their_own_samples() {
     assert!(seen >= 2, "{:?}", e.timeseries);
     let total: f64 = e.phases[1..].iter().map(|p| p.ops as f64).sum();
     assert_eq!(total, 4_000.0);
+}
+
+#[test]
+fn range_deletes_leave_gleaner_holding_exactly_the_live_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(
+        dir.path(),
+        &["gleaner:terarkdb"],
+        vec![PhaseSpec::Load, PhaseSpec::DeleteRange],
+        600,
+    );
+    cfg.dist = "uniform".parse().expect("dist");
+    cfg.delete_range_ops = 12;
+    cfg.delete_range_keys = 20;
+    cfg.keep_data = true;
+    let results = runner::run(&cfg).expect("run");
+    let e = &results.engines[0];
+    assert_eq!(e.error, None);
+    let (load, ranges) = (&e.phases[0], &e.phases[1]);
+    let figures = ranges.delete_range.expect("range-delete figures");
+    assert_eq!(figures.ops, 12);
+    assert!(figures.keys_removed > 20, "{figures:?}");
+    assert!(ranges.space.live_bytes < load.space.live_bytes);
+    // Reopen what the run left: the database holds exactly the keys and bytes the harness
+    // counts as live, so every key a range delete removed (and not written back) is gone.
+    let spec: EngineSpec = cfg.engines[0].clone();
+    let engine = gleaner_bench::engine::GleanerEngine::open(
+        &spec,
+        &dir.path().join("00-gleaner"),
+        &cfg.common,
+    )
+    .expect("reopen");
+    let (keys, bytes) = engine.scan(b"", usize::MAX).expect("scan");
+    engine.close().expect("close");
+    assert_eq!(bytes, ranges.space.live_bytes);
+    assert!(keys < 600, "{keys} keys left of 600");
+}
+
+/// The null engine without a range delete, like fjall 2.
+struct NoRangeDelete;
+
+impl Engine for NoRangeDelete {
+    fn kind(&self) -> &'static str {
+        "no-range-delete"
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> EngineResult<()> {
+        gleaner_bench::engine::NullEngine.put(key, value)
+    }
+    fn get(&self, _key: &[u8]) -> EngineResult<Option<Found>> {
+        Ok(None)
+    }
+    fn keeps_data(&self) -> bool {
+        false
+    }
+    fn scan(&self, _start: &[u8], _count: usize) -> EngineResult<(usize, u64)> {
+        Ok((0, 0))
+    }
+    fn delete_range(&self, _start: &[u8], _end: &[u8]) -> EngineResult<()> {
+        panic!("the runner must not call delete_range on an engine without one");
+    }
+    fn supports_delete_range(&self) -> bool {
+        false
+    }
+    fn flush(&self) -> EngineResult<()> {
+        Ok(())
+    }
+    fn reclaim(&self) -> EngineResult<()> {
+        Ok(())
+    }
+    fn close(&self) -> EngineResult<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn an_engine_without_range_deletes_skips_the_phase_and_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let phases = vec![PhaseSpec::Load, PhaseSpec::DeleteRange, PhaseSpec::Read];
+    let cfg = config(dir.path(), &["null"], phases, 200);
+    let open = |_: &EngineSpec, _: &Path, _: &CommonConfig| -> EngineResult<Box<dyn Engine>> {
+        Ok(Box::new(NoRangeDelete))
+    };
+    let results = runner::run_with(&cfg, open).expect("run");
+    let e = &results.engines[0];
+    assert_eq!(e.error, None, "skipping is not a failure");
+    let names: Vec<&str> = e.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["load", "delete-range", "read"]);
+    let skipped = &e.phases[1];
+    assert_eq!(skipped.skipped.as_deref(), Some("not supported"));
+    assert_eq!((skipped.ops, skipped.delete_range), (0, None));
+    assert_eq!(e.phases[2].ops, 200, "the phases after it still run");
+    assert!(
+        e.phases
+            .iter()
+            .all(|p| p.name == "delete-range" || p.skipped.is_none())
+    );
+    let md = gleaner_bench::report::markdown(&results);
+    assert!(md.contains("| status | skipped: not supported |"), "{md}");
 }

@@ -111,6 +111,19 @@ pub trait Engine: Send + Sync {
     /// Reads up to `count` entries starting at `start`; returns how many and their bytes.
     fn scan(&self, start: &[u8], count: usize) -> EngineResult<(usize, u64)>;
 
+    /// Removes every key in `[start, end)` (bytewise; `end` excluded; the harness always passes
+    /// `start` before `end`), not synced, with the engine's own range delete: one operation
+    /// whatever the number of keys, which is what the `delete-range` phase measures. An engine
+    /// without one returns an error here and `false` from [`Engine::supports_delete_range`]; it
+    /// must not emulate the range with a delete per key, which would measure something else.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> EngineResult<()>;
+
+    /// False for engines without a range delete (fjall 2): the harness then skips their
+    /// `delete-range` phases, saying so, instead of running them.
+    fn supports_delete_range(&self) -> bool {
+        true
+    }
+
     /// Writes what the engine buffers in memory to its files (the end of every write phase),
     /// so space and write figures cover the phase's data.
     fn flush(&self) -> EngineResult<()>;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, CompactOptions, DB, DBCompressionType,
-    Direction, IteratorMode, Options, WriteOptions,
+    Direction, IteratorMode, Options, WriteBatch, WriteOptions,
 };
 
 use super::{
@@ -141,6 +141,16 @@ impl Engine for RocksEngine {
             n += 1;
         }
         Ok((n, bytes))
+    }
+
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> EngineResult<()> {
+        // One range tombstone in the default column family, written with the harness's write
+        // options (not synced). The crate (0.24) offers `DB::delete_range_cf_opt`, which needs a
+        // column-family handle, or a batch holding `WriteBatch::delete_range`, which targets
+        // the default family; RocksDB's own `DB::DeleteRange` is that same one-entry batch.
+        let mut batch = WriteBatch::default();
+        batch.delete_range(start, end);
+        Ok(self.db.write_opt(batch, &self.write)?)
     }
 
     fn flush(&self) -> EngineResult<()> {

@@ -2,8 +2,8 @@
 //! peer) and the null engine (which fails in `read`), through load, update and read.
 
 use crate::results::{
-    EngineResult, GcFigures, Latency, LevelShape, Machine, PhaseResult, Results, Sample, Space,
-    TreeShape, WorkloadInfo,
+    DeleteRangeFigures, EngineResult, GcFigures, Latency, LevelShape, Machine, PhaseResult,
+    Results, Sample, Space, TreeShape, WorkloadInfo,
 };
 
 const GIB: u64 = 1 << 30;
@@ -170,7 +170,57 @@ fn phase(
         gc: None,
         engine_io: None,
         tree: None,
+        delete_range: None,
+        skipped: None,
     }
+}
+
+/// The fixture with a `delete-range` phase after `read`: Gleaner at twice RocksDB's ops/s (the
+/// same range-delete figures on both), and a fourth engine, `fjall`, that loaded and then
+/// skipped the phase (no range delete).
+pub fn with_delete_range() -> Results {
+    let mut r = results();
+    r.workload.phases.push("delete-range".into());
+    let ranges = |ops_per_sec: f64| {
+        let mut p = phase(
+            "delete-range",
+            21_000,
+            21_000.0 / ops_per_sec,
+            ops_per_sec,
+            1.0,
+            1.2,
+        );
+        p.delete_range = Some(DeleteRangeFigures {
+            ops: 1_000,
+            keys_per_range: 100,
+            keys_removed: 61_234,
+            latency_us: Latency {
+                p50: 120.0,
+                p99: 900.0,
+                p999: 2_000.0,
+                max: 5_000.0,
+                mean: 150.0,
+            },
+        });
+        p
+    };
+    r.engines[0].phases.push(ranges(7_000.0));
+    r.engines[1].phases.push(ranges(3_500.0));
+    r.engines.push(EngineResult {
+        name: "fjall".to_string(),
+        kind: "fjall".to_string(),
+        phases: vec![
+            phase("load", 1_000_000, 100.0, 10_000.0, 2.0, 1.1),
+            PhaseResult {
+                name: "delete-range".to_string(),
+                skipped: Some(crate::runner::SKIPPED_UNSUPPORTED.to_string()),
+                ..PhaseResult::default()
+            },
+        ],
+        timeseries: samples(&[("load", 10_000.0)]),
+        error: None,
+    });
+    r
 }
 
 /// A tree of `(files, bytes)` per level, L0 first.

@@ -99,6 +99,12 @@ fn finite_phase(p: &mut PhaseResult) {
     ] {
         fix(x);
     }
+    if let Some(d) = &mut p.delete_range {
+        let l = &mut d.latency_us;
+        for x in [&mut l.p50, &mut l.p99, &mut l.p999, &mut l.max, &mut l.mean] {
+            fix(x);
+        }
+    }
     p.engine_stall_seconds = p.engine_stall_seconds.filter(|s| s.is_finite());
     if let Some(gc) = &mut p.gc {
         for x in [
@@ -134,6 +140,33 @@ mod tests {
         assert_eq!(read_json(dir.path()).unwrap(), results);
         // The temporary file is gone after the rename.
         assert!(!dir.path().join("results.json.tmp").exists());
+    }
+
+    #[test]
+    fn report_json_round_trip_with_range_deletes_and_a_skipped_phase() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut results = fixture::with_delete_range();
+        results.engines[0].phases[3]
+            .delete_range
+            .as_mut()
+            .unwrap()
+            .latency_us
+            .max = f64::NAN;
+        write_json(dir.path(), &results).unwrap();
+        let text = fs::read_to_string(results_path(dir.path())).unwrap();
+        // Only the phases that have them carry the new fields.
+        assert_eq!(text.matches("\"delete_range\"").count(), 2, "{text}");
+        assert_eq!(
+            text.matches("\"skipped\": \"not supported\"").count(),
+            1,
+            "{text}"
+        );
+        let back = read_json(dir.path()).unwrap();
+        let ranges = back.engines[0].phases[3].delete_range.unwrap();
+        assert_eq!((ranges.ops, ranges.keys_removed), (1_000, 61_234));
+        assert_eq!(ranges.latency_us.max, 0.0, "non-finite written as 0");
+        assert_eq!(back.engines[3], results.engines[3]);
+        assert_eq!(back.engines[1], results.engines[1]);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use super::format::{self, NONE};
 use super::plots::PLOTS;
 use super::select::{PhaseKey, Reference};
-use crate::results::{EngineResult, GcFigures, PhaseResult, Results, TreeShape, WorkloadInfo};
+use crate::results::{
+    DeleteRangeFigures, EngineResult, GcFigures, PhaseResult, Results, TreeShape, WorkloadInfo,
+};
 
 /// Renders the report. Pure and deterministic: the same `Results` always gives the same text,
 /// so a rebuilt `report.md` only changes in git when the results do.
@@ -188,9 +190,10 @@ fn summary(out: &mut Out, r: &Results) {
     table_header(out, "phase", &r.engines);
     for key in r.phase_keys() {
         let mut cells = vec![phase_title(key)];
-        cells.extend(r.engines.iter().map(|e| {
-            e.phase(key)
-                .map_or(NONE.to_string(), |p| format::fixed(p.ops_per_sec, 0))
+        cells.extend(r.engines.iter().map(|e| match e.phase(key) {
+            None => NONE.to_string(),
+            Some(p) if p.skipped.is_some() => "skipped".to_string(),
+            Some(p) => format::fixed(p.ops_per_sec, 0),
         }));
         out.row(&cells);
     }
@@ -213,22 +216,44 @@ fn table_header(out: &mut Out, first: &str, engines: &[EngineResult]) {
     out.line(&format!("|---|{}", "---:|".repeat(engines.len())));
 }
 
-/// The rows of one phase table: one cell per engine, `—` where the engine has no such phase.
+/// The rows of one phase table: one cell per engine, `—` where the engine has no such phase or
+/// skipped it (the `status` row then says why).
 struct Table<'a> {
     phases: Vec<Option<&'a PhaseResult>>,
     reference: Option<Reference>,
     rows: Vec<Vec<String>>,
 }
 
-impl Table<'_> {
+impl<'a> Table<'a> {
+    /// The engine's phase at `index` if it ran: a skipped phase's figures are zeros that mean
+    /// nothing, so they are neither shown nor compared.
+    fn ran(&self, index: usize) -> Option<&'a PhaseResult> {
+        self.phases
+            .get(index)
+            .copied()
+            .flatten()
+            .filter(|p| p.skipped.is_none())
+    }
+
     /// A row showing one figure of every engine's phase.
     fn figure(&mut self, label: &str, show: impl Fn(&PhaseResult) -> String) {
         let mut cells = vec![label.to_string()];
-        cells.extend(
-            self.phases
-                .iter()
-                .map(|p| p.map_or(NONE.to_string(), &show)),
-        );
+        cells.extend((0..self.phases.len()).map(|i| self.ran(i).map_or(NONE.to_string(), &show)));
+        self.rows.push(cells);
+    }
+
+    /// A `status` row (`ran`, or `skipped: ` and why) when some engine skipped the phase.
+    fn status(&mut self) {
+        if !self.any(|p| p.skipped.is_some()) {
+            return;
+        }
+        let mut cells = vec!["status".to_string()];
+        cells.extend(self.phases.iter().map(|p| match p {
+            None => NONE.to_string(),
+            Some(p) => p.skipped.as_deref().map_or("ran".to_string(), |why| {
+                format!("skipped: {}", format::cell(why))
+            }),
+        }));
         self.rows.push(cells);
     }
 
@@ -238,18 +263,13 @@ impl Table<'_> {
         let Some(reference) = self.reference else {
             return;
         };
-        let ref_value = self
-            .phases
-            .get(reference.index)
-            .copied()
-            .flatten()
-            .map(&figure);
+        let ref_value = self.ran(reference.index).map(&figure);
         let mut cells = vec![label.to_string()];
-        for (i, p) in self.phases.iter().enumerate() {
+        for i in 0..self.phases.len() {
             cells.push(if i == reference.index {
                 "ref".to_string()
             } else {
-                format::ratio_of(p.map(&figure), ref_value)
+                format::ratio_of(self.ran(i).map(&figure), ref_value)
             });
         }
         self.rows.push(cells);
@@ -267,6 +287,7 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
         reference: r.reference().filter(|_| r.engines.len() > 1),
         rows: Vec::new(),
     };
+    t.status();
     t.figure("operations", |p| format::thousands(p.ops));
     t.figure("seconds", |p| format::fixed(p.seconds, 1));
     t.figure("ops/s", |p| format::fixed(p.ops_per_sec, 0));
@@ -278,6 +299,38 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
         format::fixed(p.latency_us.p999, 1)
     });
     t.figure("latency max (µs)", |p| format::fixed(p.latency_us.max, 1));
+    // The range deletes of a `delete-range` phase on their own; the rows above cover all of its
+    // operations, the updates and reads between the range deletes included.
+    if t.any(|p| p.delete_range.is_some()) {
+        let ranges = |show: fn(&DeleteRangeFigures) -> String| {
+            move |p: &PhaseResult| p.delete_range.as_ref().map_or(NONE.to_string(), show)
+        };
+        t.figure("range deletes", ranges(|d| format::thousands(d.ops)));
+        t.figure(
+            "keys per range",
+            ranges(|d| format::thousands(d.keys_per_range)),
+        );
+        t.figure(
+            "live keys removed by range deletes",
+            ranges(|d| format::thousands(d.keys_removed)),
+        );
+        t.figure(
+            "range delete latency p50 (µs)",
+            ranges(|d| format::fixed(d.latency_us.p50, 1)),
+        );
+        t.figure(
+            "range delete latency p99 (µs)",
+            ranges(|d| format::fixed(d.latency_us.p99, 1)),
+        );
+        t.figure(
+            "range delete latency p99.9 (µs)",
+            ranges(|d| format::fixed(d.latency_us.p999, 1)),
+        );
+        t.figure(
+            "range delete latency max (µs)",
+            ranges(|d| format::fixed(d.latency_us.max, 1)),
+        );
+    }
     t.figure("device bytes read", |p| format::bytes(p.device_bytes_read));
     t.figure("device bytes written", |p| {
         format::bytes(p.device_bytes_written)
@@ -600,6 +653,36 @@ mod tests {
             "{md}"
         );
         assert!(md.find("## Errors").unwrap() > md.find("## Phase `read`").unwrap());
+    }
+
+    #[test]
+    fn report_markdown_delete_range_rows_and_a_skipped_engine() {
+        let md = markdown(&fixture::with_delete_range());
+        let start = md.find("## Phase `delete-range`\n").expect("phase table");
+        let end = md[start + 1..]
+            .find("\n## ")
+            .map_or(md.len(), |i| start + 1 + i);
+        let table = &md[start..end];
+        for expected in [
+            "| figure | `gleaner:terarkdb` | `rocksdb` | `null` | `fjall` |\n",
+            "| status | ran | ran | — | skipped: not supported |\n",
+            "| operations | 21,000 | 21,000 | — | — |\n",
+            "| ops/s | 7,000 | 3,500 | — | — |\n",
+            "| ops/s × ref | 2.00× | ref | — | — |\n",
+            "| range deletes | 1,000 | 1,000 | — | — |\n",
+            "| keys per range | 100 | 100 | — | — |\n",
+            "| live keys removed by range deletes | 61,234 | 61,234 | — | — |\n",
+            "| range delete latency p99 (µs) | 900.0 | 900.0 | — | — |\n",
+        ] {
+            assert!(table.contains(expected), "missing {expected:?} in\n{table}");
+        }
+        assert!(
+            md.contains("| `delete-range` | 7,000 | 3,500 | — | skipped |\n"),
+            "{md}"
+        );
+        // Other phases have no status row (nobody skipped them) and no range-delete rows.
+        assert_eq!(md.matches("\n| status |").count(), 1);
+        assert_eq!(md.matches("| range deletes |").count(), 1);
     }
 
     #[test]

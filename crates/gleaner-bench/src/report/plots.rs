@@ -570,7 +570,7 @@ fn bar_value(x: f64) -> Option<f64> {
 
 /// Grouped bars: phases along x, one bar per engine within each phase, in engine order.
 /// `outline`, when given, draws a second figure as an unfilled bar around the first (peak
-/// around end). An engine that did not run a phase has no bar there.
+/// around end). An engine that did not run a phase, or skipped it, has no bar there.
 fn bars(
     path: &Path,
     r: &Results,
@@ -630,15 +630,17 @@ fn bars(
             let x0 = i as f64 + 0.1 + j as f64 * width;
             (x0, x0 + width * 0.92)
         };
+        // A skipped phase's figures are zeros that mean nothing: no bar, as for a phase not run.
+        let ran = |k| engine.phase(k).filter(|p| p.skipped.is_none());
         let filled = keys.iter().enumerate().filter_map(|(i, &k)| {
-            let v = bar_value(value(engine.phase(k)?))?;
+            let v = bar_value(value(ran(k)?))?;
             let (x0, x1) = span(i);
             Some(Rectangle::new([(x0, 0.0), (x1, v)], c.filled()))
         });
         chart.draw_series(filled)?;
         if let Some(outline) = outline {
             let outlined = keys.iter().enumerate().filter_map(|(i, &k)| {
-                let v = bar_value(outline(engine.phase(k)?))?;
+                let v = bar_value(outline(ran(k)?))?;
                 let (x0, x1) = span(i);
                 Some(Rectangle::new([(x0, 0.0), (x1, v)], c.stroke_width(2)))
             });
@@ -715,6 +717,13 @@ mod tests {
         }
         results.workload.load_bytes = 0;
         let written = plots(dir.path(), &results).unwrap();
+        assert_pngs(dir.path(), &written);
+    }
+
+    #[test]
+    fn report_plots_draw_a_run_with_a_skipped_phase() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = plots(dir.path(), &fixture::with_delete_range()).unwrap();
         assert_pngs(dir.path(), &written);
     }
 

@@ -2,6 +2,7 @@
 //! written, so the harness knows the live bytes (the denominator of space amplification) and
 //! can check that reads return the value last written.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -53,6 +54,21 @@ impl LiveSet {
         self.stripes[(key % STRIPES as u64) as usize].lock()
     }
 
+    /// Locks every key of `keys` for a range delete: hold the guards across the engine's
+    /// range delete and the [`LiveSet::remove`] of each key. The stripes are taken in ascending
+    /// order, so two range deletes cannot deadlock; a single-key write holds one stripe and
+    /// waits for no other, so it cannot close a cycle either. At most one guard per stripe.
+    pub fn lock_range(&self, keys: Range<u64>) -> Vec<MutexGuard<'_, ()>> {
+        let stripes = STRIPES as u64;
+        let mut wanted: Vec<usize> = if keys.end.saturating_sub(keys.start) >= stripes {
+            (0..STRIPES).collect()
+        } else {
+            keys.map(|k| (k % stripes) as usize).collect()
+        };
+        wanted.sort_unstable();
+        wanted.into_iter().map(|i| self.stripes[i].lock()).collect()
+    }
+
     /// Records that key `key` now holds `value` (call under [`LiveSet::lock`]).
     pub fn set(&self, key: u64, value: Found) {
         let len = value.len;
@@ -74,6 +90,23 @@ impl LiveSet {
                     .fetch_sub(old_len - new_len, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Records that key `key` was deleted (call under [`LiveSet::lock_range`]); returns the
+    /// value it held, `None` if it held none (never written, or deleted already).
+    pub fn remove(&self, key: u64) -> Option<Found> {
+        let old = self.values.get(key as usize)?.swap(0, Ordering::Relaxed);
+        if old == 0 {
+            return None;
+        }
+        let len = (old >> 32) - 1;
+        self.live_keys.fetch_sub(1, Ordering::Relaxed);
+        self.live_bytes
+            .fetch_sub(self.key_size + len, Ordering::Relaxed);
+        Some(Found {
+            len: len as usize,
+            digest: old as u32,
+        })
     }
 
     /// The current value of `key`, if it was written.
@@ -145,6 +178,46 @@ mod tests {
         let _guard = live.lock(1);
         live.set(1, v(64 << 20));
         assert_eq!(live.get(1), Some(v(64 << 20)), "the largest value fits");
+    }
+
+    #[test]
+    fn removed_keys_leave_the_live_figures_and_can_come_back() {
+        let live = LiveSet::new(4, 4, 24);
+        live.set(0, v(100));
+        live.set(1, v(50));
+        live.set(2, v(7));
+        {
+            let _guards = live.lock_range(0..3);
+            assert_eq!(live.remove(1), Some(v(50)));
+            assert_eq!(live.remove(3), None, "never written");
+        }
+        assert_eq!(live.remove(1), None, "deleted already");
+        assert_eq!(live.remove(99), None, "beyond the set");
+        assert_eq!(live.get(1), None);
+        assert_eq!((live.live_keys(), live.live_bytes()), (2, 24 * 2 + 107));
+        live.set(1, v(5));
+        assert_eq!((live.live_keys(), live.live_bytes()), (3, 24 * 3 + 112));
+    }
+
+    #[test]
+    fn range_locks_exclude_writers_of_their_keys_only() {
+        let live = LiveSet::new(4096, 4096, 8);
+        let guards = live.lock_range(1020..1030);
+        assert_eq!(
+            guards.len(),
+            10,
+            "one stripe per key, wrapping past the last stripe"
+        );
+        assert!(live.stripes[1023].try_lock().is_none());
+        assert!(
+            live.stripes[5].try_lock().is_none(),
+            "key 1029 wraps to stripe 5"
+        );
+        assert!(live.stripes[6].try_lock().is_some());
+        drop(guards);
+        // A range of more keys than stripes takes each stripe once.
+        assert_eq!(live.lock_range(0..5000).len(), STRIPES);
+        assert!(live.lock_range(7..7).is_empty());
     }
 
     #[test]

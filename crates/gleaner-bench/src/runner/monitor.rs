@@ -164,6 +164,11 @@ impl Monitor {
         }
     }
 
+    /// Prints `text` as one line on stderr, above the progress bar rather than through it.
+    pub fn note(&self, text: &str) {
+        self.shared.progress.lock().suspend(|| eprintln!("{text}"));
+    }
+
     /// Seconds since the monitor started (the time axis of the samples).
     pub fn elapsed(&self) -> f64 {
         self.shared.started.elapsed().as_secs_f64()

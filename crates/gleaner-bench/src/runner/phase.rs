@@ -10,6 +10,7 @@ use super::latency::LatencyRecorder;
 use super::live::LiveSet;
 use super::monitor::PhaseGauges;
 use crate::engine::{Engine, Found};
+use crate::workload::delete_range::{RangeStep, key_range, write_bounds};
 use crate::workload::{
     KeyChooser, KeyDistSpec, KeyFormat, LoadOrder, OpKind, OpMix, PhaseSpec, ScanLength, ValueGen,
     WorkloadRng, YcsbWorkload, thread_rng,
@@ -30,6 +31,8 @@ pub struct Workload {
     pub loaded_keys: u64,
     /// Value sizes and contents (each client clones it; the pool is shared).
     pub values: ValueGen,
+    /// Consecutive keys each range delete of a `delete-range` phase removes (at least 1).
+    pub delete_range_keys: u64,
     /// Random seed of the run.
     pub seed: u64,
 }
@@ -52,7 +55,12 @@ pub struct PhaseOutcome {
     pub ops: u64,
     /// Latencies of the measured operations.
     pub latency: LatencyRecorder,
-    /// Bytes of keys and values written.
+    /// Latencies of the range deletes among them (`delete-range` phases; empty otherwise): its
+    /// count is the number of range deletes completed.
+    pub range_delete_latency: LatencyRecorder,
+    /// Keys that held a value when a range delete removed them.
+    pub range_keys_removed: u64,
+    /// Bytes of keys and values written (a range delete writes its two bound keys).
     pub user_bytes_written: u64,
     /// Bytes of keys and values read.
     pub user_bytes_read: u64,
@@ -67,6 +75,8 @@ pub struct PhaseOutcome {
 struct ClientOutcome {
     ops: u64,
     latency: LatencyRecorder,
+    range_delete_latency: LatencyRecorder,
+    range_keys_removed: u64,
     written: u64,
     read: u64,
     /// Time spent waiting while the workload was paused.
@@ -144,7 +154,10 @@ pub fn run_phase(
             .probabilities()
             .iter()
             .all(|&(kind, p)| p == 0.0 || matches!(kind, OpKind::Read | OpKind::Scan)),
-        PhaseSpec::Load | PhaseSpec::Update | PhaseSpec::ReadWhileWriting => false,
+        PhaseSpec::Load
+        | PhaseSpec::Update
+        | PhaseSpec::ReadWhileWriting
+        | PhaseSpec::DeleteRange => false,
     };
     let verify_reads = read_only && engine.keeps_data();
     let ctx = Ctx {
@@ -193,6 +206,8 @@ pub fn run_phase(
     for c in &outcomes {
         out.ops += c.ops;
         out.latency.merge(&c.latency);
+        out.range_delete_latency.merge(&c.range_delete_latency);
+        out.range_keys_removed += c.range_keys_removed;
         out.user_bytes_written += c.written;
         out.user_bytes_read += c.read;
         out.stall_seconds = out.stall_seconds.max(c.stalled.as_secs_f64());
@@ -207,6 +222,8 @@ struct Gen<'a> {
     chooser: KeyChooser,
     values: ValueGen,
     key: Vec<u8>,
+    /// The exclusive end of a range delete (its start goes in `key`).
+    end: Vec<u8>,
     value: Vec<u8>,
 }
 
@@ -248,6 +265,7 @@ impl<'a> Gen<'a> {
             chooser: KeyChooser::with_capacity(dist, count, capacity),
             values: w.values.clone(),
             key: Vec::with_capacity(w.keys.key_len()),
+            end: Vec::with_capacity(w.keys.key_len()),
             value: Vec::new(),
         }
     }
@@ -303,6 +321,17 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
                     let len = ScanLength::default().next(&mut g.rng);
                     scan(ctx, &mut g, number, len, &mut out)
                 }
+                PhaseSpec::DeleteRange => match RangeStep::at(position) {
+                    RangeStep::DeleteRange => delete_range(ctx, &mut g, &mut out),
+                    RangeStep::Update => {
+                        let number = g.choose(ctx.live);
+                        put(ctx, &mut g, number, &mut out)
+                    }
+                    RangeStep::Read => {
+                        let number = g.choose(ctx.live);
+                        get(ctx, &mut g, number, &mut out)
+                    }
+                },
                 PhaseSpec::Ycsb(_) => ycsb(ctx, &mut g, mix.as_ref().expect("ycsb mix"), &mut out),
             };
             if let Err(e) = result {
@@ -310,7 +339,13 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
                 ctx.note_done(position - start);
                 return out;
             }
-            out.latency.record(began.elapsed().as_nanos() as u64);
+            let nanos = began.elapsed().as_nanos() as u64;
+            out.latency.record(nanos);
+            if ctx.plan.spec == PhaseSpec::DeleteRange
+                && RangeStep::at(position) == RangeStep::DeleteRange
+            {
+                out.range_delete_latency.record(nanos);
+            }
             out.ops += 1;
         }
         ctx.note_done(end - start);
@@ -356,6 +391,31 @@ fn put(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> 
     ctx.live.set(number, found);
     drop(guard);
     out.written += (g.key.len() + len) as u64;
+    Ok(())
+}
+
+/// One range delete: `delete_range_keys` consecutive keys from a number the key distribution
+/// draws ([`key_range`]), removed from the engine and then from the live set while their
+/// stripes are locked, so a concurrent update of one of them lands wholly before or after.
+fn delete_range(ctx: &Ctx<'_>, g: &mut Gen<'_>, out: &mut ClientOutcome) -> Result<(), String> {
+    let chosen = g.choose(ctx.live);
+    let numbers = key_range(chosen, g.chooser.count(), g.w.delete_range_keys);
+    if numbers.is_empty() {
+        return Err("range delete of no keys (a planning bug: --delete-range-keys is 0)".into());
+    }
+    write_bounds(&g.w.keys, &numbers, &mut g.key, &mut g.end);
+    let guards = ctx.live.lock_range(numbers.clone());
+    ctx.engine.delete_range(&g.key, &g.end).map_err(|e| {
+        format!(
+            "range delete of keys #{}..=#{}: {e}",
+            numbers.start,
+            numbers.end - 1
+        )
+    })?;
+    let removed = numbers.filter(|&n| ctx.live.remove(n).is_some()).count();
+    drop(guards);
+    out.range_keys_removed += removed as u64;
+    out.written += (g.key.len() + g.end.len()) as u64;
     Ok(())
 }
 

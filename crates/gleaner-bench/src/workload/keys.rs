@@ -104,6 +104,18 @@ impl KeyFormat {
         buf
     }
 
+    /// Writes into `buf` the exclusive end of a key range whose last key is that of `last`: the
+    /// key of `last` with its final byte raised by one (a digit, so at most `:`). It sorts after
+    /// the key of `last` and, being of the same length and agreeing with it up to that byte,
+    /// not after the key of any larger number; so `[key(first), end)` holds exactly the keys
+    /// of `first..=last`. Unlike the key of `last + 1` it exists for every number this format
+    /// writes, and keeps the key length (a longer end key could pass an engine's key limit).
+    pub fn write_range_end(&self, last: u64, buf: &mut Vec<u8>) {
+        self.write(last, buf);
+        let final_byte = buf.last_mut().expect("keys are at least MIN_KEY_LEN bytes");
+        *final_byte += 1;
+    }
+
     /// The key number of a key in this format, or `None` if `key` is not one.
     pub fn parse(&self, key: &[u8]) -> Option<u64> {
         if key.len() != self.len || !key.starts_with(PREFIX) {
@@ -163,6 +175,26 @@ mod tests {
         let err = KeyFormat::new(8, 10_001).unwrap_err();
         assert!(err.to_string().contains("4 decimal digits"), "{err}");
         assert!(KeyFormat::new(24, u64::MAX).is_ok());
+    }
+
+    #[test]
+    fn a_range_end_bounds_exactly_the_keys_up_to_its_last() {
+        // 8-byte keys hold exactly 10,000 numbers: the key of 9,999 + 1 cannot be written, but
+        // a range ending with 9,999 still has an end.
+        let f = KeyFormat::new(8, 10_000).unwrap();
+        let keys: Vec<Vec<u8>> = (0..10_000).map(|n| f.key(n)).collect();
+        let mut end = Vec::new();
+        for last in [0, 8, 9, 10, 99, 1_234, 1_239, 9_998, 9_999] {
+            f.write_range_end(last, &mut end);
+            assert_eq!(end.len(), 8);
+            let below: Vec<u64> = (0..10_000u64).filter(|&n| keys[n as usize] < end).collect();
+            assert_eq!(below.len() as u64, last + 1, "end after #{last}");
+            assert_eq!(below.last(), Some(&last));
+        }
+        f.write_range_end(41, &mut end);
+        assert_eq!(end, f.key(42), "a last digit below 9: the next key itself");
+        f.write_range_end(9_999, &mut end);
+        assert_eq!(end, b"user999:");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! The specs ([`ValueSizeSpec`], [`KeyDistSpec`], [`PhaseSpec`]) parse from the command-line
 //! text and print back their canonical text, which is what `results.json` records.
 
+pub mod delete_range;
 mod dist;
 mod key_spec;
 mod keys;

@@ -82,6 +82,8 @@ impl fmt::Display for YcsbWorkload {
 /// - `scan` — range scans from a key chosen by the key distribution, length uniform 1..=1000
 ///   ([`super::ScanLength`]).
 /// - `readwhilewriting` — point reads while one writer keeps updating (as in Scavenger §2).
+/// - `delete-range` — range deletes of consecutive existing keys, each followed by point
+///   updates and reads of keys chosen by the key distribution ([`super::delete_range`]).
 /// - `ycsb-a` … `ycsb-f` — a YCSB core workload ([`super::OpMix::ycsb`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PhaseSpec {
@@ -95,12 +97,14 @@ pub enum PhaseSpec {
     Scan,
     /// Point reads with a concurrent writer.
     ReadWhileWriting,
+    /// Range deletes with updates and reads between them.
+    DeleteRange,
     /// A YCSB core workload.
     Ycsb(YcsbWorkload),
 }
 
 const EXPECTED: &str =
-    "`load`, `update`, `read`, `scan`, `readwhilewriting` or `ycsb-a` … `ycsb-f`";
+    "`load`, `update`, `read`, `scan`, `readwhilewriting`, `delete-range` or `ycsb-a` … `ycsb-f`";
 
 impl FromStr for PhaseSpec {
     type Err = SpecError;
@@ -113,6 +117,7 @@ impl FromStr for PhaseSpec {
             "read" => Ok(PhaseSpec::Read),
             "scan" => Ok(PhaseSpec::Scan),
             "readwhilewriting" => Ok(PhaseSpec::ReadWhileWriting),
+            "delete-range" => Ok(PhaseSpec::DeleteRange),
             // Only the prefixed form: a bare `a` as a phase would be easy to mistype.
             _ if lower.starts_with("ycsb-") => lower
                 .parse()
@@ -131,6 +136,7 @@ impl fmt::Display for PhaseSpec {
             PhaseSpec::Read => f.write_str("read"),
             PhaseSpec::Scan => f.write_str("scan"),
             PhaseSpec::ReadWhileWriting => f.write_str("readwhilewriting"),
+            PhaseSpec::DeleteRange => f.write_str("delete-range"),
             PhaseSpec::Ycsb(w) => write!(f, "ycsb-{w}"),
         }
     }
@@ -148,6 +154,7 @@ mod tests {
             PhaseSpec::Read,
             PhaseSpec::Scan,
             PhaseSpec::ReadWhileWriting,
+            PhaseSpec::DeleteRange,
         ];
         all.extend(YcsbWorkload::ALL.map(PhaseSpec::Ycsb));
         for phase in all {
@@ -165,6 +172,23 @@ mod tests {
             "ReadWhileWriting".parse::<PhaseSpec>(),
             Ok(PhaseSpec::ReadWhileWriting)
         );
+    }
+
+    #[test]
+    fn delete_range_parses_and_prints_with_its_hyphen() {
+        assert_eq!(PhaseSpec::DeleteRange.to_string(), "delete-range");
+        for text in ["delete-range", "Delete-Range", "DELETE-RANGE"] {
+            assert_eq!(
+                text.parse::<PhaseSpec>(),
+                Ok(PhaseSpec::DeleteRange),
+                "{text}"
+            );
+        }
+        // Near misses are refused, and the message lists the phase.
+        for bad in ["deleterange", "delete_range", "delete-ranges", "delete"] {
+            let message = bad.parse::<PhaseSpec>().expect_err(bad).to_string();
+            assert!(message.contains("`delete-range`"), "{message}");
+        }
     }
 
     #[test]
