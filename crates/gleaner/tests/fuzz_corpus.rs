@@ -234,10 +234,14 @@ impl DbFiles {
             db.put(&key, &value).expect("put");
         }
         db.delete("key0005").expect("delete");
+        // A range tombstone in the flushed table (and so a manifest of format 4, where a
+        // table records its tombstones), and one in the WAL.
+        db.delete_range("key0010", "key0013").expect("delete_range");
         db.flush().expect("flush");
         db.put("after-flush", "in the WAL only").expect("put");
         db.put("after-flush-big", vec![b'w'; 300]).expect("put");
         db.delete("key0001").expect("delete");
+        db.delete_range("key0020", "key0022").expect("delete_range");
         let mut files = Vec::new();
         for path in fs.list_files() {
             let name = path

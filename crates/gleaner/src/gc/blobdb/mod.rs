@@ -76,6 +76,11 @@ struct Relocating {
 
 impl DropListener for Relocating {
     fn on_drop(&mut self, _: &DropEvent<'_>) {}
+
+    /// Relocation decides kept entries only: a table dropped whole keeps none.
+    fn accepts_whole_table(&self, _: &crate::version::TableMeta) -> bool {
+        true
+    }
 }
 
 impl EntryHooks for Relocating {
