@@ -591,3 +591,43 @@ fn tables_a_range_delete_covers_whole_are_dropped_without_being_read() {
         "{read_whole} bytes read dropping tables whole, {read_all} reading them"
     );
 }
+
+/// A flood of range deletes switches memtables by their count, whatever `memtable_size`
+/// allows: each memtable's tombstones stay bounded, and every flush and read stays exact.
+#[test]
+fn a_flood_of_range_deletes_switches_memtables_by_their_count() {
+    let opts = Options::default()
+        .with_file_system(Arc::new(FaultFs::new(17)))
+        .with_inline_background_work(true)
+        .with_memtable_size(1 << 30);
+    let db = Db::open(Path::new("/rdf"), opts).expect("open");
+    let n = 2 * crate::memtable::MAX_RANGE_TOMBSTONES + 100;
+    for i in 0..n {
+        db.put(format!("k{i:06}"), "v").expect("put");
+        // Every other key: [k, k\0) deletes exactly k.
+        if i % 2 == 0 {
+            db.delete_range(format!("k{i:06}"), format!("k{i:06}\0"))
+                .expect("delete_range");
+        }
+    }
+    let stats = db.stats();
+    assert!(
+        stats.compaction.flushes >= 1,
+        "switched by count: {:?}",
+        stats.compaction
+    );
+    assert_eq!(
+        stats.range_tombstones,
+        n / 2,
+        "each one, in memtables or tables"
+    );
+    for i in [0, 1, n / 2, n / 2 + 1, n - 2, n - 1] {
+        let got = db.get(format!("k{i:06}")).expect("get");
+        assert_eq!(got.is_none(), i % 2 == 0, "k{i:06}");
+    }
+    let keys = db
+        .range(.., &crate::ReadOptions::default())
+        .expect("range")
+        .count();
+    assert_eq!(keys as u64, n / 2);
+}

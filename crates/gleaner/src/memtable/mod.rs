@@ -72,6 +72,12 @@ impl Ord for MemEntry {
 /// fragmenting time.
 pub const MAX_RANGE_TOMBSTONES: u64 = 4096;
 
+/// Most bytes of range-tombstone keys (starts and ends) one memtable holds before the write
+/// path switches it, whatever `memtable_size` allows: a flush writes them into one table's
+/// range-deletion block, which must stay far below the block limit
+/// (`table::format::MAX_BLOCK_CONTENTS`) even when several memtables are flushed together.
+pub const MAX_RANGE_TOMBSTONE_BYTES: u64 = 16 << 20;
+
 /// Estimated bytes of bookkeeping per range tombstone (list slot, fragment, sequence number).
 const RANGE_TOMBSTONE_OVERHEAD: u64 = 96;
 
@@ -88,6 +94,8 @@ pub struct MemTable {
     range_tombstones: Mutex<RangeTombstones>,
     /// How many range tombstones `range_tombstones` holds (read without its lock).
     range_tombstone_count: AtomicU64,
+    /// Bytes of their start and end keys.
+    range_tombstone_bytes: AtomicU64,
     approx_bytes: AtomicU64,
     entries: AtomicU64,
     /// Smallest sequence number inserted (`u64::MAX` while empty).
@@ -114,6 +122,7 @@ impl MemTable {
             set: SkipSet::new(),
             range_tombstones: Mutex::default(),
             range_tombstone_count: AtomicU64::new(0),
+            range_tombstone_bytes: AtomicU64::new(0),
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
@@ -173,6 +182,8 @@ impl MemTable {
         self.range_tombstone_count
             .store(rt.list.len() as u64, AtomicOrdering::Release);
         drop(rt);
+        self.range_tombstone_bytes
+            .fetch_add((start.len() + end.len()) as u64, AtomicOrdering::Relaxed);
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
         self.smallest_seq.fetch_min(seq, AtomicOrdering::AcqRel);
         self.largest_seq.fetch_max(seq, AtomicOrdering::AcqRel);
@@ -256,10 +267,12 @@ impl MemTable {
     }
 
     /// True when the memtable should be switched for a new one: it holds `memtable_size` bytes
-    /// (option `memtable_size`) or [`MAX_RANGE_TOMBSTONES`] range tombstones.
+    /// (option `memtable_size`), [`MAX_RANGE_TOMBSTONES`] range tombstones or
+    /// [`MAX_RANGE_TOMBSTONE_BYTES`] of their keys.
     pub fn is_full(&self, memtable_size: u64) -> bool {
         self.approximate_bytes() >= memtable_size
             || self.range_tombstone_count() >= MAX_RANGE_TOMBSTONES
+            || self.range_tombstone_bytes.load(AtomicOrdering::Relaxed) >= MAX_RANGE_TOMBSTONE_BYTES
     }
 
     /// A cursor over every version in internal-key order. Entries inserted after it was created
@@ -392,6 +405,16 @@ mod tests {
         }
         assert!(r.is_full(u64::MAX));
         assert_eq!(r.len(), 0, "no point entry");
+        // And by the bytes of their keys, long before a table's block would be too large.
+        let long = MemTable::new(3);
+        let key = |c: u8| vec![c; 64 << 10];
+        let mut n = 0;
+        while !long.is_full(u64::MAX) {
+            long.add_range_tombstone(n + 1, &key(b'a'), &key(b'b'));
+            n += 1;
+        }
+        assert_eq!(n, MAX_RANGE_TOMBSTONE_BYTES / (128 << 10), "switched by bytes");
+        assert!(n < MAX_RANGE_TOMBSTONES);
     }
 
     #[test]
