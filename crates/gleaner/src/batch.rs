@@ -17,6 +17,26 @@ pub const BATCH_HEADER_LEN: usize = 12;
 /// entries in memtables and key tables.
 const OP_RANGE_DELETE: u8 = 3;
 
+/// How many range tombstones some writes hold, and the bytes of their keys.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RangeTombstoneLoad {
+    /// Range tombstones.
+    pub count: u64,
+    /// Bytes of their start and end keys.
+    pub bytes: u64,
+}
+
+impl std::ops::Add for RangeTombstoneLoad {
+    type Output = RangeTombstoneLoad;
+
+    fn add(self, o: RangeTombstoneLoad) -> RangeTombstoneLoad {
+        RangeTombstoneLoad {
+            count: self.count + o.count,
+            bytes: self.bytes + o.bytes,
+        }
+    }
+}
+
 /// An atomic group of writes. Later operations on the same key win over earlier ones.
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
@@ -156,6 +176,20 @@ impl WriteBatch {
                 Ok(BatchOp::Delete { .. } | BatchOp::DeleteRange { .. })
             )
         })
+    }
+
+    /// Range deletes in the batch, and the bytes of their start and end keys: what the
+    /// memtable's bounds on range tombstones count (`memtable::MAX_RANGE_TOMBSTONES`,
+    /// `MAX_RANGE_TOMBSTONE_BYTES`). Malformed ops are skipped (validation refuses them).
+    pub(crate) fn range_tombstones(&self) -> RangeTombstoneLoad {
+        let mut load = RangeTombstoneLoad::default();
+        for op in self.iter().flatten() {
+            if let BatchOp::DeleteRange { start, end } = op {
+                load.count += 1;
+                load.bytes += (start.len() + end.len()) as u64;
+            }
+        }
+        load
     }
 
     /// Encoded size in bytes (what the WAL stores and what `max_batch_size` limits).

@@ -315,7 +315,7 @@ pub fn run_compaction<'h>(
     let mut parts = Vec::new();
     for f in plan.all_inputs().filter(|f| f.range_deletions > 0) {
         let table = tables.get(f.number, f.file_size, ctx.class)?;
-        parts.extend(table.range_tombstones().cloned());
+        parts.push(Arc::clone(crate::version::recorded_tombstones(f, &table)?));
     }
     let tombstones = FragmentedTombstones::union(&parts);
     let mut hooks = hooks;

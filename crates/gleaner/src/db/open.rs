@@ -434,6 +434,12 @@ fn replay_wals(
             let Some(batch) = decode_wal_record(record, &name, offset)? else {
                 continue;
             };
+            // As the write path: a memtable without room for the record's range tombstones
+            // is switched first.
+            if !mem.is_empty() && !mem.has_room_for(batch.range_tombstones()) {
+                full(mem)?;
+                mem = Arc::new(MemTable::new(0));
+            }
             let mut seq = batch.sequence();
             for op in batch.iter() {
                 let op = op.map_err(|d| Error::corruption(&name, offset, d))?;

@@ -631,3 +631,53 @@ fn a_flood_of_range_deletes_switches_memtables_by_their_count() {
         .count();
     assert_eq!(keys as u64, n / 2);
 }
+
+/// A batch of more range deletes than one memtable holds is refused, naming the limit, and
+/// writes nothing; a batch that would carry a memtable past the limit switches it first, so no
+/// memtable ever holds more.
+#[test]
+fn range_tombstones_per_memtable_stay_bounded_whatever_the_batches() {
+    use crate::memtable::MAX_RANGE_TOMBSTONES;
+    let opts = Options::default()
+        .with_file_system(Arc::new(FaultFs::new(19)))
+        .with_inline_background_work(true)
+        .with_memtable_size(1 << 30);
+    let db = Db::open(Path::new("/rdb"), opts).expect("open");
+    let batch_of = |n: u64, from: u64| {
+        let mut b = WriteBatch::new();
+        for i in from..from + n {
+            b.delete_range(format!("k{i:06}"), format!("k{i:06}\0"));
+        }
+        b
+    };
+    let err = db
+        .write(
+            batch_of(MAX_RANGE_TOMBSTONES + 1, 0),
+            &crate::WriteOptions::default(),
+        )
+        .expect_err("too many");
+    assert!(
+        matches!(&err, crate::Error::InvalidArgument(m) if m.contains("MAX_RANGE_TOMBSTONES")),
+        "{err}"
+    );
+    assert_eq!(db.stats().last_sequence, 0, "nothing written");
+    let most = || {
+        let st = db.inner.state.lock();
+        std::iter::once(&st.mem)
+            .chain(&st.imm)
+            .map(|m| m.range_tombstone_count())
+            .max()
+            .unwrap_or(0)
+    };
+    db.write(
+        batch_of(MAX_RANGE_TOMBSTONES - 10, 0),
+        &crate::WriteOptions::default(),
+    )
+    .expect("write");
+    let flushes = db.stats().compaction.flushes;
+    db.write(batch_of(20, 5000), &crate::WriteOptions::default())
+        .expect("write");
+    assert!(most() <= MAX_RANGE_TOMBSTONES, "{}", most());
+    assert_eq!(db.stats().compaction.flushes, flushes + 1, "switched first");
+    assert_eq!(db.stats().range_tombstones, MAX_RANGE_TOMBSTONES + 10);
+}

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{Counters, DbInner, DbState, Wal};
-use crate::batch::{BATCH_HEADER_LEN, BatchOp, WriteBatch};
+use crate::batch::{BATCH_HEADER_LEN, BatchOp, RangeTombstoneLoad, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::io::{CountedWriter, IoClass, WriteFileOptions};
 use crate::key::{MAX_SEQUENCE, SeqNo, ValueKind};
 use crate::lookup::Lookup;
-use crate::memtable::MemTable;
+use crate::memtable::{MAX_RANGE_TOMBSTONE_BYTES, MAX_RANGE_TOMBSTONES, MemTable};
 use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
 use crate::value::{HandlePayload, StoredHandle, ValueHandle};
@@ -77,6 +77,16 @@ impl DbInner {
             return Err(Error::invalid(format!(
                 "write batch of {} bytes exceeds option `max_batch_size` ({max_batch} bytes)",
                 batch.encoded_size()
+            )));
+        }
+        let load = batch.range_tombstones();
+        if load.count > MAX_RANGE_TOMBSTONES || load.bytes > MAX_RANGE_TOMBSTONE_BYTES {
+            return Err(Error::invalid(format!(
+                "write batch holds {} range deletes with {} bytes of keys; a batch holds at most \
+                 {MAX_RANGE_TOMBSTONES} (`memtable::MAX_RANGE_TOMBSTONES`) with at most \
+                 {MAX_RANGE_TOMBSTONE_BYTES} bytes (`memtable::MAX_RANGE_TOMBSTONE_BYTES`): \
+                 split it",
+                load.count, load.bytes
             )));
         }
         let max_value = self.opts.max_value_size();
@@ -283,6 +293,7 @@ impl DbInner {
             MAX_GROUP_BYTES.max(first_size)
         };
         let mut size = first_size;
+        let mut load = first.range_tombstones();
         let mut group = vec![Arc::clone(leader)];
         for w in queue.iter().skip(1) {
             let Some(b) = w.batch.as_ref().filter(|_| w.condition.is_none()) else {
@@ -292,6 +303,12 @@ impl DbInner {
             if size > limit {
                 break;
             }
+            // A group's range tombstones fit one memtable (each batch's do: validated).
+            let with = load + b.range_tombstones();
+            if with.count > MAX_RANGE_TOMBSTONES || with.bytes > MAX_RANGE_TOMBSTONE_BYTES {
+                break;
+            }
+            load = with;
             group.push(Arc::clone(w));
         }
         group
@@ -314,7 +331,12 @@ impl DbInner {
             return Err(Error::Closed);
         };
         let force_switch = group[0].batch.is_none();
-        let Some(mem) = self.make_room(wal, force_switch, group[0].may_wait)? else {
+        let load = group
+            .iter()
+            .filter_map(|w| w.batch.as_ref())
+            .map(WriteBatch::range_tombstones)
+            .fold(RangeTombstoneLoad::default(), |a, b| a + b);
+        let Some(mem) = self.make_room(wal, force_switch, group[0].may_wait, load)? else {
             return Ok(Applied::NoRoom);
         };
         if force_switch {
@@ -429,7 +451,11 @@ impl DbInner {
         wal: &mut Wal,
         force: bool,
         may_wait: bool,
+        load: RangeTombstoneLoad,
     ) -> Result<Option<Arc<MemTable>>> {
+        // Full, or without room for the group's range tombstones.
+        let full =
+            |mem: &MemTable| mem.is_full(self.opts.memtable_size()) || !mem.has_room_for(load);
         let mut allow_delay = !force;
         let mut inline_pending = self.opts.inline_background_work();
         let mut st = self.state.lock();
@@ -440,7 +466,7 @@ impl DbInner {
                 if l0 >= self.opts.l0_slowdown_trigger() as usize {
                     return Ok(None);
                 }
-                if !st.mem.is_full(self.opts.memtable_size()) {
+                if !full(&st.mem) {
                     return Ok(Some(Arc::clone(&st.mem)));
                 }
                 // A full memtable is switched as any writer would when that needs no wait:
@@ -464,7 +490,7 @@ impl DbInner {
                 allow_delay = false;
                 continue;
             }
-            let full = st.mem.is_full(self.opts.memtable_size());
+            let full = full(&st.mem);
             if (!force && !full) || (force && st.mem.is_empty()) {
                 return Ok(Some(Arc::clone(&st.mem)));
             }

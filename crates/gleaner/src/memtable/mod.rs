@@ -8,6 +8,7 @@
 //! (`range_del::FragmentedTombstones`), so a point read asks them with one binary search and a
 //! memtable without any pays one atomic load.
 
+use crate::batch::RangeTombstoneLoad;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -67,13 +68,16 @@ impl Ord for MemEntry {
     }
 }
 
-/// Most range tombstones one memtable holds: the write path switches to a new memtable at this
-/// many, so a flood of range deletes costs memtables (and flushes), never unbounded memory or
-/// fragmenting time.
-pub const MAX_RANGE_TOMBSTONES: u64 = 4096;
+/// Most range tombstones one memtable holds: the write path switches to a new memtable before a
+/// write would pass this many (and refuses a batch holding more), so a flood of range deletes
+/// costs memtables (and flushes), never unbounded memory or fragmenting time. Nested ranges
+/// make fragments quadratic in the tombstones (each fragment lists every tombstone covering
+/// it): at 1,024, at most about half a million sequence numbers, 4 MiB.
+pub const MAX_RANGE_TOMBSTONES: u64 = 1024;
 
-/// Most bytes of range-tombstone keys (starts and ends) one memtable holds before the write
-/// path switches it, whatever `memtable_size` allows: a flush writes them into one table's
+/// Most bytes of range-tombstone keys (starts and ends) one memtable holds: the write path
+/// switches it before a write would pass them (and refuses a batch holding more), whatever
+/// `memtable_size` allows: a flush writes them into one table's
 /// range-deletion block, which must stay far below the block limit
 /// (`table::format::MAX_BLOCK_CONTENTS`) even when several memtables are flushed together.
 pub const MAX_RANGE_TOMBSTONE_BYTES: u64 = 16 << 20;
@@ -273,6 +277,16 @@ impl MemTable {
         self.approximate_bytes() >= memtable_size
             || self.range_tombstone_count() >= MAX_RANGE_TOMBSTONES
             || self.range_tombstone_bytes.load(AtomicOrdering::Relaxed) >= MAX_RANGE_TOMBSTONE_BYTES
+    }
+
+    /// Whether the range tombstones of `load` fit in the memtable under its bounds
+    /// ([`MAX_RANGE_TOMBSTONES`], [`MAX_RANGE_TOMBSTONE_BYTES`]); the write path switches it
+    /// first when they do not.
+    pub(crate) fn has_room_for(&self, load: RangeTombstoneLoad) -> bool {
+        load.count == 0
+            || (self.range_tombstone_count() + load.count <= MAX_RANGE_TOMBSTONES
+                && self.range_tombstone_bytes.load(AtomicOrdering::Relaxed) + load.bytes
+                    <= MAX_RANGE_TOMBSTONE_BYTES)
     }
 
     /// A cursor over every version in internal-key order. Entries inserted after it was created

@@ -985,3 +985,28 @@ fn a_damaged_range_deletion_block_is_corruption() {
         assert!(matches!(err, Error::Corruption { .. }), "byte {at}: {err}");
     }
 }
+
+/// A table the manifest says holds range tombstones but which holds none is corruption, never
+/// a table read without them (its deleted keys would come back).
+#[test]
+fn tombstones_the_manifest_records_but_the_table_lacks_are_corruption() {
+    let mut rng = StdRng::seed_from_u64(25);
+    let entries = model(&mut rng, 20, 50);
+    let (file, done) = build(&entries, TableBuilderOptions::default());
+    let table = open(&file, None).expect("open");
+    let meta = crate::version::FileMetaData::new(crate::version::TableMeta {
+        number: 12,
+        file_size: done.file_size,
+        smallest: done.properties.smallest_key.clone(),
+        largest: done.properties.largest_key.clone(),
+        smallest_seq: done.properties.smallest_seq,
+        largest_seq: done.properties.largest_seq,
+        num_entries: done.properties.num_entries,
+        num_deletions: done.properties.num_deletions,
+        dependence: Vec::new(),
+        aliases: 0,
+        range_deletions: 1,
+    });
+    let err = crate::version::recorded_tombstones(&meta, &table).expect_err("none");
+    assert!(err.is_corruption(), "{err}");
+}

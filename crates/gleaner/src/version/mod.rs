@@ -26,6 +26,7 @@ pub use value_set::{
     Dependence, DropBlock, DropBlockRef, DropFile, Garbage, Inheritor, MAX_POLICY_TABLE_META,
     PolicyTableMeta, Resolved, ValueFile, ValueSet, ValueTableMeta,
 };
+pub(crate) use version::recorded_tombstones;
 pub use version::Version;
 
 /// Most levels any database may have (the upper bound of option `num_levels`).

@@ -91,9 +91,13 @@ impl SortedRun {
             .filter(move |f| f.overlaps_user_range(lo, hi))
     }
 
-    /// Whether a table of the run intersects `[lo, hi]`.
+    /// Whether a table of the run intersects `[lo, hi]`: a binary search, since the tables'
+    /// extents are sorted and disjoint (the first not ending before `lo` starts first).
     pub(crate) fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
-        self.overlapping(lo, hi).next().is_some()
+        let i = lo.map_or(0, |lo| self.files.partition_point(|f| f.ends_before(lo)));
+        self.files
+            .get(i)
+            .is_some_and(|f| hi.is_none_or(|hi| f.smallest_user_key() <= hi))
     }
 
     pub(super) fn files_mut(&mut self) -> &mut Vec<Arc<FileMetaData>> {

@@ -470,9 +470,7 @@ impl Version {
                 return Ok(None);
             }
             let table = tables.get(f.number, f.file_size, ctx.class)?;
-            Ok(table
-                .range_tombstones()
-                .and_then(|t| t.newest_covering(user_key, read_seq)))
+            Ok(recorded_tombstones(f, &table)?.newest_covering(user_key, read_seq))
         };
         self.search_with(user_key, probe, covering, deleted)
     }
@@ -570,10 +568,29 @@ impl Version {
                 continue;
             }
             let table = tables.get(f.number, f.file_size, ctx.class)?;
-            out.extend(table.range_tombstones().cloned());
+            out.push(Arc::clone(recorded_tombstones(f, &table)?));
         }
         Ok(out)
     }
+}
+
+/// The range tombstones of table `f`, which the manifest says holds some: a table without them
+/// is corruption (reads and compactions would otherwise lose them, and deleted keys would
+/// come back).
+pub(crate) fn recorded_tombstones<'t>(
+    f: &FileMetaData,
+    table: &'t crate::table::Table,
+) -> Result<&'t Arc<crate::range_del::FragmentedTombstones>> {
+    table.range_tombstones().ok_or_else(|| {
+        Error::corruption(
+            crate::filename::table_file_name(f.number),
+            0,
+            format!(
+                "the manifest records {} range tombstones in the table, which holds none",
+                f.range_deletions
+            ),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -753,6 +770,28 @@ mod tests {
             with(vec![table(1, 1, "a", "m", 5), table(1, 2, "m", "p", 5)]).is_err(),
             "a point key's bound is inclusive"
         );
+    }
+
+    #[test]
+    fn a_runs_overlap_search_agrees_with_its_tables_one_by_one() {
+        let v = with(vec![
+            table(1, 1, "b", "d", 5),
+            ending_at_tombstone(1, 2, "f", "h", 5),
+            table(1, 3, "h", "j", 5),
+            table(1, 4, "m", "m", 5),
+        ])
+        .expect("apply");
+        let run = &v.runs(1)[0];
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "n"];
+        let bounds: Vec<Option<&[u8]>> = std::iter::once(None)
+            .chain(keys.iter().map(|k| Some(k.as_bytes())))
+            .collect();
+        for &lo in &bounds {
+            for &hi in &bounds {
+                let linear = run.overlapping(lo, hi).next().is_some();
+                assert_eq!(run.overlaps(lo, hi), linear, "{lo:?}..={hi:?}");
+            }
+        }
     }
 
     #[test]
