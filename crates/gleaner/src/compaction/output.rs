@@ -88,6 +88,11 @@ pub struct TableOutputs {
     /// Where the current table's share of them begins: the first user key of the table
     /// (`None` for the first table, which takes those before its first entry too).
     tombstone_lower: Option<Vec<u8>>,
+    /// Of `range_tombstones`, the first not yet counted in `tombstone_bytes`.
+    tombstone_cursor: usize,
+    /// Bytes of the tombstones starting in the current table's share so far: they count
+    /// toward its size, so tombstones cut outputs as entries do.
+    tombstone_bytes: u64,
     scratch_key: Vec<u8>,
     scratch_handle: Vec<u8>,
 }
@@ -113,6 +118,8 @@ impl TableOutputs {
             aliases: 0,
             range_tombstones: Vec::new(),
             tombstone_lower: None,
+            tombstone_cursor: 0,
+            tombstone_bytes: 0,
             scratch_key: Vec::new(),
             scratch_handle: Vec::new(),
         }
@@ -135,6 +142,39 @@ impl TableOutputs {
         tombstones.sort();
         self.range_tombstones = tombstones;
         self
+    }
+
+    /// Counts the tombstones starting before `user_key` toward the current table's size.
+    fn count_tombstones_before(&mut self, user_key: &[u8]) {
+        while let Some(t) = self.range_tombstones.get(self.tombstone_cursor)
+            && t.start.as_slice() < user_key
+        {
+            self.tombstone_bytes += tombstone_size(t);
+            self.tombstone_cursor += 1;
+        }
+    }
+
+    /// Where to cut the tombstones left after the last entry: the start of the first one
+    /// beyond the target size of the current table's share, when it lies after every entry
+    /// of that table and after the share's own start. `None` when they fit, or for an
+    /// unbounded target.
+    fn tail_cut(&self) -> Option<Vec<u8>> {
+        if self.cfg.target_file_size == u64::MAX {
+            return None;
+        }
+        let mut bytes = self.current.as_ref().map_or(0, |(_, b)| b.estimated_file_size());
+        for t in &self.range_tombstones {
+            let after_entries = !self.has_last || t.start.as_slice() > self.last_user_key.as_slice();
+            let after_lower = self
+                .tombstone_lower
+                .as_deref()
+                .is_none_or(|l| t.start.as_slice() > l);
+            if bytes >= self.cfg.target_file_size && after_entries && after_lower {
+                return Some(t.start.clone());
+            }
+            bytes += tombstone_size(t);
+        }
+        None
     }
 
     fn note_handle(&mut self, handle: &ValueHandle) {
@@ -177,10 +217,10 @@ impl TableOutputs {
         if new_user_key {
             // Only cut between user keys, so tables of one level never share a user key.
             let gp_cut = self.grandparent_cut(ikey);
-            let size_cut = self
-                .current
-                .as_ref()
-                .is_some_and(|(_, b)| b.estimated_file_size() >= self.cfg.target_file_size);
+            self.count_tombstones_before(uk);
+            let size_cut = self.current.as_ref().is_some_and(|(_, b)| {
+                b.estimated_file_size() + self.tombstone_bytes >= self.cfg.target_file_size
+            });
             if self.current.is_some() && (gp_cut || size_cut) {
                 self.finish_current(Some(uk))?;
                 self.tombstone_lower = Some(uk.to_vec());
@@ -281,6 +321,12 @@ impl TableOutputs {
         if let Some(u) = upper {
             // Those ending at or before the cut are written whole.
             self.range_tombstones.retain(|t| t.end.as_slice() > u);
+            // Those left spanning the cut come first (sorted by start); the next table counts
+            // the ones starting in its share.
+            self.tombstone_cursor = self
+                .range_tombstones
+                .partition_point(|t| t.start.as_slice() < u);
+            self.tombstone_bytes = 0;
         }
         let done = builder.finish()?;
         let p = &done.properties;
@@ -328,8 +374,18 @@ impl TableOutputs {
             value_bytes_by_class = done.bytes_by_class;
             self.pending.absorb(done.pending);
         }
+        // Tombstones after the last entry: tables of their own, cut at a tombstone's start
+        // once a table's share reaches the target size (flushes, whose target is unbounded,
+        // write one table).
+        while let Some(cut) = self.tail_cut() {
+            if self.current.is_none() {
+                self.open_table()?;
+            }
+            self.finish_current(Some(&cut))?;
+            self.tombstone_lower = Some(cut);
+        }
         if self.current.is_none() && !self.range_tombstones.is_empty() {
-            // Tombstones and no entry: one table holds them.
+            // Tombstones and no entry (left): one table holds them.
             self.open_table()?;
         }
         self.finish_current(None)?;
@@ -347,4 +403,9 @@ impl TableOutputs {
             pending,
         })
     }
+}
+
+/// What one range tombstone adds to a table: its keys and an entry's bookkeeping.
+fn tombstone_size(t: &RangeTombstone) -> u64 {
+    (t.start.len() + t.end.len() + 16) as u64
 }

@@ -681,3 +681,54 @@ fn range_tombstones_per_memtable_stay_bounded_whatever_the_batches() {
     assert_eq!(db.stats().compaction.flushes, flushes + 1, "switched first");
     assert_eq!(db.stats().range_tombstones, MAX_RANGE_TOMBSTONES + 10);
 }
+
+/// Range tombstones count toward a compaction output's size: many of them are cut into tables
+/// of about the target size, between entries and after the last one, and the tables stay
+/// disjoint and exact (`gleaner check`).
+#[test]
+fn compaction_outputs_are_cut_by_their_tombstones_too() {
+    let opts = Options::default()
+        .with_file_system(Arc::new(FaultFs::new(23)))
+        .with_inline_background_work(true)
+        .with_key_table_size(4 << 10);
+    let path = Path::new("/rdcut");
+    let db = Db::open(path, opts.clone()).expect("open");
+    for i in 0..200 {
+        db.put(format!("k{i:04}"), "v").expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    let snap = db.snapshot();
+    // Tombstones among the keys (each deleting one) and far past them (deleting nothing),
+    // with 100-byte keys: several tables' worth.
+    let long = |p: &str, i: u32| format!("{p}{i:04}{}", "x".repeat(100));
+    for i in (0..200).step_by(2) {
+        db.delete_range(format!("k{i:04}"), format!("k{i:04}\0"))
+            .expect("delete_range");
+    }
+    for i in 0..200 {
+        db.delete_range(long("z", i), long("z", i) + "\0")
+            .expect("delete_range");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    let stats = db.stats();
+    let files: usize = stats.levels.iter().map(|l| l.files).sum();
+    assert!(files >= 6, "cut by tombstones: {:?}", stats.levels);
+    assert_eq!(
+        stats.range_tombstones, 300,
+        "kept for the snapshot, each once"
+    );
+    let keys = db
+        .range(.., &crate::ReadOptions::default())
+        .expect("range")
+        .count();
+    assert_eq!(keys, 100);
+    let at = crate::ReadOptions::default().at(&snap);
+    assert_eq!(db.range(.., &at).expect("range").count(), 200);
+    drop(snap);
+    db.close().expect("close");
+    drop(db);
+    let report = crate::tools::check::check_db(path, &opts).expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

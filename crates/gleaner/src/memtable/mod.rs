@@ -77,10 +77,10 @@ pub const MAX_RANGE_TOMBSTONES: u64 = 1024;
 
 /// Most bytes of range-tombstone keys (starts and ends) one memtable holds: the write path
 /// switches it before a write would pass them (and refuses a batch holding more), whatever
-/// `memtable_size` allows: a flush writes them into one table's
-/// range-deletion block, which must stay far below the block limit
-/// (`table::format::MAX_BLOCK_CONTENTS`) even when several memtables are flushed together.
-pub const MAX_RANGE_TOMBSTONE_BYTES: u64 = 16 << 20;
+/// `memtable_size` allows: a flush writes them into one table's range-deletion block, which
+/// must stay far below the block limit (`table::format::MAX_BLOCK_CONTENTS`) when the 8
+/// memtables a flush takes at most are written together (fragments at most double them).
+pub const MAX_RANGE_TOMBSTONE_BYTES: u64 = 8 << 20;
 
 /// Estimated bytes of bookkeeping per range tombstone (list slot, fragment, sequence number).
 const RANGE_TOMBSTONE_OVERHEAD: u64 = 96;
