@@ -26,6 +26,16 @@ pub(crate) struct RangeTombstoneLoad {
     pub bytes: u64,
 }
 
+impl RangeTombstoneLoad {
+    /// One range tombstone `[start, end)`.
+    pub(crate) fn of(start: &[u8], end: &[u8]) -> Self {
+        RangeTombstoneLoad {
+            count: 1,
+            bytes: (start.len() + end.len()) as u64,
+        }
+    }
+}
+
 impl std::ops::Add for RangeTombstoneLoad {
     type Output = RangeTombstoneLoad;
 
@@ -41,6 +51,9 @@ impl std::ops::Add for RangeTombstoneLoad {
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     rep: Vec<u8>,
+    /// Its range deletes, kept as they are added (the write path asks for them once per batch
+    /// and group, and must not decode every batch to learn that most hold none).
+    range_load: RangeTombstoneLoad,
 }
 
 impl Default for WriteBatch {
@@ -108,6 +121,7 @@ impl WriteBatch {
     pub fn new() -> Self {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_LEN],
+            range_load: RangeTombstoneLoad::default(),
         }
     }
 
@@ -145,16 +159,19 @@ impl WriteBatch {
     /// otherwise [`Db::write`](crate::Db::write) returns `Error::InvalidArgument` and writes
     /// nothing of the batch.
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        let (start, end) = (start.as_ref(), end.as_ref());
         self.rep.push(OP_RANGE_DELETE);
-        put_length_prefixed(&mut self.rep, start.as_ref());
-        put_length_prefixed(&mut self.rep, end.as_ref());
+        put_length_prefixed(&mut self.rep, start);
+        put_length_prefixed(&mut self.rep, end);
         self.set_count(self.count() + 1);
+        self.range_load = self.range_load + RangeTombstoneLoad::of(start, end);
     }
 
     /// Removes every operation.
     pub fn clear(&mut self) {
         self.rep.clear();
         self.rep.resize(BATCH_HEADER_LEN, 0);
+        self.range_load = RangeTombstoneLoad::default();
     }
 
     /// Number of operations.
@@ -180,16 +197,9 @@ impl WriteBatch {
 
     /// Range deletes in the batch, and the bytes of their start and end keys: what the
     /// memtable's bounds on range tombstones count (`memtable::MAX_RANGE_TOMBSTONES`,
-    /// `MAX_RANGE_TOMBSTONE_BYTES`). Malformed ops are skipped (validation refuses them).
+    /// `MAX_RANGE_TOMBSTONE_BYTES`).
     pub(crate) fn range_tombstones(&self) -> RangeTombstoneLoad {
-        let mut load = RangeTombstoneLoad::default();
-        for op in self.iter().flatten() {
-            if let BatchOp::DeleteRange { start, end } = op {
-                load.count += 1;
-                load.bytes += (start.len() + end.len()) as u64;
-            }
-        }
-        load
+        self.range_load
     }
 
     /// Encoded size in bytes (what the WAL stores and what `max_batch_size` limits).
@@ -209,6 +219,7 @@ impl WriteBatch {
     pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(&other.rep[BATCH_HEADER_LEN..]);
         self.set_count(self.count() + other.count());
+        self.range_load = self.range_load + other.range_load;
     }
 
     fn set_count(&mut self, n: u32) {
@@ -239,10 +250,17 @@ impl WriteBatch {
                 "write batch shorter than its header",
             ));
         }
-        let batch = WriteBatch { rep: bytes };
+        let mut batch = WriteBatch {
+            rep: bytes,
+            range_load: RangeTombstoneLoad::default(),
+        };
+        let mut load = RangeTombstoneLoad::default();
         let mut ops = batch.iter();
         for op in ops.by_ref() {
-            op.map_err(|detail| Error::corruption(file, offset, detail))?;
+            let op = op.map_err(|detail| Error::corruption(file, offset, detail))?;
+            if let BatchOp::DeleteRange { start, end } = op {
+                load = load + RangeTombstoneLoad::of(start, end);
+            }
         }
         if !ops.dec.is_empty() {
             return Err(Error::corruption(
@@ -251,6 +269,7 @@ impl WriteBatch {
                 "write batch has bytes after its last op",
             ));
         }
+        batch.range_load = load;
         Ok(batch)
     }
 }
@@ -395,6 +414,16 @@ mod tests {
         }
         b.put("e", "1");
         assert!(!b.only_deletions());
+        // The range deletes a batch holds, as built, decoded, appended and cleared.
+        let one = RangeTombstoneLoad { count: 1, bytes: 2 };
+        assert_eq!(b.range_tombstones(), one);
+        let decoded = WriteBatch::decode(b.encoded().to_vec(), "x.log", 0).unwrap();
+        assert_eq!(decoded.range_tombstones(), one);
+        let mut both = decoded.clone();
+        both.append(&b);
+        assert_eq!(both.range_tombstones(), RangeTombstoneLoad { count: 2, bytes: 4 });
+        both.clear();
+        assert_eq!(both.range_tombstones(), RangeTombstoneLoad::default());
     }
 
     #[test]

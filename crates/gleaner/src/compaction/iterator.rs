@@ -263,7 +263,7 @@ impl<I: InternalIterator> CompactionIterator<I> {
     }
 
     fn stripe(&self, seq: SeqNo) -> usize {
-        self.snapshots.partition_point(|&s| s < seq)
+        crate::range_del::stripe(&self.snapshots, seq)
     }
 
     /// Positions at the first kept entry.

@@ -433,7 +433,7 @@ pub fn run_compaction<'h>(
 /// run of adjacent fragments spans its keys, and each holds a tombstone newer than the table's
 /// newest entry in the same snapshot stripe as all of its entries (`snapshots` ascending).
 fn covers_whole_table(fragments: &FragmentedTombstones, table: &TableMeta, snapshots: &[SeqNo]) -> bool {
-    let stripe = |seq: SeqNo| snapshots.partition_point(|&s| s < seq);
+    let stripe = |seq: SeqNo| crate::range_del::stripe(snapshots, seq);
     let entries = stripe(table.smallest_seq);
     if stripe(table.largest_seq) != entries {
         return false;

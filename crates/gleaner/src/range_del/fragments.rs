@@ -205,7 +205,7 @@ impl FragmentedTombstones {
         snapshots: &[SeqNo],
         mut drop_oldest_stripe: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Vec<RangeTombstone> {
-        let stripe = |seq: SeqNo| snapshots.partition_point(|&s| s < seq);
+        let stripe = |seq: SeqNo| super::stripe(snapshots, seq);
         let mut out = Vec::new();
         for f in self.iter() {
             let drop_oldest = drop_oldest_stripe(f.start, f.end);

@@ -22,6 +22,13 @@ pub(crate) struct RangeTombstone {
     pub seq: SeqNo,
 }
 
+/// The snapshot stripe of sequence number `seq` among the live `snapshots` (ascending): stripe
+/// i holds `(snapshots[i-1], snapshots[i]]`, the last everything newer than the newest. A
+/// reader sees the same newest version (or tombstone) of anything within one stripe.
+pub(crate) fn stripe(snapshots: &[SeqNo], seq: SeqNo) -> usize {
+    snapshots.partition_point(|&s| s < seq)
+}
+
 /// A key table's extent, the bounds the manifest records for it: its entries' smallest and
 /// largest internal keys (`points`), widened to cover its range tombstones, whose start and
 /// end give [`key::range_bound`]s. `None` for a table holding neither.
