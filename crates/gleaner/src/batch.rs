@@ -4,7 +4,8 @@
 //! `sequence: u64 LE | count: u32 LE | op*`, where an op is `kind: u8 | varint key_len | key`
 //! followed, for puts, by `varint value_len | value`, and for handle puts (kind 2, written only
 //! by the engine: a GC write-back) by `varint handle_len | stored value handle`; a range delete
-//! (op kind 3) is `3 | varint start_len | start | varint end_len | end`.
+//! (op kind 3) is `3 | varint start_len | start | varint end_len | end`; a put with an expiry
+//! (op kind 4) is `4 | varint key_len | key | varint value_len | value | expiry: u64 LE`.
 
 use crate::coding::{Decoder, decode_fixed32, decode_fixed64, put_length_prefixed};
 use crate::error::{Error, Result};
@@ -16,6 +17,10 @@ pub const BATCH_HEADER_LEN: usize = 12;
 /// The op kind of a range delete. Not an entry kind: range tombstones are kept apart from point
 /// entries in memtables and key tables.
 const OP_RANGE_DELETE: u8 = 3;
+
+/// The op kind of a put with an expiry (its entry is of kind
+/// [`ValueKind::ValueWithExpiry`], or a handle with an expiry once separated).
+const OP_PUT_WITH_EXPIRY: u8 = 4;
 
 /// How many range tombstones some writes hold, and the bytes of their keys.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,6 +85,8 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// The value.
         value: &'a [u8],
+        /// When the version expires (milliseconds since the Unix epoch), if it does.
+        expiry: Option<u64>,
     },
     /// Remove `key`.
     Delete {
@@ -130,6 +137,27 @@ impl WriteBatch {
         self.rep.push(ValueKind::Value as u8);
         put_length_prefixed(&mut self.rep, key.as_ref());
         put_length_prefixed(&mut self.rep, value.as_ref());
+        self.set_count(self.count() + 1);
+    }
+
+    /// Adds a put of `key` → `value` that expires at `expiry_ms`, milliseconds since the Unix
+    /// epoch: reads at or after that time (by the database's [`Clock`](crate::expiry::Clock))
+    /// find the key absent, as if deleted then; snapshots taken before still read it (module
+    /// [`crate::expiry`]). An expiry already past writes a version that reads as a deletion.
+    ///
+    /// Limits are checked when the batch is written: besides those of [`WriteBatch::put`], an
+    /// expiry later than [`MAX_EXPIRY_MS`](crate::expiry::MAX_EXPIRY_MS) is
+    /// `Error::InvalidArgument`, and nothing of the batch is written.
+    pub fn put_with_expiry(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiry_ms: u64,
+    ) {
+        self.rep.push(OP_PUT_WITH_EXPIRY);
+        put_length_prefixed(&mut self.rep, key.as_ref());
+        put_length_prefixed(&mut self.rep, value.as_ref());
+        self.rep.extend_from_slice(&expiry_ms.to_le_bytes());
         self.set_count(self.count() + 1);
     }
 
@@ -258,8 +286,20 @@ impl WriteBatch {
         let mut ops = batch.iter();
         for op in ops.by_ref() {
             let op = op.map_err(|detail| Error::corruption(file, offset, detail))?;
-            if let BatchOp::DeleteRange { start, end } = op {
-                load = load + RangeTombstoneLoad::of(start, end);
+            match op {
+                BatchOp::DeleteRange { start, end } => {
+                    load = load + RangeTombstoneLoad::of(start, end);
+                }
+                BatchOp::Put {
+                    expiry: Some(e), ..
+                } if e > crate::expiry::MAX_EXPIRY_MS => {
+                    return Err(Error::corruption(
+                        file,
+                        offset,
+                        "write batch holds an expiry beyond the latest",
+                    ));
+                }
+                _ => {}
             }
         }
         if !ops.dec.is_empty() {
@@ -297,10 +337,23 @@ impl<'a> Iterator for BatchIter<'a> {
                 let end = self.dec.length_prefixed().ok_or("truncated range end")?;
                 return Ok(BatchOp::DeleteRange { start: key, end });
             }
+            if kind == OP_PUT_WITH_EXPIRY {
+                let value = self.dec.length_prefixed().ok_or("truncated value")?;
+                let expiry = self.dec.fixed64().ok_or("truncated expiry")?;
+                return Ok(BatchOp::Put {
+                    key,
+                    value,
+                    expiry: Some(expiry),
+                });
+            }
             match ValueKind::from_byte(kind) {
                 Some(ValueKind::Value) => {
                     let value = self.dec.length_prefixed().ok_or("truncated value")?;
-                    Ok(BatchOp::Put { key, value })
+                    Ok(BatchOp::Put {
+                        key,
+                        value,
+                        expiry: None,
+                    })
                 }
                 Some(ValueKind::Deletion) => Ok(BatchOp::Delete { key }),
                 Some(ValueKind::ValueHandle) => {
@@ -309,7 +362,8 @@ impl<'a> Iterator for BatchIter<'a> {
                         .map_err(|_| "malformed value handle")?;
                     Ok(BatchOp::PutHandle { key, handle })
                 }
-                None => Err("unknown op kind"),
+                // Entry kind 3 is not an op kind: a put with an expiry is op kind 4.
+                Some(ValueKind::ValueWithExpiry) | None => Err("unknown op kind"),
             }
         })();
         if op.is_err() {
@@ -336,12 +390,14 @@ mod tests {
             vec![
                 BatchOp::Put {
                     key: b"a",
-                    value: b"1"
+                    value: b"1",
+                    expiry: None
                 },
                 BatchOp::Delete { key: b"b" },
                 BatchOp::Put {
                     key: b"",
-                    value: b""
+                    value: b"",
+                    expiry: None
                 },
             ]
         );
@@ -369,6 +425,7 @@ mod tests {
             record_seq: Some(7),
             alias: false,
             payload: None,
+            expiry: None,
         };
         let mut b = WriteBatch::new();
         b.put_handle(b"k", &stored);
@@ -424,6 +481,43 @@ mod tests {
         assert_eq!(both.range_tombstones(), RangeTombstoneLoad { count: 2, bytes: 4 });
         both.clear();
         assert_eq!(both.range_tombstones(), RangeTombstoneLoad::default());
+    }
+
+    #[test]
+    fn puts_with_an_expiry_round_trip() {
+        let mut b = WriteBatch::new();
+        b.put_with_expiry("k", "v", 1_234);
+        b.put("p", "q");
+        let ops: Vec<_> = b.iter().map(|r| r.expect("valid")).collect();
+        assert_eq!(
+            ops,
+            vec![
+                BatchOp::Put {
+                    key: b"k",
+                    value: b"v",
+                    expiry: Some(1_234)
+                },
+                BatchOp::Put {
+                    key: b"p",
+                    value: b"q",
+                    expiry: None
+                },
+            ]
+        );
+        let good = b.encoded().to_vec();
+        assert_eq!(WriteBatch::decode(good.clone(), "x.log", 0).unwrap(), b);
+        // Every cut inside the first op (its expiry included) is damage.
+        let first_op = BATCH_HEADER_LEN + 1 + 2 + 2 + 8;
+        for cut in BATCH_HEADER_LEN..first_op {
+            let mut bad = good[..cut].to_vec();
+            bad[8] = 1;
+            assert!(WriteBatch::decode(bad, "x.log", 0).is_err(), "cut {cut}");
+        }
+        // An expiry past the latest one a write may carry is damage in a WAL.
+        let mut late = WriteBatch::new();
+        late.put_with_expiry("k", "v", crate::expiry::MAX_EXPIRY_MS + 1);
+        let err = WriteBatch::decode(late.encoded().to_vec(), "x.log", 0).unwrap_err();
+        assert!(err.is_corruption());
     }
 
     #[test]

@@ -29,15 +29,25 @@ pub enum ValueKind {
     /// [`StoredHandle`](crate::value::StoredHandle). Flushes create it in key tables; the
     /// memtable and write batches hold it only for the engine's own writes (GC write-backs).
     ValueHandle = 2,
+    /// The value is stored inline behind its expiry: the entry's value is `expiry: u64 LE ||
+    /// value` (milliseconds since the Unix epoch; [`crate::expiry`]). A separated value's
+    /// expiry is in its handle instead.
+    ValueWithExpiry = 3,
 }
 
 impl ValueKind {
+    /// True for the kinds whose entry holds the value itself (with or without an expiry).
+    pub fn is_inline_value(self) -> bool {
+        matches!(self, ValueKind::Value | ValueKind::ValueWithExpiry)
+    }
+
     /// Decodes a stored kind byte; `None` for bytes no version of the format writes.
     pub fn from_byte(b: u8) -> Option<Self> {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::ValueHandle),
+            3 => Some(ValueKind::ValueWithExpiry),
             _ => None,
         }
     }

@@ -48,6 +48,7 @@ macro_rules! internal_modules {
 
 mod db;
 pub mod error;
+pub mod expiry;
 pub mod gc;
 pub mod io;
 pub mod logging;

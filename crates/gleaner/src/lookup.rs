@@ -35,7 +35,12 @@ pub fn newest_version<'m>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// The value, stored inline.
-    Value(Vec<u8>),
+    Value {
+        /// The value.
+        value: Vec<u8>,
+        /// When the version expires, if it does ([`crate::expiry`]).
+        expiry: Option<u64>,
+    },
     /// The value is separated: its record is at `handle` (possibly moved by GC since).
     Handle {
         /// Where the record was written.
@@ -48,9 +53,29 @@ pub enum Lookup {
         record_seq: SeqNo,
         /// The policy's payload kept with the handle.
         payload: Option<HandlePayload>,
+        /// When the version expires, if it does ([`crate::expiry`]).
+        expiry: Option<u64>,
     },
     /// The newest version is a deletion.
     Deleted,
+}
+
+impl Lookup {
+    /// When the version found expires, if it does.
+    pub fn expiry(&self) -> Option<u64> {
+        match self {
+            Lookup::Value { expiry, .. } | Lookup::Handle { expiry, .. } => *expiry,
+            Lookup::Deleted => None,
+        }
+    }
+
+    /// An inline value that does not expire.
+    pub fn value(value: Vec<u8>) -> Lookup {
+        Lookup::Value {
+            value,
+            expiry: None,
+        }
+    }
 }
 
 /// The answer of a GC validity lookup ([`Version::get_key`](crate::version::Version::get_key)):
@@ -67,6 +92,8 @@ pub enum KeyLookup {
         /// The record's sequence number (the version's own unless the handle was written back
         /// after the record moved).
         record_seq: SeqNo,
+        /// When the version expires, if it does ([`crate::expiry`]).
+        expiry: Option<u64>,
     },
     /// An inline value written at `seq`.
     Inline {

@@ -39,8 +39,7 @@ fn shared(fs: &FaultFs) -> Options {
 }
 
 fn assert_recount(db: &Db, ctx: &str) {
-    let r = db.recount_garbage().expect("recount");
-    assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
+    rounds::assert_exact_garbage(db, ctx);
 }
 
 /// Every live table's drop keys identify exactly its garbage records (before any GC job, whose

@@ -30,10 +30,7 @@ fn base(fs: &FaultFs) -> Options {
 }
 
 fn assert_recount(db: &Db, ctx: &str) {
-    let r = db
-        .recount_garbage()
-        .unwrap_or_else(|e| panic!("{ctx}: recount: {e}"));
-    assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
+    rounds::assert_exact_garbage(db, ctx);
 }
 
 fn level_files(db: &Db) -> Vec<usize> {

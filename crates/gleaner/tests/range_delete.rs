@@ -45,12 +45,6 @@ fn assert_reads(db: &Db, ctx: &str) {
     assert_eq!(keys, (KEYS - DELETED.len() as u32) as usize, "{ctx}: scan");
 }
 
-fn assert_exact_garbage(db: &Db, ctx: &str) {
-    let r = db.recount_garbage().expect("recount");
-    assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
-    assert_eq!(db.stats().values.unresolved_drops, 0, "{ctx}");
-}
-
 fn run(variant: &str, opts: Options) {
     let path = Path::new("/range-delete").join(variant);
     let db = Db::open(&path, opts.clone()).expect("open");
@@ -75,7 +69,7 @@ fn run(variant: &str, opts: Options) {
     db.run_gc().expect("gc");
     let ctx = format!("{variant}: GC below the flushed tombstone");
     assert_reads(&db, &ctx);
-    assert_exact_garbage(&db, &ctx);
+    rounds::assert_exact_garbage(&db, &ctx);
     let stats = db.stats();
     let live_keys = u64::from(KEYS) - DELETED.len() as u64;
     if common::runs_gc_jobs(variant) && variant != "novkv" {
@@ -92,7 +86,7 @@ fn run(variant: &str, opts: Options) {
     db.compact_range(None, None).expect("compact");
     let ctx = format!("{variant}: compacted");
     assert_reads(&db, &ctx);
-    assert_exact_garbage(&db, &ctx);
+    rounds::assert_exact_garbage(&db, &ctx);
     let stats = db.stats();
     assert_eq!(stats.range_tombstones, 0, "{ctx}: dropped at the bottom");
     for _ in 0..4 {
@@ -100,7 +94,7 @@ fn run(variant: &str, opts: Options) {
     }
     let ctx = format!("{variant}: collected");
     assert_reads(&db, &ctx);
-    assert_exact_garbage(&db, &ctx);
+    rounds::assert_exact_garbage(&db, &ctx);
     let stats = db.stats();
     let live = stats.values.records - stats.values.garbage_records;
     assert_eq!(live, live_keys, "{ctx}: one live record per key left");
@@ -111,7 +105,7 @@ fn run(variant: &str, opts: Options) {
     drop(db);
     let db = Db::open(&path, opts).expect("reopen");
     assert_reads(&db, &format!("{variant}: reopened"));
-    assert_exact_garbage(&db, &format!("{variant}: reopened"));
+    rounds::assert_exact_garbage(&db, &format!("{variant}: reopened"));
 }
 
 #[test]

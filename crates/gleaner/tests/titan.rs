@@ -34,8 +34,7 @@ fn options(fs: &FaultFs) -> Options {
 }
 
 fn assert_recount(db: &Db, ctx: &str) {
-    let r = db.recount_garbage().expect("recount");
-    assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
+    let r = rounds::assert_exact_garbage(db, ctx);
     assert_eq!(r.awaiting_write_back, 0, "{ctx}: no job is half done");
 }
 

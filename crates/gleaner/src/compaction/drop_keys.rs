@@ -195,6 +195,7 @@ mod tests {
             record_seq,
             alias: false,
             payload: None,
+            expiry: None,
         }
         .encode_to(&mut v);
         v

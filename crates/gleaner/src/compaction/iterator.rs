@@ -12,6 +12,13 @@
 //! sees the tombstone. The tombstones themselves are the job's to write out (collapsed per
 //! stripe, `FragmentedTombstones::collapse`).
 //!
+//! An entry with an expiry ([`crate::expiry`]) that is the newest version of its stripe and has
+//! expired for every reader that can read it ([`ReaderTimes::expired_for_all`]) reads as a
+//! deletion to all of them: it is dropped ([`DropReason::Expired`], so its separated value
+//! becomes garbage like any dropped handle's) and a deletion at its sequence number takes its
+//! place, which hides the older versions as the entry did, and goes as any deletion does (at
+//! once, when the entry is in the oldest stripe and nothing deeper holds the key).
+//!
 //! One exception: when the newest version of a stripe is an *alias* (a handle
 //! update on read, a second entry naming a record an older entry already names), the record's
 //! *owner* in the stripe is kept too. The alias never makes the record garbage (listeners ignore
@@ -28,7 +35,8 @@
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{ParsedKey, SeqNo, ValueKind};
+use crate::expiry::ReaderTimes;
+use crate::key::{ParsedKey, SeqNo, ValueKind, make_internal_key};
 use crate::range_del::FragmentedTombstones;
 use crate::version::TableMeta;
 use std::sync::Arc;
@@ -45,6 +53,9 @@ pub enum DropReason {
     ObsoleteTombstone,
     /// Covered by a newer range tombstone that every reader that could see the entry sees.
     RangeDeleted,
+    /// Expired for every reader that could see it: a deletion at its sequence number replaces
+    /// it (or nothing, where a deletion would be dropped at once).
+    Expired,
 }
 
 /// One discarded entry. Drop events are the single source of truth for garbage accounting
@@ -95,6 +106,8 @@ pub struct DropCounter {
     pub tombstones: u64,
     /// Entries dropped because a range tombstone covers them.
     pub range_deleted: u64,
+    /// Entries dropped because they had expired for every reader.
+    pub expired: u64,
 }
 
 impl DropListener for DropCounter {
@@ -103,6 +116,7 @@ impl DropListener for DropCounter {
             DropReason::Shadowed => self.shadowed += 1,
             DropReason::ObsoleteTombstone => self.tombstones += 1,
             DropReason::RangeDeleted => self.range_deleted += 1,
+            DropReason::Expired => self.expired += 1,
         }
     }
 
@@ -187,6 +201,13 @@ pub struct CompactionIterator<I: InternalIterator> {
     aliases_dropped: u64,
     /// The input's range tombstones (`with_range_tombstones`).
     range_tombstones: Option<Arc<FragmentedTombstones>>,
+    /// The readers' times, which expiry is judged against (`with_reader_times`; without them,
+    /// nothing expires).
+    readers: Option<ReaderTimes>,
+    /// The deletion standing in for the expired entry the iterator is on, if it is on one.
+    replaced: Option<Vec<u8>>,
+    /// Expired entries replaced so (each is dropped and its deletion kept).
+    replacements: u64,
     valid: bool,
 }
 
@@ -225,8 +246,29 @@ impl<I: InternalIterator> CompactionIterator<I> {
             drop_aliases: false,
             aliases_dropped: 0,
             range_tombstones: None,
+            readers: None,
+            replaced: None,
+            replacements: 0,
             valid: false,
         }
+    }
+
+    /// Judges expiry against `readers` (whose snapshots must be the iterator's): see the
+    /// module comment.
+    #[must_use]
+    pub(crate) fn with_reader_times(mut self, readers: ReaderTimes) -> Self {
+        debug_assert_eq!(readers.sequences(), self.snapshots);
+        self.readers = Some(readers);
+        self
+    }
+
+    /// True when the entry `parsed` / `value` has expired for every reader that can read it.
+    fn expired_for_all(&self, parsed: &ParsedKey<'_>, value: &[u8]) -> Result<bool> {
+        let Some(readers) = &self.readers else {
+            return Ok(false);
+        };
+        let expiry = crate::expiry::entry_expiry(parsed.kind, value, &self.source)?;
+        Ok(readers.expired_for_all(parsed.seq, expiry))
     }
 
     /// Drops the entries `tombstones` (the input's range tombstones) cover in their stripe.
@@ -257,6 +299,12 @@ impl<I: InternalIterator> CompactionIterator<I> {
         self
     }
 
+    /// Expired entries a deletion replaced: each is counted among the drops
+    /// ([`DropReason::Expired`]) and its deletion among the kept entries.
+    pub fn expired_replaced(&self) -> u64 {
+        self.replacements
+    }
+
     /// Aliases dropped as [`CompactionIterator::dropping_aliases`] asks.
     pub fn aliases_dropped(&self) -> u64 {
         self.aliases_dropped
@@ -281,6 +329,7 @@ impl<I: InternalIterator> CompactionIterator<I> {
 
     fn find_kept(&mut self, listener: &mut dyn DropListener) -> Result<()> {
         self.valid = false;
+        self.replaced = None;
         while self.input.valid() {
             let ikey = self.input.key();
             let parsed = ParsedKey::parse(ikey).ok_or_else(|| {
@@ -323,8 +372,19 @@ impl<I: InternalIterator> CompactionIterator<I> {
             let owner_of_alias =
                 shadowed && record.is_some_and(|(r, alias)| !alias && self.stripe_alias == Some(r));
             let covering = self.covering_tombstone(parsed.user_key, parsed.seq, stripe);
+            let expired = covering.is_none()
+                && !shadowed
+                && parsed.kind != ValueKind::Deletion
+                && self.expired_for_all(&parsed, self.input.value())?;
+            if expired {
+                // Its record is garbage now, owner or alias: the alias's owner behind it is
+                // hidden by the deletion and dropped, which makes the record garbage once.
+                self.stripe_alias = None;
+            }
             let reason = if covering.is_some() {
                 Some(DropReason::RangeDeleted)
+            } else if expired {
+                Some(DropReason::Expired)
             } else if owner_of_alias {
                 None
             } else if shadowed {
@@ -349,9 +409,27 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         // cache of dropped keys that took the write-back's own number had GC reclaim the
                         // record the write-back names).
                         // A range tombstone hides every version older than itself.
-                        hidden_by: covering
-                            .unwrap_or(self.stripe_record.unwrap_or(self.stripe_newest)),
+                        // An expired entry hides itself and everything older.
+                        hidden_by: match covering {
+                            Some(t) => t,
+                            None if expired => parsed.seq + 1,
+                            None => self.stripe_record.unwrap_or(self.stripe_newest),
+                        },
                     });
+                    if expired
+                        && !(stripe == 0 && (self.bottommost)(parsed.user_key))
+                    {
+                        // The deletion that stands in for it (a deletion there would go).
+                        self.replaced = Some(make_internal_key(
+                            parsed.user_key,
+                            parsed.seq,
+                            ValueKind::Deletion,
+                        ));
+                        self.stripe_record = None;
+                        self.replacements += 1;
+                        self.valid = true;
+                        return Ok(());
+                    }
                     self.input.next()?;
                 }
                 None => {
@@ -370,11 +448,14 @@ impl<I: InternalIterator> CompactionIterator<I> {
 
     /// Internal key of the kept entry.
     pub fn key(&self) -> &[u8] {
-        self.input.key()
+        self.replaced.as_deref().unwrap_or_else(|| self.input.key())
     }
 
     /// Value of the kept entry.
     pub fn value(&self) -> &[u8] {
+        if self.replaced.is_some() {
+            return &[];
+        }
         self.input.value()
     }
 }
@@ -432,6 +513,111 @@ mod tests {
     }
 
     use ValueKind::{Deletion as D, Value as V};
+
+    #[test]
+    fn entries_expired_for_every_reader_become_deletions() {
+        // Inline values expiring at 100 + seq (the value is `expiry || key`).
+        let expiring = |k: &str, s: SeqNo| {
+            let mut v = Vec::new();
+            crate::expiry::encode_inline(&mut v, 100 + s, k.as_bytes());
+            (make_internal_key(k.as_bytes(), s, ValueKind::ValueWithExpiry), v)
+        };
+        let plain = |k: &str, s: SeqNo| (make_internal_key(k.as_bytes(), s, V), b"p".to_vec());
+        let mut entries = vec![
+            expiring("a", 9),
+            plain("a", 3),
+            expiring("b", 4),
+            plain("b", 2),
+            expiring("c", 8),
+            expiring("d", 20),
+            plain("e", 1),
+        ];
+        entries.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        let drive = |readers: ReaderTimes, bottom: bool| {
+            let snapshots = readers.sequences();
+            let mut it = CompactionIterator::new(
+                VecIterator::new(entries.clone(), compare_internal),
+                snapshots,
+                Box::new(move |_| bottom),
+                "t".into(),
+            )
+            .with_reader_times(readers);
+            let mut rec = Record::default();
+            let mut kept = Vec::new();
+            it.seek_to_first(&mut rec).expect("seek");
+            while it.valid() {
+                let p = ParsedKey::parse(it.key()).expect("key");
+                kept.push((String::from_utf8(p.user_key.to_vec()).unwrap(), p.seq, p.kind));
+                it.next(&mut rec).expect("next");
+            }
+            (kept, rec.0, it.expired_replaced())
+        };
+        // The present at 110: a@9 (109), b@4 (104) and c@8 (108) have expired, d@20 (120) not.
+        // A snapshot at 5 taken at 103 reads b@4 unexpired, so it stays; a@9 and c@8 are newer
+        // than the snapshot and read only by the present.
+        let (kept, dropped, replaced) = drive(ReaderTimes::new(vec![(5, 103)], 110), false);
+        assert_eq!(
+            kept,
+            vec![
+                ("a".into(), 9, D),
+                ("a".into(), 3, V),
+                ("b".into(), 4, ValueKind::ValueWithExpiry),
+                ("c".into(), 8, D),
+                ("d".into(), 20, ValueKind::ValueWithExpiry),
+                ("e".into(), 1, V),
+            ],
+            "a@3 is in the snapshot's stripe, below the deletion; b@2 in b@4's"
+        );
+        assert_eq!(
+            dropped,
+            vec![
+                (b"a".to_vec(), 9, DropReason::Expired),
+                (b"b".to_vec(), 2, DropReason::Shadowed),
+                (b"c".to_vec(), 8, DropReason::Expired),
+            ]
+        );
+        assert_eq!(replaced, 2);
+        // Without the snapshot, at the bottom: the expired versions and what they hid go, with
+        // no deletion left behind.
+        let (kept, dropped, replaced) = drive(ReaderTimes::at(110), true);
+        assert_eq!(
+            kept,
+            vec![
+                ("d".into(), 20, ValueKind::ValueWithExpiry),
+                ("e".into(), 1, V)
+            ]
+        );
+        assert_eq!(
+            dropped,
+            vec![
+                (b"a".to_vec(), 9, DropReason::Expired),
+                (b"a".to_vec(), 3, DropReason::Shadowed),
+                (b"b".to_vec(), 4, DropReason::Expired),
+                (b"b".to_vec(), 2, DropReason::Shadowed),
+                (b"c".to_vec(), 8, DropReason::Expired),
+            ]
+        );
+        assert_eq!(replaced, 0);
+        // Without reader times nothing expires: only the shadowed a@3 and b@2 go.
+        assert_eq!(kept_without_reader_times(&entries), 5);
+    }
+
+    fn kept_without_reader_times(entries: &[(Vec<u8>, Vec<u8>)]) -> usize {
+        let mut it = CompactionIterator::new(
+            VecIterator::new(entries.to_vec(), compare_internal),
+            Vec::new(),
+            Box::new(|_| true),
+            "t".into(),
+        );
+        let mut rec = Record::default();
+        let mut kept = 0;
+        it.seek_to_first(&mut rec).expect("seek");
+        while it.valid() {
+            kept += 1;
+            it.next(&mut rec).expect("next");
+        }
+        kept
+    }
 
     #[test]
     fn entries_a_range_tombstone_covers_in_their_stripe_are_dropped() {
@@ -493,6 +679,7 @@ mod tests {
             record_seq,
             alias,
             payload: None,
+            expiry: None,
         };
         (
             make_internal_key(b"k", seq, ValueKind::ValueHandle),
@@ -741,7 +928,8 @@ mod tests {
             DropCounter {
                 shadowed: 2,
                 tombstones: 1,
-                range_deleted: 0
+                range_deleted: 0,
+                expired: 0
             }
         );
         assert_eq!(rec.0.len(), 3);

@@ -17,6 +17,7 @@ use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::compaction::router::{RouteOrigin, ValueRouter};
 use crate::error::{Error, Result};
+use crate::expiry::ReaderTimes;
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind, compare_internal};
@@ -159,8 +160,12 @@ fn drain<'h, I: InternalIterator>(
         })?;
     }
     stats.dropped = counter;
-    stats.entries_in =
-        stats.entries_out + counter.shadowed + counter.tombstones + counter.range_deleted;
+    stats.entries_in = stats.entries_out
+        + counter.shadowed
+        + counter.tombstones
+        + counter.range_deleted
+        + counter.expired
+        - it.expired_replaced();
     Ok(())
 }
 
@@ -181,13 +186,14 @@ pub struct Separation {
 /// below); with `drop_aliases`, aliases are dropped (see `compaction/iterator.rs`).
 pub fn flush_memtables(
     mems: &[Arc<MemTable>],
-    snapshots: Vec<SeqNo>,
+    readers: ReaderTimes,
     out: OutputConfig,
     separation: Option<Separation>,
     listener: &mut dyn DropListener,
     drop_aliases: bool,
 ) -> Result<(FinishedOutputs, JobStats)> {
     let start = Instant::now();
+    let snapshots = readers.sequences();
     let children: Vec<Box<dyn InternalIterator>> = mems
         .iter()
         .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
@@ -202,7 +208,8 @@ pub fn flush_memtables(
         .unwrap_or_default();
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into())
         .dropping_aliases(drop_aliases)
-        .with_range_tombstones(tombstones);
+        .with_range_tombstones(tombstones)
+        .with_reader_times(readers);
     let mut outputs = TableOutputs::new(out, 0, Vec::new()).with_range_tombstones(kept);
     if let Some(sep) = separation {
         let values = ClassedValueOutputs::new(sep.values, sep.router, sep.origin);
@@ -269,7 +276,7 @@ pub fn run_compaction<'h>(
     version: &Arc<Version>,
     tables: &TableCache,
     values: &ValueTableCache,
-    snapshots: Vec<SeqNo>,
+    readers: ReaderTimes,
     out: OutputConfig,
     listener: &mut dyn DropListener,
     hooks: Option<&mut (dyn EntryHooks + 'h)>,
@@ -278,6 +285,7 @@ pub fn run_compaction<'h>(
     drop_aliases: bool,
 ) -> Result<CompactionResult> {
     let start = Instant::now();
+    let snapshots = readers.sequences();
     let mut edit = VersionEdit::default();
     let mut stats = JobStats {
         input_files: plan.all_inputs().count() as u64,
@@ -357,7 +365,8 @@ pub fn run_compaction<'h>(
         format!("compaction of level {}", plan.level()),
     )
     .dropping_aliases(drop_aliases)
-    .with_range_tombstones(tombstones);
+    .with_range_tombstones(tombstones)
+    .with_reader_times(readers);
     let mut outputs = TableOutputs::new(out, plan.output_level as u32, plan.grandparents.clone())
         .with_range_tombstones(kept);
     let mut rewriter = HandleRewriter::new(version, values);

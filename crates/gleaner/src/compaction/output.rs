@@ -235,8 +235,21 @@ impl TableOutputs {
         let parsed = ParsedKey::parse(ikey)
             .ok_or_else(|| Error::corruption("compaction input", 0, "malformed internal key"))?;
         match parsed.kind {
-            ValueKind::Value => {
+            ValueKind::Value | ValueKind::ValueWithExpiry => {
                 if let Some(values) = self.separation.as_mut() {
+                    let (expiry, value) = match parsed.kind {
+                        ValueKind::ValueWithExpiry => {
+                            let (e, v) = crate::expiry::split_inline(value).ok_or_else(|| {
+                                Error::corruption(
+                                    "compaction input",
+                                    0,
+                                    "inline value shorter than its expiry",
+                                )
+                            })?;
+                            (Some(e), v)
+                        }
+                        _ => (None, value),
+                    };
                     let ctx = RouteContext {
                         user_key: parsed.user_key,
                         seq: parsed.seq,
@@ -244,6 +257,7 @@ impl TableOutputs {
                         payload: None,
                         origin: values.origin(),
                         level: Some(self.level),
+                        expiry,
                     };
                     if let Placement::Separated { class, payload } = values.place(&ctx)? {
                         let handle = values.add_to(class, parsed.user_key, parsed.seq, value)?;
@@ -257,6 +271,7 @@ impl TableOutputs {
                         self.scratch_handle.clear();
                         StoredHandle::new(handle)
                             .with_payload(payload)
+                            .with_expiry(expiry)
                             .encode_to(&mut self.scratch_handle);
                         self.note_handle(&handle);
                         let (_, builder) = self.current.as_mut().expect("opened above");

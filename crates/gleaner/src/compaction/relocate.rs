@@ -245,17 +245,31 @@ impl<'a> Relocator<'a> {
             payload: stored.payload.as_ref(),
             origin: RouteOrigin::Compaction,
             level: Some(self.level),
+            expiry: stored.expiry,
         };
         match self.values.place(&ctx)? {
             Placement::Inline => {
                 self.stats.inlined += 1;
-                append_internal_key(
-                    &mut self.ikey,
-                    key.user_key,
-                    key.seq,
-                    ValueKind::Value as u8,
-                );
-                self.value.extend_from_slice(&record.value);
+                match stored.expiry {
+                    None => {
+                        append_internal_key(
+                            &mut self.ikey,
+                            key.user_key,
+                            key.seq,
+                            ValueKind::Value as u8,
+                        );
+                        self.value.extend_from_slice(&record.value);
+                    }
+                    Some(e) => {
+                        append_internal_key(
+                            &mut self.ikey,
+                            key.user_key,
+                            key.seq,
+                            ValueKind::ValueWithExpiry as u8,
+                        );
+                        crate::expiry::encode_inline(&mut self.value, e, &record.value);
+                    }
+                }
             }
             Placement::Separated { class, payload } => {
                 let location =
@@ -274,6 +288,7 @@ impl<'a> Relocator<'a> {
                     record_seq: stored.record_seq,
                     alias: false,
                     payload,
+                    expiry: stored.expiry,
                 }
                 .encode_to(&mut self.value);
             }

@@ -54,6 +54,9 @@ pub struct RouteContext<'a> {
     /// The index-tree level of the entry written: 0 at a flush, the output level in
     /// compaction; `None` in a GC job (the index is not written).
     pub level: Option<u32>,
+    /// When the version expires (milliseconds since the Unix epoch), if it does and the
+    /// writer knows it (a flush or compaction does; a GC job does not).
+    pub expiry: Option<u64>,
 }
 
 /// Where a value goes: the router's answer.
@@ -160,6 +163,7 @@ pub(crate) mod tests {
             payload: None,
             origin,
             level: Some(0),
+            expiry: None,
         }
     }
 

@@ -263,6 +263,7 @@ impl ClassedValueOutputs {
             payload: None,
             origin: self.origin,
             level: None,
+            expiry: None,
         };
         match self.place(&ctx)? {
             Placement::Separated { class, .. } => self.add_to(class, user_key, seq, value),

@@ -425,7 +425,7 @@ impl DbInner {
 
     /// Flushes claimed memtables to L0 and installs the tables, in memtable order.
     fn run_flush(&self, mems: &[Arc<MemTable>]) -> Result<()> {
-        let snapshots = self.snapshots.sequences();
+        let readers = self.snapshots.reader_times(&self.time);
         let mut drops = DropCounter::default();
         let out = self.output_config(IoClass::Flush, u64::MAX);
         let separation = Some(Separation {
@@ -465,7 +465,7 @@ impl DbInner {
             }
             flush_memtables(
                 mems,
-                snapshots,
+                readers,
                 out,
                 separation,
                 &mut FanOut(listeners),
@@ -551,6 +551,7 @@ impl DbInner {
             &self.counters.dropped_range_deleted,
             stats.dropped.range_deleted,
         );
+        Counters::add(&self.counters.dropped_expired, stats.dropped.expired);
         Counters::add(&self.counters.aliases_dropped, stats.aliases_dropped);
         for m in mems {
             // The WAL's contents are now in a table and the manifest no longer needs it.
@@ -582,7 +583,7 @@ impl DbInner {
         };
         // Read after the plan is fixed: a snapshot taken later sees only data newer than every
         // input, which compaction keeps anyway.
-        let snapshots = self.snapshots.sequences();
+        let readers = self.snapshots.reader_times(&self.time);
         let mut garbage = GarbageListener::new(
             Arc::clone(&job.version),
             Arc::clone(&self.values),
@@ -621,7 +622,7 @@ impl DbInner {
                 &job.version,
                 &self.tables,
                 &self.values,
-                snapshots,
+                readers,
                 out,
                 &mut FanOut(listeners),
                 hooks.as_deref_mut(),
@@ -708,6 +709,7 @@ impl DbInner {
         Counters::add(&c.dropped_shadowed, stats.dropped.shadowed);
         Counters::add(&c.dropped_tombstones, stats.dropped.tombstones);
         Counters::add(&c.dropped_range_deleted, stats.dropped.range_deleted);
+        Counters::add(&c.dropped_expired, stats.dropped.expired);
         Counters::add(&c.tables_dropped_whole, stats.tables_dropped_whole);
         if plan.reason == CompactionReason::Forced {
             Counters::add(&c.forced_compactions, 1);

@@ -24,6 +24,9 @@ pub struct Counters {
     pub gets_separated: AtomicU64,
     /// Of those, reads whose handle named a collected table.
     pub gets_via_inheritance: AtomicU64,
+    /// Expired versions point reads and iterators found and skipped.
+    /// Shared with the iterators, which count as they go.
+    pub expired_skipped: std::sync::Arc<AtomicU64>,
     /// Handle updates on read (aliases) written.
     pub handle_updates_written: AtomicU64,
     /// Handle updates on read skipped: the key's newest version was no longer the one read.
@@ -50,6 +53,8 @@ pub struct Counters {
     pub dropped_tombstones: AtomicU64,
     /// Entries dropped by flushes and compactions because a range tombstone covers them.
     pub dropped_range_deleted: AtomicU64,
+    /// Entries dropped by flushes and compactions because they had expired for every reader.
+    pub dropped_expired: AtomicU64,
     /// Key tables compactions dropped whole, without reading them, under range tombstones.
     pub tables_dropped_whole: AtomicU64,
     /// Microseconds spent in flushes.

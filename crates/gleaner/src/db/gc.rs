@@ -518,11 +518,13 @@ impl DbInner {
             let mut written = 0u64;
             for m in &job.moved {
                 // The payload of the entry it replaces is carried by the conditional write.
+                // So are its expiry.
                 let stored = StoredHandle {
                     location: m.to,
                     record_seq: Some(m.seq),
                     alias: false,
                     payload: None,
+                    expiry: None,
                 };
                 if self.write_back(&m.key, m.from, &stored)? {
                     written += 1;

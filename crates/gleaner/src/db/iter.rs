@@ -6,6 +6,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::prefetch::{ReadPool, RecordRef, ValuePrefetcher};
 use super::value_fetch::ValueFetcher;
@@ -34,6 +35,10 @@ struct IterSource {
     values: Arc<ValueTableCache>,
     readahead: u64,
     seq: SeqNo,
+    /// The time expiry is judged at.
+    time: u64,
+    /// Where skipped expired versions are counted (`stats().operations.expired_skipped`).
+    expired_skipped: Arc<AtomicU64>,
     ctx: ReadCtx,
     lazy: bool,
     lower: Option<Vec<u8>>,
@@ -72,6 +77,8 @@ impl IterSource {
             entries_visited: 0,
             sv: Arc::clone(&self.sv),
             seq: self.seq,
+            time: self.time,
+            expired_skipped: Arc::clone(&self.expired_skipped),
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
@@ -113,7 +120,7 @@ impl IterSource {
 impl DbInner {
     fn iter_source(&self, opts: &ReadOptions<'_>) -> Result<IterSource> {
         Counters::add(&self.counters.iterators, 1);
-        let (sv, seq) = self.read_state(opts);
+        let (sv, seq, time) = self.read_state(opts);
         let depth = self.opts.scan_prefetch_depth() as usize;
         // Not with `inline_background_work`: that schedule runs no thread of its own, so that a
         // seeded run repeats exactly.
@@ -139,6 +146,8 @@ impl DbInner {
             readahead: self.opts.value_readahead_size(),
             lazy: opts.lazy_values,
             seq,
+            time,
+            expired_skipped: Arc::clone(&self.counters.expired_skipped),
             ctx: ReadCtx {
                 class: IoClass::UserRead,
                 fill_cache: opts.fill_cache,
@@ -175,6 +184,9 @@ pub struct DbIterator {
     entries_visited: u64,
     sv: Arc<SuperVersion>,
     seq: SeqNo,
+    /// The time expiry is judged at: the snapshot's, or when the iterator was made.
+    time: u64,
+    expired_skipped: Arc<AtomicU64>,
     direction: Direction,
     valid: bool,
     /// Reverse: the current key. Forward: the key being skipped.
@@ -259,7 +271,12 @@ impl DbIterator {
             );
             return &self.value_buf;
         }
-        self.stored_value()
+        let stored = self.stored_value();
+        if self.current_kind == ValueKind::ValueWithExpiry {
+            // Landing checked that the expiry is there.
+            return &stored[crate::expiry::INLINE_EXPIRY_LEN..];
+        }
+        stored
     }
 
     /// The current entry's stored value: the value itself, or an encoded handle.
@@ -493,6 +510,17 @@ impl DbIterator {
         self.find_prev_user_entry()
     }
 
+    /// True when the version the inner cursor is on, of `kind`, has expired for this reader
+    /// (counted in `stats().operations.expired_skipped`).
+    fn expired(&self, kind: ValueKind, stored: &[u8]) -> Result<bool> {
+        let expiry = crate::expiry::entry_expiry(kind, stored, "iterator input")?;
+        let expired = crate::expiry::expired(expiry, self.time);
+        if expired {
+            self.expired_skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(expired)
+    }
+
     /// True when a range tombstone this reader sees deletes version `seq` of `user_key`.
     fn covered(&self, user_key: &[u8], seq: SeqNo) -> bool {
         self.range_tombstones
@@ -553,10 +581,25 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
-                    ValueKind::Value | ValueKind::ValueHandle => {
+                    ValueKind::Value | ValueKind::ValueHandle | ValueKind::ValueWithExpiry => {
                         if !(skipping && p.user_key <= self.saved_key.as_slice()) {
-                            // The key's newest visible version: deleted if a tombstone this
-                            // reader sees covers it (then so are its older versions).
+                            // The key's newest visible version: absent if it has expired for
+                            // this reader (its older versions stay hidden).
+                            match self.expired(p.kind, self.inner.value()) {
+                                Ok(false) => {}
+                                Ok(true) => {
+                                    self.saved_key.clear();
+                                    self.saved_key.extend_from_slice(p.user_key);
+                                    skipping = true;
+                                    if let Err(e) = self.inner.next() {
+                                        return self.fail(e);
+                                    }
+                                    continue;
+                                }
+                                Err(e) => return self.fail(e),
+                            }
+                            // Deleted if a tombstone this reader sees covers it (then so are
+                            // its older versions).
                             if self.covered(p.user_key, p.seq) {
                                 self.saved_key.clear();
                                 self.saved_key.extend_from_slice(p.user_key);
@@ -599,10 +642,16 @@ impl DbIterator {
                     break;
                 }
                 kind = p.kind;
-                // A version a tombstone this reader sees covers is deleted.
+                // A version a tombstone this reader sees covers is deleted; one that expired
+                // for this reader reads as a deletion too.
                 let covered = kind != ValueKind::Deletion && self.covered(p.user_key, p.seq);
                 if covered {
                     kind = ValueKind::Deletion;
+                }
+                match self.expired(kind, self.inner.value()) {
+                    Ok(false) => {}
+                    Ok(true) => kind = ValueKind::Deletion,
+                    Err(e) => return self.fail(e),
                 }
                 self.saved_key.clear();
                 self.saved_value.clear();

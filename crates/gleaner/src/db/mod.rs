@@ -3,6 +3,8 @@
 
 mod background;
 mod counters;
+#[cfg(test)]
+mod expiry_tests;
 mod gc;
 mod gc_backoff;
 mod handle_updates;
@@ -173,6 +175,8 @@ struct DbInner {
     visible_seq: AtomicU64,
     super_version: ArcSwap<SuperVersion>,
     snapshots: Arc<SnapshotList>,
+    /// The database's time, from the options' clock: what expiry is judged by.
+    time: crate::expiry::DbTime,
     writers: Mutex<VecDeque<Arc<Writer>>>,
     writers_cv: Condvar,
     wal: Mutex<Option<Wal>>,
@@ -295,6 +299,41 @@ impl Db {
         self.write(batch, &WriteOptions::default())
     }
 
+    /// Sets `key` to `value` until `expiry_ms` (milliseconds since the Unix epoch, by the
+    /// database's clock, [`Options::with_clock`]), not synced: from then on reads find the key
+    /// absent, and compaction drops the version (module [`crate::expiry`]). An expiry already
+    /// past writes a version that reads as a deletion.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `expiry_ms` is later than
+    /// [`MAX_EXPIRY_MS`](crate::expiry::MAX_EXPIRY_MS), and those of [`Db::put`]; nothing is
+    /// written.
+    pub fn put_with_expiry(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiry_ms: u64,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_with_expiry(key, value, expiry_ms);
+        self.write(batch, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` for `ttl_ms` milliseconds from now (the database's clock): a
+    /// [`Db::put_with_expiry`] at now + `ttl_ms`. A TTL of 0 writes a version that reads as a
+    /// deletion.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when now + `ttl_ms` is later than
+    /// [`MAX_EXPIRY_MS`](crate::expiry::MAX_EXPIRY_MS), and those of [`Db::put`].
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl_ms: u64,
+    ) -> Result<()> {
+        let expiry = crate::expiry::expiry_after(self.inner.time.now(), ttl_ms)?;
+        self.put_with_expiry(key, value, expiry)
+    }
+
     /// Removes `key` (not synced).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
@@ -360,7 +399,9 @@ impl Db {
     /// Takes a snapshot of the current state; reads with it see exactly the writes acknowledged
     /// before this call.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshots.acquire(&self.inner.visible_seq)
+        self.inner
+            .snapshots
+            .acquire(&self.inner.visible_seq, &self.inner.time)
     }
 
     /// A cursor over the database as of `opts.snapshot` (or now), within `opts`'s bounds. It
@@ -798,6 +839,7 @@ impl DbInner {
                 iterators: g(&c.iterators),
                 gets_separated: g(&c.gets_separated),
                 gets_via_inheritance: g(&c.gets_via_inheritance),
+                expired_skipped: g(&c.expired_skipped),
                 handle_updates_written: g(&c.handle_updates_written),
                 handle_updates_skipped: g(&c.handle_updates_skipped),
                 handle_updates_dropped: g(&c.handle_updates_dropped),
@@ -816,6 +858,7 @@ impl DbInner {
                 micros: g(&c.compaction_micros),
                 dropped_shadowed: g(&c.dropped_shadowed),
                 dropped_range_deleted: g(&c.dropped_range_deleted),
+                dropped_expired: g(&c.dropped_expired),
                 tables_dropped_whole: g(&c.tables_dropped_whole),
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),

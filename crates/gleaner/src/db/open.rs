@@ -17,7 +17,6 @@ use parking_lot::{Condvar, Mutex};
 
 use super::background::table_options;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
-use crate::batch::BatchOp;
 use crate::cache::{BlockCache, TableCache, ValueCache, ValueTableCache};
 use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_memtables};
 use crate::error::{Error, Result};
@@ -29,7 +28,6 @@ use crate::io::{
     CountedReader, CountedWriter, DiskUsage, FileLock, FileSystem, IoClass, IoStats, PathKind,
     ReadFileOptions, TrackedFs, WriteFileOptions, write_file_atomically,
 };
-use crate::key::ValueKind;
 use crate::memtable::MemTable;
 use crate::options::{GcPolicyKind, OptionValue, Options, parse_options_file, render_options_file};
 use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
@@ -124,7 +122,8 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
         });
         let (done, _) = flush_memtables(
             &[mem],
-            Vec::new(),
+            // Nothing expires here: the database's time starts once it is open.
+            crate::expiry::ReaderTimes::at(0),
             out,
             separation,
             &mut TeeListener(&mut DropCounter::default(), &mut garbage),
@@ -443,16 +442,7 @@ fn replay_wals(
             let mut seq = batch.sequence();
             for op in batch.iter() {
                 let op = op.map_err(|d| Error::corruption(&name, offset, d))?;
-                match op {
-                    BatchOp::Put { key, value } => mem.add(seq, ValueKind::Value, key, value),
-                    BatchOp::Delete { key } => mem.add(seq, ValueKind::Deletion, key, &[]),
-                    BatchOp::PutHandle { key, handle } => {
-                        mem.add(seq, ValueKind::ValueHandle, key, handle);
-                    }
-                    BatchOp::DeleteRange { start, end } => {
-                        mem.add_range_tombstone(seq, start, end);
-                    }
-                }
+                mem.apply(seq, &op);
                 seq += 1;
             }
             last_seq = last_seq.max(seq - 1);
@@ -548,6 +538,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         super::gc::GcPacer::new(opts.gc_read_yield_rate())
     };
     let gc_io = crate::gc::LazyGcIoPool::new(gc_io_threads(&opts, space.is_some()));
+    let time = crate::expiry::DbTime::new(Arc::clone(opts.clock()), 0);
     Ok(Arc::new(DbInner {
         dir,
         opts,
@@ -574,6 +565,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
             version: live.version,
         }),
         snapshots: Arc::new(SnapshotList::default()),
+        time,
         writers: Mutex::new(VecDeque::new()),
         writers_cv: Condvar::new(),
         wal: Mutex::new(live.wal),

@@ -13,7 +13,9 @@ use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
 
 impl DbInner {
-    /// The state a read with `opts` sees: the super version, then the sequence number.
+    /// The state a read with `opts` sees: the super version, then the sequence number, and the
+    /// time expiry is judged at: the snapshot's, or now (read after the sequence number, so
+    /// every write the read sees was made before it).
     ///
     /// The super version is loaded first: a compaction installed after that cannot affect the
     /// read (it holds the older tables), and one installed before started from data older than
@@ -21,13 +23,16 @@ impl DbInner {
     /// that lands in a memtable installed after the load is missed even if its sequence number
     /// is lower; the read then reflects an earlier moment, still a consistent one, and a thread
     /// always sees its own acknowledged writes (their memtable was installed before they ran).
-    pub(super) fn read_state(&self, opts: &ReadOptions<'_>) -> (Arc<SuperVersion>, SeqNo) {
+    pub(super) fn read_state(&self, opts: &ReadOptions<'_>) -> (Arc<SuperVersion>, SeqNo, u64) {
         let sv = self.super_version.load_full();
-        let seq = match opts.snapshot {
-            Some(s) => s.sequence(),
-            None => self.visible_seq.load(Ordering::Acquire),
+        let (seq, time) = match opts.snapshot {
+            Some(s) => (s.sequence(), s.time_ms()),
+            None => {
+                let seq = self.visible_seq.load(Ordering::Acquire);
+                (seq, self.time.now())
+            }
         };
-        (sv, seq)
+        (sv, seq, time)
     }
 
     pub(super) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
@@ -38,14 +43,22 @@ impl DbInner {
             )));
         }
         Counters::add(&self.counters.gets, 1);
-        let (sv, seq) = self.read_state(opts);
+        let (sv, seq, time) = self.read_state(opts);
         let ctx = ReadCtx {
             class: IoClass::UserRead,
             fill_cache: opts.fill_cache,
             readahead: 0,
         };
-        match sv.get(&self.tables, key, seq, ctx)? {
-            Some(Lookup::Value(v)) => Ok(Some(v)),
+        let found = sv.get(&self.tables, key, seq, ctx)?;
+        if found
+            .as_ref()
+            .is_some_and(|f| crate::expiry::expired(f.expiry(), time))
+        {
+            Counters::add(&self.counters.expired_skipped, 1);
+            return Ok(None);
+        }
+        match found {
+            Some(Lookup::Value { value, .. }) => Ok(Some(value)),
             Some(Lookup::Handle {
                 handle, record_seq, ..
             }) => {

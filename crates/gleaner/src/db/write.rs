@@ -13,7 +13,7 @@ use crate::batch::{BATCH_HEADER_LEN, BatchOp, RangeTombstoneLoad, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::io::{CountedWriter, IoClass, WriteFileOptions};
-use crate::key::{MAX_SEQUENCE, SeqNo, ValueKind};
+use crate::key::{MAX_SEQUENCE, SeqNo};
 use crate::lookup::Lookup;
 use crate::memtable::{MAX_RANGE_TOMBSTONE_BYTES, MAX_RANGE_TOMBSTONES, MemTable};
 use crate::options::MAX_KEY_SIZE;
@@ -45,11 +45,12 @@ pub(super) struct Writer {
 
 /// The condition of a write-back: the newest version of `key` names the record written at
 /// `record_seq` that is at `location` (where the GC job, or the read, found it), checked with
-/// reads counted under `class`. The handle written carries the payload of that newest version
-/// (a policy's bytes stay with the key, wherever its record moves).
+/// reads counted under `class`. The handle written carries the payload and the expiry of that
+/// newest version (a policy's bytes and the key's lifetime stay with the key, wherever its
+/// record moves).
 struct Condition {
     key: Vec<u8>,
-    /// The handle to write, without a payload.
+    /// The handle to write, without a payload or an expiry.
     handle: StoredHandle,
     location: ValueHandle,
     class: IoClass,
@@ -114,13 +115,16 @@ impl DbInner {
                     ));
                 }
             }
-            if let BatchOp::Put { value, .. } = op
-                && value.len() as u64 > max_value
-            {
-                return Err(Error::invalid(format!(
-                    "value of {} bytes exceeds option `max_value_size` ({max_value} bytes)",
-                    value.len()
-                )));
+            if let BatchOp::Put { value, expiry, .. } = op {
+                if value.len() as u64 > max_value {
+                    return Err(Error::invalid(format!(
+                        "value of {} bytes exceeds option `max_value_size` ({max_value} bytes)",
+                        value.len()
+                    )));
+                }
+                if let Some(e) = expiry {
+                    crate::expiry::check_expiry(e)?;
+                }
             }
         }
         Ok(())
@@ -196,14 +200,15 @@ impl DbInner {
     }
 
     /// Whether the newest version of `key`, in the memtables or the index tree, names the
-    /// record written at `record_seq` at `location`: if it does, `Some` of its payload.
+    /// record written at `record_seq` at `location`: if it does, `Some` of its payload and
+    /// expiry.
     fn names_record(
         &self,
         key: &[u8],
         record_seq: SeqNo,
         location: ValueHandle,
         class: IoClass,
-    ) -> Result<Option<Option<HandlePayload>>> {
+    ) -> Result<Option<(Option<HandlePayload>, Option<u64>)>> {
         let sv = self.super_version.load();
         let ctx = ReadCtx {
             class,
@@ -219,11 +224,13 @@ impl DbInner {
             location,
             class,
         )?;
-        let payload = match newest {
-            Some(Lookup::Handle { payload, .. }) => payload,
-            _ => None,
+        let carried = match newest {
+            Some(Lookup::Handle {
+                payload, expiry, ..
+            }) => (payload, expiry),
+            _ => (None, None),
         };
-        Ok(names.then_some(payload))
+        Ok(names.then_some(carried))
     }
 
     /// Queues a writer and either waits for a leader to commit it or becomes the leader.
@@ -347,12 +354,15 @@ impl DbInner {
         let mut carried = None;
         if let Some(c) = &group[0].condition {
             let record_seq = c.handle.record_seq.unwrap_or_default();
-            let Some(payload) = self.names_record(&c.key, record_seq, c.location, c.class)? else {
+            let Some((payload, expiry)) =
+                self.names_record(&c.key, record_seq, c.location, c.class)?
+            else {
                 return Ok(Applied::ConditionFailed);
             };
-            if payload.is_some() {
+            if payload.is_some() || expiry.is_some() {
                 let mut b = WriteBatch::new();
-                b.put_handle(&c.key, &c.handle.clone().with_payload(payload));
+                let handle = c.handle.clone().with_payload(payload).with_expiry(expiry);
+                b.put_handle(&c.key, &handle);
                 carried = Some(b);
             }
             if let Some(table) = c.pins {
@@ -406,24 +416,14 @@ impl DbInner {
         let mut user_bytes = 0u64;
         for b in &batches {
             for op in b.iter().flatten() {
-                match op {
-                    BatchOp::Put { key, value } => {
-                        mem.add(seq, ValueKind::Value, key, value);
-                        user_bytes += (key.len() + value.len()) as u64;
-                    }
-                    BatchOp::Delete { key } => {
-                        mem.add(seq, ValueKind::Deletion, key, &[]);
-                        user_bytes += key.len() as u64;
-                    }
+                mem.apply(seq, &op);
+                user_bytes += match op {
+                    BatchOp::Put { key, value, .. } => (key.len() + value.len()) as u64,
+                    BatchOp::Delete { key } => key.len() as u64,
                     // The engine's own write (a GC write-back, an alias), not user data.
-                    BatchOp::PutHandle { key, handle } => {
-                        mem.add(seq, ValueKind::ValueHandle, key, handle);
-                    }
-                    BatchOp::DeleteRange { start, end } => {
-                        mem.add_range_tombstone(seq, start, end);
-                        user_bytes += (start.len() + end.len()) as u64;
-                    }
-                }
+                    BatchOp::PutHandle { .. } => 0,
+                    BatchOp::DeleteRange { start, end } => (start.len() + end.len()) as u64,
+                };
                 seq += 1;
             }
         }

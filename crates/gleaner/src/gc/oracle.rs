@@ -200,6 +200,7 @@ impl IndexOracle {
                             handle,
                             seq,
                             record_seq: s,
+                            ..
                         } => (seq, names(handle, s)),
                         other => (other.seq(), None),
                     })

@@ -8,7 +8,7 @@
 //! (`range_del::FragmentedTombstones`), so a point read asks them with one binary search and a
 //! memtable without any pays one atomic load.
 
-use crate::batch::RangeTombstoneLoad;
+use crate::batch::{BatchOp, RangeTombstoneLoad};
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crossbeam_skiplist::SkipSet;
 use crossbeam_skiplist::set::Entry;
 use parking_lot::Mutex;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, compare_internal};
 use crate::lookup::Lookup;
@@ -171,6 +171,32 @@ impl MemTable {
         self.largest_seq.fetch_max(seq, AtomicOrdering::AcqRel);
     }
 
+    /// Applies one op of a write batch at `seq` (new to the memtable): a version, or a range
+    /// tombstone. What the write path and WAL replay both do with each op.
+    pub(crate) fn apply(&self, seq: SeqNo, op: &BatchOp<'_>) {
+        match *op {
+            BatchOp::Put {
+                key,
+                value,
+                expiry: None,
+            } => self.add(seq, ValueKind::Value, key, value),
+            BatchOp::Put {
+                key,
+                value,
+                expiry: Some(e),
+            } => {
+                let mut stored = Vec::with_capacity(crate::expiry::INLINE_EXPIRY_LEN + value.len());
+                crate::expiry::encode_inline(&mut stored, e, value);
+                self.add(seq, ValueKind::ValueWithExpiry, key, &stored);
+            }
+            BatchOp::Delete { key } => self.add(seq, ValueKind::Deletion, key, &[]),
+            BatchOp::PutHandle { key, handle } => {
+                self.add(seq, ValueKind::ValueHandle, key, handle);
+            }
+            BatchOp::DeleteRange { start, end } => self.add_range_tombstone(seq, start, end),
+        }
+    }
+
     /// Inserts range tombstone `[start, end)` at `seq` (`start < end`; the write path checks).
     /// `seq` must be new to the memtable.
     pub fn add_range_tombstone(&self, seq: SeqNo, start: &[u8], end: &[u8]) {
@@ -241,7 +267,16 @@ impl MemTable {
             kind,
         };
         Ok(Some(match parsed.kind {
-            ValueKind::Value => Lookup::Value(found.value().to_vec()),
+            ValueKind::Value => Lookup::value(found.value().to_vec()),
+            ValueKind::ValueWithExpiry => {
+                let (expiry, value) = crate::expiry::split_inline(found.value()).ok_or_else(
+                    || Error::corruption("memtable", 0, "inline value shorter than its expiry"),
+                )?;
+                Lookup::Value {
+                    value: value.to_vec(),
+                    expiry: Some(expiry),
+                }
+            }
             ValueKind::Deletion => Lookup::Deleted,
             ValueKind::ValueHandle => {
                 let stored = StoredHandle::decode(found.value(), "memtable", 0)?;
@@ -250,6 +285,7 @@ impl MemTable {
                     seq: parsed.seq,
                     record_seq: stored.record_seq(parsed.seq),
                     payload: stored.payload,
+                    expiry: stored.expiry,
                 }
             }
         }))
@@ -397,11 +433,11 @@ mod tests {
         let get = |k: &[u8], s| m.get(k, s).expect("get");
         // Covered and older than the tombstone: deleted for readers at or above it.
         assert_eq!(get(b"b", 3), Some(Lookup::Deleted));
-        assert_eq!(get(b"b", 2), Some(Lookup::Value(b"b1".to_vec())), "a snapshot before it");
+        assert_eq!(get(b"b", 2), Some(Lookup::value(b"b1".to_vec())), "a snapshot before it");
         // A version written after the tombstone is live.
-        assert_eq!(get(b"b", 10), Some(Lookup::Value(b"b4".to_vec())));
+        assert_eq!(get(b"b", 10), Some(Lookup::value(b"b4".to_vec())));
         // The end is exclusive.
-        assert_eq!(get(b"c", 10), Some(Lookup::Value(b"c2".to_vec())));
+        assert_eq!(get(b"c", 10), Some(Lookup::value(b"c2".to_vec())));
         // A covered key with no version here: deleted, so older tables are not asked.
         assert_eq!(get(b"a", 10), Some(Lookup::Deleted));
         assert_eq!(get(b"a", 2), None);
@@ -440,10 +476,10 @@ mod tests {
         m.add(3, ValueKind::Value, b"j", b"j3");
         let get = |k: &[u8], s| m.get(k, s).expect("get");
         assert_eq!(get(b"k", 0), None);
-        assert_eq!(get(b"k", 1), Some(Lookup::Value(b"v1".to_vec())));
-        assert_eq!(get(b"k", 6), Some(Lookup::Value(b"v5".to_vec())));
+        assert_eq!(get(b"k", 1), Some(Lookup::value(b"v1".to_vec())));
+        assert_eq!(get(b"k", 6), Some(Lookup::value(b"v5".to_vec())));
         assert_eq!(get(b"k", 7), Some(Lookup::Deleted));
-        assert_eq!(get(b"j", 100), Some(Lookup::Value(b"j3".to_vec())));
+        assert_eq!(get(b"j", 100), Some(Lookup::value(b"j3".to_vec())));
         assert_eq!(get(b"ka", 100), None);
         assert_eq!(get(b"", 100), None);
         assert_eq!(m.len(), 4);
@@ -529,6 +565,6 @@ mod tests {
             .get(b"k00042", u64::MAX >> 8)
             .expect("get")
             .expect("present");
-        assert_eq!(got, Lookup::Value((30_000u64 + 43).to_le_bytes().to_vec()));
+        assert_eq!(got, Lookup::value((30_000u64 + 43).to_le_bytes().to_vec()));
     }
 }

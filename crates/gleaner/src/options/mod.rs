@@ -144,6 +144,7 @@ macro_rules! options_table {
             $( $name: $ty, )*
             fs: Arc<dyn FileSystem>,
             custom_policy: Option<Arc<dyn crate::gc::PolicyFactory>>,
+            clock: Arc<dyn crate::expiry::Clock>,
             overridden: BTreeSet<&'static str>,
         }
 
@@ -153,6 +154,7 @@ macro_rules! options_table {
                     $( $name: $default, )*
                     fs: Arc::new(PosixFs::new()),
                     custom_policy: None,
+                    clock: Arc::new(crate::expiry::SystemClock),
                     overridden: BTreeSet::new(),
                 }
             }
@@ -241,6 +243,7 @@ macro_rules! options_table {
                 $( d.field(stringify!($name), &self.$name); )*
                 d.field("fs", &self.fs);
                 d.field("custom_policy", &self.custom_policy);
+                d.field("clock", &self.clock);
                 d.finish()
             }
         }
@@ -488,6 +491,19 @@ impl Options {
     pub fn with_custom_policy(mut self, factory: Arc<dyn crate::gc::PolicyFactory>) -> Self {
         self.custom_policy = Some(factory);
         self.with_gc_policy(GcPolicyKind::Custom)
+    }
+
+    /// Reads time from `clock`: what expiring writes are judged by ([`crate::expiry`]).
+    /// Default: [`SystemClock`](crate::expiry::SystemClock). Not saved in OPTIONS.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn crate::expiry::Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The clock set with [`Options::with_clock`].
+    pub fn clock(&self) -> &Arc<dyn crate::expiry::Clock> {
+        &self.clock
     }
 
     /// The custom policy registered with [`Options::with_custom_policy`].

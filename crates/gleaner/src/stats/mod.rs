@@ -86,6 +86,11 @@ pub struct CompactionStats {
     /// no snapshot reads them).
     #[serde(default)]
     pub dropped_range_deleted: u64,
+    /// Entries dropped by flushes and compactions because they had expired for every reader
+    /// that could read them ([`crate::expiry`]): each became a deletion at its sequence number
+    /// (or nothing, at the bottom of the tree), its separated value garbage.
+    #[serde(default)]
+    pub dropped_expired: u64,
     /// Key tables dropped whole, without being read, because range tombstones of the
     /// compaction cover every entry of each (their entries count in `dropped_range_deleted`,
     /// their values' garbage comes from their recorded dependence).
@@ -172,6 +177,10 @@ pub struct OperationStats {
     /// compaction rewrites the handle.
     #[serde(default)]
     pub gets_via_inheritance: u64,
+    /// Expired versions ([`crate::expiry`]) that point reads and iterators found and read as
+    /// absent: the newest version of a key they reached had expired at the read's time.
+    #[serde(default)]
+    pub expired_skipped: u64,
     /// Handle updates on read written (aliases naming the record's current
     /// place, so the key's next read needs no search).
     #[serde(default)]

@@ -366,14 +366,20 @@ fn many_versions_per_key_match_the_model() {
         let mut seq = 10_000;
         for _ in 0..rng.random_range(1..=12) {
             seq -= rng.random_range(1..100);
-            let kind = match rng.random_range(0..3) {
+            let kind = match rng.random_range(0..4) {
                 0 => ValueKind::Deletion,
                 1 => ValueKind::ValueHandle,
+                2 => ValueKind::ValueWithExpiry,
                 _ => ValueKind::Value,
             };
             let value = match kind {
                 ValueKind::Deletion => vec![],
                 ValueKind::ValueHandle => handle_value(seq),
+                ValueKind::ValueWithExpiry => {
+                    let mut v = Vec::new();
+                    crate::expiry::encode_inline(&mut v, seq, user.as_bytes());
+                    v
+                }
                 ValueKind::Value => format!("{user}@{seq}").into_bytes(),
             };
             entries.push((make_internal_key(user.as_bytes(), seq, kind), value));

@@ -303,7 +303,7 @@ impl Table {
         let kind = self.entry_kind(it.key(), it.block())?;
         let entry = match kind {
             ValueKind::ValueHandle => KeyEntry::Handle(it.value().to_vec()),
-            ValueKind::Value => KeyEntry::Inline,
+            ValueKind::Value | ValueKind::ValueWithExpiry => KeyEntry::Inline,
             ValueKind::Deletion => KeyEntry::Deletion,
         };
         Ok(Some((it.key().to_vec(), entry)))

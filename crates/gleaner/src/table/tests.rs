@@ -64,6 +64,7 @@ pub(super) fn model(rng: &mut StdRng, n: usize, max_value: usize) -> Entries {
             let kind = match rng.random_range(0..100) {
                 0..15 => ValueKind::Deletion,
                 15..50 => ValueKind::ValueHandle,
+                50..60 => ValueKind::ValueWithExpiry,
                 _ => ValueKind::Value,
             };
             let value = match kind {
@@ -74,6 +75,11 @@ pub(super) fn model(rng: &mut StdRng, n: usize, max_value: usize) -> Entries {
                     len: 4096 + i as u64,
                 }
                 .encode(),
+                ValueKind::ValueWithExpiry => {
+                    let mut v = Vec::new();
+                    crate::expiry::encode_inline(&mut v, 1_000 + seq, format!("v{i}").as_bytes());
+                    v
+                }
                 ValueKind::Value => {
                     let len = rng.random_range(0..=max_value);
                     format!("value-{i}-{seq}-")
@@ -101,7 +107,7 @@ pub(super) fn expected_get_key(entries: &Entries, lookup: &[u8]) -> Option<(Vec<
     expected_get(entries, lookup).map(|(k, v)| {
         let e = match kind_of(&k) {
             ValueKind::ValueHandle => KeyEntry::Handle(v),
-            ValueKind::Value => KeyEntry::Inline,
+            ValueKind::Value | ValueKind::ValueWithExpiry => KeyEntry::Inline,
             ValueKind::Deletion => KeyEntry::Deletion,
         };
         (k, e)

@@ -4,7 +4,8 @@
 //! - key table (`NNNNNN.sst`): its layout and properties, one `name: value` per line, a blank
 //!   line, then every entry as `KEY<TAB>seq=N<TAB>kind=put|del|handle<TAB>VALUE` (the value is
 //!   empty for a deletion; a handle's is `file=F offset=O len=L`, then ` record_seq=S`,
-//!   ` alias` and ` payload=HEX` where the handle has them). An index-decoupled table shows its parts one after the other, each
+//!   ` alias`, ` payload=HEX` and ` expiry=MS` where the handle has them; an inline value
+//!   with an expiry has a fifth column, `expiry=MS`). An index-decoupled table shows its parts one after the other, each
 //!   introduced by a `# data part: ...` or `# handle part: ...` line. A table holding range
 //!   tombstones ends with a `# range tombstones: N fragments` line and one line per fragment
 //!   and tombstone, `START<TAB>seq=N<TAB>kind=delrange<TAB>END` (as the reader fragmented
@@ -110,15 +111,30 @@ impl Dumper<'_> {
         Ok(CountedReader::new(file, Arc::new(IoStats::default())))
     }
 
-    /// One entry line shared by tables and WALs; a handle is shown decoded (see the module
-    /// comment).
+    /// One entry line shared by tables and WALs; a handle is shown decoded, an inline value's
+    /// expiry in a column of its own (see the module comment).
     fn entry(&mut self, key: &[u8], seq: SeqNo, kind: &str, value: &[u8]) -> Result<()> {
-        let value = if kind == "handle" {
-            render_handle(&StoredHandle::decode(value, self.name, 0)?)
-        } else {
-            render(value, self.hex)
+        let value = match kind {
+            "handle" => render_handle(&StoredHandle::decode(value, self.name, 0)?),
+            "putexp" => {
+                let (expiry, value) = crate::expiry::split_inline(value).ok_or_else(|| {
+                    Error::corruption(self.name, 0, "inline value shorter than its expiry")
+                })?;
+                return self.put_with_expiry(key, seq, value, expiry);
+            }
+            _ => render(value, self.hex),
         };
         let line = format!("{}\tseq={seq}\tkind={kind}\t{value}", render(key, self.hex));
+        self.line(&line)
+    }
+
+    /// An inline put with an expiry: `KEY<TAB>seq=N<TAB>kind=put<TAB>VALUE<TAB>expiry=MS`.
+    fn put_with_expiry(&mut self, key: &[u8], seq: SeqNo, value: &[u8], expiry: u64) -> Result<()> {
+        let line = format!(
+            "{}\tseq={seq}\tkind=put\t{}\texpiry={expiry}",
+            render(key, self.hex),
+            render(value, self.hex)
+        );
         self.line(&line)
     }
 
@@ -352,7 +368,16 @@ impl Dumper<'_> {
                 let op = op.map_err(|d| Error::corruption(self.name, offset, d))?;
                 let seq = first.saturating_add(i as u64);
                 match op {
-                    BatchOp::Put { key, value } => self.entry(key, seq, "put", value)?,
+                    BatchOp::Put {
+                        key,
+                        value,
+                        expiry: None,
+                    } => self.entry(key, seq, "put", value)?,
+                    BatchOp::Put {
+                        key,
+                        value,
+                        expiry: Some(e),
+                    } => self.put_with_expiry(key, seq, value, e)?,
                     BatchOp::Delete { key } => self.entry(key, seq, "del", &[])?,
                     BatchOp::PutHandle { key, handle } => self.entry(key, seq, "handle", handle)?,
                     // The value column holds the range's end.

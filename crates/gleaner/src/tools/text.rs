@@ -46,6 +46,7 @@ pub(crate) fn render(bytes: &[u8], as_hex: bool) -> String {
 pub(crate) fn kind_name(kind: ValueKind) -> &'static str {
     match kind {
         ValueKind::Value => "put",
+        ValueKind::ValueWithExpiry => "putexp",
         ValueKind::Deletion => "del",
         ValueKind::ValueHandle => "handle",
     }
@@ -66,8 +67,8 @@ pub(crate) fn render_internal_key(ikey: &[u8], as_hex: bool) -> String {
     }
 }
 
-/// A stored handle's fields: `file=F offset=O len=L`, then ` record_seq=S`, ` alias` and
-/// ` payload=HEX` where the handle has them.
+/// A stored handle's fields: `file=F offset=O len=L`, then ` record_seq=S`, ` alias`,
+/// ` payload=HEX` and ` expiry=MS` where the handle has them.
 pub(crate) fn render_handle(h: &crate::value::StoredHandle) -> String {
     let l = &h.location;
     let mut out = format!("file={} offset={} len={}", l.file_number, l.offset, l.len);
@@ -80,6 +81,9 @@ pub(crate) fn render_handle(h: &crate::value::StoredHandle) -> String {
     if let Some(p) = &h.payload {
         out.push_str(" payload=");
         out.push_str(&hex(p.as_bytes()));
+    }
+    if let Some(e) = h.expiry {
+        out.push_str(&format!(" expiry={e}"));
     }
     out
 }

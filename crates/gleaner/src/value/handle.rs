@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::coding::{Decoder, put_varint64};
 use crate::error::{Error, Result};
+use crate::expiry::MAX_EXPIRY_MS;
 use crate::key::{MAX_SEQUENCE, SeqNo};
 
 /// Where a separated value's record lives: `{file_number, offset, len}` of a record in a value
@@ -27,8 +28,9 @@ pub struct ValueHandle {
 pub const MAX_HANDLE_PAYLOAD: usize = 512;
 
 /// Longest encoding of a handle as an index-tree entry stores it ([`StoredHandle`]): four
-/// ten-byte varints, the one-byte flags, and the longest payload with its two-byte length.
-pub const MAX_HANDLE_LEN: usize = 41 + 2 + MAX_HANDLE_PAYLOAD;
+/// ten-byte varints, the one-byte flags, the longest payload with its two-byte length, and the
+/// latest expiry ([`MAX_EXPIRY_MS`], a nine-byte varint).
+pub const MAX_HANDLE_LEN: usize = 41 + 2 + MAX_HANDLE_PAYLOAD + 9;
 
 /// Flag of a [`StoredHandle`] (its fifth varint): the entry is an alias.
 const FLAG_ALIAS: u64 = 1;
@@ -37,8 +39,11 @@ const FLAG_PAYLOAD: u64 = 2;
 /// Flag: the fourth varint is a placeholder (0); the record is the entry's own. Lets a payload
 /// follow a handle that has no record sequence number of its own.
 const FLAG_OWN_RECORD: u64 = 4;
+/// Flag: the version expires; a varint64 expiry (milliseconds since the Unix epoch, at most
+/// [`MAX_EXPIRY_MS`]) follows the flags and the payload.
+const FLAG_EXPIRY: u64 = 8;
 /// Every flag this build knows: another bit is a handle of a newer format.
-const KNOWN_FLAGS: u64 = FLAG_ALIAS | FLAG_PAYLOAD | FLAG_OWN_RECORD;
+const KNOWN_FLAGS: u64 = FLAG_ALIAS | FLAG_PAYLOAD | FLAG_OWN_RECORD | FLAG_EXPIRY;
 
 /// Bytes a GC policy keeps with a handle (issue 24: DumpKV keeps per-key features there):
 /// opaque to the engine, from 1 to [`MAX_HANDLE_PAYLOAD`] bytes, carried by compaction, GC
@@ -123,13 +128,14 @@ impl ValueHandle {
 /// anything, and keeps the owner while the alias is the newest version of their snapshot
 /// stripe; the garbage recount counts owners only.
 ///
-/// A handle may carry a policy's [`HandlePayload`].
+/// A handle may carry a policy's [`HandlePayload`], and the version's expiry
+/// ([`crate::expiry`]).
 ///
 /// Encoded as the three varints of the [`ValueHandle`], then, only when `record_seq` is set or
 /// a flag is, a fourth (the record sequence number, or 0 with flag 4), then, only when a flag
-/// is set, a fifth: the flags (1 alias, 2 payload, 4 own record), then, with flag 2, the payload,
-/// length-prefixed (docs/format.md, "Value handle"). A handle with neither alias nor payload
-/// encodes as format 2 did.
+/// is set, a fifth: the flags (1 alias, 2 payload, 4 own record, 8 expiry), then, with flag 2,
+/// the payload, length-prefixed, then, with flag 8, the expiry (docs/format.md, "Value
+/// handle"). A handle with no alias, payload or expiry encodes as format 2 did.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StoredHandle {
     /// Where the record is.
@@ -140,6 +146,9 @@ pub struct StoredHandle {
     pub alias: bool,
     /// The policy's bytes kept with the handle.
     pub payload: Option<HandlePayload>,
+    /// When the version expires (milliseconds since the Unix epoch), if it does. Carried with
+    /// the handle wherever the record moves, as the payload is.
+    pub expiry: Option<u64>,
 }
 
 impl StoredHandle {
@@ -150,6 +159,7 @@ impl StoredHandle {
             record_seq: None,
             alias: false,
             payload: None,
+            expiry: None,
         }
     }
 
@@ -160,12 +170,56 @@ impl StoredHandle {
             record_seq: Some(record_seq),
             alias: true,
             payload: None,
+            expiry: None,
         }
     }
 
     /// This handle with `payload` in place of its own.
     pub fn with_payload(mut self, payload: Option<HandlePayload>) -> Self {
         self.payload = payload;
+        self
+    }
+
+    /// The expiry of the stored handle `bytes`, read without decoding the rest (no payload is
+    /// copied): what iterators ask of every handle they pass.
+    ///
+    /// Errors: as [`StoredHandle::decode`], for the part it reads.
+    pub fn expiry_of(bytes: &[u8], file: &str) -> Result<Option<u64>> {
+        let mut d = Decoder::new(bytes);
+        let bad = || Error::corruption(file, 0, "malformed value handle: truncated");
+        for _ in 0..4 {
+            if d.is_empty() {
+                return Ok(None);
+            }
+            d.varint64().ok_or_else(bad)?;
+        }
+        if d.is_empty() {
+            return Ok(None);
+        }
+        let flags = d.varint64().ok_or_else(bad)?;
+        if flags & FLAG_EXPIRY == 0 {
+            return Ok(None);
+        }
+        if flags & FLAG_PAYLOAD != 0 {
+            let len = d.varint64().ok_or_else(bad)?;
+            if len > MAX_HANDLE_PAYLOAD as u64 {
+                return Err(bad());
+            }
+            d.bytes(len as usize).ok_or_else(bad)?;
+        }
+        match d.varint64() {
+            Some(e) if e <= MAX_EXPIRY_MS => Ok(Some(e)),
+            _ => Err(Error::corruption(
+                file,
+                0,
+                "malformed value handle: expiry truncated or beyond the latest",
+            )),
+        }
+    }
+
+    /// This handle with `expiry` in place of its own.
+    pub fn with_expiry(mut self, expiry: Option<u64>) -> Self {
+        self.expiry = expiry;
         self
     }
 
@@ -186,9 +240,12 @@ impl StoredHandle {
         }
         if self.payload.is_some() {
             flags |= FLAG_PAYLOAD;
-            if self.record_seq.is_none() {
-                flags |= FLAG_OWN_RECORD;
-            }
+        }
+        if self.expiry.is_some() {
+            flags |= FLAG_EXPIRY;
+        }
+        if flags & (FLAG_PAYLOAD | FLAG_EXPIRY) != 0 && self.record_seq.is_none() {
+            flags |= FLAG_OWN_RECORD;
         }
         if self.record_seq.is_some() || flags != 0 {
             put_varint64(dst, self.record_seq.unwrap_or(0));
@@ -199,6 +256,9 @@ impl StoredHandle {
         if let Some(p) = &self.payload {
             put_varint64(dst, p.0.len() as u64);
             dst.extend_from_slice(&p.0);
+        }
+        if let Some(e) = self.expiry {
+            put_varint64(dst, e);
         }
     }
 
@@ -212,8 +272,8 @@ impl StoredHandle {
     /// Decodes a stored handle that must span all of `bytes`; `file` and `offset` locate it for
     /// errors. A record sequence number above the largest one a write can have, flags of zero
     /// or with a bit this build does not know, an alias without a record sequence number, a
-    /// payload empty or longer than [`MAX_HANDLE_PAYLOAD`], or a byte after the handle, are
-    /// damage (the encoding is canonical: each handle has one).
+    /// payload empty or longer than [`MAX_HANDLE_PAYLOAD`], an expiry after [`MAX_EXPIRY_MS`],
+    /// or a byte after the handle, are damage (the encoding is canonical: each handle has one).
     pub fn decode(bytes: &[u8], file: &str, offset: u64) -> Result<StoredHandle> {
         let mut d = Decoder::new(bytes);
         let bad =
@@ -246,8 +306,13 @@ impl StoredHandle {
             }
         };
         if flags & FLAG_OWN_RECORD != 0 {
-            if flags & FLAG_PAYLOAD == 0 || flags & FLAG_ALIAS != 0 || record_seq != Some(0) {
-                return Err(bad("own-record flag without a payload, or with an alias"));
+            if flags & (FLAG_PAYLOAD | FLAG_EXPIRY) == 0
+                || flags & FLAG_ALIAS != 0
+                || record_seq != Some(0)
+            {
+                return Err(bad(
+                    "own-record flag without a payload or an expiry, or with an alias",
+                ));
             }
             record_seq = None;
         }
@@ -264,6 +329,14 @@ impl StoredHandle {
         } else {
             None
         };
+        let expiry = if flags & FLAG_EXPIRY != 0 {
+            match d.varint64().ok_or_else(truncated)? {
+                e if e > MAX_EXPIRY_MS => return Err(bad("expiry beyond the latest")),
+                e => Some(e),
+            }
+        } else {
+            None
+        };
         if !d.is_empty() {
             return Err(bad("bytes after the handle"));
         }
@@ -275,6 +348,7 @@ impl StoredHandle {
             record_seq,
             alias: flags & FLAG_ALIAS != 0,
             payload,
+            expiry,
         })
     }
 }
@@ -296,6 +370,7 @@ mod tests {
                 record_seq,
                 alias: false,
                 payload: None,
+                expiry: None,
             };
             let e = h.encode();
             assert!(e.len() <= MAX_HANDLE_LEN);
@@ -351,7 +426,12 @@ mod tests {
         assert_eq!(widest.encode().len(), 41);
         let payload = HandlePayload::new(&[0xab; MAX_HANDLE_PAYLOAD]).expect("longest");
         assert_eq!(
-            widest.clone().with_payload(Some(payload)).encode().len(),
+            widest
+                .clone()
+                .with_payload(Some(payload))
+                .with_expiry(Some(MAX_EXPIRY_MS))
+                .encode()
+                .len(),
             MAX_HANDLE_LEN
         );
         // A plain handle is a stored handle of the entry's own record.
@@ -462,10 +542,55 @@ mod tests {
         damaged(&[9, 172, 2, 160, 31, 0, 7, 1, 1]);
         damaged(&[9, 172, 2, 160, 31, 5, 6, 1, 1]);
         // A flag of a newer format is named as such.
-        assert!(damaged(&[9, 172, 2, 160, 31, 5, 8]).contains("unknown to this build"));
+        assert!(damaged(&[9, 172, 2, 160, 31, 5, 16]).contains("unknown to this build"));
         // Payloads are bounded when made.
         assert!(HandlePayload::new(b"").is_err());
         assert!(HandlePayload::new(&[0; MAX_HANDLE_PAYLOAD + 1]).is_err());
         assert_eq!(format!("{p:?}"), "HandlePayload(66656174)");
+    }
+
+    #[test]
+    fn expiries_round_trip_and_are_read_alone() {
+        let location = ValueHandle {
+            file_number: 9,
+            offset: 300,
+            len: 4000,
+        };
+        let p = HandlePayload::new(b"feat").expect("payload");
+        // An expiry needs the fourth varint: 0 and the own-record flag when the record is the
+        // entry's own.
+        assert_eq!(
+            StoredHandle::new(location).with_expiry(Some(5)).encode(),
+            [9, 172, 2, 160, 31, 0, 8 | 4, 5]
+        );
+        let cases = [
+            StoredHandle::new(location),
+            StoredHandle::new(location).with_payload(Some(p.clone())),
+            StoredHandle::alias(location, 77),
+            StoredHandle::alias(location, 77).with_payload(Some(p)),
+        ];
+        for base in cases {
+            for expiry in [None, Some(0), Some(1_700_000_000_000), Some(MAX_EXPIRY_MS)] {
+                let h = base.clone().with_expiry(expiry);
+                let e = h.encode();
+                assert!(e.len() <= MAX_HANDLE_LEN);
+                assert_eq!(StoredHandle::decode(&e, "t.sst", 0).expect("decode"), h);
+                assert_eq!(StoredHandle::expiry_of(&e, "t.sst").expect("expiry"), expiry);
+                if expiry.is_some() {
+                    for cut in base.encode().len().max(7)..e.len() {
+                        assert!(StoredHandle::decode(&e[..cut], "t.sst", 0).is_err());
+                        assert!(
+                            StoredHandle::expiry_of(&e[..cut], "t.sst").is_err(),
+                            "cut {cut} of {h:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // An expiry past the latest is damage.
+        let mut late = vec![9, 172, 2, 160, 31, 0, 12];
+        put_varint64(&mut late, MAX_EXPIRY_MS + 1);
+        assert!(StoredHandle::decode(&late, "t.sst", 0).is_err());
+        assert!(StoredHandle::expiry_of(&late, "t.sst").is_err());
     }
 }

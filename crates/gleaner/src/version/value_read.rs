@@ -320,6 +320,7 @@ mod tests {
             seq: 8,
             record_seq: 6,
             payload: None,
+            expiry: None,
         };
         assert!(
             !s.names_record(&cache, b"k", Some(&found), 7, at(2, 40), class)

@@ -436,6 +436,7 @@ impl Version {
                         handle: stored.location,
                         seq: parsed.seq,
                         record_seq: stored.record_seq(parsed.seq),
+                        expiry: stored.expiry,
                     }
                 }
                 KeyEntry::Inline => KeyLookup::Inline { seq: parsed.seq },
@@ -513,7 +514,16 @@ impl Version {
         let parsed = ParsedKey::parse(&ikey)
             .ok_or_else(|| Error::corruption(name(), 0, "malformed internal key"))?;
         let found = match parsed.kind {
-            ValueKind::Value => Lookup::Value(value),
+            ValueKind::Value => Lookup::value(value),
+            ValueKind::ValueWithExpiry => {
+                let (expiry, v) = crate::expiry::split_inline(&value).ok_or_else(|| {
+                    Error::corruption(name(), 0, "inline value shorter than its expiry")
+                })?;
+                Lookup::Value {
+                    value: v.to_vec(),
+                    expiry: Some(expiry),
+                }
+            }
             ValueKind::Deletion => Lookup::Deleted,
             ValueKind::ValueHandle => {
                 let stored = StoredHandle::decode(&value, &name(), 0)?;
@@ -522,6 +532,7 @@ impl Version {
                     seq: parsed.seq,
                     record_seq: stored.record_seq(parsed.seq),
                     payload: stored.payload,
+                    expiry: stored.expiry,
                 }
             }
         };

@@ -65,3 +65,18 @@ pub fn assert_reads(db: &Db, latest: &[u32], ctx: &str) {
         );
     }
 }
+
+/// Asserts that the garbage counts of `db` match a recount from scratch and that no drop went
+/// unplaced (`ctx` names the moment in failures); returns the recount for further checks.
+pub fn assert_exact_garbage(db: &Db, ctx: &str) -> gleaner::GarbageRecount {
+    let r = db
+        .recount_garbage()
+        .unwrap_or_else(|e| panic!("{ctx}: recount: {e}"));
+    assert!(r.mismatches.is_empty(), "{ctx}: {:#?}", r.mismatches);
+    assert_eq!(
+        db.stats().values.unresolved_drops,
+        0,
+        "{ctx}: unplaced drops"
+    );
+    r
+}

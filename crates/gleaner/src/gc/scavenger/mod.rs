@@ -225,6 +225,7 @@ mod tests {
             payload: None,
             origin: RouteOrigin::Flush,
             level: Some(0),
+            expiry: None,
         };
         assert_eq!(
             tdb.router.place(&ctx),

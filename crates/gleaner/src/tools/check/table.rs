@@ -130,6 +130,15 @@ impl Checker {
                     }
                 }
                 ValueKind::Value => {}
+                ValueKind::ValueWithExpiry => {
+                    if crate::expiry::split_inline(it.value()).is_none() {
+                        self.problem(Problem::new(
+                            name,
+                            None,
+                            format!("entry {entries}: inline value shorter than its expiry"),
+                        ));
+                    }
+                }
             }
             if first.is_none() {
                 first = Some(key.to_vec());

@@ -1,0 +1,248 @@
+//! Expiring keys through `Db` (issue 26): reads, iterators and snapshots judge expiry at their
+//! own time, an expired version hides the older ones, flushes and compactions keep expiries
+//! (inline and separated) and drop what expired for every reader, and bad input writes nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::expiry::{MAX_EXPIRY_MS, ManualClock};
+use crate::io::FaultFs;
+use crate::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+/// The start of every test's clock.
+const T0: u64 = 1_000_000;
+
+fn options(clock: &Arc<ManualClock>) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(FaultFs::new(26)))
+        .with_clock(clock.clone())
+        .with_inline_background_work(true)
+        .with_min_separated_value_size(64)
+}
+
+fn open(clock: &Arc<ManualClock>) -> Db {
+    Db::open(Path::new("/exp"), options(clock)).expect("open")
+}
+
+/// A value this long is separated (`min_separated_value_size` 64).
+fn big(tag: &str) -> Vec<u8> {
+    tag.as_bytes().iter().copied().cycle().take(200).collect()
+}
+
+fn keys(db: &Db, opts: &ReadOptions<'_>) -> Vec<String> {
+    db.range(.., opts)
+        .expect("range")
+        .map(|kv| String::from_utf8(kv.expect("item").0).expect("utf8"))
+        .collect()
+}
+
+fn keys_rev(db: &Db, opts: &ReadOptions<'_>) -> Vec<String> {
+    let mut v: Vec<String> = db
+        .range(.., opts)
+        .expect("range")
+        .rev()
+        .map(|kv| String::from_utf8(kv.expect("item").0).expect("utf8"))
+        .collect();
+    v.reverse();
+    v
+}
+
+/// Writes `a` (inline) and `b` (separated) expiring at T0 + 100, `c` at T0 + 200, `d` never,
+/// each over an older version that does not expire.
+fn write_mix(db: &Db) {
+    for k in ["a", "b", "c", "d"] {
+        db.put(k, "old").expect("put");
+    }
+    db.put_with_expiry("a", "small", T0 + 100).expect("put");
+    db.put_with_expiry("b", big("b"), T0 + 100).expect("put");
+    db.put_with_ttl("c", "later", 200).expect("put");
+    db.put("d", "forever").expect("put");
+}
+
+fn assert_mix(db: &Db, at: u64, ctx: &str) {
+    let live = |k: &str| match (k, at) {
+        ("a" | "b", t) => t < T0 + 100,
+        ("c", t) => t < T0 + 200,
+        _ => true,
+    };
+    let want: Vec<String> = ["a", "b", "c", "d"]
+        .into_iter()
+        .filter(|k| live(k))
+        .map(String::from)
+        .collect();
+    assert_eq!(keys(db, &ReadOptions::default()), want, "{ctx}: forward");
+    assert_eq!(
+        keys_rev(db, &ReadOptions::default()),
+        want,
+        "{ctx}: reverse"
+    );
+    for (k, v) in [
+        ("a", b"small".to_vec()),
+        ("b", big("b")),
+        ("c", b"later".to_vec()),
+        ("d", b"forever".to_vec()),
+    ] {
+        let got = db.get(k).expect("get");
+        assert_eq!(
+            got,
+            live(k).then_some(v),
+            "{ctx}: {k}, never the old version"
+        );
+    }
+}
+
+#[test]
+fn expired_versions_read_absent_and_hide_the_older_ones() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    write_mix(&db);
+    assert_mix(&db, T0, "memtable, before");
+    clock.set(T0 + 100);
+    assert_mix(&db, T0 + 100, "memtable, at the expiry");
+    let skipped = db.stats().operations.expired_skipped;
+    assert!(
+        skipped >= 4,
+        "reads and scans counted what they skipped: {skipped}"
+    );
+    db.flush().expect("flush");
+    assert_mix(&db, T0 + 100, "flushed");
+    clock.set(T0 + 250);
+    assert_mix(&db, T0 + 250, "flushed, later");
+}
+
+#[test]
+fn a_snapshot_judges_expiry_at_its_own_time_and_its_reads_repeat() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    write_mix(&db);
+    let snap = db.snapshot();
+    assert_eq!(snap.time_ms(), T0);
+    clock.set(T0 + 500);
+    let at = ReadOptions::default().at(&snap);
+    let all = vec!["a", "b", "c", "d"];
+    assert_eq!(keys(&db, &at), all, "the snapshot still reads them");
+    assert_eq!(keys_rev(&db, &at), all);
+    assert_eq!(db.get_with("b", &at).expect("get"), Some(big("b")));
+    assert_eq!(db.get("b").expect("get"), None, "the present does not");
+    // Compaction keeps what the snapshot reads, then drops it once the snapshot goes.
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(
+        db.stats().compaction.dropped_expired,
+        0,
+        "the snapshot reads them"
+    );
+    assert_eq!(keys(&db, &at), all, "compacted under the snapshot");
+    assert_eq!(db.get_with("a", &at).expect("get"), Some(b"small".to_vec()));
+    drop(snap);
+    db.compact_range(None, None).expect("compact");
+    let stats = db.stats();
+    assert_eq!(stats.compaction.dropped_expired, 3, "a, b and c: {stats:?}");
+    assert_mix(&db, T0 + 500, "compacted");
+    let recount = db.recount_garbage().expect("recount");
+    assert!(recount.mismatches.is_empty(), "{:#?}", recount.mismatches);
+    assert_eq!(
+        stats.values.records - stats.values.garbage_records,
+        0,
+        "b's record is garbage (or its table gone): {:?}",
+        stats.values
+    );
+}
+
+#[test]
+fn an_iterator_judges_expiry_when_it_is_made() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    write_mix(&db);
+    let mut it = db.iter(&ReadOptions::default()).expect("iter");
+    clock.set(T0 + 150);
+    it.seek_to_first().expect("seek");
+    let mut seen = Vec::new();
+    while it.valid() {
+        seen.push(String::from_utf8(it.key().to_vec()).expect("utf8"));
+        it.next().expect("next");
+    }
+    assert_eq!(seen, ["a", "b", "c", "d"], "made before the expiry");
+    assert_eq!(keys(&db, &ReadOptions::default()), ["c", "d"]);
+}
+
+#[test]
+fn expiries_survive_the_wal_a_flush_and_a_reopen() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = options(&clock);
+    let db = Db::open(Path::new("/exp"), opts.clone()).expect("open");
+    write_mix(&db);
+    db.close().expect("close");
+    drop(db);
+    let db = Db::open(Path::new("/exp"), opts.clone()).expect("reopen");
+    assert_mix(&db, T0, "replayed");
+    clock.set(T0 + 100);
+    assert_mix(&db, T0 + 100, "replayed, at the expiry");
+    db.flush().expect("flush");
+    db.close().expect("close");
+    drop(db);
+    let db = Db::open(Path::new("/exp"), opts).expect("reopen");
+    assert_mix(&db, T0 + 100, "reopened from tables");
+}
+
+#[test]
+fn a_past_expiry_writes_a_version_that_reads_as_a_deletion() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    db.put("k", "v").expect("put");
+    db.put_with_expiry("k", "gone", T0 - 1).expect("put");
+    db.put_with_ttl("j", "gone", 0).expect("put");
+    assert_eq!(db.get("k").expect("get"), None);
+    assert_eq!(db.get("j").expect("get"), None);
+    db.flush().expect("flush");
+    assert_eq!(db.get("k").expect("get"), None);
+    assert_eq!(
+        db.stats().compaction.dropped_expired,
+        2,
+        "the flush drops them already"
+    );
+    assert!(keys(&db, &ReadOptions::default()).is_empty());
+}
+
+#[test]
+fn expiries_past_the_limit_are_refused_and_write_nothing() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    let before = db.stats().last_sequence;
+    let mut batch = WriteBatch::new();
+    batch.put("x", "y");
+    batch.put_with_expiry("k", "v", MAX_EXPIRY_MS + 1);
+    let err = db
+        .write(batch, &WriteOptions::default())
+        .expect_err("refused");
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("MAX_EXPIRY_MS")),
+        "{err}"
+    );
+    let err = db.put_with_ttl("k", "v", u64::MAX).expect_err("refused");
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("overflows")),
+        "{err}"
+    );
+    assert_eq!(db.stats().last_sequence, before, "nothing was written");
+    assert_eq!(db.get("x").expect("get"), None);
+    db.put_with_expiry("k", "v", MAX_EXPIRY_MS)
+        .expect("the limit itself");
+    assert_eq!(db.get("k").expect("get"), Some(b"v".to_vec()));
+}
+
+#[test]
+fn the_database_time_never_goes_back_with_the_clock() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    db.put_with_expiry("k", "v", T0 + 10).expect("put");
+    clock.set(T0 + 10);
+    assert_eq!(db.get("k").expect("get"), None);
+    clock.set(T0);
+    assert_eq!(
+        db.get("k").expect("get"),
+        None,
+        "what expired stays expired"
+    );
+    assert_eq!(db.snapshot().time_ms(), T0 + 10);
+}
