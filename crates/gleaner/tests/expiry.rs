@@ -57,9 +57,8 @@ fn assert_reads(db: &Db, expired: bool, ctx: &str) {
     assert_eq!(keys, live, "{ctx}: scan");
 }
 
-fn run(variant: &str, opts: Options, clock: &ManualClock) {
-    let path = Path::new("/expiry").join(variant);
-    let db = Db::open(&path, opts.clone()).expect("open");
+/// Writes the rounds (see [`EXPIRING`]), every round flushed and compacted.
+fn write_rounds(db: &Db) {
     for i in 0..KEYS {
         db.put(key(i), value(i, 0)).expect("put");
     }
@@ -79,6 +78,12 @@ fn run(variant: &str, opts: Options, clock: &ManualClock) {
     }
     db.flush().expect("flush");
     db.compact_range(None, None).expect("compact");
+}
+
+fn run(variant: &str, opts: Options, clock: &ManualClock) {
+    let path = Path::new("/expiry").join(variant);
+    let db = Db::open(&path, opts.clone()).expect("open");
+    write_rounds(&db);
     assert_reads(&db, false, &format!("{variant}: before the expiry"));
     // GC before the expiry: a write-back or an alias carries the expiry with the handle.
     let moved_before = db.stats().gc.records_written;
@@ -132,6 +137,61 @@ fn run(variant: &str, opts: Options, clock: &ManualClock) {
     let db = Db::open(&path, opts).expect("reopen");
     assert_reads(&db, true, &format!("{variant}: reopened"));
     rounds::assert_exact_garbage(&db, &format!("{variant}: reopened"));
+}
+
+/// GC after the expiry, before any compaction dropped the expired versions: every policy's
+/// GC judges their records dead (the dense index keeps each record's expiry), though an entry
+/// still names them; the garbage stays exact, and compaction then drops the entries without
+/// counting anything.
+fn run_gc_after_expiry(variant: &str, opts: Options, clock: &ManualClock) {
+    let path = Path::new("/expiry-gc").join(variant);
+    let db = Db::open(&path, opts.clone()).expect("open");
+    write_rounds(&db);
+    clock.advance(TTL_MS);
+    let ctx = format!("{variant}: expired");
+    assert_reads(&db, true, &ctx);
+    for _ in 0..3 {
+        db.run_gc().expect("gc");
+    }
+    let ctx = format!("{variant}: expired, collected");
+    assert_reads(&db, true, &ctx);
+    let recount = rounds::assert_exact_garbage(&db, &ctx);
+    let stats = db.stats();
+    if common::runs_gc_jobs(variant) {
+        assert_eq!(
+            stats.gc.records_expired,
+            EXPIRING.len() as u64,
+            "{ctx}: judged dead though still named: {:?}",
+            stats.gc
+        );
+        assert_eq!(recount.expired, EXPIRING.len() as u64, "{ctx}: {recount:?}");
+    }
+    db.compact_range(None, None).expect("compact");
+    let ctx = format!("{variant}: expired, collected, compacted");
+    assert_reads(&db, true, &ctx);
+    rounds::assert_exact_garbage(&db, &ctx);
+    let stats = db.stats();
+    let live = stats.values.records - stats.values.garbage_records;
+    assert_eq!(live, u64::from(KEYS) - EXPIRING.len() as u64, "{ctx}");
+    db.close().expect("close");
+    drop(db);
+    let db = Db::open(&path, opts).expect("reopen");
+    assert_reads(&db, true, &format!("{variant}: reopened"));
+    rounds::assert_exact_garbage(&db, &format!("{variant}: reopened"));
+}
+
+#[test]
+fn every_policy_judges_expired_records_dead_though_an_entry_names_them() {
+    let fs = FaultFs::new(27);
+    for (variant, tune) in common::gc_variants() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let opts = tune(
+            rounds::inline_options(&fs)
+                .with_gc_garbage_ratio(0.2)
+                .with_clock(clock.clone()),
+        );
+        run_gc_after_expiry(&variant, opts, &clock);
+    }
 }
 
 #[test]

@@ -226,6 +226,7 @@ mod tests {
             largest_seq: 99,
             class: 0,
             policy_meta: None,
+            max_expiry: None,
         }
     }
 

@@ -139,13 +139,25 @@ impl GarbageListener {
         let mut delta = self.aggregated;
         let mut unresolved = self.unresolved;
         let mut late = Vec::new();
-        delta.retain(|t, _| {
+        let mut reclaimed_early = 0;
+        delta.retain(|t, g| {
             let live = values.live(*t).is_some();
-            if !live {
+            // A table whose records all expire may have been deleted whole since the drops were
+            // placed (`db/expired_tables.rs`): the dropped versions had expired, their records
+            // went with the table, and nothing is left to count.
+            let expired = self
+                .version
+                .values()
+                .live(*t)
+                .is_some_and(|v| v.max_expiry.is_some());
+            if !live && expired {
+                reclaimed_early += g.records;
+            } else if !live {
                 unresolved += 1;
             }
             live
         });
+        self.reclaimed_early += reclaimed_early;
         for d in std::mem::take(&mut self.detailed) {
             let t = match place(values, &self.cache, d.table, &d.key, d.seq)? {
                 Placement::Table(t) => t,

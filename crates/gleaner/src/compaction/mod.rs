@@ -32,4 +32,6 @@ pub use output::{FinishedOutputs, OutputConfig, TableOutputs};
 pub use pending::PendingFiles;
 pub use plan::{CompactionPlan, CompactionReason, PickerConfig, RunInputs, RunningCompaction};
 pub use relocate::RelocationStats;
-pub use value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig, ValueOutputs};
+pub use value_output::{
+    ClassedFinish, ClassedValueOutputs, MAX_OPEN_EXPIRY_GROUPS, ValueOutputConfig, ValueOutputs,
+};

@@ -260,7 +260,8 @@ impl TableOutputs {
                         expiry,
                     };
                     if let Placement::Separated { class, payload } = values.place(&ctx)? {
-                        let handle = values.add_to(class, parsed.user_key, parsed.seq, value)?;
+                        let handle =
+                            values.add_to(class, parsed.user_key, parsed.seq, value, expiry)?;
                         self.scratch_key.clear();
                         append_internal_key(
                             &mut self.scratch_key,

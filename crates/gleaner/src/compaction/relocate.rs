@@ -274,7 +274,13 @@ impl<'a> Relocator<'a> {
             Placement::Separated { class, payload } => {
                 let location =
                     self.values
-                        .add_to(class, key.user_key, record_seq, &record.value)?;
+                        .add_to(
+                            class,
+                            key.user_key,
+                            record_seq,
+                            &record.value,
+                            stored.expiry,
+                        )?;
                 self.last = Some((key.user_key.to_vec(), record_seq));
                 self.stats.relocated += 1;
                 append_internal_key(

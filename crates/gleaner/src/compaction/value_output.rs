@@ -1,6 +1,9 @@
 //! Writes separated values into value tables for flushes, GC jobs and compactions that relocate
 //! values, cutting a new table at the target size, only between user keys (so the tables of one
-//! run have disjoint key ranges, which inheritance records rely on), one run per value class.
+//! run have disjoint key ranges, which inheritance records rely on), one run per value class —
+//! and, with `expiry_group_ms`, outside GC jobs, per expiry group of the class (values expiring
+//! in the same window of that many milliseconds; those that never expire apart), so that a
+//! group's tables expire whole (docs/gc.md, "Expiry-grouped value tables").
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,7 +41,18 @@ pub struct ValueOutputConfig {
     pub direct: bool,
     /// The name of the GC policy writing: the tag of the metadata its router gives the tables.
     pub policy: Arc<str>,
+    /// Width in milliseconds of the expiry groups values are written apart in (option
+    /// `expiry_group_ms`); 0 writes them together. GC jobs never group (their outputs are one
+    /// run per class, as inheritance needs).
+    pub expiry_group_ms: u64,
 }
+
+/// Most expiry groups of one class with a table open at once: a value of another group first
+/// finishes the table of the group written to least recently (its later values start another).
+pub const MAX_OPEN_EXPIRY_GROUPS: usize = 16;
+
+/// A finished run: its tables, the bytes written, and the files (deleted unless kept).
+type FinishedRun = (Vec<ValueTableMeta>, u64, PendingFiles);
 
 /// A run of value tables being written.
 pub struct ValueOutputs {
@@ -67,8 +81,15 @@ impl ValueOutputs {
         }
     }
 
-    /// Appends a record (in internal-key order) and returns its handle.
-    pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<ValueHandle> {
+    /// Appends a record (in internal-key order), whose version expires at `expiry` if it does,
+    /// and returns its handle.
+    pub fn add(
+        &mut self,
+        user_key: &[u8],
+        seq: u64,
+        value: &[u8],
+        expiry: Option<u64>,
+    ) -> Result<ValueHandle> {
         let new_key = !self.has_last || user_key != self.last_user_key.as_slice();
         if new_key {
             let full = self
@@ -86,7 +107,7 @@ impl ValueOutputs {
             self.open_table()?;
         }
         let (number, builder) = self.current.as_mut().expect("opened above");
-        let (offset, len) = builder.add(user_key, seq, value)?;
+        let (offset, len) = builder.add_expiring(user_key, seq, value, expiry)?;
         Ok(ValueHandle {
             file_number: *number,
             offset,
@@ -132,6 +153,7 @@ impl ValueOutputs {
             largest_seq: p.largest_seq,
             class: p.class,
             policy_meta: None,
+            max_expiry: p.all_records_expire().then_some(p.max_expiry),
         });
         Ok(())
     }
@@ -145,7 +167,7 @@ impl ValueOutputs {
     /// the files, which are deleted unless the caller keeps them once the edit is installed; their
     /// directory entries are not durable yet (the caller syncs the directory once for all of a
     /// job's outputs).
-    fn finish(mut self) -> Result<(Vec<ValueTableMeta>, u64, PendingFiles)> {
+    fn finish(mut self) -> Result<FinishedRun> {
         self.finish_current()?;
         let pending = std::mem::replace(
             &mut self.pending,
@@ -165,14 +187,29 @@ impl ValueOutputs {
     }
 }
 
-/// Value tables written in one sorted run per class, the class of each value chosen by the
-/// policy's [`ValueRouter`]. Each run has disjoint key ranges; runs of different classes overlap.
+/// Value tables written in one sorted run per class (and expiry group), the class of each value
+/// chosen by the policy's [`ValueRouter`]. Each run has disjoint key ranges; runs of different
+/// classes or groups overlap.
 pub struct ClassedValueOutputs {
     cfg: ValueOutputConfig,
     router: Arc<dyn ValueRouter>,
     origin: RouteOrigin,
-    /// The run of each class, opened at its first value.
-    runs: Vec<Option<ValueOutputs>>,
+    /// The runs being written, by class and expiry group, with when each was last written to.
+    runs: Vec<OpenRun>,
+    /// Runs finished early to bound the open groups ([`MAX_OPEN_EXPIRY_GROUPS`]).
+    closed: Vec<(u32, FinishedRun)>,
+    /// Values written so far (the clock of `OpenRun::last_used`).
+    writes: u64,
+}
+
+/// One run of a [`ClassedValueOutputs`].
+struct OpenRun {
+    class: u32,
+    /// The expiry group: the window of `expiry_group_ms` its values expire in; `None` for
+    /// values that never expire, and for every value when groups are off.
+    group: Option<u64>,
+    run: ValueOutputs,
+    last_used: u64,
 }
 
 /// What [`ClassedValueOutputs::finish`] returns.
@@ -200,7 +237,18 @@ impl ClassedValueOutputs {
             router,
             origin,
             runs: Vec::new(),
+            closed: Vec::new(),
+            writes: 0,
         }
+    }
+
+    /// The expiry group of a value expiring at `expiry`.
+    fn group_of(&self, expiry: Option<u64>) -> Option<u64> {
+        let width = self.cfg.expiry_group_ms;
+        if width == 0 || self.origin == RouteOrigin::Gc {
+            return None;
+        }
+        expiry.map(|e| e / width)
     }
 
     /// Where the values written go.
@@ -232,30 +280,61 @@ impl ClassedValueOutputs {
         }
     }
 
-    /// Appends a record (in internal-key order) to the run of `class` (a class
-    /// [`ClassedValueOutputs::place`] returned) and returns its handle.
+    /// Appends a record (in internal-key order), whose version expires at `expiry` if it does,
+    /// to the run of `class` (a class [`ClassedValueOutputs::place`] returned) and of its expiry
+    /// group, and returns its handle.
     pub fn add_to(
         &mut self,
         class: u32,
         user_key: &[u8],
         seq: u64,
         value: &[u8],
+        expiry: Option<u64>,
     ) -> Result<ValueHandle> {
-        let i = class as usize;
-        assert!(i < MAX_VALUE_CLASSES, "class {class} was not placed");
-        if self.runs.len() <= i {
-            self.runs.resize_with(i + 1, || None);
-        }
-        self.runs[i]
-            .get_or_insert_with(|| ValueOutputs::new(self.cfg.clone(), class))
-            .add(user_key, seq, value)
+        assert!((class as usize) < MAX_VALUE_CLASSES, "class {class} was not placed");
+        let group = self.group_of(expiry);
+        self.writes += 1;
+        let i = match self
+            .runs
+            .iter()
+            .position(|r| r.class == class && r.group == group)
+        {
+            Some(i) => i,
+            None => {
+                let open = self.runs.iter().filter(|r| r.class == class).count();
+                if open >= MAX_OPEN_EXPIRY_GROUPS {
+                    let lru = (0..self.runs.len())
+                        .filter(|&i| self.runs[i].class == class)
+                        .min_by_key(|&i| self.runs[i].last_used)
+                        .expect("a run of the class is open");
+                    let done = self.runs.swap_remove(lru);
+                    self.closed.push((class, done.run.finish()?));
+                }
+                self.runs.push(OpenRun {
+                    class,
+                    group,
+                    run: ValueOutputs::new(self.cfg.clone(), class),
+                    last_used: 0,
+                });
+                self.runs.len() - 1
+            }
+        };
+        let r = &mut self.runs[i];
+        r.last_used = self.writes;
+        r.run.add(user_key, seq, value, expiry)
     }
 
-    /// Appends a record a GC job moves (in internal-key order) to the run of the class the
-    /// router picks and returns its handle.
+    /// Appends a record a GC job moves (in internal-key order), whose version expires at
+    /// `expiry` if it does, to the run of the class the router picks and returns its handle.
     ///
     /// Errors: writing fails; as [`ClassedValueOutputs::place`].
-    pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<ValueHandle> {
+    pub fn add(
+        &mut self,
+        user_key: &[u8],
+        seq: u64,
+        value: &[u8],
+        expiry: Option<u64>,
+    ) -> Result<ValueHandle> {
         let ctx = RouteContext {
             user_key,
             seq,
@@ -263,10 +342,12 @@ impl ClassedValueOutputs {
             payload: None,
             origin: self.origin,
             level: None,
-            expiry: None,
+            expiry,
         };
         match self.place(&ctx)? {
-            Placement::Separated { class, .. } => self.add_to(class, user_key, seq, value),
+            Placement::Separated { class, .. } => {
+                self.add_to(class, user_key, seq, value, expiry)
+            }
             Placement::Inline => Err(Error::invalid(format!(
                 "value router {:?} placed a value inline where only separated values are \
                  written",
@@ -290,9 +371,14 @@ impl ClassedValueOutputs {
             bytes_by_class: [0; MAX_VALUE_CLASSES],
             pending: PendingFiles::new(Arc::clone(&self.cfg.fs), self.cfg.dir.clone()),
         };
-        for (class, run) in self.runs.into_iter().enumerate() {
-            let Some(run) = run else { continue };
-            let (mut tables, bytes, files) = run.finish()?;
+        let mut finished = self.closed;
+        for r in self.runs {
+            finished.push((r.class, r.run.finish()?));
+        }
+        // By class, then in the order the runs were finished.
+        finished.sort_by_key(|(class, _)| *class);
+        for (class, (mut tables, bytes, files)) in finished {
+            let class = class as usize;
             for t in &mut tables {
                 t.policy_meta =
                     self.router
@@ -315,7 +401,7 @@ impl ClassedValueOutputs {
                 }
             }
             done.tables.extend(tables);
-            done.bytes_by_class[class] = bytes;
+            done.bytes_by_class[class] += bytes;
             done.pending.absorb(files);
         }
         Ok(done)
@@ -358,9 +444,10 @@ mod tests {
             index_compression: Compression::None,
             direct: false,
             policy: Arc::from("mine"),
+            expiry_group_ms: 0,
         };
         let mut out = ClassedValueOutputs::new(cfg, Arc::new(Meta(meta_len)), RouteOrigin::Gc);
-        out.add(b"k", 1, b"value")?;
+        out.add(b"k", 1, b"value", None)?;
         out.finish()
     }
 

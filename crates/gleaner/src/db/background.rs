@@ -80,6 +80,7 @@ impl DbInner {
             index_compression: self.opts.compression(),
             direct: self.opts.use_direct_io_for_background_writes(),
             policy: Arc::from(self.policy.name.as_str()),
+            expiry_group_ms: self.opts.expiry_group_ms(),
         }
     }
 
@@ -243,7 +244,7 @@ impl DbInner {
         // A flush may have moved the last write-backs below a retired table's obsolete
         // sequence number into key tables. A failure to log the release is the background error
         // already (a failed manifest write); closing just leaves it for the next open.
-        let _ = self.release_retired();
+        self.release_unreachable_tables();
         self.purge_after_job();
         ok
     }
@@ -259,7 +260,7 @@ impl DbInner {
         let ok = match result {
             Ok(_) => {
                 // A failure to log a release is the background error already.
-                let _ = self.release_retired();
+                self.release_unreachable_tables();
                 true
             }
             Err(e) => {

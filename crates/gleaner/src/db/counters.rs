@@ -102,6 +102,8 @@ pub struct Counters {
     pub gc_records_read: AtomicU64,
     /// Records GC found to be garbage.
     pub gc_records_dropped: AtomicU64,
+    /// Of those, records of versions expired for every reader.
+    pub gc_records_expired: AtomicU64,
     /// Records GC copied to new tables.
     pub gc_records_written: AtomicU64,
     /// Bytes of records GC read.
@@ -126,6 +128,8 @@ pub struct Counters {
     pub gc_written_back: AtomicU64,
     /// Retired value tables released (deleted once unreferenced).
     pub value_tables_released: AtomicU64,
+    /// Value tables deleted because every record had expired for every reader.
+    pub value_tables_expired: AtomicU64,
     /// Write-backs skipped because a user write to the key got there first.
     pub gc_write_back_conflicts: AtomicU64,
     /// GC jobs run again because they met two copies of one record their check could not tell

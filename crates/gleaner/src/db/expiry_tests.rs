@@ -246,3 +246,125 @@ fn the_database_time_never_goes_back_with_the_clock() {
     );
     assert_eq!(db.snapshot().time_ms(), T0 + 10);
 }
+
+/// Options grouping expiring values by windows of 1 s.
+fn grouped(clock: &Arc<ManualClock>) -> Options {
+    options(clock).with_expiry_group_ms(1_000)
+}
+
+/// Writes 20 separated values expiring in the window of `T0 + 1 s`, 20 in that of `T0 + 3 s`
+/// and 20 that never expire, interleaved in key order, and flushes them.
+fn write_groups(db: &Db) {
+    for i in 0..60u32 {
+        let k = format!("k{i:03}");
+        match i % 3 {
+            0 => db.put_with_expiry(&k, big(&k), T0 + 1_000 + u64::from(i)),
+            1 => db.put_with_expiry(&k, big(&k), T0 + 3_000 + u64::from(i)),
+            _ => db.put(&k, big(&k)),
+        }
+        .expect("put");
+    }
+    db.flush().expect("flush");
+}
+
+fn assert_groups(db: &Db, now: u64, ctx: &str) {
+    for i in 0..60u32 {
+        let k = format!("k{i:03}");
+        let live = match i % 3 {
+            0 => now < T0 + 1_000 + u64::from(i),
+            1 => now < T0 + 3_000 + u64::from(i),
+            _ => true,
+        };
+        assert_eq!(
+            db.get(&k).expect("get"),
+            live.then(|| big(&k)),
+            "{ctx}: {k}"
+        );
+    }
+    let recount = db.recount_garbage().expect("recount");
+    assert!(
+        recount.mismatches.is_empty(),
+        "{ctx}: {:#?}",
+        recount.mismatches
+    );
+    assert_eq!(db.stats().values.unresolved_drops, 0, "{ctx}");
+}
+
+#[test]
+fn grouped_tables_expire_whole_without_a_gc_read() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = Db::open(Path::new("/exp"), grouped(&clock)).expect("open");
+    write_groups(&db);
+    let stats = db.stats();
+    assert_eq!(
+        stats.values.tables, 3,
+        "one table per group: {:?}",
+        stats.values
+    );
+    // Before the first group's last expiry nothing goes.
+    clock.set(T0 + 1_050);
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.tables_expired, 0);
+    assert_groups(&db, T0 + 1_050, "first group partly expired");
+    clock.set(T0 + 1_100);
+    let before = db.stats();
+    db.run_gc().expect("gc");
+    let after = db.stats();
+    assert_eq!(after.values.tables_expired, 1, "{:?}", after.values);
+    assert_eq!(after.values.tables, 2);
+    assert_eq!(after.gc.records_read, before.gc.records_read, "no GC read");
+    let gc_read = |s: &crate::stats::DbStats| s.io.get("gc_read").map_or(0, |c| c.read_bytes);
+    assert_eq!(gc_read(&after), gc_read(&before), "no GC read");
+    assert_groups(&db, T0 + 1_100, "first group deleted");
+    // Compaction drops the expired versions, whose records are gone: nothing to count.
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(db.stats().compaction.dropped_expired, 20);
+    assert_groups(&db, T0 + 1_100, "compacted");
+    // The second group goes too; the never-expiring one stays.
+    clock.set(T0 + 10_000);
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.tables_expired, 2);
+    assert_groups(&db, T0 + 10_000, "second group deleted");
+}
+
+#[test]
+fn a_snapshot_keeps_an_expired_table_until_it_goes() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = Db::open(Path::new("/exp"), grouped(&clock)).expect("open");
+    write_groups(&db);
+    let snap = db.snapshot();
+    clock.set(T0 + 5_000);
+    db.run_gc().expect("gc");
+    assert_eq!(
+        db.stats().values.tables_expired,
+        0,
+        "the snapshot reads them"
+    );
+    let at = ReadOptions::default().at(&snap);
+    assert_eq!(db.get_with("k000", &at).expect("get"), Some(big("k000")));
+    drop(snap);
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.tables_expired, 2);
+    assert_groups(&db, T0 + 5_000, "both groups deleted");
+}
+
+#[test]
+fn what_expired_stays_expired_after_a_reopen_with_the_clock_set_back() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = grouped(&clock);
+    let db = Db::open(Path::new("/exp"), opts.clone()).expect("open");
+    write_groups(&db);
+    clock.set(T0 + 1_100);
+    db.run_gc().expect("gc");
+    assert_eq!(db.stats().values.tables_expired, 1);
+    db.close().expect("close");
+    drop(db);
+    clock.set(T0);
+    let db = Db::open(Path::new("/exp"), opts).expect("reopen");
+    assert_eq!(
+        db.snapshot().time_ms(),
+        T0 + 1_100,
+        "the manifest's time floor"
+    );
+    assert_groups(&db, T0 + 1_100, "reopened");
+}

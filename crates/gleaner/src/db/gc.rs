@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use super::{Counters, DbInner, DbState};
 use crate::error::{Error, Result};
 use crate::filename::drop_file_name;
+use crate::gc::Validity;
 use crate::gc::{
     CommitStyle, GcJobStats, GcReport, GcVerdict, JobEnd, JobOracle, JobPlan, JobStart,
     MovedRecord, OracleEnv, PickContext, RecordRef, ValidityContext, VictimCandidate,
@@ -188,7 +189,7 @@ impl DbInner {
             // when no write asks.
             self.space_tick();
             // Snapshots released since the last look may let retired tables go.
-            let _ = self.release_retired();
+            self.release_unreachable_tables();
             let mut st = self.state.lock();
             if st.shutting_down {
                 return None;
@@ -218,6 +219,8 @@ impl DbInner {
 
     /// Runs GC jobs on the caller's thread until the policy finds nothing more to collect.
     pub(super) fn run_gc_to_quiescence(&self) -> Result<GcRunStats> {
+        // Tables that expired whole go first, without a job.
+        self.drop_expired_tables()?;
         let mut run = GcRunStats::default();
         // Each job removes its victims from the live set; this bounds the loop even if a
         // policy kept choosing.
@@ -299,7 +302,7 @@ impl DbInner {
             stats: &stats,
         });
         // The job may have retired its victims; a failure here is the background error already.
-        let _ = self.release_retired();
+        self.release_unreachable_tables();
         self.purge_obsolete_files();
         Ok(stats)
     }
@@ -370,8 +373,10 @@ impl DbInner {
             .map(|(_, f)| f.largest_seq)
             .max()
             .unwrap_or(0);
-        // Snapshots read after the version was pinned: later ones read above all of its tables.
-        let validity = ValidityContext::new(self.snapshots.sequences(), durable_seq);
+        // Snapshots read after the version was pinned: later ones read above all of its tables
+        // (and judge expiry no earlier than `readers.now()`).
+        let readers = self.snapshots.reader_times(&self.time);
+        let validity = ValidityContext::new(readers.sequences(), durable_seq);
         // Loaded after the super version, as a read does: every write the memtables hold at
         // or below it is in them already.
         let memtable_seq = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
@@ -412,8 +417,15 @@ impl DbInner {
         // the record's age in writes at the job's start.
         let latest = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
         let hooks = self.policy.hooks.as_ref();
+        // A record whose version has expired for every reader is dead whatever the oracle says
+        // (asked all the same, so its accounting sees every record): no reader can read it.
+        let expired = std::sync::atomic::AtomicU64::new(0);
         let is_live = |record: &RecordRef<'_>| {
-            let validity = oracle.check(record, &env)?;
+            let mut validity = oracle.check(record, &env)?;
+            if validity == Validity::Live && readers.expired_for_all(record.seq, record.expiry) {
+                expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                validity = Validity::Dead;
+            }
             hooks.gc_verdict(&GcVerdict {
                 table: record.location.file_number,
                 key: record.user_key,
@@ -454,6 +466,10 @@ impl DbInner {
         drop(victims);
         drop(memtables);
         let mut out = out;
+        out.stats.records_expired = expired.into_inner();
+        // The commit makes those records unreadable: the database's time must not go back
+        // before the time they were judged at.
+        out.time_floor = (out.stats.records_expired > 0).then(|| readers.now());
         let outputs: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
         out.carried_garbage = oracle.finish(&outputs)?;
         match self.policy.commit {
@@ -495,6 +511,7 @@ impl DbInner {
         let installed = VersionEdit {
             write_back: outputs.iter().map(|n| (*n, true)).collect(),
             new_value_tables: out.tables,
+            time_floor: out.time_floor,
             ..Default::default()
         };
         self.state.lock().gc_claimed.extend(outputs.iter().copied());
@@ -643,7 +660,7 @@ impl DbInner {
     /// sync may have put the edit on disk all the same, and a reopen then needs them; an edit
     /// that did not land leaves orphans the next open deletes). A failed manifest write makes
     /// the database read-only, as for every edit.
-    fn apply_gc_edit(
+    pub(super) fn apply_gc_edit(
         &self,
         versions: &mut crate::version::VersionSet,
         edit: VersionEdit,
@@ -681,6 +698,7 @@ impl DbInner {
         let mut edit = VersionEdit {
             new_value_tables: out.tables,
             deleted_value_tables: victims.to_vec(),
+            time_floor: out.time_floor,
             ..Default::default()
         };
         if !children.is_empty() {
@@ -823,6 +841,7 @@ impl DbInner {
         Counters::add(&c.gc_victims, s.victims);
         Counters::add(&c.gc_records_read, s.records_read);
         Counters::add(&c.gc_records_dropped, s.records_dropped);
+        Counters::add(&c.gc_records_expired, s.records_expired);
         Counters::add(&c.gc_records_written, s.records_written);
         Counters::add(&c.gc_bytes_read, s.bytes_read);
         Counters::add(&c.gc_bytes_written, s.bytes_written);

@@ -3,6 +3,7 @@
 
 mod background;
 mod counters;
+mod expired_tables;
 #[cfg(test)]
 mod expiry_tests;
 mod gc;
@@ -740,6 +741,7 @@ impl DbInner {
             retired_tables: vs.retired().len(),
             retired_bytes: vs.retired().values().map(|r| r.file.file_size).sum(),
             tables_released: g(&c.value_tables_released),
+            tables_expired: g(&c.value_tables_expired),
             drop_keys_written: g(&c.drop_keys_written),
             drop_key_bytes_written: g(&c.drop_key_bytes_written),
             drop_files: vs.drop_files().len(),
@@ -776,6 +778,7 @@ impl DbInner {
             victims: g(&c.gc_victims),
             records_read: g(&c.gc_records_read),
             records_dropped: g(&c.gc_records_dropped),
+            records_expired: g(&c.gc_records_expired),
             records_written: g(&c.gc_records_written),
             lazy_read: self.policy.read_mode == crate::gc::GcReadMode::Lazy,
             index_decoupled: self.opts.index_decoupled_enabled(),

@@ -112,6 +112,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             index_compression: opts.compression(),
             direct: opts.use_direct_io_for_background_writes(),
             policy: Arc::from(rec.policy.set.name.as_str()),
+            expiry_group_ms: opts.expiry_group_ms(),
         };
         // The policy's router places replayed values (it knows them as such: no hotness is
         // known yet, and a router keeps them in the default class).
@@ -538,7 +539,8 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         super::gc::GcPacer::new(opts.gc_read_yield_rate())
     };
     let gc_io = crate::gc::LazyGcIoPool::new(gc_io_threads(&opts, space.is_some()));
-    let time = crate::expiry::DbTime::new(Arc::clone(opts.clock()), 0);
+    // Never earlier than a time an edit acted on (what expired then stays expired).
+    let time = crate::expiry::DbTime::new(Arc::clone(opts.clock()), versions.time_floor());
     Ok(Arc::new(DbInner {
         dir,
         opts,

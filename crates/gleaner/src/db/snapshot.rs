@@ -45,13 +45,6 @@ impl SnapshotList {
         }
     }
 
-    /// Distinct sequence numbers of live snapshots, ascending.
-    pub fn sequences(&self) -> Vec<SeqNo> {
-        let mut seqs: Vec<SeqNo> = self.live.lock().keys().map(|(s, _)| *s).collect();
-        seqs.dedup();
-        seqs
-    }
-
     /// The live snapshots' sequence numbers and times, with the present's time: what
     /// compaction keeps versions for and judges expiry against. The time is read first: a
     /// snapshot missing from the list, taken later, is no older than it (and reads at or
@@ -118,7 +111,7 @@ mod tests {
         let c = list.acquire(&seq, &time);
         assert_eq!((a.sequence(), c.sequence()), (5, 9));
         assert_eq!((a.time_ms(), b.time_ms()), (100, 110));
-        assert_eq!(list.sequences(), vec![5, 9]);
+        assert_eq!(list.reader_times(&time).sequences(), vec![5, 9]);
         assert_eq!(list.count(), 3);
         clock.advance(10);
         let times = list.reader_times(&time);
@@ -128,11 +121,11 @@ mod tests {
             "the oldest snapshot at or above a write judges its expiry"
         );
         drop(a);
-        assert_eq!(list.sequences(), vec![5, 9]);
+        assert_eq!(list.reader_times(&time).sequences(), vec![5, 9]);
         assert_eq!(list.reader_times(&time).horizon(5), 110);
         drop(b);
-        assert_eq!(list.sequences(), vec![9]);
+        assert_eq!(list.reader_times(&time).sequences(), vec![9]);
         drop(c);
-        assert!(list.sequences().is_empty());
+        assert!(list.reader_times(&time).sequences().is_empty());
     }
 }

@@ -42,6 +42,10 @@ pub struct GarbageRecount {
     /// them. A handle that resolves to nothing while a live snapshot still reads its version
     /// is a mismatch naming the snapshot, not counted here.
     pub reclaimed_early: u64,
+    /// Handles of versions expired for every reader whose record is gone (a table that expired
+    /// whole, or a GC job that judged the record dead): nothing reads them, and compaction
+    /// drops them without counting anything.
+    pub expired: u64,
     /// Handles naming retired value tables (write-back commits): versions shadowed by the
     /// written-back ones, readable by older snapshots, with no garbage account.
     pub retired_refs: u64,
@@ -65,7 +69,8 @@ impl DbInner {
         // Read after the version is pinned: a snapshot taken later reads at or above every
         // version in that tree, so it cannot fall between a record and the version hiding it
         // (the same argument GC's validity checks rest on, docs/gc.md).
-        let snapshots = self.snapshots.sequences();
+        let readers = self.snapshots.reader_times(&self.time);
+        let snapshots = readers.sequences();
         let values = version.values();
         let ctx = ReadCtx {
             class: IoClass::Other,
@@ -112,6 +117,9 @@ impl DbInner {
                             let r = referenced.entry(at.handle.file_number).or_default();
                             r.0 += 1;
                             r.1 += at.handle.len;
+                        }
+                        Ok(None) if readers.expired_for_all(key.seq, stored.expiry) => {
+                            report.expired += 1;
                         }
                         Ok(None) => match self.early_reclaim_verdict(
                             &version,

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::oracle::{RecordRef, Validity};
 use super::parallel::{GcIoPool, map_in_parallel};
-use super::reader::{GC_READ_CHUNK, VictimReader};
+use super::reader::{GC_READ_CHUNK, VictimReader, VictimRecord};
 use crate::compaction::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
 use crate::compaction::{ClassedValueOutputs, PendingFiles, ValueOutputConfig};
 use crate::error::{Error, Result};
@@ -46,6 +46,9 @@ pub struct GcJobStats {
     pub records_read: u64,
     /// Records found to be garbage and dropped.
     pub records_dropped: u64,
+    /// Of those, records an entry still named whose version had expired for every reader
+    /// (the engine's verdict, [`crate::expiry`]).
+    pub records_expired: u64,
     /// Records copied to the outputs.
     pub records_written: u64,
     /// Bytes of records (values) read from the victims.
@@ -70,6 +73,7 @@ impl GcJobStats {
         self.victims += other.victims;
         self.records_read += other.records_read;
         self.records_dropped += other.records_dropped;
+        self.records_expired += other.records_expired;
         self.records_written += other.records_written;
         self.bytes_read += other.bytes_read;
         self.index_bytes_read += other.index_bytes_read;
@@ -118,6 +122,9 @@ pub struct GcJobOutput {
     /// it; the commit counts it there. Set by the job's oracle
     /// ([`JobOracle::finish`](super::oracle::JobOracle::finish)).
     pub carried_garbage: Option<(u64, crate::version::Garbage)>,
+    /// The time the job judged expired records dead at, when it dropped some
+    /// ([`GcJobStats::records_expired`]): its commit records it (manifest field 17).
+    pub time_floor: Option<u64>,
 }
 
 /// Most bytes of live records a lazy read holds in memory before copying them: as much as a full
@@ -240,6 +247,7 @@ pub fn run_gc_job(
         stats,
         pending: done.pending,
         carried_garbage: None,
+        time_floor: None,
     })))
 }
 
@@ -316,7 +324,7 @@ impl Job<'_, '_> {
             .collect())
     }
 
-    fn copy(&mut self, record: &OwnedRecord, from: ValueHandle) -> Result<()> {
+    fn copy(&mut self, record: &OwnedRecord, from: ValueHandle, expiry: Option<u64>) -> Result<()> {
         if self
             .last_copied
             .as_ref()
@@ -330,7 +338,7 @@ impl Job<'_, '_> {
         }
         self.last_copied = Some((record.key.clone(), record.seq));
         let start = Instant::now();
-        let handle = self.out.add(&record.key, record.seq, &record.value)?;
+        let handle = self.out.add(&record.key, record.seq, &record.value, expiry)?;
         self.stats.write_micros += micros_since(start);
         self.copied.insert(record.seq, handle.file_number);
         if let Some(moved) = &mut self.moved {
@@ -351,7 +359,7 @@ impl Job<'_, '_> {
             .iter()
             .map(|t| VictimReader::new(Arc::clone(t)))
             .collect();
-        let mut heads: Vec<Option<(u64, u64, OwnedRecord)>> = Vec::with_capacity(readers.len());
+        let mut heads: Vec<Option<VictimRecord>> = Vec::with_capacity(readers.len());
         let start = Instant::now();
         for r in &mut readers {
             heads.push(r.next_record_at()?);
@@ -359,14 +367,19 @@ impl Job<'_, '_> {
         self.stats.read_micros += micros_since(start);
         // Records in key order with where they are, checked a batch at a time (at most
         // CHECK_BATCH records or GC_READ_CHUNK bytes of values held).
-        let mut batch: Vec<(OwnedRecord, ValueHandle)> = Vec::new();
+        let mut batch: Vec<(OwnedRecord, ValueHandle, Option<u64>)> = Vec::new();
         let mut batch_bytes = 0;
         while let Some(i) = smallest(
             heads
                 .iter()
-                .map(|h| h.as_ref().map(|(_, _, r)| (r.key.as_slice(), r.seq))),
+                .map(|h| h.as_ref().map(|h| (h.record.key.as_slice(), h.record.seq))),
         ) {
-            let (offset, len, record) = heads[i].take().expect("chosen head exists");
+            let VictimRecord {
+                offset,
+                len,
+                record,
+                expiry,
+            } = heads[i].take().expect("chosen head exists");
             let start = Instant::now();
             heads[i] = readers[i].next_record_at()?;
             self.stats.read_micros += micros_since(start);
@@ -379,7 +392,7 @@ impl Job<'_, '_> {
                 && twin_ahead(
                     heads
                         .iter()
-                        .map(|h| h.as_ref().map(|(_, _, r)| (r.key.as_slice(), r.seq))),
+                        .map(|h| h.as_ref().map(|h| (h.record.key.as_slice(), h.record.seq))),
                     &record.key,
                     record.seq,
                 )
@@ -388,7 +401,7 @@ impl Job<'_, '_> {
                 return Ok(());
             }
             batch_bytes += len;
-            batch.push((record, at));
+            batch.push((record, at, expiry));
             if batch.len() >= CHECK_BATCH || batch_bytes >= GC_READ_CHUNK {
                 self.check_and_copy(&mut batch)?;
                 batch_bytes = 0;
@@ -403,20 +416,24 @@ impl Job<'_, '_> {
     }
 
     /// Checks a batch of fully read records and copies the live ones, in key order.
-    fn check_and_copy(&mut self, batch: &mut Vec<(OwnedRecord, ValueHandle)>) -> Result<()> {
+    fn check_and_copy(
+        &mut self,
+        batch: &mut Vec<(OwnedRecord, ValueHandle, Option<u64>)>,
+    ) -> Result<()> {
         let refs: Vec<RecordRef<'_>> = batch
             .iter()
-            .map(|(r, at)| RecordRef {
+            .map(|(r, at, expiry)| RecordRef {
                 user_key: &r.key,
                 seq: r.seq,
                 location: *at,
+                expiry: *expiry,
             })
             .collect();
         let live = self.check_batch(&refs)?;
         drop(refs);
-        for ((record, at), live) in batch.drain(..).zip(live) {
+        for ((record, at, expiry), live) in batch.drain(..).zip(live) {
             if live {
-                self.copy(&record, at)?;
+                self.copy(&record, at, expiry)?;
             }
         }
         Ok(())
@@ -480,6 +497,7 @@ impl Job<'_, '_> {
                         offset: e.offset,
                         len: e.len,
                     },
+                    expiry: e.expiry,
                 })
                 .collect();
             let live = self.check_batch(&refs)?;
@@ -548,7 +566,7 @@ impl Job<'_, '_> {
                 offset: entry.offset,
                 len: entry.len,
             };
-            self.copy(&record, from)?;
+            self.copy(&record, from, entry.expiry)?;
         }
         window.entries.clear();
         window.bytes = 0;
@@ -647,6 +665,7 @@ mod tests {
             index_compression: Compression::None,
             direct: false,
             policy: Arc::from("terarkdb"),
+            expiry_group_ms: 0,
         }
     }
 
@@ -675,7 +694,7 @@ mod tests {
                     RouteOrigin::Flush,
                 );
                 for (k, seq) in *records {
-                    out.add(k.as_bytes(), *seq, format!("table {t}").as_bytes())
+                    out.add(k.as_bytes(), *seq, format!("table {t}").as_bytes(), None)
                         .expect("add");
                 }
                 let done = out.finish().expect("finish");
@@ -779,6 +798,7 @@ mod tests {
             seq: 0,
             offset,
             len,
+            expiry: None,
         }
     }
 

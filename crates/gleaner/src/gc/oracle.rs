@@ -39,6 +39,10 @@ pub struct RecordRef<'a> {
     /// live tables (a relocation's old copy, an interrupted write-back job's victim and its
     /// output): only the one readers reach is live, so verdicts compare places.
     pub location: ValueHandle,
+    /// When the record's version expires, if it does (the dense index keeps it). The engine
+    /// judges a record whose version has expired for every reader dead, whatever the oracle
+    /// says (docs/gc.md, "Expiring keys").
+    pub expiry: Option<u64>,
 }
 
 /// What a job's checks are decided against: one pinned version of the index tree, the

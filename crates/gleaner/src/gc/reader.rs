@@ -13,12 +13,25 @@ use crate::value::{IndexEntry, OwnedRecord, RecordIter, ValueIndexIter, ValueTab
 pub const GC_READ_CHUNK: u64 = 1 << 20;
 
 /// Streams the records of one victim in internal-key order.
+/// A record of a victim as [`VictimReader::next_record_at`] returns it.
+#[derive(Debug)]
+pub struct VictimRecord {
+    /// Where the record starts in its table.
+    pub offset: u64,
+    /// The record's whole length.
+    pub len: u64,
+    /// The record.
+    pub record: OwnedRecord,
+    /// Its version's expiry (from the dense index), if it has one.
+    pub expiry: Option<u64>,
+}
+
 pub struct VictimReader {
     table: Arc<ValueTable>,
     index: ValueIndexIter,
     peeked: Option<IndexEntry>,
-    /// Records read but not yet returned, with their offset and length.
-    ready: VecDeque<(u64, u64, OwnedRecord)>,
+    /// Records read but not yet returned.
+    ready: VecDeque<VictimRecord>,
     /// Bytes of records read so far.
     pub bytes_read: u64,
 }
@@ -96,18 +109,24 @@ impl VictimReader {
                     "record does not match its dense-index entry",
                 ));
             }
-            self.ready.push_back((e.offset, e.len, r.into()));
+            self.ready.push_back(VictimRecord {
+                offset: e.offset,
+                len: e.len,
+                record: r.into(),
+                expiry: e.expiry,
+            });
         }
         Ok(())
     }
 
     /// The next record, or `None` after the last.
     pub fn next_record(&mut self) -> Result<Option<OwnedRecord>> {
-        Ok(self.next_record_at()?.map(|(_, _, r)| r))
+        Ok(self.next_record_at()?.map(|r| r.record))
     }
 
-    /// The next record with its offset and length in the table, or `None` after the last.
-    pub fn next_record_at(&mut self) -> Result<Option<(u64, u64, OwnedRecord)>> {
+    /// The next record with its offset and length in the table and its version's expiry (from
+    /// the dense index), or `None` after the last.
+    pub fn next_record_at(&mut self) -> Result<Option<VictimRecord>> {
         if self.ready.is_empty() {
             self.fill()?;
         }

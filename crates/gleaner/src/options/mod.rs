@@ -353,6 +353,14 @@ options_table! {
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);
+    /// Writes separated values that expire ([`crate::expiry`]) into value tables apart by their
+    /// expiry, one group per window of this many milliseconds (values that never expire apart
+    /// again), at flushes and relocating compactions, so that each group's tables expire whole
+    /// and are deleted without a GC read (docs/gc.md, "Expiry-grouped value tables"). At most
+    /// 16 groups (`compaction::MAX_OPEN_EXPIRY_GROUPS`) per class
+    /// have a table open at once. Default 0: off (values are written together, and a table
+    /// whose values all expire is still deleted whole once the last has expired).
+    (expiry_group_ms, with_expiry_group_ms, u64, 0, persisted: true);
     /// The garbage-collection policy (`scavenger`, `terarkdb`, `titan`, `blobdb` or `novkv`;
     /// docs/gc.md compares them). Default `scavenger`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);

@@ -273,6 +273,11 @@ pub struct ValueStats {
     /// Retired tables released since open.
     #[serde(default)]
     pub tables_released: u64,
+    /// Value tables deleted whole, without a GC read, because every record's version had
+    /// expired for every reader that could read it ([`crate::expiry`]; option
+    /// `expiry_group_ms` groups values so that tables do).
+    #[serde(default)]
+    pub tables_expired: u64,
     /// Drop keys (identities of garbage records) flushes and compactions wrote to drop files
     /// (where the policy asks for them, `CompactionHooks::records_drop_keys`).
     #[serde(default)]
@@ -311,6 +316,10 @@ pub struct GcStats {
     pub records_read: u64,
     /// Records dropped as garbage.
     pub records_dropped: u64,
+    /// Of those, records a key still named whose version had expired for every reader that
+    /// could read it ([`crate::expiry`]): dead under every policy's oracle.
+    #[serde(default)]
+    pub records_expired: u64,
     /// Records copied to new tables.
     pub records_written: u64,
     /// Whether jobs read lazily (option `gc_lazy_read` resolved against the policy).

@@ -83,29 +83,9 @@ impl PropertyValue<'_> {
     }
 }
 
-/// Reads a property block whose known properties are `names` (each required once): calls
-/// `set(index into names, value)` for each. A missing, repeated or malformed known property is
-/// `Error::Corruption` at the block's offset.
-pub(crate) fn read_properties(
-    block: Arc<Block>,
-    names: &[&'static str],
-    set: impl FnMut(usize, &PropertyValue<'_>) -> Result<()>,
-) -> Result<()> {
-    let (file, offset) = (block.file_name().to_owned(), block.offset());
-    let seen = read_properties_partial(block, names, set)?;
-    if let Some(i) = seen.iter().position(|s| !s) {
-        return Err(Error::corruption(
-            &file,
-            offset,
-            format!("required property {} is missing", names[i]),
-        ));
-    }
-    Ok(())
-}
-
-/// Like [`read_properties`], but a known property may be missing: returns, per name, whether it
-/// appeared, so a caller whose required set depends on a property's value (the key table's
-/// format version) can check afterwards. A repeated or malformed known property is still
+/// Reads a property block whose known properties are `names`, calling `set(index into names,
+/// value)` for each, and returns, per name, whether it appeared: the caller checks the ones it
+/// requires, which may depend on a property's value (the table's format version). A repeated or malformed known property is still
 /// `Error::Corruption`.
 pub(crate) fn read_properties_partial(
     block: Arc<Block>,

@@ -13,7 +13,7 @@ use crate::table::block_io::write_block;
 use crate::table::format::{MAX_BLOCK_SIZE, MAX_VALUE_LEN};
 use crate::table::{BlockBuilder, Compression};
 
-use super::format::{FOOTER_LEN, FORMAT_VERSION, Footer};
+use super::format::{FOOTER_LEN, FORMAT_VERSION, FORMAT_VERSION_EXPIRY, Footer};
 use super::index::{DEFAULT_INDEX_BLOCK_SIZE, DenseIndexBuilder};
 use super::properties::ValueTableProperties;
 use super::record::encode_record_prefix;
@@ -126,10 +126,29 @@ impl ValueTableBuilder {
     /// the table's top index would outgrow its block limit. I/O errors are returned as they
     /// happen and poison the builder.
     pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<(u64, u64)> {
+        self.add_expiring(user_key, seq, value, None)
+    }
+
+    /// [`ValueTableBuilder::add`] of a record whose version expires at `expiry` (milliseconds
+    /// since the Unix epoch), if it does: the dense index keeps the expiry, and a table holding
+    /// any such record is written in format 2 (docs/format.md).
+    ///
+    /// Errors: those of `add`, and `Error::InvalidArgument` for an expiry later than
+    /// [`MAX_EXPIRY_MS`](crate::expiry::MAX_EXPIRY_MS).
+    pub fn add_expiring(
+        &mut self,
+        user_key: &[u8],
+        seq: u64,
+        value: &[u8],
+        expiry: Option<u64>,
+    ) -> Result<(u64, u64)> {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
         self.check_args(user_key, seq, value)?;
+        if let Some(e) = expiry {
+            crate::expiry::check_expiry(e)?;
+        }
 
         let offset = self.offset;
         self.record_buf.clear();
@@ -138,7 +157,7 @@ impl ValueTableBuilder {
         let written = self.write_record(value);
         self.record(written)?;
         self.offset += len;
-        let indexed = self.index.add(user_key, seq, offset, len);
+        let indexed = self.index.add(user_key, seq, offset, len, expiry);
         self.record(indexed)?;
 
         let p = &mut self.props;
@@ -150,6 +169,10 @@ impl ValueTableBuilder {
         p.smallest_seq = p.smallest_seq.min(seq);
         p.largest_seq = p.largest_seq.max(seq);
         p.num_records += 1;
+        if let Some(e) = expiry {
+            p.expiring_records += 1;
+            p.max_expiry = p.max_expiry.max(e);
+        }
         p.key_bytes += user_key.len() as u64;
         p.value_bytes += value.len() as u64;
         self.last_key.clear();
@@ -188,7 +211,13 @@ impl ValueTableBuilder {
         p.data_end = data_end;
         p.index_bytes = index_bytes;
         p.class = self.opts.class;
-        p.format_version = FORMAT_VERSION;
+        // The oldest format that holds the table, so tables without expiring records read as
+        // they always did.
+        p.format_version = if p.expiring_records > 0 {
+            FORMAT_VERSION_EXPIRY
+        } else {
+            FORMAT_VERSION
+        };
         let mut props_block = BlockBuilder::new(1);
         p.encode_to(&mut props_block);
         let properties = write_block(
@@ -202,7 +231,7 @@ impl ValueTableBuilder {
         let footer = Footer {
             top_index,
             properties,
-            format_version: FORMAT_VERSION,
+            format_version: p.format_version,
         };
         file.append(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;

@@ -6,8 +6,14 @@ use crate::coding::{decode_fixed32, decode_fixed64, put_fixed32, put_fixed64};
 use crate::error::{Error, Result};
 use crate::table::BlockHandle;
 
-/// The value-table format version this code writes and the only one it reads.
+/// The value-table format version this code writes for a table whose records do not expire
+/// (the oldest it reads).
 pub const FORMAT_VERSION: u32 = 1;
+
+/// The format version of a table holding records with an expiry (issue 26): its dense index
+/// entries may carry a third varint, the expiry, and its properties count the expiring records.
+/// The newest version this code reads.
+pub const FORMAT_VERSION_EXPIRY: u32 = 2;
 
 /// The last eight bytes of every value table.
 pub const MAGIC: [u8; 8] = *b"GlnrVTbl";
@@ -74,10 +80,10 @@ impl Footer {
             )));
         }
         let format_version = decode_fixed32(&buf[VERSION_AT..]);
-        if format_version != FORMAT_VERSION {
+        if !(FORMAT_VERSION..=FORMAT_VERSION_EXPIRY).contains(&format_version) {
             return Err(corrupt(format!(
-                "unknown value-table format version {format_version} (this build reads version \
-                 {FORMAT_VERSION})"
+                "unknown value-table format version {format_version} (this build reads versions \
+                 {FORMAT_VERSION} to {FORMAT_VERSION_EXPIRY})"
             )));
         }
         let stored = checksum::unmask(decode_fixed32(&buf[CRC_AT..]));
@@ -162,10 +168,10 @@ mod tests {
 
     #[test]
     fn unknown_versions_and_key_table_footers_are_named() {
-        let mut v2 = sample().encode();
-        v2[48] = 2;
-        let err = Footer::decode(&v2, "t", 0).unwrap_err().to_string();
-        assert!(err.contains("version 2"), "{err}");
+        let mut v3 = sample().encode();
+        v3[48] = 3;
+        let err = Footer::decode(&v3, "t", 0).unwrap_err().to_string();
+        assert!(err.contains("version 3"), "{err}");
 
         let kt = crate::table::Footer {
             index: BlockHandle::default(),

@@ -7,6 +7,7 @@
 
 use crate::coding::{Decoder, put_varint64};
 use crate::error::{Error, Result};
+use crate::expiry::MAX_EXPIRY_MS;
 use crate::io::WritableFile;
 use crate::key::{MAX_SEQUENCE, ParsedKey, ValueKind, append_internal_key};
 use crate::options::MAX_KEY_SIZE;
@@ -26,8 +27,9 @@ pub const DENSE_RESTART_INTERVAL: usize = 16;
 /// binary-searches straight to its dense block).
 pub const TOP_RESTART_INTERVAL: usize = 1;
 
-/// Longest encoded dense-index value: two 10-byte varints.
-const MAX_INDEX_VALUE_LEN: usize = 20;
+/// Longest encoded dense-index value: three 10-byte varints (the third, an expiry, only in
+/// format 2).
+const MAX_INDEX_VALUE_LEN: usize = 30;
 
 /// Largest block-builder growth caused by one entry with a `key_len`-byte key and a
 /// `value_len`-byte value: three 5-byte varints, the key, the value and a restart slot.
@@ -46,6 +48,8 @@ pub struct IndexEntry {
     pub offset: u64,
     /// Length of the whole record in bytes.
     pub len: u64,
+    /// When the record's version expires, if it does (format 2).
+    pub expiry: Option<u64>,
 }
 
 /// A decoded, bounds-checked dense-index entry borrowing its user key from the block.
@@ -55,6 +59,7 @@ pub(crate) struct DenseEntry<'a> {
     pub(crate) seq: u64,
     pub(crate) offset: u64,
     pub(crate) len: u64,
+    pub(crate) expiry: Option<u64>,
 }
 
 impl DenseEntry<'_> {
@@ -64,18 +69,21 @@ impl DenseEntry<'_> {
             seq: self.seq,
             offset: self.offset,
             len: self.len,
+            expiry: self.expiry,
         }
     }
 }
 
 /// Decodes a dense-index entry and checks it: the key is an internal key of kind 1 with a user
-/// key of at most [`MAX_KEY_SIZE`] bytes, the value is exactly two varints, `len` is a possible
-/// record length for that key, and the record ends within `data_end`. The error describes what
-/// is wrong; the caller names the file and block.
+/// key of at most [`MAX_KEY_SIZE`] bytes, the value is exactly two varints (or, where
+/// `expiries` — a format-2 table —, two or three, the third an expiry of at most
+/// [`MAX_EXPIRY_MS`]), `len` is a possible record length for that key, and the record ends
+/// within `data_end`. The error describes what is wrong; the caller names the file and block.
 pub(crate) fn decode_dense_entry<'a>(
     ikey: &'a [u8],
     value: &[u8],
     data_end: u64,
+    expiries: bool,
 ) -> std::result::Result<DenseEntry<'a>, String> {
     let parsed = ParsedKey::parse(ikey).ok_or_else(|| {
         format!(
@@ -94,9 +102,24 @@ pub(crate) fn decode_dense_entry<'a>(
         ));
     }
     let mut d = Decoder::new(value);
-    let (Some(offset), Some(len), true) = (d.varint64(), d.varint64(), d.is_empty()) else {
-        return Err("dense index value is not exactly two varints (offset, len)".into());
+    let (Some(offset), Some(len)) = (d.varint64(), d.varint64()) else {
+        return Err("dense index value is not two varints (offset, len)".into());
     };
+    let expiry = if expiries && !d.is_empty() {
+        match d.varint64() {
+            Some(e) if e <= MAX_EXPIRY_MS => Some(e),
+            _ => return Err("dense index value has a malformed expiry".into()),
+        }
+    } else {
+        None
+    };
+    if !d.is_empty() {
+        return Err(if expiries {
+            "dense index value is not two or three varints (offset, len, expiry)".into()
+        } else {
+            "dense index value is not exactly two varints (offset, len)".into()
+        });
+    }
     let min = encoded_record_len(user_key.len(), 0);
     let max = encoded_record_len(user_key.len(), MAX_VALUE_LEN);
     if !(min..=max).contains(&len) {
@@ -111,6 +134,7 @@ pub(crate) fn decode_dense_entry<'a>(
             seq: parsed.seq,
             offset,
             len,
+            expiry,
         }),
         _ => Err(format!(
             "dense index entry (offset {offset}, len {len}) extends past the record region ending \
@@ -215,15 +239,26 @@ impl DenseIndexBuilder {
         Ok(())
     }
 
-    /// Indexes the record `(user_key, seq)` at `(offset, len)`. The caller has checked the
-    /// order, the limits and [`DenseIndexBuilder::check_room`].
-    pub(crate) fn add(&mut self, user_key: &[u8], seq: u64, offset: u64, len: u64) -> Result<()> {
+    /// Indexes the record `(user_key, seq)` at `(offset, len)`, with its `expiry` (a format-2
+    /// table's). The caller has checked the order, the limits and
+    /// [`DenseIndexBuilder::check_room`].
+    pub(crate) fn add(
+        &mut self,
+        user_key: &[u8],
+        seq: u64,
+        offset: u64,
+        len: u64,
+        expiry: Option<u64>,
+    ) -> Result<()> {
         debug_assert!(seq <= MAX_SEQUENCE && user_key.len() <= MAX_KEY_SIZE);
         self.key_buf.clear();
         append_internal_key(&mut self.key_buf, user_key, seq, ValueKind::Value as u8);
         self.value_buf.clear();
         put_varint64(&mut self.value_buf, offset);
         put_varint64(&mut self.value_buf, len);
+        if let Some(e) = expiry {
+            put_varint64(&mut self.value_buf, e);
+        }
         self.block.add(&self.key_buf, &self.value_buf);
         if self.block.size_estimate() >= self.block_size {
             self.cut()?;
@@ -310,34 +345,34 @@ mod tests {
     fn dense_entries_decode_and_are_bounded() {
         let ikey = make_internal_key(b"abc", 42, ValueKind::Value);
         let min = encoded_record_len(3, 0);
-        let e = decode_dense_entry(&ikey, &value(100, min + 10), 1000).unwrap();
+        let e = decode_dense_entry(&ikey, &value(100, min + 10), 1000, false).unwrap();
         assert_eq!(
             (e.user_key, e.seq, e.offset, e.len),
             (&b"abc"[..], 42, 100, min + 10)
         );
         // The record must end within the record region.
-        assert!(decode_dense_entry(&ikey, &value(1000 - min, min), 1000).is_ok());
-        assert!(decode_dense_entry(&ikey, &value(1001 - min, min), 1000).is_err());
-        assert!(decode_dense_entry(&ikey, &value(u64::MAX, min), u64::MAX).is_err());
+        assert!(decode_dense_entry(&ikey, &value(1000 - min, min), 1000, false).is_ok());
+        assert!(decode_dense_entry(&ikey, &value(1001 - min, min), 1000, false).is_err());
+        assert!(decode_dense_entry(&ikey, &value(u64::MAX, min), u64::MAX, false).is_err());
         // Too short for its key, or longer than any record.
-        assert!(decode_dense_entry(&ikey, &value(0, min - 1), 1000).is_err());
+        assert!(decode_dense_entry(&ikey, &value(0, min - 1), 1000, false).is_err());
         let max = encoded_record_len(3, MAX_VALUE_LEN);
-        assert!(decode_dense_entry(&ikey, &value(0, max), u64::MAX).is_ok());
-        assert!(decode_dense_entry(&ikey, &value(0, max + 1), u64::MAX).is_err());
+        assert!(decode_dense_entry(&ikey, &value(0, max), u64::MAX, false).is_ok());
+        assert!(decode_dense_entry(&ikey, &value(0, max + 1), u64::MAX, false).is_err());
         // Malformed values and keys.
         let mut trailing = value(0, min);
         trailing.push(0);
-        assert!(decode_dense_entry(&ikey, &trailing, 1000).is_err());
-        assert!(decode_dense_entry(&ikey, &[0x80], 1000).is_err());
+        assert!(decode_dense_entry(&ikey, &trailing, 1000, false).is_err());
+        assert!(decode_dense_entry(&ikey, &[0x80], 1000, false).is_err());
         let tombstone = make_internal_key(b"abc", 42, ValueKind::Deletion);
-        assert!(decode_dense_entry(&tombstone, &value(0, min), 1000).is_err());
+        assert!(decode_dense_entry(&tombstone, &value(0, min), 1000, false).is_err());
         let mut bad_kind = ikey.clone();
         let n = bad_kind.len();
         bad_kind[n - 8] = 7;
-        assert!(decode_dense_entry(&bad_kind, &value(0, min), 1000).is_err());
-        assert!(decode_dense_entry(b"short", &value(0, min), 1000).is_err());
+        assert!(decode_dense_entry(&bad_kind, &value(0, min), 1000, false).is_err());
+        assert!(decode_dense_entry(b"short", &value(0, min), 1000, false).is_err());
         let long = make_internal_key(&vec![0; MAX_KEY_SIZE + 1], 1, ValueKind::Value);
-        assert!(decode_dense_entry(&long, &value(0, 100), u64::MAX).is_err());
+        assert!(decode_dense_entry(&long, &value(0, 100), u64::MAX, false).is_err());
     }
 
     #[test]
@@ -360,7 +395,7 @@ mod tests {
     fn blocks_are_cut_at_the_block_size() {
         let mut b = DenseIndexBuilder::new(256, Compression::None);
         for i in 0..100u64 {
-            b.add(format!("key{i:04}").as_bytes(), 7, i * 30, 30)
+            b.add(format!("key{i:04}").as_bytes(), 7, i * 30, 30, None)
                 .unwrap();
         }
         assert!(b.top.len() > 5, "{}", b.top.len());

@@ -13,7 +13,8 @@ use crate::options::MAX_KEY_SIZE;
 use crate::table::block_io::read_block;
 use crate::table::{Block, BlockHandle, BlockIter};
 
-use super::format::{FOOTER_LEN, Footer};
+use super::format::{FOOTER_LEN, FORMAT_VERSION_EXPIRY, Footer};
+use crate::expiry::MAX_EXPIRY_MS;
 use super::index::{DenseEntry, decode_dense_entry, decode_top_value};
 use super::iter::ValueIndexIter;
 use super::properties::ValueTableProperties;
@@ -251,7 +252,8 @@ impl ValueTable {
         value: &[u8],
         block_offset: u64,
     ) -> Result<DenseEntry<'a>> {
-        decode_dense_entry(ikey, value, self.data_end)
+        let expiries = self.properties.format_version >= FORMAT_VERSION_EXPIRY;
+        decode_dense_entry(ikey, value, self.data_end, expiries)
             .map_err(|d| Error::corruption(&*self.file_name, block_offset, d))
     }
 
@@ -363,6 +365,15 @@ fn check_properties(
         ));
     }
     let n = p.num_records;
+    if p.expiring_records > n || p.max_expiry > MAX_EXPIRY_MS {
+        return fail(format!(
+            "{} expiring records of {n}, the latest at {} ms, are impossible",
+            p.expiring_records, p.max_expiry
+        ));
+    }
+    if p.expiring_records == 0 && p.max_expiry != 0 {
+        return fail("a latest expiry with no expiring record".into());
+    }
     if n == 0 {
         if p.data_end != 0 || p.key_bytes != 0 || p.value_bytes != 0 {
             return fail("an empty table has record bytes".into());

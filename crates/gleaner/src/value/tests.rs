@@ -31,6 +31,8 @@ struct Rec {
     value: Vec<u8>,
     offset: u64,
     len: u64,
+    /// The version's expiry (format 2), if it has one.
+    expiry: Option<u64>,
 }
 
 /// Records in internal-key order: several versions of some keys, empty values, an empty key,
@@ -67,6 +69,7 @@ fn model(rng: &mut StdRng, n_keys: usize, big: bool) -> Vec<Rec> {
                 value,
                 offset: 0,
                 len: 0,
+                expiry: None,
             });
         }
     }
@@ -81,7 +84,7 @@ fn build(
 ) -> FinishedValueTable {
     let mut b = ValueTableBuilder::new(file, opts).unwrap();
     for r in recs.iter_mut() {
-        let (offset, len) = b.add(&r.key, r.seq, &r.value).unwrap();
+        let (offset, len) = b.add_expiring(&r.key, r.seq, &r.value, r.expiry).unwrap();
         assert_eq!(len, encoded_record_len(r.key.len(), r.value.len()));
         (r.offset, r.len) = (offset, len);
     }
@@ -146,6 +149,7 @@ fn check_table(t: &Arc<ValueTable>, recs: &[Rec]) {
             seq: r.seq,
             offset: r.offset,
             len: r.len,
+            expiry: r.expiry,
         })
         .collect();
     assert!(walked == want, "index walk differs from the model");
@@ -193,6 +197,39 @@ fn check_properties(p: &ValueTableProperties, recs: &[Rec], class: u32) {
     assert_eq!(p.largest_key, recs.last().map_or(vec![], |r| r.key.clone()));
     assert_eq!((p.class, p.format_version), (class, FORMAT_VERSION));
     assert!(p.index_bytes > 0);
+}
+
+#[test]
+fn expiring_records_make_a_format_2_table_whose_index_keeps_their_expiries() {
+    let mut rng = StdRng::seed_from_u64(26);
+    for all in [false, true] {
+        let mut recs = model(&mut rng, 300, false);
+        for r in &mut recs {
+            if all || rng.random_bool(0.4) {
+                r.expiry = Some(rng.random_range(0..=crate::expiry::MAX_EXPIRY_MS));
+            }
+        }
+        let (file, done) = build_mem(&mut recs, small_opts(Compression::Lz4));
+        let p = &done.properties;
+        let expiring = recs.iter().filter(|r| r.expiry.is_some()).count() as u64;
+        assert_eq!(
+            (p.format_version, p.expiring_records, p.max_expiry),
+            (
+                format::FORMAT_VERSION_EXPIRY,
+                expiring,
+                recs.iter().filter_map(|r| r.expiry).max().unwrap_or(0)
+            )
+        );
+        assert_eq!(p.all_records_expire(), all);
+        let t = open_mem(&file, None).unwrap();
+        assert_eq!(t.properties(), p);
+        check_table(&t, &recs);
+    }
+    // Without an expiring record, format 1 as before.
+    let mut recs = model(&mut rng, 50, false);
+    let (_, done) = build_mem(&mut recs, small_opts(Compression::None));
+    assert_eq!(done.properties.format_version, FORMAT_VERSION);
+    assert!(!done.properties.all_records_expire());
 }
 
 #[test]
@@ -280,6 +317,7 @@ fn keys_before_and_after_the_range_are_absent() {
             value: b"v".to_vec(),
             offset: 0,
             len: 0,
+            expiry: None,
         })
         .collect();
     let (file, _) = build_mem(&mut recs, ValueTableBuilderOptions::default());
@@ -623,7 +661,7 @@ fn forge(
     let mut offset = records.len() as u64;
     let mut index = DenseIndexBuilder::new(64, Compression::None);
     for (k, s, o, l) in entries {
-        index.add(k, *s, *o, *l).unwrap();
+        index.add(k, *s, *o, *l, None).unwrap();
     }
     let (top_index, index_bytes) = index.finish(&mut w, &mut offset).unwrap();
     let mut p = ValueTableProperties {

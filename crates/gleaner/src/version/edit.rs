@@ -11,24 +11,30 @@ use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
-/// Newest manifest format version: 4, where a key table may record its range tombstones
+/// Newest manifest format version: 5, where a value table may record the latest expiry of its
+/// records when all of them expire (field 16) and an edit the database's time (field 17).
+/// Format 4 let a key table record its range tombstones
 /// (field 7, after the run; its bounds may then be range bounds, `key::range_bound`). Format 3
 /// added a value table's GC policy metadata (field 8) and a key table's sorted run other than
 /// run 0 (field 7); format 2 a key table's alias count (field 7, absent when 0). A manifest is
 /// written in the oldest format that holds what it records ([`VersionEdit::needed_format`]), so
 /// a build that does not know a field refuses the manifest by its version; version 1 manifests
 /// are read too (see [`VersionEdit::upgrade`]).
-pub const MANIFEST_FORMAT_VERSION: u64 = 4;
+pub const MANIFEST_FORMAT_VERSION: u64 = 5;
 
 /// The format version of a manifest without policy metadata, sorted runs other than run 0 and
 /// range tombstones.
 pub const MANIFEST_FORMAT_WITHOUT_POLICY_META: u64 = 2;
 
 impl VersionEdit {
-    /// The oldest manifest format that holds every field of the edit: 4 for a key table with
-    /// range tombstones, 3 for policy metadata or a table of a run other than run 0, else 2.
+    /// The oldest manifest format that holds every field of the edit: 5 for a value table's
+    /// expiry or the database's time, 4 for a key table with range tombstones, 3 for policy
+    /// metadata or a table of a run other than run 0, else 2.
     pub fn needed_format(&self) -> u64 {
-        if self.new_tables.iter().any(|t| t.meta.range_deletions > 0) {
+        if self.time_floor.is_some() || self.new_value_tables.iter().any(|v| v.max_expiry.is_some())
+        {
+            5
+        } else if self.new_tables.iter().any(|t| t.meta.range_deletions > 0) {
             4
         } else if self
             .new_value_tables
@@ -131,6 +137,8 @@ mod tag {
     pub const RELEASED_VALUE_TABLE: u64 = 13;
     pub const WRITE_BACK: u64 = 14;
     pub const DROP_BLOCK: u64 = 15;
+    pub const VALUE_TABLE_EXPIRY: u64 = 16;
+    pub const TIME_FLOOR: u64 = 17;
 }
 
 /// A key table added by an edit.
@@ -182,6 +190,10 @@ pub struct VersionEdit {
     /// Drop blocks attached to live value tables (drop keys): the table, and where the
     /// identities of some of its garbage records are.
     pub drop_blocks: Vec<(u64, DropBlock)>,
+    /// The database's time (milliseconds since the Unix epoch) when the edit acted on expired
+    /// data (field 17): a later open starts its time no earlier, so what expired stays expired
+    /// when the clock went back meanwhile.
+    pub time_floor: Option<u64>,
 }
 
 fn emit(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
@@ -280,6 +292,12 @@ impl VersionEdit {
                 put_length_prefixed(&mut f, &m.data);
             }
             emit(&mut out, tag::NEW_VALUE_TABLE, &f);
+            if let Some(e) = v.max_expiry {
+                f.clear();
+                put_varint64(&mut f, v.number);
+                put_varint64(&mut f, e);
+                emit(&mut out, tag::VALUE_TABLE_EXPIRY, &f);
+            }
         }
         for number in &self.deleted_value_tables {
             f.clear();
@@ -328,6 +346,11 @@ impl VersionEdit {
             }
             emit(&mut out, tag::DROP_BLOCK, &f);
         }
+        if let Some(t) = self.time_floor {
+            f.clear();
+            put_varint64(&mut f, t);
+            emit(&mut out, tag::TIME_FLOOR, &f);
+        }
         out
     }
 
@@ -371,6 +394,8 @@ impl VersionEdit {
                 tag::RELEASED_VALUE_TABLE => "released value table",
                 tag::WRITE_BACK => "write-back mark",
                 tag::DROP_BLOCK => "drop block",
+                tag::VALUE_TABLE_EXPIRY => "value table expiry",
+                tag::TIME_FLOOR => "time floor",
                 other => return Err(bad(&format!("unknown field tag {other}"))),
             };
             let trunc = || bad(&format!("truncated {what}"));
@@ -511,6 +536,7 @@ impl VersionEdit {
                         largest_seq,
                         class,
                         policy_meta,
+                        max_expiry: None,
                     });
                 }
                 tag::DELETED_VALUE_TABLE => edit
@@ -575,6 +601,31 @@ impl VersionEdit {
                         },
                     ));
                 }
+                tag::VALUE_TABLE_EXPIRY => {
+                    let number = p.varint64().ok_or_else(trunc)?;
+                    let expiry = p.varint64().ok_or_else(trunc)?;
+                    if expiry > crate::expiry::MAX_EXPIRY_MS {
+                        return Err(bad("value table expiry beyond the latest"));
+                    }
+                    // It follows the field that adds its table, once.
+                    let Some(t) = edit
+                        .new_value_tables
+                        .last_mut()
+                        .filter(|t| t.number == number && t.max_expiry.is_none())
+                    else {
+                        return Err(bad(&format!(
+                            "expiry of value table {number}, which the field before does not add"
+                        )));
+                    };
+                    t.max_expiry = Some(expiry);
+                }
+                tag::TIME_FLOOR => {
+                    let t = p.varint64().ok_or_else(trunc)?;
+                    if t > crate::expiry::MAX_EXPIRY_MS || edit.time_floor.is_some() {
+                        return Err(bad("time floor beyond the latest, or given twice"));
+                    }
+                    edit.time_floor = Some(t);
+                }
                 _ => unreachable!("tags were matched above"),
             }
             if !p.is_empty() {
@@ -630,6 +681,7 @@ mod tests {
                 largest_seq: 90,
                 class: 1,
                 policy_meta: None,
+                max_expiry: None,
             }],
             deleted_value_tables: vec![21, 22],
             value_garbage: vec![(
@@ -660,7 +712,34 @@ mod tests {
                     named_table: 29,
                 },
             )],
+            time_floor: None,
         }
+    }
+
+    #[test]
+    fn expiries_and_the_time_floor_round_trip_and_need_format_5() {
+        let mut e = sample();
+        assert_eq!(e.needed_format(), 3, "the sample's run 2");
+        e.new_value_tables[0].max_expiry = Some(1_700_000_000_000);
+        assert_eq!(e.needed_format(), 5);
+        e.time_floor = Some(1_700_000_000_500);
+        let bytes = e.encode();
+        assert_eq!(VersionEdit::decode(&bytes, "M", 0).expect("decode"), e);
+        e.new_value_tables[0].max_expiry = None;
+        assert_eq!(e.needed_format(), 5, "the time floor alone");
+        // An expiry names the table added by the field before it, once.
+        let mut orphan = Vec::new();
+        let mut f = Vec::new();
+        put_varint64(&mut f, 77);
+        put_varint64(&mut f, 5);
+        emit(&mut orphan, tag::VALUE_TABLE_EXPIRY, &f);
+        let err = VersionEdit::decode(&orphan, "M", 0).expect_err("orphan");
+        assert!(err.to_string().contains("value table 77"), "{err}");
+        let mut late = Vec::new();
+        f.clear();
+        put_varint64(&mut f, crate::expiry::MAX_EXPIRY_MS + 1);
+        emit(&mut late, tag::TIME_FLOOR, &f);
+        assert!(VersionEdit::decode(&late, "M", 0).is_err());
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct RecoveredCounters {
     /// Where the manifest's last record was cut off as a torn write, if it was. The caller
     /// must check that nothing the lost edit did is needed (see `db::open`).
     pub torn_tail_offset: Option<u64>,
+    /// The latest database time an edit recorded (field 17; 0 when none did): the open starts
+    /// its time no earlier.
+    pub time_floor: u64,
 }
 
 /// The current version and its manifest.
@@ -59,6 +62,8 @@ pub struct VersionSet {
     manifest_format: u64,
     log_number: u64,
     last_sequence: SeqNo,
+    /// The latest time an edit recorded (carried into every new manifest's first edit).
+    time_floor: u64,
     compact_pointers: Vec<Option<Vec<u8>>>,
     current: Arc<Version>,
 }
@@ -120,6 +125,7 @@ impl VersionSet {
             manifest_format: MANIFEST_FORMAT_WITHOUT_POLICY_META,
             log_number,
             last_sequence,
+            time_floor: 0,
         }
     }
 
@@ -145,6 +151,7 @@ impl VersionSet {
         let mut log_number = None;
         let mut next_file = None;
         let mut last_seq = None;
+        let mut time_floor = 0u64;
         let mut pointers: Vec<Option<Vec<u8>>> = vec![None; crate::version::MAX_LEVELS];
         let mut format = None;
         while let Some((offset, record)) = reader.read_record()? {
@@ -158,6 +165,7 @@ impl VersionSet {
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
+            time_floor = time_floor.max(edit.time_floor.unwrap_or(0));
             for (level, key) in edit.compact_pointers {
                 if let Some(slot) = pointers.get_mut(level as usize) {
                     *slot = Some(key);
@@ -173,6 +181,7 @@ impl VersionSet {
             last_sequence: last_seq.ok_or_else(|| missing("last sequence"))?,
             manifest_number,
             torn_tail_offset,
+            time_floor,
         };
         if let Some(deepest) = version.deepest_nonempty_level()
             && deepest >= cfg.num_levels
@@ -198,10 +207,9 @@ impl VersionSet {
             .max(manifest_number + 1);
         cfg.next_file_number.fetch_max(next, Ordering::SeqCst);
         let (log_number, last_sequence) = (counters.log_number, counters.last_sequence);
-        Ok((
-            Self::from_parts(cfg, levels, pointers, log_number, last_sequence),
-            counters,
-        ))
+        let mut set = Self::from_parts(cfg, levels, pointers, log_number, last_sequence);
+        set.time_floor = time_floor;
+        Ok((set, counters))
     }
 
     /// The current version.
@@ -217,6 +225,11 @@ impl VersionSet {
     /// The last sequence recorded by the last edit.
     pub fn last_sequence(&self) -> SeqNo {
         self.last_sequence
+    }
+
+    /// The latest database time an edit recorded (field 17; 0 when none did).
+    pub fn time_floor(&self) -> u64 {
+        self.time_floor
     }
 
     /// Number of the live manifest, if one was written by this process.
@@ -254,6 +267,7 @@ impl VersionSet {
         }
         self.log_number = edit.log_number.unwrap_or(self.log_number);
         self.last_sequence = edit.last_sequence.unwrap_or(self.last_sequence);
+        self.time_floor = self.time_floor.max(edit.time_floor.unwrap_or(0));
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level as usize) {
                 *slot = Some(key.clone());
@@ -318,6 +332,8 @@ impl VersionSet {
             log_number: edit.log_number,
             next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
             last_sequence: edit.last_sequence,
+            // The latest time recorded so far, this edit's included.
+            time_floor: Some(self.time_floor.max(edit.time_floor.unwrap_or(0))).filter(|t| *t > 0),
             ..Default::default()
         };
         for (level, slot) in self.compact_pointers.iter().enumerate() {
@@ -350,6 +366,7 @@ impl VersionSet {
             released_value_tables: _,
             write_back,
             drop_blocks,
+            time_floor: _,
         } = next.snapshot_edit();
         snapshot.new_tables = new_tables;
         snapshot.new_value_tables = new_value_tables;

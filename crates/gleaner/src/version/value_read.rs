@@ -252,6 +252,7 @@ mod tests {
             largest_seq: 10,
             class: 0,
             policy_meta: None,
+            max_expiry: None,
         }
     }
 

@@ -31,6 +31,11 @@ pub struct ValueTableMeta {
     /// What the GC policy that wrote the table keeps about it (TTLs, levels, groups: the
     /// policy's own bytes), or `None`.
     pub policy_meta: Option<PolicyTableMeta>,
+    /// When every record of the table expires: the latest expiry among them (milliseconds since
+    /// the Unix epoch; manifest field 16). Once it has passed for every reader that can read a
+    /// record of the table, nothing in it is readable and the table is deleted whole
+    /// (docs/gc.md, "Expiry-grouped value tables"). `None` when some record does not expire.
+    pub max_expiry: Option<u64>,
 }
 
 /// Most bytes of [`PolicyTableMeta::data`].
@@ -633,6 +638,7 @@ mod tests {
             largest_seq: 10,
             class: 0,
             policy_meta: None,
+            max_expiry: None,
         }
     }
 

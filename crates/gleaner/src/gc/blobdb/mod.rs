@@ -184,6 +184,7 @@ mod tests {
             largest_seq: 2,
             class: 0,
             policy_meta: None,
+            max_expiry: None,
         };
         let kt = |number: u64, value_table: u64, key: &[u8]| NewTable {
             level: 1,

@@ -635,6 +635,7 @@ mod tests {
             largest_seq: 99,
             class: 0,
             policy_meta: None,
+            max_expiry: None,
         };
         crate::version::Version::new(7)
             .apply(
@@ -703,6 +704,7 @@ mod tests {
                 offset: 0,
                 len: 20,
             },
+            expiry: None,
         }
     }
 

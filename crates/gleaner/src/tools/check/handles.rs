@@ -52,6 +52,10 @@ pub(super) struct HandleCheck<'v> {
     keys: TableCache,
     /// Handles of shadowed versions whose record GC reclaimed early (not a problem).
     pub(super) reclaimed_early: u64,
+    /// Handles of expired versions whose record is gone (not a problem).
+    pub(super) expired: u64,
+    /// The time expiry is judged at (offline: no snapshot).
+    now: u64,
     /// Records and their bytes that handles reference, per live table they resolve to.
     referenced: BTreeMap<u64, (u64, u64)>,
     /// Live tables some handle resolved to without its record being located (the table does
@@ -118,7 +122,8 @@ impl TableHandles {
 impl<'v> HandleCheck<'v> {
     /// A checker resolving handles against `version`'s value tables, reading tables through
     /// its own caches (counted in `checker`'s I/O statistics, never filling the database's).
-    pub(super) fn new(checker: &Checker, version: &'v Version) -> Self {
+    /// Versions expired at `now` are expired for every reader (no snapshot exists offline).
+    pub(super) fn new(checker: &Checker, version: &'v Version, now: u64) -> Self {
         let values = version.values();
         let blocks = Arc::new(BlockCache::new(INDEX_CACHE_BYTES));
         let cache = ValueTableCache::new(
@@ -143,6 +148,8 @@ impl<'v> HandleCheck<'v> {
             cache,
             keys,
             reclaimed_early: 0,
+            expired: 0,
+            now,
             referenced: BTreeMap::new(),
             incomplete: BTreeSet::new(),
             named: BTreeSet::new(),
@@ -182,6 +189,10 @@ impl<'v> HandleCheck<'v> {
         let error = match located {
             Ok(Some(at)) => {
                 self.check_located(&at, user_key, record_seq, !stored.alias, found, failure);
+                return;
+            }
+            Ok(None) if crate::expiry::expired(stored.expiry, self.now) => {
+                self.expired += 1;
                 return;
             }
             Ok(None) => match self.is_shadowed(user_key, seq) {

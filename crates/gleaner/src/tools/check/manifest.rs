@@ -54,6 +54,7 @@ impl Checker {
         // option, not a property of the files.
         let mut version = Version::new(MAX_LEVELS);
         let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+        let mut time_floor = 0u64;
         let mut format = None;
         while let Some((offset, record)) = reader.read_record()? {
             let mut edit = VersionEdit::decode(&record, name, offset)?;
@@ -66,6 +67,7 @@ impl Checker {
             log_number = edit.log_number.or(log_number);
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
+            time_floor = time_floor.max(edit.time_floor.unwrap_or(0));
         }
         for region in reader.dropped() {
             self.warning(
@@ -86,6 +88,7 @@ impl Checker {
             .check_invariants()
             .map_err(|why| Error::corruption(name, 0, why))?;
         Ok(Recovered {
+            time_floor,
             manifest_number: number,
             version,
             log_number,

@@ -141,6 +141,10 @@ pub struct CheckReport {
     /// with no snapshots, so it does not ask whether a snapshot read them before the database
     /// was closed (the online recount, `Db::recount_garbage`, does).
     pub handles_reclaimed_early: u64,
+    /// Of those, handles of versions expired (by the system clock, or the latest time the
+    /// database recorded) whose record is gone: a table that expired whole, or a GC job that
+    /// judged the record dead. Never read, so not problems.
+    pub handles_expired: u64,
 }
 
 impl CheckReport {
@@ -202,6 +206,8 @@ pub fn check_db(path: &Path, opts: &Options) -> Result<CheckReport> {
 
 /// What a successful manifest replay yields.
 struct Recovered {
+    /// The latest database time an edit recorded (manifest field 17).
+    time_floor: u64,
     manifest_number: u64,
     version: Version,
     log_number: u64,
@@ -464,7 +470,10 @@ impl Checker {
             .all_files()
             .map(|(level, f)| (f.number, (level, Arc::clone(f))))
             .collect();
-        let mut handles = HandleCheck::new(self, &r.version);
+        // Offline, no snapshot exists: a version is expired for every reader once it is by the
+        // system clock, or by the latest time the database recorded (a clock of its own).
+        let now = crate::expiry::Clock::now_ms(&crate::expiry::SystemClock).max(r.time_floor);
+        let mut handles = HandleCheck::new(self, &r.version, now);
         for (level, meta) in live.values() {
             self.check_live_table(r.manifest_number, *level, meta, &mut handles);
         }
@@ -481,6 +490,7 @@ impl Checker {
             self.count_wal_handles(n, &mut handles);
         }
         self.report.handles_reclaimed_early += handles.reclaimed_early;
+        self.report.handles_expired += handles.expired;
         self.check_garbage(r.manifest_number, values, &handles, &damaged);
         let named = handles.complete.then_some(&handles.named);
         self.check_inheritance(r.manifest_number, values, named);
