@@ -51,8 +51,10 @@ pub enum Command {
     /// Print `KEY<TAB>VALUE` lines for a key range, in key order.
     Scan(ScanArgs),
     /// Apply operations read from stdin, one per line: `put<TAB>KEY<TAB>VALUE`,
-    /// `del<TAB>KEY` or `delrange<TAB>START<TAB>END` (every key from START, inclusive, to END,
-    /// exclusive; START must sort before END).
+    /// `putttl<TAB>KEY<TAB>VALUE<TAB>TTL_MS` (the key expires TTL_MS milliseconds after the line
+    /// is read; 0 writes a value that reads as deleted, negative is an error), `del<TAB>KEY` or
+    /// `delrange<TAB>START<TAB>END` (every key from START, inclusive, to END, exclusive; START
+    /// must sort before END).
     ///
     /// Every --batch operations are committed as one atomic batch (earlier if the batch would
     /// exceed option `max_batch_size`), after which `committed N` is printed, N being the
@@ -128,6 +130,10 @@ pub struct PutArgs {
     /// The value.
     #[arg(allow_hyphen_values = true)]
     pub value: String,
+    /// Expire the key this many milliseconds from now (by the system clock): reads then find
+    /// it absent. 0 writes a value that reads as deleted; negative is an error.
+    #[arg(long = "ttl-ms", value_name = "N", allow_hyphen_values = true)]
+    pub ttl_ms: Option<i64>,
 }
 
 /// Arguments of `scan`.

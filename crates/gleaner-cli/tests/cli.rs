@@ -890,3 +890,53 @@ fn load_applies_delrange_lines_in_order_and_names_a_bad_one() {
         "the bad line's batch is not written"
     );
 }
+
+#[test]
+fn put_and_load_write_expiring_keys_and_refuse_bad_ttls() {
+    let (_tmp, dir) = db_dir();
+    let hour = "3600000";
+    run(&["put", &dir, "live", "v", "--ttl-ms", hour]).ok();
+    run(&["put", &dir, "gone", "v", "--ttl-ms", "0"]).ok();
+    assert_eq!(run(&["get", &dir, "live"]).ok(), "v\n");
+    assert_eq!(
+        run(&["get", &dir, "gone"]).code,
+        1,
+        "a TTL of 0 reads as deleted"
+    );
+    let e = run(&["put", &dir, "k", "v", "--ttl-ms", "-5"])
+        .failed()
+        .to_string();
+    assert!(e.contains("at least 0"), "{e}");
+    let e = run(&["put", &dir, "k", "v", "--ttl-ms", &i64::MAX.to_string()])
+        .failed()
+        .to_string();
+    assert!(e.contains("overflows"), "{e}");
+    assert_eq!(run(&["get", &dir, "k"]).code, 1, "nothing was written");
+    let input = format!("putttl\tl1\tx\t{hour}\nputttl\tg1\tx\t0\nput\tp\ty\n");
+    assert_eq!(load(&dir, &[], &input).lines(), ["committed 3"]);
+    let keys = run(&["scan", &dir, "--keys-only"]).ok();
+    assert_eq!(keys, "l1\nlive\np\n");
+    for (bad, why) in [
+        ("putttl\tk\tv\t-1\n", "at least 0"),
+        ("putttl\tk\tv\tsoon\n", "whole number"),
+        ("putttl\tk\tv\n", "4 tab-separated fields"),
+        ("putttl\tk\tv\t9223372036854775807\n", "overflows"),
+    ] {
+        let err = load(&dir, &[], &format!("put\ta\tb\n{bad}"))
+            .failed()
+            .to_string();
+        assert!(err.contains("line 2") && err.contains(why), "{why}: {err}");
+    }
+    // The key tables (each open flushes the WAL it replays) show the expiries.
+    run(&["compact", &dir]).ok();
+    let mut tables = String::new();
+    for t in files_ending(&dir, ".sst") {
+        tables.push_str(&run(&["dump", &dir, &file_name(&t)]).ok());
+    }
+    assert!(tables.contains("\tkind=put\tx\texpiry="), "{tables}");
+    assert!(
+        !tables.contains("g1\t"),
+        "the compaction dropped the expired key: {tables}"
+    );
+    run(&["check", &dir]).ok();
+}

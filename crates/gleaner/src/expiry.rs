@@ -120,10 +120,11 @@ pub(crate) fn expired(expiry: Option<u64>, at: u64) -> bool {
     expiry.is_some_and(|e| e <= at)
 }
 
-/// The expiry of a write `ttl_ms` milliseconds after `now`.
+/// The expiry of a write `ttl_ms` milliseconds after `now` (a database's time,
+/// [`Db::time_ms`](crate::Db::time_ms)).
 ///
 /// Errors: [`Error::InvalidArgument`] when it would be later than [`MAX_EXPIRY_MS`].
-pub(crate) fn expiry_after(now: u64, ttl_ms: u64) -> Result<u64> {
+pub fn expiry_after(now: u64, ttl_ms: u64) -> Result<u64> {
     now.checked_add(ttl_ms)
         .filter(|e| *e <= MAX_EXPIRY_MS)
         .ok_or_else(|| {

@@ -38,15 +38,17 @@ pub fn run(
 /// One parsed input line.
 enum Op {
     Put(Vec<u8>, Vec<u8>),
+    /// `putttl`: a put expiring at the given time (milliseconds since the Unix epoch).
+    PutExpiring(Vec<u8>, Vec<u8>, u64),
     Del(Vec<u8>),
     /// `delrange`: every key of `[start, end)`.
     DelRange(Vec<u8>, Vec<u8>),
 }
 
 /// Upper bound of the bytes an op adds to an encoded batch: kind byte, two varint lengths (at
-/// most 10 bytes each), key and value.
+/// most 10 bytes each), key, value and an expiry.
 fn encoded_bound(key: &[u8], value: &[u8]) -> u64 {
-    (1 + 10 + key.len() + 10 + value.len()) as u64
+    (1 + 10 + key.len() + 10 + value.len() + 8) as u64
 }
 
 struct Loader<'a> {
@@ -88,7 +90,7 @@ impl Loader<'_> {
                 .map_err(|why| CliError::Invalid(format!("line {line_no}: {why}")))?;
             // A range delete's end takes the place of a value in the encoding.
             let (key, value): (&[u8], &[u8]) = match &op {
-                Op::Put(k, v) | Op::DelRange(k, v) => (k, v),
+                Op::Put(k, v) | Op::PutExpiring(k, v, _) | Op::DelRange(k, v) => (k, v),
                 Op::Del(k) => (k, &[]),
             };
             // Options guarantee that one op always fits an empty batch, so committing first
@@ -100,6 +102,7 @@ impl Loader<'_> {
             }
             match &op {
                 Op::Put(k, v) => self.batch.put(k, v),
+                Op::PutExpiring(k, v, expiry) => self.batch.put_with_expiry(k, v, *expiry),
                 Op::Del(k) => self.batch.delete(k),
                 Op::DelRange(start, end) => self.batch.delete_range(start, end),
             }
@@ -129,6 +132,11 @@ impl Loader<'_> {
                 self.decode("key", fields[1])?,
                 self.decode("value", fields[2])?,
             ),
+            ("putttl", 4) => Op::PutExpiring(
+                self.decode("key", fields[1])?,
+                self.decode("value", fields[2])?,
+                self.expiry(fields[3])?,
+            ),
             ("del", 2) => Op::Del(self.decode("key", fields[1])?),
             ("delrange", 3) => Op::DelRange(
                 self.decode("start key", fields[1])?,
@@ -137,6 +145,12 @@ impl Loader<'_> {
             ("put", n) => {
                 return Err(format!(
                     "`put` takes a key and a value: expected 3 tab-separated fields, found {n}"
+                ));
+            }
+            ("putttl", n) => {
+                return Err(format!(
+                    "`putttl` takes a key, a value and a TTL in milliseconds: expected 4 \
+                     tab-separated fields, found {n}"
                 ));
             }
             ("del", n) => {
@@ -152,7 +166,7 @@ impl Loader<'_> {
             }
             (other, _) => {
                 return Err(format!(
-                    "unknown operation `{}` (expected `put`, `del` or `delrange`)",
+                    "unknown operation `{}` (expected `put`, `putttl`, `del` or `delrange`)",
                     other.escape_debug()
                 ));
             }
@@ -160,7 +174,7 @@ impl Loader<'_> {
         // The database checks these limits only for a whole batch; checking them here names
         // the offending line and keeps its batch from being attempted at all.
         let (key, value) = match &op {
-            Op::Put(k, v) => (k, Some(v)),
+            Op::Put(k, v) | Op::PutExpiring(k, v, _) => (k, Some(v)),
             Op::Del(k) => (k, None),
             Op::DelRange(start, end) => {
                 if start >= end {
@@ -193,6 +207,19 @@ impl Loader<'_> {
             ));
         }
         Ok(op)
+    }
+
+    /// The expiry of a `putttl` line's TTL field: milliseconds after the database's time now.
+    fn expiry(&self, ttl: &str) -> Result<u64, String> {
+        let ttl: i64 = ttl.parse().map_err(|_| {
+            format!(
+                "TTL `{}` is not a whole number of milliseconds",
+                ttl.escape_debug()
+            )
+        })?;
+        let ttl = u64::try_from(ttl)
+            .map_err(|_| format!("TTL {ttl}: a time to live is at least 0 milliseconds"))?;
+        gleaner::expiry::expiry_after(self.db.time_ms(), ttl).map_err(|e| e.to_string())
     }
 
     fn decode(&self, what: &str, text: &str) -> Result<Vec<u8>, String> {

@@ -335,6 +335,14 @@ impl Db {
         self.put_with_expiry(key, value, expiry)
     }
 
+    /// The database's time, in milliseconds since the Unix epoch: its clock's
+    /// ([`Options::with_clock`]), never earlier than a time it showed before or that the
+    /// database recorded acting on expired data. What expiry is judged by; add a TTL to it
+    /// ([`expiry::expiry_after`](crate::expiry::expiry_after)) for a batch's expiries.
+    pub fn time_ms(&self) -> u64 {
+        self.inner.time.now()
+    }
+
     /// Removes `key` (not synced).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();

@@ -15,8 +15,9 @@
 //!   range delete's value is its end key); a torn tail is shown
 //!   as a `# torn tail ...` line;
 //! - value table (`NNNNNN.vst`): its properties, a blank line, then every record as
-//!   `KEY<TAB>seq=N<TAB>offset=O<TAB>len=L<TAB>VALUE`, read through the dense index and
-//!   checked (CRC, and that it is the record the index names);
+//!   `KEY<TAB>seq=N<TAB>offset=O<TAB>len=L<TAB>VALUE` (then `<TAB>expiry=MS` for a record
+//!   whose version expires), read through the dense index and checked (CRC, and that it is the
+//!   record the index names);
 //! - manifest (`MANIFEST-NNNNNN`): per edit a `# edit at offset O` line, then one `field: value`
 //!   line per field it sets (a key table's dependences and an inheritance record's children on
 //!   indented lines below it); internal keys are shown as `KEY@SEQ:KIND`;
@@ -239,6 +240,10 @@ impl Dumper<'_> {
         for l in lines {
             self.line(&l)?;
         }
+        if p.format_version >= crate::value::FORMAT_VERSION_EXPIRY {
+            self.line(&format!("expiring_records: {}", p.expiring_records))?;
+            self.line(&format!("max_expiry: {}", p.max_expiry))?;
+        }
         self.line("")?;
         for entry in table.index_iter(IoClass::Other) {
             let e = entry?;
@@ -252,7 +257,7 @@ impl Dumper<'_> {
                     "record does not match its dense-index entry",
                 ));
             }
-            let line = format!(
+            let mut line = format!(
                 "{}\tseq={}\toffset={}\tlen={}\t{}",
                 render(&record.key, hex),
                 record.seq,
@@ -260,6 +265,9 @@ impl Dumper<'_> {
                 e.len,
                 render(&record.value, hex)
             );
+            if let Some(x) = e.expiry {
+                line.push_str(&format!("\texpiry={x}"));
+            }
             self.line(&line)?;
         }
         Ok(())
@@ -478,6 +486,9 @@ impl Dumper<'_> {
                     super::text::hex(&m.data)
                 ));
             }
+            if let Some(x) = v.max_expiry {
+                lines.push(format!("  max_expiry: {x}"));
+            }
         }
         for (number, g) in &e.value_garbage {
             lines.push(format!(
@@ -515,6 +526,9 @@ impl Dumper<'_> {
                 "drop_block: number={number} drop_file={} offset={} len={} keys={} named_table={}",
                 b.file, b.offset, b.len, b.keys, b.named_table
             ));
+        }
+        if let Some(t) = e.time_floor {
+            lines.push(format!("time_floor: {t}"));
         }
         for l in lines {
             self.line(&l)?;

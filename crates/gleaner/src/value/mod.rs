@@ -29,7 +29,7 @@ mod tests;
 
 pub use builder::{FinishedValueTable, ValueTableBuilder, ValueTableBuilderOptions};
 pub use drop_keys::{DropFileReader, DropKey, WalkItem, WrittenBlock, write_drop_file};
-pub use format::FORMAT_VERSION;
+pub use format::{FORMAT_VERSION, FORMAT_VERSION_EXPIRY};
 pub use index::{DEFAULT_INDEX_BLOCK_SIZE, IndexEntry};
 pub use iter::ValueIndexIter;
 pub use properties::ValueTableProperties;
