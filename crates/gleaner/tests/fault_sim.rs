@@ -96,12 +96,13 @@ fn count_operations(ops: &[(Op, bool)], tune: Tuned<'_>, fs_seed: u64) -> (u64, 
     (counts[0], counts[1])
 }
 
+/// The state after the first `n` operations, as read at the simulation clock's time now.
 fn state_after(ops: &[(Op, bool)], n: usize) -> Map {
-    let mut m = Map::new();
+    let mut m = sim::Model::default();
     for (op, _) in &ops[..n] {
-        op.apply(&mut m);
+        m.apply(op);
     }
-    m
+    m.at(gleaner::expiry::Clock::now_ms(&*sim::clock()))
 }
 
 /// How a point went.

@@ -1,7 +1,8 @@
 //! Model-based randomized test: the database must behave exactly like a `BTreeMap` under puts,
-//! deletes, batches, snapshots held and released, iterators moving both ways with seeks, range
-//! scans, flushes, compactions and reopens — with memtables and tables so small that flush and
-//! compaction run all the time.
+//! deletes, range deletes, puts that expire (under a manual clock the test moves: an expired key
+//! leaves the model), batches, snapshots held and released, iterators moving both ways with
+//! seeks, range scans, flushes, compactions and reopens — with memtables and tables so small
+//! that flush and compaction run all the time.
 //!
 //! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>` (under the
 //! `inline-separated-gc` sets, which run background work inline, exactly). The number of
@@ -17,6 +18,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
+use gleaner::expiry::ManualClock;
 use gleaner::io::FaultFs;
 use gleaner::{
     Compression, Db, GcPolicyKind, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
@@ -27,6 +29,59 @@ use rand::{Rng, SeedableRng};
 mod common;
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The clock's time when a run starts (milliseconds since the epoch).
+const T0: u64 = 1_700_000_000_000;
+
+/// The keys of the model whose current value expires, with when.
+type Expiries = BTreeMap<Vec<u8>, u64>;
+
+/// A time to live for a put that expires: now and then 0 (reads as deleted at once), mostly
+/// within the next few clock moves.
+fn ttl(rng: &mut StdRng) -> u64 {
+    if rng.random_bool(0.1) {
+        0
+    } else {
+        rng.random_range(1..2_000)
+    }
+}
+
+/// Records a put of `k` → `v` expiring at `expiry` (if it does) at time `now`.
+fn model_put(
+    model: &mut Map,
+    expiring: &mut Expiries,
+    k: Vec<u8>,
+    v: Vec<u8>,
+    expiry: Option<u64>,
+    now: u64,
+) {
+    match expiry {
+        Some(e) if e <= now => {
+            model.remove(&k);
+            expiring.remove(&k);
+        }
+        Some(e) => {
+            expiring.insert(k.clone(), e);
+            model.insert(k, v);
+        }
+        None => {
+            expiring.remove(&k);
+            model.insert(k, v);
+        }
+    }
+}
+
+/// Removes the keys that have expired at `now`: they read absent from then on.
+fn expire(model: &mut Map, expiring: &mut Expiries, now: u64) {
+    expiring.retain(|k, e| {
+        if *e <= now {
+            model.remove(k);
+            false
+        } else {
+            true
+        }
+    });
+}
 
 /// The option sets, the GC ones once per GC technique combination.
 fn option_sets(fs: &FaultFs) -> Vec<(String, Options)> {
@@ -98,7 +153,8 @@ fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
                 .with_gc_garbage_ratio(0.0)
                 .with_gc_threads(0)
                 .with_compaction_threads(2)
-                .with_value_readahead_size(0),
+                .with_value_readahead_size(0)
+                .with_expiry_group_ms(500),
         ),
         (
             "parallel-background",
@@ -362,8 +418,14 @@ fn check_range(db: &Db, model: &Map, snap: Option<&Snapshot>, rng: &mut StdRng, 
 fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
     let path = Path::new("/model").join(name);
     let mut rng = StdRng::seed_from_u64(seed);
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = opts.with_clock(clock.clone());
+    let mut now = T0;
     let mut db = Db::open(&path, opts.clone()).expect("open");
     let mut model = Map::new();
+    let mut expiring = Expiries::new();
+    // Expired versions flushes and compactions dropped, over every open of the run.
+    let mut dropped_expired = 0;
     let mut snaps: Vec<(Snapshot, Map)> = Vec::new();
     let mut run = Run {
         name,
@@ -386,41 +448,61 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 .map(|l| l.runs)
                 .fold(most_runs, usize::max);
         }
+        if rng.random_bool(0.05) {
+            // Time passes: what expired leaves the model.
+            now += rng.random_range(0..300);
+            clock.set(now);
+            expire(&mut model, &mut expiring, now);
+        }
         match rng.random_range(0..100) {
             0..=34 => {
                 let (k, v) = (key(&mut rng), value(&mut rng));
-                db.put(&k, &v)
-                    .unwrap_or_else(|e| panic!("{}: put: {e}", run.ctx()));
-                model.insert(k, v);
+                let expiry = rng.random_bool(0.25).then(|| now + ttl(&mut rng));
+                match expiry {
+                    Some(e) => db.put_with_expiry(&k, &v, e),
+                    None => db.put(&k, &v),
+                }
+                .unwrap_or_else(|e| panic!("{}: put: {e}", run.ctx()));
+                model_put(&mut model, &mut expiring, k, v, expiry, now);
             }
             35..=41 => {
                 let k = key(&mut rng);
                 db.delete(&k)
                     .unwrap_or_else(|e| panic!("{}: delete: {e}", run.ctx()));
                 model.remove(&k);
+                expiring.remove(&k);
             }
             42..=44 => {
                 let (start, end) = key_range(&mut rng);
                 db.delete_range(&start, &end)
                     .unwrap_or_else(|e| panic!("{}: delete_range: {e}", run.ctx()));
                 delete_range(&mut model, &start, &end);
+                expiring.retain(|k, _| !(k.as_slice() >= start.as_slice() && k < &end));
             }
             45..=52 => {
                 let mut batch = WriteBatch::new();
                 let mut staged = model.clone();
+                let mut staged_expiring = expiring.clone();
                 for _ in 0..rng.random_range(1..20) {
                     let k = key(&mut rng);
                     if rng.random_bool(0.7) {
                         let v = value(&mut rng);
-                        batch.put(&k, &v);
-                        staged.insert(k, v);
+                        let expiry = rng.random_bool(0.2).then(|| now + ttl(&mut rng));
+                        match expiry {
+                            Some(e) => batch.put_with_expiry(&k, &v, e),
+                            None => batch.put(&k, &v),
+                        }
+                        model_put(&mut staged, &mut staged_expiring, k, v, expiry, now);
                     } else if rng.random_bool(0.1) {
                         let (start, end) = key_range(&mut rng);
                         batch.delete_range(&start, &end);
                         delete_range(&mut staged, &start, &end);
+                        staged_expiring
+                            .retain(|k, _| !(k.as_slice() >= start.as_slice() && k < &end));
                     } else {
                         batch.delete(&k);
                         staged.remove(&k);
+                        staged_expiring.remove(&k);
                     }
                 }
                 let sync = WriteOptions {
@@ -429,6 +511,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 db.write(batch, &sync)
                     .unwrap_or_else(|e| panic!("{}: write: {e}", run.ctx()));
                 model = staged;
+                expiring = staged_expiring;
             }
             53..=67 => {
                 let k = key(&mut rng);
@@ -516,6 +599,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 for _ in 0..30 {
                     let k = key(&mut rng);
                     db.put(&k, b"later").expect("put");
+                    expiring.remove(&k);
                     model.insert(k, b"later".to_vec());
                 }
                 db.flush().expect("flush");
@@ -553,6 +637,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     );
                 }
                 snaps.clear();
+                dropped_expired += db.stats().compaction.dropped_expired;
                 db.close()
                     .unwrap_or_else(|e| panic!("{}: close: {e}", run.ctx()));
                 drop(db);
@@ -570,6 +655,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
             .collect();
         assert_eq!(all, model, "{}: final contents (round {round})", run.ctx());
         snaps.clear();
+        dropped_expired += db.stats().compaction.dropped_expired;
         db.close().expect("close");
         drop(db);
         db = Db::open(&path, opts.clone()).expect("reopen");
@@ -604,6 +690,12 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         stats.values.unresolved_drops,
         0,
         "{}: every dropped handle was placed",
+        run.ctx()
+    );
+    // Expiry ran: flushes and compactions dropped expired versions.
+    assert!(
+        dropped_expired > 0 || ops < 1000,
+        "{}: no flush or compaction dropped an expired version",
         run.ctx()
     );
 }

@@ -1,8 +1,12 @@
 //! The workload and checks shared by the seeded simulations (`tests/crash.rs`,
-//! `tests/fault_sim.rs`): a seeded stream of puts (inline and separated values), deletes, range
-//! deletes and batches, some synced, run with a snapshot held over stretches of it, iterator
-//! walks, and manual flush, compaction and GC; and the prefix property the recovered state must
-//! satisfy.
+//! `tests/fault_sim.rs`): a seeded stream of puts (inline and separated values, some expiring),
+//! deletes, range deletes and batches, some synced, run with a snapshot held over stretches of
+//! it, iterator walks, and manual flush, compaction and GC; and the prefix property the
+//! recovered state must satisfy.
+//!
+//! Time is simulated: the databases read a manual clock ([`clock`], one per test thread), which a
+//! run sets to [`time_at`] its operation's index before each operation, so an expiry is a point
+//! in the workload; a recovered state is judged at the clock's time when it is read.
 
 #![allow(
     dead_code,
@@ -13,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use gleaner::expiry::ManualClock;
 use gleaner::io::{FaultFs, TornMode};
 use gleaner::{Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
@@ -23,9 +28,81 @@ pub type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 /// A key and its value, as scans return them.
 type Entry = (Vec<u8>, Vec<u8>);
 
+/// The clock's time before the first operation (milliseconds since the epoch).
+pub const T0: u64 = 1_700_000_000_000;
+
+/// Simulated milliseconds between two operations.
+const STEP_MS: u64 = 10;
+
+thread_local! {
+    /// The simulations' clock: each test thread runs its simulations one after the other.
+    static CLOCK: Arc<ManualClock> = Arc::new(ManualClock::new(T0));
+}
+
+/// This thread's simulation clock (every database [`options`] makes reads it).
+pub fn clock() -> Arc<ManualClock> {
+    CLOCK.with(Arc::clone)
+}
+
+/// The time operation `i` of a workload runs at.
+pub fn time_at(i: usize) -> u64 {
+    T0 + i as u64 * STEP_MS
+}
+
+/// The model of the acknowledged writes: each key's value, and when the keys whose value
+/// expires do.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    values: Map,
+    expiring: BTreeMap<Vec<u8>, u64>,
+}
+
+impl Model {
+    /// Applies one operation.
+    pub fn apply(&mut self, op: &Op) {
+        let mut put = |k: &Vec<u8>, v: Option<&Vec<u8>>, expiry: Option<u64>| {
+            match v {
+                Some(v) => self.values.insert(k.clone(), v.clone()),
+                None => self.values.remove(k),
+            };
+            match expiry {
+                Some(e) => self.expiring.insert(k.clone(), e),
+                None => self.expiring.remove(k),
+            };
+        };
+        match op {
+            Op::Put(k, v) => put(k, Some(v), None),
+            Op::PutExpiring(k, v, e) => put(k, Some(v), Some(*e)),
+            Op::Delete(k) => put(k, None, None),
+            Op::Batch(ops) => {
+                for (k, v) in ops {
+                    put(k, v.as_ref(), None);
+                }
+            }
+            Op::DeleteRange(start, end) => {
+                self.values.retain(|k, _| !(k >= start && k < end));
+                self.expiring.retain(|k, _| !(k >= start && k < end));
+            }
+        }
+    }
+
+    /// What a reader at time `now` reads: the values of the keys not expired then.
+    pub fn at(&self, now: u64) -> Map {
+        let mut m = self.values.clone();
+        for (k, e) in &self.expiring {
+            if *e <= now {
+                m.remove(k);
+            }
+        }
+        m
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Op {
     Put(Vec<u8>, Vec<u8>),
+    /// A put that expires at the given time (see [`time_at`]).
+    PutExpiring(Vec<u8>, Vec<u8>, u64),
     Delete(Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     /// A range delete of `[start, end)`.
@@ -36,33 +113,12 @@ impl Op {
     /// The keys of the key space the operation writes.
     pub fn keys(&self) -> Vec<Vec<u8>> {
         match self {
-            Op::Put(k, _) | Op::Delete(k) => vec![k.clone()],
+            Op::Put(k, _) | Op::PutExpiring(k, _, _) | Op::Delete(k) => vec![k.clone()],
             Op::Batch(items) => items.iter().map(|(k, _)| k.clone()).collect(),
             Op::DeleteRange(start, end) => (0..KEY_SPACE)
                 .map(key)
                 .filter(|k| k >= start && k < end)
                 .collect(),
-        }
-    }
-
-    /// Applies the operation to a model map.
-    pub fn apply(&self, m: &mut Map) {
-        match self {
-            Op::Put(k, v) => {
-                m.insert(k.clone(), v.clone());
-            }
-            Op::Delete(k) => {
-                m.remove(k);
-            }
-            Op::Batch(ops) => {
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => m.insert(k.clone(), v.clone()),
-                        None => m.remove(k),
-                    };
-                }
-            }
-            Op::DeleteRange(start, end) => m.retain(|k, _| !(k >= start && k < end)),
         }
     }
 }
@@ -82,6 +138,9 @@ pub fn options(fs: &FaultFs) -> Options {
         .with_min_separated_value_size(100)
         .with_value_table_size(4 << 10)
         .with_gc_garbage_ratio(0.05)
+        // Expiring values go to tables of their own, which expire whole.
+        .with_expiry_group_ms(200)
+        .with_clock(clock())
 }
 
 /// After a recovery: garbage accounting is exact; and once closed, the directory checks clean
@@ -132,7 +191,13 @@ pub fn workload(seed: u64, len: usize) -> Vec<(Op, bool)> {
     (0..len)
         .map(|i| {
             let op = match rng.random_range(0..20) {
-                0..=11 => Op::Put(any_key(&mut rng), value(&mut rng, i)),
+                0..=9 => Op::Put(any_key(&mut rng), value(&mut rng, i)),
+                // Expiring within the next 40 operations, now and then at once.
+                10..=11 => Op::PutExpiring(
+                    any_key(&mut rng),
+                    value(&mut rng, i),
+                    time_at(i) + rng.random_range(0..=40) * STEP_MS,
+                ),
                 12..=14 => Op::Delete(any_key(&mut rng)),
                 15 => {
                     let start = rng.random_range(0..KEY_SPACE);
@@ -347,7 +412,8 @@ pub struct Stop {
 pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, Option<Stop>) {
     let mut held: Option<Held> = None;
     // The acknowledged writes: ops[..i] when op i is about to run.
-    let mut model = Map::new();
+    let mut model = Model::default();
+    let clock = clock();
     let stop = |i: usize, write: bool, error, held: Option<Held>| {
         // The snapshot must read exactly what it did before, whatever failed.
         if let Some(h) = &held {
@@ -360,11 +426,13 @@ pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, 
         (i, Some(Stop { write, error }))
     };
     for (i, (op, sync)) in ops.iter().enumerate() {
+        clock.set(time_at(i));
+        let now = time_at(i);
         match i % 150 {
             20 => {
                 held = Some(Held {
                     snapshot: db.snapshot(),
-                    state: model.clone(),
+                    state: model.at(now),
                     after: i,
                     written_since: BTreeSet::new(),
                 })
@@ -391,7 +459,7 @@ pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, 
             // A walk between writes, forward and reverse by turns: it pins the version it reads
             // while background work goes on.
             let what = format!("walk of the current state at {i}");
-            checks.walk(db, None, &model, (i / 89) % 2 == 1, &what);
+            checks.walk(db, None, &model.at(now), (i / 89) % 2 == 1, &what);
         }
         if let Some(h) = &held
             && i % 37 == 0
@@ -404,6 +472,11 @@ pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, 
             Op::Put(k, v) => {
                 let mut b = WriteBatch::new();
                 b.put(k, v);
+                db.write(b, &wo)
+            }
+            Op::PutExpiring(k, v, e) => {
+                let mut b = WriteBatch::new();
+                b.put_with_expiry(k, v, *e);
                 db.write(b, &wo)
             }
             Op::Delete(k) => {
@@ -430,7 +503,7 @@ pub fn run_until_error(db: &Db, ops: &[(Op, bool)], checks: &Checks) -> (usize, 
         if let Err(error) = r {
             return stop(i, true, error, held);
         }
-        op.apply(&mut model);
+        model.apply(op);
         if let Some(h) = &mut held {
             h.written_since.extend(op.keys());
         }
@@ -482,7 +555,7 @@ pub fn check_prefix(recovered: &Map, ops: &[(Op, bool)], acked: usize, ctx: &str
 }
 
 /// Checks that `recovered` equals the state after the first `p` operations for some `p` in
-/// `must_include..=attempted`.
+/// `must_include..=attempted`, as read at the clock's time now (when it was read).
 pub fn check_prefix_between(
     recovered: &Map,
     ops: &[(Op, bool)],
@@ -490,12 +563,13 @@ pub fn check_prefix_between(
     attempted: usize,
     ctx: &str,
 ) {
-    let mut state = Map::new();
+    let now = gleaner::expiry::Clock::now_ms(&*clock());
+    let mut state = Model::default();
     for p in 0..=attempted {
         if p > 0 {
-            ops[p - 1].0.apply(&mut state);
+            state.apply(&ops[p - 1].0);
         }
-        if p >= must_include && &state == recovered {
+        if p >= must_include && &state.at(now) == recovered {
             return;
         }
     }
@@ -567,6 +641,13 @@ pub fn crash_free_run(
         (s.gc.jobs > 0 || s.gc.relocated_values > 0) && s.values.tables > 0,
         "{ctx}: the workload exercises GC: {:?}",
         s.gc
+    );
+    // And expiry: compactions drop expired versions, and value tables expire whole.
+    assert!(
+        s.compaction.dropped_expired > 0 && s.values.tables_expired > 0,
+        "{ctx}: the workload exercises expiry: {:?} {:?}",
+        s.compaction,
+        s.values
     );
     db.close().expect("close");
     (fs.mutating_ops(), fs.operations(), fs.operation_digest())
