@@ -308,7 +308,10 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     .with_level_base_size(16 << 10)
     .with_value_table_size(8 << 10)
     .with_gc_garbage_ratio(0.05)
-    .with_gc_max_input_size(32 << 10);
+    .with_gc_max_input_size(32 << 10)
+    // Expiring keys ([`write_expiring`]) in tables of their own, under the simulations' clock.
+    .with_expiry_group_ms(1_000)
+    .with_clock(sim::clock());
     match policy {
         GcPolicyKind::Titan => o.with_titan_discardable_ratio(0.05),
         GcPolicyKind::Blobdb => o
@@ -344,6 +347,35 @@ fn matrix_value(rng: &mut StdRng, i: u32, tag: &str) -> Vec<u8> {
     let mut v = format!("{i} {tag} ").into_bytes();
     v.resize(len.max(v.len()), b'a' + (i % 26) as u8);
     v
+}
+
+/// Writes every seventh key with a value expiring 1 s from now and every eleventh (but those)
+/// with one expiring in an hour, flushed; then the clock moves 2 s on: the first expire (and
+/// leave the model), their records in value tables of their own that expire whole, the second
+/// stay, in format-2 tables with their expiries.
+fn write_expiring(db: &Db, model: &mut Map, rng: &mut StdRng) {
+    let clock = sim::clock();
+    let now = gleaner::expiry::Clock::now_ms(&*clock);
+    let mut expired = Vec::new();
+    for i in 0..matrix_keys() {
+        let k = matrix_key(i);
+        let soon = i % 7 == 0;
+        if !soon && i % 11 != 0 {
+            continue;
+        }
+        let v = matrix_value(rng, i, "ttl");
+        let expiry = now + if soon { 1_000 } else { 3_600_000 };
+        db.put_with_expiry(&k, &v, expiry).expect("put with expiry");
+        if soon {
+            expired.push(k.clone());
+        }
+        model.insert(k, v);
+    }
+    db.flush().expect("flush");
+    clock.set(now + 2_000);
+    for k in expired {
+        model.remove(&k);
+    }
 }
 
 /// Range-deletes a random run of up to an eighth of the keys.
@@ -442,6 +474,7 @@ fn check_walks(db: &Db, snapshot: Option<&Snapshot>, model: &Map, ctx: &str) {
 fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
     let fs = FaultFs::new(seed);
     let path = Path::new("/matrix");
+    sim::clock().set(sim::T0);
     let opts = matrix_options(&fs, policy, seed);
     let ctx = format!("building under {}", policy.name());
     let db = Db::open(path, opts).unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
@@ -462,8 +495,18 @@ fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
         );
         collect(&db, &ctx);
     }
-    // Garbage left for the next policy to count and collect, and a range tombstone for it to
-    // read and compact, in an L0 table above the keys it deletes.
+    // Expired keys whose versions and records the next policy meets (and tables that expired
+    // whole, for the GC of this one or the next), keys that expire later, garbage left for the
+    // next policy to count and collect, and a range tombstone for it to read and compact, in an
+    // L0 table above the keys it deletes.
+    write_expiring(&db, &mut model, &mut rng);
+    check_model(&db, &model, &format!("{ctx}: expired"));
+    db.run_gc().expect("gc");
+    assert!(
+        db.stats().values.tables_expired > 0,
+        "{ctx}: a table expired whole: {:?}",
+        db.stats().values
+    );
     write_round(&db, &mut model, &mut rng, "left");
     db.compact_range(None, None).expect("compact");
     delete_some_range(&db, &mut model, &mut rng);

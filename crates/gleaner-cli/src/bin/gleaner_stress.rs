@@ -13,6 +13,10 @@
 //! the compaction style (`leveled`, `tiered`); `loop --style alternate` changes it at every
 //! cycle, so every reopen after a kill switches styles too.
 //!
+//! Some puts expire. Time is the stream's own: the database reads a manual clock that `write`
+//! sets to [`time_at`] each operation's number before writing it, and `verify` to that of the
+//! last operation attempted, so what has expired is a function of the stream too.
+//!
 //! Layout of `--dir D`: the database in `D/db`, the counters in `D/acked` and `D/attempted`.
 //!
 //! Exit status: 0 on success, 1 when verification finds a mismatch (or the database cannot be
@@ -31,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use crc32c::crc32c;
+use gleaner::expiry::ManualClock;
 use gleaner::options::OptionValue;
 use gleaner::{
     CompactionStyle, Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteOptions,
@@ -59,6 +64,18 @@ const GC_VARIANTS: &[&str] = &[
     "tdb-lw",
     "tdb-rlw",
 ];
+/// The stream's time before operation 0 (milliseconds since the epoch): in 2096, so that a
+/// database the tool wrote, opened with the real clock (by a test, or by hand), finds nothing
+/// of the stream expired and changes nothing of it.
+const T0: u64 = 4_000_000_000_000;
+/// Milliseconds of the stream's time per operation.
+const STEP_MS: u64 = 10;
+
+/// The time operation `n` is written at.
+fn time_at(n: u64) -> u64 {
+    T0 + n * STEP_MS
+}
+
 /// How long `loop` waits for a child (a `write` after SIGKILL, or a `verify`) before giving up.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -243,6 +260,8 @@ impl Rng {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Entry {
     Put(Vec<u8>, Vec<u8>),
+    /// A put that expires at the given time (of the stream's clock).
+    PutExpiring(Vec<u8>, Vec<u8>, u64),
     Delete(Vec<u8>),
     /// A range delete of `[start, end)`.
     DeleteRange(Vec<u8>, Vec<u8>),
@@ -267,7 +286,8 @@ fn value_for(seed: u64, n: u64, k: u64, len: usize) -> Vec<u8> {
 /// Operation `n` of the stream of `seed`: one in fifty a range delete of 1 to 40 keys, alone in
 /// its batch; else 1 to 5 entries on distinct keys (distinct so the expected state does not
 /// depend on how the engine orders entries of one batch); about a quarter deletes, the puts
-/// mostly small values and a third large (separated) ones.
+/// mostly small values and a third large (separated) ones, one in five of them expiring within
+/// the next 200 operations (now and then at once).
 fn operation(seed: u64, n: u64) -> Vec<Entry> {
     let mut rng = Rng::new(&[seed, n]);
     if rng.below(50) == 0 {
@@ -293,17 +313,29 @@ fn operation(seed: u64, n: u64) -> Vec<Entry> {
             } else {
                 1024 + rng.below(7 * 1024 + 1) as usize
             };
-            out.push(Entry::Put(key_name(k), value_for(seed, n, k, len)));
+            let value = value_for(seed, n, k, len);
+            if rng.below(5) == 0 {
+                let expiry = time_at(n) + rng.below(201) * STEP_MS;
+                out.push(Entry::PutExpiring(key_name(k), value, expiry));
+            } else {
+                out.push(Entry::Put(key_name(k), value));
+            }
         }
     }
     out
 }
 
-fn apply(state: &mut BTreeMap<Vec<u8>, Vec<u8>>, entries: &[Entry]) {
+/// The state the stream builds: each key's value, and when it expires if it does.
+type State = BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>;
+
+fn apply(state: &mut State, entries: &[Entry]) {
     for e in entries {
         match e {
             Entry::Put(k, v) => {
-                state.insert(k.clone(), v.clone());
+                state.insert(k.clone(), (v.clone(), None));
+            }
+            Entry::PutExpiring(k, v, expiry) => {
+                state.insert(k.clone(), (v.clone(), Some(*expiry)));
             }
             Entry::Delete(k) => {
                 state.remove(k);
@@ -311,6 +343,15 @@ fn apply(state: &mut BTreeMap<Vec<u8>, Vec<u8>>, entries: &[Entry]) {
             Entry::DeleteRange(start, end) => state.retain(|k, _| !(k >= start && k < end)),
         }
     }
+}
+
+/// What a reader at time `now` finds in `state`.
+fn visible(state: &State, now: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    state
+        .iter()
+        .filter(|(_, (_, expiry))| expiry.is_none_or(|e| e > now))
+        .map(|(k, (v, _))| (k.clone(), v.clone()))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -474,10 +515,12 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
         .with_hotness_aware_writes(on('w'))
 }
 
-fn open_db(dir: &Path, setup: &Setup) -> Res<Db> {
+fn open_db(dir: &Path, setup: &Setup, clock: &Arc<ManualClock>) -> Res<Db> {
     // The style is set explicitly, as every GC switch is: left unset, it would come from the
     // OPTIONS file, i.e. from what an earlier cycle ran.
-    let opts = with_gc_variant(stress_options(), &setup.gc).with_compaction_style(setup.style);
+    let opts = with_gc_variant(stress_options(), &setup.gc)
+        .with_compaction_style(setup.style)
+        .with_clock(clock.clone());
     Db::open(dir.join("db"), opts)
         .map_err(|e| Failure::Mismatch(format!("cannot open {}: {e}", dir.join("db").display())))
 }
@@ -499,7 +542,8 @@ fn write_cmd(
     // writing more (acked first, so `attempted` is never behind `acked` and never two ahead).
     write_counter(dir, "acked", start)?;
     write_counter(dir, "attempted", start)?;
-    let db = Arc::new(open_db(dir, setup)?);
+    let clock = Arc::new(ManualClock::new(time_at(start)));
+    let db = Arc::new(open_db(dir, setup, &clock)?);
     let stop = Arc::new(AtomicBool::new(false));
     let churner = churn.then(|| {
         let (db, stop) = (db.clone(), stop.clone());
@@ -520,11 +564,13 @@ fn write_cmd(
         for e in operation(seed, n) {
             match e {
                 Entry::Put(k, v) => batch.put(k, v),
+                Entry::PutExpiring(k, v, expiry) => batch.put_with_expiry(k, v, expiry),
                 Entry::Delete(k) => batch.delete(k),
                 Entry::DeleteRange(start, end) => batch.delete_range(start, end),
             };
         }
         write_counter(dir, "attempted", n + 1)?;
+        clock.set(time_at(n));
         db.write(batch, &sync)
             .map_err(|e| Failure::Tool(format!("write of op {n} (seed {seed}) failed: {e}")))?;
         write_counter(dir, "acked", n + 1)?;
@@ -589,7 +635,11 @@ fn first_difference(
 /// visible), resuming from either is correct; we take the later.
 fn verify(dir: &Path, seed: u64, setup: &Setup) -> Res<Verified> {
     let (acked, attempted) = read_progress(dir)?;
-    let mut state_acked = BTreeMap::new();
+    // The stream's time when it stopped: that of the last operation attempted, the latest the
+    // writer's clock showed (it is set after the counter), so no later than the database ever
+    // recorded.
+    let now = time_at(attempted.saturating_sub(1));
+    let mut state_acked = State::new();
     for n in 0..acked {
         apply(&mut state_acked, &operation(seed, n));
     }
@@ -597,7 +647,9 @@ fn verify(dir: &Path, seed: u64, setup: &Setup) -> Res<Verified> {
     if attempted > acked {
         apply(&mut state_attempted, &operation(seed, acked));
     }
-    let db = open_db(dir, setup)?;
+    let (state_acked, state_attempted) =
+        (visible(&state_acked, now), visible(&state_attempted, now));
+    let db = open_db(dir, setup, &Arc::new(ManualClock::new(now)))?;
     let mut found = BTreeMap::new();
     for item in db
         .range(
