@@ -51,6 +51,9 @@ enum Command {
     Quick(QuickArgs),
     /// A paper experiment at a scale that fits one machine.
     Paper(PaperArgs),
+    /// Expiring values on Gleaner: expiry-grouped value tables against ratio-triggered GC, on a
+    /// workload where every write carries a TTL (the peers have no per-write TTL).
+    Expiry(crate::expiry_study::ExpiryArgs),
     /// Rebuilds report.md and the plots of DIR from its results.json.
     Report {
         /// A directory written by `run`, `quick` or `paper`.
@@ -276,6 +279,15 @@ pub fn main_with_args(args: impl IntoIterator<Item = String>) -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("gleaner-bench report: {e}");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            };
+        }
+        Command::Expiry(a) => {
+            return match crate::expiry_study::run(&a, &command_line) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("gleaner-bench expiry: {e}");
                     ExitCode::from(EXIT_USAGE)
                 }
             };
@@ -758,7 +770,7 @@ mod tests {
             Command::Run(a) => prepare_run(&a, String::new()),
             Command::Quick(a) => prepare_quick(&a, String::new()),
             Command::Paper(a) => prepare_paper(&a, String::new()),
-            Command::Report { .. } => panic!("not a run"),
+            Command::Report { .. } | Command::Expiry(_) => panic!("not a run"),
         };
         prepared.map(|(cfg, _)| cfg)
     }

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod expiry_study;
 pub mod report;
 pub mod results;
 pub mod runner;
