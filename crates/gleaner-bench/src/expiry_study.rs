@@ -2,12 +2,15 @@
 //! where every value carries a TTL (issue 26).
 //!
 //! One Gleaner configuration per variant, run one after the other on a fresh directory with the
-//! same options, key space, write rate, value size, TTL distribution and seed: `ratio` writes
-//! expiring values together (`expiry_group_ms` 0), so a value table is deleted whole only once
-//! its latest value has expired, and until then GC picks it by its garbage ratio (overwrites)
-//! and copies the values that have not expired yet; `grouped` writes them apart by expiry
-//! window (`expiry_group_ms`), so each group's tables go when the window ends, without a GC
-//! read. Every second the study samples the disk bytes and the GC counters; at the end it writes
+//! same options, key space, write rate, value size, TTL distribution and seed, crossing the two
+//! levers: `ratio` writes expiring values together (`expiry_group_ms` 0), so a value table is
+//! deleted whole only once its latest value has expired, and until then GC picks it by its
+//! garbage ratio (overwrites) and copies the values that have not expired yet
+//! (`gc_expiry_wait_ms` 0): ratio-triggered GC as every engine has it; `wait` leaves a table
+//! that expires whole within `gc_expiry_wait_ms` to expire instead; `grouped` writes values
+//! apart by expiry window (`expiry_group_ms`), so each group's tables go when the window ends,
+//! without a GC read, but GC may still collect them first; `grouped+wait` both (the defaults
+//! but for the groups). Every second the study samples the disk bytes and the GC counters; at the end it writes
 //! `expiry.json` (the series and the totals) and `report.md` (a table), and prints the table.
 //!
 //! The peer engines have no per-write TTL (RocksDB's TTL is one per database, and its
@@ -51,9 +54,12 @@ pub struct ExpiryArgs {
     /// The TTL of every write, uniform in MIN-MAX milliseconds.
     #[arg(long, default_value = "20000-60000")]
     pub ttl_ms: String,
-    /// Width of an expiry group of the `grouped` variant, in milliseconds.
+    /// Width of an expiry group of the `grouped` variants, in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     pub group_ms: u64,
+    /// `gc_expiry_wait_ms` of the `wait` variants.
+    #[arg(long, default_value_t = gleaner::options::DEFAULT_GC_EXPIRY_WAIT_MS)]
+    pub wait_ms: u64,
     /// GC policy of both variants.
     #[arg(long, default_value = "scavenger")]
     pub policy: String,
@@ -78,6 +84,7 @@ struct Plan {
     ttl_min_ms: u64,
     ttl_max_ms: u64,
     group_ms: u64,
+    wait_ms: u64,
     policy: String,
     memtable: u64,
     value_table_size: u64,
@@ -111,6 +118,7 @@ impl Plan {
             ttl_min_ms: lo,
             ttl_max_ms: hi,
             group_ms: a.group_ms,
+            wait_ms: a.wait_ms,
             policy: a.policy.clone(),
             memtable: size("memtable", &a.memtable)?,
             value_table_size: size("value-table-size", &a.value_table_size)?,
@@ -131,20 +139,22 @@ impl Plan {
                 return Err(format!("{name} must be between 1 and {max}"));
             }
         }
-        if plan.group_ms == 0 {
+        if plan.group_ms == 0 || plan.wait_ms == 0 {
             return Err(
-                "--group-ms must be at least 1 (the `ratio` variant is the one without groups)"
+                "--group-ms and --wait-ms must be at least 1 (the variants without groups or \
+                 wait set them to 0)"
                     .into(),
             );
         }
         Ok(plan)
     }
 
-    fn options(&self, group_ms: u64) -> Result<Options, String> {
+    fn options(&self, group_ms: u64, wait_ms: u64) -> Result<Options, String> {
         let mut o = Options::default()
             .with_memtable_size(self.memtable)
             .with_value_table_size(self.value_table_size)
-            .with_expiry_group_ms(group_ms);
+            .with_expiry_group_ms(group_ms)
+            .with_gc_expiry_wait_ms(wait_ms);
         o.set("gc_policy", &self.policy)
             .map_err(|e| e.to_string())?;
         Ok(o)
@@ -167,6 +177,7 @@ struct Sample {
 struct VariantResult {
     name: String,
     expiry_group_ms: u64,
+    gc_expiry_wait_ms: u64,
     writes: u64,
     bytes_written: u64,
     samples: Vec<Sample>,
@@ -189,11 +200,12 @@ fn gc_read(s: &gleaner::DbStats) -> u64 {
 fn run_variant(
     plan: &Plan,
     name: &str,
-    group_ms: u64,
+    (group_ms, wait_ms): (u64, u64),
     dir: &Path,
 ) -> Result<VariantResult, String> {
     let _ = std::fs::remove_dir_all(dir);
-    let db = Db::open(dir, plan.options(group_ms)?).map_err(|e| format!("{name}: open: {e}"))?;
+    let db = Db::open(dir, plan.options(group_ms, wait_ms)?)
+        .map_err(|e| format!("{name}: open: {e}"))?;
     let mut rng = StdRng::seed_from_u64(plan.seed);
     let mut value = vec![0u8; plan.value_size as usize];
     let start = Instant::now();
@@ -237,6 +249,7 @@ fn run_variant(
     let result = VariantResult {
         name: name.to_string(),
         expiry_group_ms: group_ms,
+        gc_expiry_wait_ms: wait_ms,
         writes,
         bytes_written: writes * (15 + plan.value_size),
         steady_disk_mean: steady.iter().sum::<u64>() / steady.len().max(1) as u64,
@@ -267,9 +280,10 @@ fn table(results: &[VariantResult]) -> String {
     );
     for r in results {
         t.push_str(&format!(
-            "| {} (expiry_group_ms {}) | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} (expiry_group_ms {}, gc_expiry_wait_ms {}) | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |\n",
             r.name,
             r.expiry_group_ms,
+            r.gc_expiry_wait_ms,
             r.writes,
             mib(r.bytes_written),
             mib(r.steady_disk_mean),
@@ -291,12 +305,18 @@ pub fn run(a: &ExpiryArgs, command: &str) -> Result<(), String> {
     std::fs::create_dir_all(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
     let data = a.data_dir.clone().unwrap_or_else(|| a.out.join("data"));
     let mut results = Vec::new();
-    for (name, group) in [("ratio", 0), ("grouped", plan.group_ms)] {
+    let (g, w) = (plan.group_ms, plan.wait_ms);
+    for (name, levers) in [
+        ("ratio", (0, 0)),
+        ("wait", (0, w)),
+        ("grouped", (g, 0)),
+        ("grouped+wait", (g, w)),
+    ] {
         eprintln!(
             "gleaner-bench expiry: running {name} for {} s",
             plan.seconds
         );
-        results.push(run_variant(&plan, name, group, &data.join(name))?);
+        results.push(run_variant(&plan, name, levers, &data.join(name))?);
     }
     let summary = table(&results);
     let json = serde_json::json!({ "command": command, "plan": plan, "variants": results });
@@ -345,6 +365,7 @@ mod tests {
             (&["--rate", "0"][..], "--rate"),
             (&["--keys", "0"][..], "--keys"),
             (&["--group-ms", "0"][..], "--group-ms"),
+            (&["--wait-ms", "0"][..], "--wait-ms"),
         ] {
             let e = Plan::of(&args(extra)).expect_err(name);
             assert!(e.contains(name), "{name}: {e}");
@@ -357,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn a_short_study_runs_both_variants_and_reports_them() {
+    fn a_short_study_runs_every_variant_and_reports_them() {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = dir.path().join("out");
         let a = args(&[
@@ -368,7 +389,7 @@ mod tests {
             "--rate",
             "400",
             "--seconds",
-            "2",
+            "1",
             "--ttl-ms",
             "200-800",
             "--group-ms",
@@ -387,17 +408,17 @@ mod tests {
             serde_json::from_slice(&std::fs::read(out.join("expiry.json")).expect("json"))
                 .expect("parse");
         let variants = json["variants"].as_array().expect("variants");
-        assert_eq!(variants.len(), 2);
+        assert_eq!(variants.len(), 4);
         // Wall-clock figures (how much expired when) depend on the machine: the engine's own
         // tests prove the mechanism; this one proves the study runs and reports.
         for v in variants {
             assert!(v["writes"].as_u64().expect("writes") > 0, "{v}");
             assert!(!v["samples"].as_array().expect("samples").is_empty(), "{v}");
         }
-        assert_eq!(variants[1]["expiry_group_ms"], 200);
+        assert_eq!(variants[3]["expiry_group_ms"], 200);
         let report = std::fs::read_to_string(out.join("report.md")).expect("report");
         assert!(
-            report.contains("| grouped (expiry_group_ms 200)"),
+            report.contains("| grouped+wait (expiry_group_ms 200, "),
             "{report}"
         );
     }

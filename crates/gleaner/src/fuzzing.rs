@@ -307,13 +307,24 @@ pub fn manifest_edit(data: &[u8]) {
     }
 }
 
-/// An encoded value handle, as stored in a key table. A handle that decodes must survive a
-/// re-encoding.
+/// An encoded value handle, as stored in a key table (plain, and as a stored handle with its
+/// flags and expiry). A handle that decodes must survive a re-encoding, and a stored handle's
+/// expiry read alone must be the one it decodes with.
 pub fn value_handle(data: &[u8]) {
     if let Ok(handle) = ValueHandle::decode(data, "000001.sst", 0) {
         let again = ValueHandle::decode(&handle.encode(), "000001.sst", 0)
             .expect("a re-encoded value handle decodes");
         assert_eq!(again, handle, "a value handle changes through re-encoding");
+    }
+    // The stored form an entry holds (record sequence, flags, payload, expiry): it survives
+    // re-encoding, and the expiry iterators read alone is the one it decodes with.
+    if let Ok(stored) = crate::value::StoredHandle::decode(data, "000001.sst", 0) {
+        let again = crate::value::StoredHandle::decode(&stored.encode(), "000001.sst", 0)
+            .expect("a re-encoded stored handle decodes");
+        assert_eq!(again, stored, "a stored handle changes through re-encoding");
+        let expiry = crate::value::StoredHandle::expiry_of(data, "000001.sst")
+            .expect("a stored handle that decodes has a readable expiry");
+        assert_eq!(expiry, stored.expiry, "the expiry read alone differs");
     }
 }
 

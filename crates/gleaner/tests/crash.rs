@@ -74,7 +74,7 @@ fn crash_once(
     let after_style = &styles[point.reopen_style.unwrap_or(point.style)].1;
     let first = |fs: &FaultFs| schedule.tune(style(tune(options(fs))));
     let opts = |fs: &FaultFs| schedule.tune(after_style(after(options(fs))));
-    let fs = FaultFs::new(point.fs_seed);
+    let fs = sim::fresh_fs(point.fs_seed);
     let db = Db::open(path, first(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.set_crash_after(point.at);
     let acked = run(&db, ops, &Checks::new(&fs, ctx));
@@ -297,7 +297,7 @@ fn inline_schedule_repeats(
         "{variant}: (mutating operations, all operations, digest) differ between runs"
     );
     let image = |at: u64| {
-        let fs = FaultFs::new(seed);
+        let fs = sim::fresh_fs(seed);
         let opts = Schedule::Inline.tune(tune(options(&fs)));
         let db = Db::open("/crash/db", opts.clone()).expect("open");
         fs.set_crash_after(at);
@@ -369,7 +369,7 @@ fn crashes_inside_flush_compaction_manifest_and_recovery_keep_the_prefix_propert
                 "seed {seed} power loss at {op:?} #{} of {file} torn {torn:?}",
                 skip + 1
             );
-            let fs = FaultFs::new(seed.wrapping_add(case));
+            let fs = sim::fresh_fs(seed.wrapping_add(case));
             let db =
                 Db::open(path, options(&fs)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
             fs.add_fault(FaultRule {
@@ -407,7 +407,7 @@ fn crashes_inside_flush_compaction_manifest_and_recovery_keep_the_prefix_propert
 
 #[test]
 fn a_failed_wal_sync_makes_the_database_read_only_until_reopened() {
-    let fs = FaultFs::new(7);
+    let fs = sim::fresh_fs(7);
     let path = Path::new("/sync-fail/db");
     let db = Db::open(path, options(&fs)).expect("open");
     db.write(
@@ -447,7 +447,7 @@ fn a_failed_wal_sync_makes_the_database_read_only_until_reopened() {
 
 #[test]
 fn out_of_space_in_a_flush_stops_writes_and_loses_nothing() {
-    let fs = FaultFs::new(8);
+    let fs = sim::fresh_fs(8);
     let path = Path::new("/enospc/db");
     let db = Db::open(path, options(&fs)).expect("open");
     fs.add_fault(FaultRule {
@@ -601,7 +601,7 @@ fn power_loss_at_every_step_of_a_gc_job_loses_nothing() {
         };
         // The fault-free run: how many mutating operations GC performs, and of which kinds.
         let steps = gc_steps(&variant);
-        let fs = FaultFs::new(7);
+        let fs = sim::fresh_fs(7);
         let (db, _) = setup(&fs, &opts(&fs), &variant, steps);
         let before = fs.mutating_ops();
         let gc = db.run_gc().expect("fault-free GC");
@@ -632,7 +632,7 @@ fn power_loss_at_every_step_of_a_gc_job_loses_nothing() {
                     "GC {variant}: power loss at mutating operation {at} of {ops} of run_gc, \
                      torn {torn:?}"
                 );
-                let fs = FaultFs::new(7);
+                let fs = sim::fresh_fs(7);
                 let (db, expect) = setup(&fs, &opts(&fs), &ctx, steps);
                 fs.set_crash_after(at);
                 let gc = db.run_gc();

@@ -82,7 +82,7 @@ fn opts(fs: &FaultFs, tune: Tuned<'_>) -> gleaner::Options {
 /// The operations of any kind and the appends of a fault-free run, counted from after the
 /// first open, as the fault rules count them.
 fn count_operations(ops: &[(Op, bool)], tune: Tuned<'_>, fs_seed: u64) -> (u64, u64) {
-    let fs = FaultFs::new(fs_seed);
+    let fs = sim::fresh_fs(fs_seed);
     let db = Db::open(PATH, opts(&fs, tune)).expect("open");
     for op in [FaultOp::Any, FaultOp::Append] {
         fs.add_fault(FaultRule::counter(op, None));
@@ -125,7 +125,7 @@ fn fault_once(
     tally: &mut Tally,
 ) {
     let path = Path::new(PATH);
-    let fs = FaultFs::new(point.fs_seed);
+    let fs = sim::fresh_fs(point.fs_seed);
     let db = Db::open(path, opts(&fs, tune)).unwrap_or_else(|e| panic!("{ctx}: first open: {e}"));
     fs.add_fault(point.rule());
     let (acked, stop) = run_until_error(&db, ops, &Checks::new(&fs, ctx));
@@ -293,7 +293,7 @@ fn an_io_error_or_full_disk_anywhere_loses_no_acknowledged_write() {
 /// the drop when it runs again.
 #[test]
 fn a_read_error_while_placing_compaction_garbage_fails_the_compaction_instead_of_losing_it() {
-    let fs = FaultFs::new(11);
+    let fs = sim::fresh_fs(11);
     let path = Path::new("/placing/db");
     let opts = || {
         options(&fs)

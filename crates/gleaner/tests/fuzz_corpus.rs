@@ -22,6 +22,9 @@ use gleaner::value::record::encode_record;
 use gleaner::wal::LogReader;
 use gleaner::{Compression, Db, Options, Switch, WalRecoveryMode};
 
+/// The seeds' database clock (fixed, so every run writes the same files).
+const EXPIRY_CLOCK: u64 = 1_700_000_000_000;
+
 /// Mutations of each seed file per test. With the seeds below this keeps the whole file under a
 /// few seconds in a debug build.
 const MUTATIONS: u64 = 300;
@@ -221,7 +224,12 @@ impl DbFiles {
             .with_block_size(512)
             // No thread of the engine's own: the same files every run (an obsolete WAL is
             // deleted at a fixed point, not by a purge thread racing the listing below).
-            .with_inline_background_work(true);
+            .with_inline_background_work(true)
+            // A fixed clock, and expiring values in value tables of their own: the seeds hold
+            // format-2 value tables, handles and inline values with expiries, a manifest of
+            // format 5 (a table's expiry) and a WAL with puts that expire.
+            .with_clock(Arc::new(gleaner::expiry::ManualClock::new(EXPIRY_CLOCK)))
+            .with_expiry_group_ms(1 << 30);
         let db = Db::open("/db", opts).expect("open");
         for i in 0..40u32 {
             let key = format!("key{i:04}");
@@ -234,12 +242,27 @@ impl DbFiles {
             db.put(&key, &value).expect("put");
         }
         db.delete("key0005").expect("delete");
+        for i in 0..6u32 {
+            let value = if i % 2 == 0 {
+                vec![b'x'; 200 + i as usize]
+            } else {
+                format!("small expiring {i}").into_bytes()
+            };
+            db.put_with_expiry(
+                format!("exp{i:02}"),
+                value,
+                EXPIRY_CLOCK + 1_000_000 + u64::from(i),
+            )
+            .expect("put with expiry");
+        }
         // A range tombstone in the flushed table (and so a manifest of format 4, where a
         // table records its tombstones), and one in the WAL.
         db.delete_range("key0010", "key0013").expect("delete_range");
         db.flush().expect("flush");
         db.put("after-flush", "in the WAL only").expect("put");
         db.put("after-flush-big", vec![b'w'; 300]).expect("put");
+        db.put_with_ttl("after-flush-ttl", "expires", 60_000)
+            .expect("put with ttl");
         db.delete("key0001").expect("delete");
         db.delete_range("key0020", "key0022").expect("delete_range");
         let mut files = Vec::new();
@@ -437,6 +460,20 @@ fn generate_corpus() {
             true,
         );
     }
+    // A stored handle with every flag's field: record sequence, alias, payload and expiry.
+    let stored = gleaner::value::StoredHandle::alias(
+        ValueHandle {
+            file_number: 9,
+            offset: 300,
+            len: 4000,
+        },
+        77,
+    )
+    .with_payload(Some(
+        gleaner::value::HandlePayload::new(b"feat").expect("payload"),
+    ))
+    .with_expiry(Some(EXPIRY_CLOCK));
+    write_seed("value_handle", "expiring.handle", &stored.encode(), true);
 }
 
 /// The intact (not hand-damaged) seeds of each file-level target must decode, or the mutation
@@ -519,7 +556,8 @@ fn intact_seeds_are_accepted() {
         gleaner::value::decode_record(&data, &name, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     for (name, data) in intact("value_handle") {
-        ValueHandle::decode(&data, &name, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+        gleaner::value::StoredHandle::decode(&data, &name, 0)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     for (name, data) in intact("bloom") {
         gleaner::table::BloomFilter::parse(data, &name, 0)

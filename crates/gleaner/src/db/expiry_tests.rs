@@ -368,3 +368,46 @@ fn what_expired_stays_expired_after_a_reopen_with_the_clock_set_back() {
     );
     assert_groups(&db, T0 + 1_100, "reopened");
 }
+
+#[test]
+fn gc_leaves_a_table_that_expires_whole_soon_to_expire() {
+    for (wait, collected) in [
+        (crate::options::DEFAULT_GC_EXPIRY_WAIT_MS, false),
+        (0, true),
+    ] {
+        let clock = Arc::new(ManualClock::new(T0));
+        let opts = grouped(&clock)
+            .with_gc_garbage_ratio(0.1)
+            .with_gc_threads(0)
+            .with_gc_expiry_wait_ms(wait);
+        let db = Db::open(Path::new("/exp"), opts).expect("open");
+        for i in 0..40u32 {
+            let k = format!("k{i:03}");
+            db.put_with_expiry(&k, big(&k), T0 + 60_000).expect("put");
+        }
+        db.flush().expect("flush");
+        // Half of them overwritten: the expiring table is half garbage.
+        for i in (0..40u32).step_by(2) {
+            let k = format!("k{i:03}");
+            db.put(&k, big("new")).expect("put");
+        }
+        db.flush().expect("flush");
+        db.compact_range(None, None).expect("compact");
+        let garbage = db.stats().values.garbage_records;
+        assert!(garbage >= 20, "wait {wait}: {:?}", db.stats().values);
+        db.run_gc().expect("gc");
+        let s = db.stats();
+        assert_eq!(s.gc.jobs > 0, collected, "wait {wait}: {:?}", s.gc);
+        for i in 0..40u32 {
+            let k = format!("k{i:03}");
+            let want = if i % 2 == 0 { big("new") } else { big(&k) };
+            assert_eq!(db.get(&k).expect("get"), Some(want), "wait {wait}: {k}");
+        }
+        // Past the expiry it goes whole, collected or not.
+        clock.set(T0 + 60_000);
+        db.run_gc().expect("gc");
+        let recount = db.recount_garbage().expect("recount");
+        assert!(recount.mismatches.is_empty(), "{:#?}", recount.mismatches);
+        assert!(db.stats().values.tables_expired >= 1, "wait {wait}");
+    }
+}

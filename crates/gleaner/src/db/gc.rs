@@ -125,10 +125,16 @@ impl DbInner {
         st.gc_backoff.retain(|n, _| values.live(*n).is_some());
         let now = Instant::now();
         let honours_backoff = paced && !self.opts.inline_background_work();
+        // A table that expires whole soon is left to expire (no read, no rewrite) unless the
+        // space throttle presses: collecting it would copy records that die anyway.
+        let expiry_wait = self.opts.gc_expiry_wait_ms();
+        let wait_for_expiry = expiry_wait > 0 && !self.space.as_ref().is_some_and(|s| s.pressed());
+        let expires_by = self.time.now().saturating_add(expiry_wait);
         let candidates: Vec<VictimCandidate> = values
             .tables()
             .filter(|v| {
-                !st.gc_claimed.contains(&v.number)
+                (!wait_for_expiry || v.max_expiry.is_none_or(|e| e > expires_by))
+                    && !st.gc_claimed.contains(&v.number)
                     && !st.gc_failed.contains(&v.number)
                     && !st.alias_pins.values().any(|p| p.contains(&v.number))
                     && (!honours_backoff
@@ -150,6 +156,7 @@ impl DbInner {
                     smallest_seq: v.smallest_seq,
                     largest_seq: v.largest_seq,
                     policy_meta: v.policy_meta.as_ref(),
+                    max_expiry: v.max_expiry,
                 }
             })
             .collect();

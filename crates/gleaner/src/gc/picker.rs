@@ -29,6 +29,10 @@ pub struct VictimCandidate<'a> {
     /// The metadata the policy that wrote the table gave it (check its `tag`: a table written
     /// under another policy carries that one's, or none).
     pub policy_meta: Option<&'a PolicyTableMeta>,
+    /// When every record of the table expires, the latest expiry (milliseconds since the Unix
+    /// epoch): the table is then deleted whole, without a job. A table that expires within
+    /// `gc_expiry_wait_ms` is not a candidate at all unless the space throttle presses.
+    pub max_expiry: Option<u64>,
 }
 
 impl VictimCandidate<'_> {
@@ -139,6 +143,7 @@ pub(crate) mod tests {
             smallest_seq: number * 10,
             largest_seq: number * 10 + 9,
             policy_meta: None,
+            max_expiry: None,
         }
     }
 

@@ -129,6 +129,9 @@ pub const DEFAULT_VALUE_READAHEAD_SIZE: u64 = 1 << 20;
 /// Default `wal_recovery_mode`.
 pub const DEFAULT_WAL_RECOVERY_MODE: WalRecoveryMode = WalRecoveryMode::TolerateCorruptedTail;
 
+/// Default of `gc_expiry_wait_ms`: 10 minutes.
+pub const DEFAULT_GC_EXPIRY_WAIT_MS: u64 = 600_000;
+
 /// Declares the options table once; generates the fields, getters, builder setters, string
 /// setters and the list used for the OPTIONS file, so a new option is one line here.
 macro_rules! options_table {
@@ -361,6 +364,12 @@ options_table! {
     /// have a table open at once. Default 0: off (values are written together, and a table
     /// whose values all expire is still deleted whole once the last has expired).
     (expiry_group_ms, with_expiry_group_ms, u64, 0, persisted: true);
+    /// A value table every record of which expires within this many milliseconds is left to
+    /// expire whole (free: no GC read, no rewrite) rather than collected by a GC job for its
+    /// garbage, unless the space throttle is slowing or stopping writes (docs/gc.md,
+    /// "Expiry-grouped value tables"). 0 collects such tables like any other. Default
+    /// 600,000 (10 minutes).
+    (gc_expiry_wait_ms, with_gc_expiry_wait_ms, u64, DEFAULT_GC_EXPIRY_WAIT_MS, persisted: true);
     /// The garbage-collection policy (`scavenger`, `terarkdb`, `titan`, `blobdb` or `novkv`;
     /// docs/gc.md compares them). Default `scavenger`.
     (gc_policy, with_gc_policy, GcPolicyKind, DEFAULT_GC_POLICY, persisted: true);

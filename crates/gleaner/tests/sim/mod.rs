@@ -44,6 +44,14 @@ pub fn clock() -> Arc<ManualClock> {
     CLOCK.with(Arc::clone)
 }
 
+/// A file system for a fresh simulated database, with this thread's clock set back to [`T0`]
+/// (a database reads the clock from its open on, and its time never goes back: one left ahead
+/// by an earlier simulation on the thread would expire the new one's writes early).
+pub fn fresh_fs(seed: u64) -> FaultFs {
+    clock().set(T0);
+    FaultFs::new(seed)
+}
+
 /// The time operation `i` of a workload runs at.
 pub fn time_at(i: usize) -> u64 {
     T0 + i as u64 * STEP_MS
@@ -627,7 +635,7 @@ pub fn crash_free_run(
     fs_seed: u64,
     ctx: &str,
 ) -> (u64, u64, u64) {
-    let fs = FaultFs::new(fs_seed);
+    let fs = fresh_fs(fs_seed);
     let db = Db::open("/crash/db", schedule.tune(tune(options(&fs)))).expect("open");
     let checks = Checks {
         recount_under_snapshot: true,
