@@ -64,12 +64,18 @@ const GC_VARIANTS: &[&str] = &[
     "tdb-lw",
     "tdb-rlw",
 ];
-/// The stream's time before operation 0 (milliseconds since the epoch): in 2096, so that a
-/// database the tool wrote, opened with the real clock (by a test, or by hand), finds nothing
-/// of the stream expired and changes nothing of it.
+/// The stream's time before operation 0 (milliseconds since the epoch): in 2096, after the real
+/// clock, so that a database the tool wrote, opened with the real clock (by a test, or by hand),
+/// reads at the latest stream time the database recorded (its time floor) or earlier, never
+/// later than `verify` will: nothing expires there that the stream has not expired.
 const T0: u64 = 4_000_000_000_000;
 /// Milliseconds of the stream's time per operation.
 const STEP_MS: u64 = 10;
+
+/// Keys numbered below this are never written with an expiry: whatever clock a database the tool
+/// wrote is opened with, they read as the stream left them (a test deletes one by hand and
+/// expects `verify` to notice).
+const NEVER_EXPIRING: u64 = 10;
 
 /// The time operation `n` is written at.
 fn time_at(n: u64) -> u64 {
@@ -286,8 +292,9 @@ fn value_for(seed: u64, n: u64, k: u64, len: usize) -> Vec<u8> {
 /// Operation `n` of the stream of `seed`: one in fifty a range delete of 1 to 40 keys, alone in
 /// its batch; else 1 to 5 entries on distinct keys (distinct so the expected state does not
 /// depend on how the engine orders entries of one batch); about a quarter deletes, the puts
-/// mostly small values and a third large (separated) ones, one in five of them expiring within
-/// the next 200 operations (now and then at once).
+/// mostly small values and a third large (separated) ones, one in five of them (but on the
+/// first [`NEVER_EXPIRING`] keys) expiring within the next 200 operations (now and then at
+/// once).
 fn operation(seed: u64, n: u64) -> Vec<Entry> {
     let mut rng = Rng::new(&[seed, n]);
     if rng.below(50) == 0 {
@@ -314,7 +321,7 @@ fn operation(seed: u64, n: u64) -> Vec<Entry> {
                 1024 + rng.below(7 * 1024 + 1) as usize
             };
             let value = value_for(seed, n, k, len);
-            if rng.below(5) == 0 {
+            if rng.below(5) == 0 && k >= NEVER_EXPIRING {
                 let expiry = time_at(n) + rng.below(201) * STEP_MS;
                 out.push(Entry::PutExpiring(key_name(k), value, expiry));
             } else {
@@ -421,6 +428,9 @@ fn stress_options() -> Options {
         .with_min_separated_value_size(MIN_SEPARATED)
         .with_gc_garbage_ratio(0.05)
         .with_gc_threads(2)
+        // Expiring values in value tables of their own, which expire whole: groups of 50
+        // operations of the stream's time.
+        .with_expiry_group_ms(50 * STEP_MS)
 }
 
 /// Accepts the names in [`GC_VARIANTS`] (and `terarkdb` for `tdb`).
