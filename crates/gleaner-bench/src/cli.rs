@@ -168,6 +168,12 @@ struct RunArgs {
     /// Consecutive keys each range delete of a delete-range phase removes.
     #[arg(long, default_value_t = DEFAULT_RANGE_KEYS)]
     delete_range_keys: u64,
+    /// Give every write a TTL uniform in MIN-MAX milliseconds (`20000-60000`): reads then
+    /// accept an absent key (expired), scans are not checked, and the live bytes count every
+    /// key as written (so space amplification reads low). Engines without a per-write TTL
+    /// (RocksDB, fjall) are skipped, saying so. See also `gleaner-bench expiry`.
+    #[arg(long, value_name = "MIN-MAX")]
+    ttl_ms: Option<String>,
     /// Fraction of each value that compresses away (0 = incompressible, below 1).
     #[arg(long, default_value_t = 0.0)]
     compressible: f64,
@@ -417,6 +423,7 @@ struct Plan {
     delete_range_ops: Option<u64>,
     delete_range_keys: u64,
     compressible: f64,
+    ttl_ms: Option<(u64, u64)>,
 }
 
 fn prepare_run(a: &RunArgs, command: String) -> Result<(RunConfig, PathBuf), Usage> {
@@ -451,6 +458,7 @@ fn prepare_run(a: &RunArgs, command: String) -> Result<(RunConfig, PathBuf), Usa
         delete_range_ops: a.delete_range_ops,
         delete_range_keys: a.delete_range_keys,
         compressible: a.compressible,
+        ttl_ms: a.ttl_ms.as_deref().map(parse_ttl_range).transpose()?,
     };
     if a.common.engines.is_empty() {
         return Err("give at least one --engine SPEC (e.g. --engine gleaner:terarkdb)".into());
@@ -517,7 +525,18 @@ fn preset_plan(value_size: ValueSizeSpec, load: u64) -> Plan {
         delete_range_ops: None,
         delete_range_keys: DEFAULT_RANGE_KEYS,
         compressible: 0.0,
+        ttl_ms: None,
     }
+}
+
+/// A `--ttl-ms MIN-MAX` range of milliseconds.
+fn parse_ttl_range(text: &str) -> Result<(u64, u64), Usage> {
+    text.split_once('-')
+        .and_then(|(l, h)| Some((l.parse::<u64>().ok()?, h.parse::<u64>().ok()?)))
+        .filter(|(l, h)| l <= h && *h <= gleaner::expiry::MAX_EXPIRY_MS)
+        .ok_or_else(|| {
+            format!("--ttl-ms `{text}` is not MIN-MAX milliseconds (MIN at most MAX)").into()
+        })
 }
 
 fn prepare_quick(a: &QuickArgs, command: String) -> Result<(RunConfig, PathBuf), Usage> {
@@ -684,6 +703,7 @@ fn build(
         ycsb_ops: plan.ycsb_ops.unwrap_or(plan.keys),
         delete_range_ops,
         delete_range_keys: plan.delete_range_keys,
+        ttl_ms: plan.ttl_ms,
         threads: c.threads,
         // `--memtable` overrides the shape's memtable.
         common: CommonConfig {
@@ -922,6 +942,18 @@ mod tests {
                 message.contains("absolute") && message.contains("paper"),
                 "the valid values are listed: {message}"
             );
+        }
+    }
+
+    #[test]
+    fn ttl_ranges_are_min_max_milliseconds() {
+        assert_eq!(parse_ttl_range("1000-5000").ok(), Some((1000, 5000)));
+        assert_eq!(parse_ttl_range("7-7").ok(), Some((7, 7)));
+        for bad in ["5000-1000", "soon", "1-", "-5", "1-99999999999999999999"] {
+            let Err(Usage(m)) = parse_ttl_range(bad) else {
+                panic!("{bad} was accepted");
+            };
+            assert!(m.contains("--ttl-ms"), "{m}");
         }
     }
 

@@ -87,6 +87,9 @@ pub struct WorkloadInfo {
     pub compressible: f64,
     /// Random seed.
     pub seed: u64,
+    /// Every write's TTL range in milliseconds (`--ttl-ms`), if writes expire.
+    #[serde(default)]
+    pub ttl_ms: Option<(u64, u64)>,
 }
 
 /// One engine's results.

@@ -31,6 +31,7 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
         ycsb_ops: keys,
         delete_range_ops: 10,
         delete_range_keys: 5,
+        ttl_ms: None,
         threads: 2,
         common: CommonConfig {
             cache_bytes: 1 << 20,
@@ -523,4 +524,42 @@ fn an_engine_without_range_deletes_skips_the_phase_and_goes_on() {
     );
     let md = gleaner_bench::report::markdown(&results);
     assert!(md.contains("| status | skipped: not supported |"), "{md}");
+}
+
+#[test]
+fn with_ttls_gleaner_runs_checked_and_an_engine_without_them_is_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let phases = vec![PhaseSpec::Load, PhaseSpec::Update, PhaseSpec::Read];
+    let mut cfg = config(
+        dir.path(),
+        &["gleaner:scavenger", "null"],
+        phases.clone(),
+        300,
+    );
+    // Some keys expire during the run, some do not: reads see both, and a value other than
+    // the last written would still fail the run.
+    cfg.ttl_ms = Some((1, 60_000));
+    let results = runner::run(&cfg).expect("run");
+    assert_eq!(results.workload.ttl_ms, Some((1, 60_000)));
+    for e in &results.engines {
+        assert_eq!(e.error, None, "{}", e.name);
+        assert!(e.phases.iter().all(|p| p.skipped.is_none()), "{}", e.name);
+    }
+    // An engine without a per-write TTL runs none of the phases.
+    let open = |_: &EngineSpec, _: &Path, _: &CommonConfig| -> EngineResult<Box<dyn Engine>> {
+        Ok(Box::new(NoRangeDelete))
+    };
+    let cfg = RunConfig {
+        engines: vec!["null".parse().expect("spec")],
+        ..cfg
+    };
+    let results = runner::run_with(&cfg, open).expect("run");
+    let e = &results.engines[0];
+    assert_eq!(e.error, None, "skipping is not a failure");
+    assert_eq!(e.phases.len(), phases.len());
+    assert!(
+        e.phases.iter().all(|p| p.skipped.is_some()),
+        "{:?}",
+        e.phases
+    );
 }

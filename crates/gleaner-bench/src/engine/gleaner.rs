@@ -138,6 +138,14 @@ impl Engine for GleanerEngine {
         Ok(self.db.delete_range(start, end)?)
     }
 
+    fn put_with_ttl(&self, key: &[u8], value: &[u8], ttl_ms: u64) -> EngineResult<()> {
+        Ok(self.db.put_with_ttl(key, value, ttl_ms)?)
+    }
+
+    fn supports_ttl(&self) -> bool {
+        true
+    }
+
     fn flush(&self) -> EngineResult<()> {
         Ok(self.db.flush()?)
     }

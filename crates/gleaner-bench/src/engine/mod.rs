@@ -124,6 +124,20 @@ pub trait Engine: Send + Sync {
         true
     }
 
+    /// Writes `key` → `value` expiring `ttl_ms` milliseconds from now, not synced, with the
+    /// engine's own per-write TTL (a run's `--ttl-ms`). An engine without one returns an error
+    /// here and `false` from [`Engine::supports_ttl`].
+    fn put_with_ttl(&self, key: &[u8], value: &[u8], ttl_ms: u64) -> EngineResult<()> {
+        let _ = (key, value, ttl_ms);
+        Err(format!("{} has no per-write TTL", self.kind()).into())
+    }
+
+    /// False for engines without a per-write TTL (RocksDB's TTL is one per database; fjall has
+    /// none): the harness skips them in a run with `--ttl-ms`, saying so.
+    fn supports_ttl(&self) -> bool {
+        false
+    }
+
     /// Writes what the engine buffers in memory to its files (the end of every write phase),
     /// so space and write figures cover the phase's data.
     fn flush(&self) -> EngineResult<()>;

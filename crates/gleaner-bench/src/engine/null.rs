@@ -33,6 +33,15 @@ impl Engine for NullEngine {
         Ok(())
     }
 
+    fn put_with_ttl(&self, key: &[u8], value: &[u8], ttl_ms: u64) -> EngineResult<()> {
+        std::hint::black_box(ttl_ms);
+        self.put(key, value)
+    }
+
+    fn supports_ttl(&self) -> bool {
+        true
+    }
+
     fn keeps_data(&self) -> bool {
         false
     }

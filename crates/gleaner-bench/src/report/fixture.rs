@@ -55,6 +55,7 @@ pub fn results() -> Results {
             space_budget: Some(1.5),
             compressible: 0.0,
             seed: 42,
+            ttl_ms: None,
         },
         engines: vec![gleaner(), rocksdb(), null()],
     }

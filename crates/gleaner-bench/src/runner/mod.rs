@@ -59,6 +59,9 @@ pub struct RunConfig {
     pub delete_range_ops: u64,
     /// Consecutive keys each range delete removes (at least 1).
     pub delete_range_keys: u64,
+    /// Every write's TTL, uniform in `(min, max)` milliseconds; engines without a per-write
+    /// TTL are skipped.
+    pub ttl_ms: Option<(u64, u64)>,
     /// Client threads.
     pub threads: usize,
     /// Knobs every engine gets.
@@ -187,6 +190,7 @@ impl RunConfig {
             space_budget: self.space_budget,
             compressible: self.compressible,
             seed: self.seed,
+            ttl_ms: self.ttl_ms,
         }
     }
 }
@@ -239,6 +243,7 @@ pub fn run_observed(
         values: ValueGen::new(cfg.value_size, cfg.compressible, cfg.seed),
         delete_range_keys: cfg.delete_range_keys,
         seed: cfg.seed,
+        ttl_ms: cfg.ttl_ms,
     };
     let mut results = Results {
         schema_version: crate::report::SCHEMA_VERSION,
@@ -317,12 +322,19 @@ fn run_engine(
         cfg.phase_time_limit,
     );
     for (pi, &phase) in cfg.phases.iter().enumerate() {
-        if phase == PhaseSpec::DeleteRange && !engine.supports_delete_range() {
-            // Emulating the range with a delete per key would put another operation's figures
-            // under this phase's name: the phase is recorded as not run instead.
+        let unsupported = if phase == PhaseSpec::DeleteRange && !engine.supports_delete_range() {
+            Some("the engine has no range delete")
+        } else if cfg.ttl_ms.is_some() && !engine.supports_ttl() {
+            Some("the engine has no per-write TTL (--ttl-ms)")
+        } else {
+            None
+        };
+        if let Some(why) = unsupported {
+            // Emulating the range with a delete per key, or running without the TTLs, would put
+            // another workload's figures under this phase's name: the phase is recorded as not
+            // run instead.
             monitor.note(&format!(
-                "gleaner-bench: {spec}: phase {phase} skipped: not supported (the engine has no \
-                 range delete)"
+                "gleaner-bench: {spec}: phase {phase} skipped: not supported ({why})"
             ));
             result.phases.push(PhaseResult {
                 name: phase.to_string(),

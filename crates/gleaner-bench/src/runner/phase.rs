@@ -35,6 +35,9 @@ pub struct Workload {
     pub delete_range_keys: u64,
     /// Random seed of the run.
     pub seed: u64,
+    /// Every write's TTL, uniform in this range of milliseconds (`--ttl-ms`): reads then accept
+    /// an absent key (it may have expired), never a wrong value.
+    pub ttl_ms: Option<(u64, u64)>,
 }
 
 /// One phase as the runner executes it.
@@ -384,10 +387,15 @@ fn put(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> 
         Found { len, digest: 0 }
     };
     g.w.keys.write(number, &mut g.key);
+    let ttl =
+        g.w.ttl_ms
+            .map(|(lo, hi)| rand::Rng::random_range(&mut g.rng, lo..=hi));
     let guard = ctx.live.lock(number);
-    ctx.engine
-        .put(&g.key, &g.value)
-        .map_err(|e| format!("put of key #{number}: {e}"))?;
+    match ttl {
+        Some(ttl) => ctx.engine.put_with_ttl(&g.key, &g.value, ttl),
+        None => ctx.engine.put(&g.key, &g.value),
+    }
+    .map_err(|e| format!("put of key #{number}: {e}"))?;
     ctx.live.set(number, found);
     drop(guard);
     out.written += (g.key.len() + len) as u64;
@@ -426,7 +434,9 @@ fn get(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> 
         .map_err(|e| format!("get of key #{number}: {e}"))?;
     if ctx.verify_reads {
         let expected = ctx.live.get(number);
-        if found != expected {
+        // With TTLs, a key may have expired since its last write (never read another value).
+        let expired = g.w.ttl_ms.is_some() && found.is_none();
+        if found != expected && !expired {
             return Err(format!(
                 "wrong data: get of key #{number} returned {found:?}, the last write was {expected:?}"
             ));
@@ -447,7 +457,7 @@ fn scan(
         .engine
         .scan(g.key(number), len)
         .map_err(|e| format!("scan of {len} from key #{number}: {e}"))?;
-    if ctx.verify_reads && n == 0 && ctx.live.get(number).is_some() {
+    if ctx.verify_reads && g.w.ttl_ms.is_none() && n == 0 && ctx.live.get(number).is_some() {
         // Key #number exists, so a scan from it finds at least it. (After a load cut short by
         // its time limit a scan may start at a key never written.)
         return Err(format!(
