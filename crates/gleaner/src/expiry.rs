@@ -155,11 +155,17 @@ pub(crate) fn encode_inline(dst: &mut Vec<u8>, expiry: u64, value: &[u8]) {
 }
 
 /// Splits the stored form of an inline value with an expiry into the expiry and the value;
-/// `None` when it is shorter than the expiry (callers report corruption).
+/// `None` when it is shorter than the expiry or the expiry is later than [`MAX_EXPIRY_MS`]
+/// (callers report corruption).
 pub(crate) fn split_inline(stored: &[u8]) -> Option<(u64, &[u8])> {
     let (e, value) = stored.split_first_chunk::<INLINE_EXPIRY_LEN>()?;
-    Some((u64::from_le_bytes(*e), value))
+    let expiry = u64::from_le_bytes(*e);
+    (expiry <= MAX_EXPIRY_MS).then_some((expiry, value))
 }
+
+/// The corruption detail of an inline value [`split_inline`] refuses.
+pub(crate) const BAD_INLINE_EXPIRY: &str =
+    "inline value with a malformed expiry (shorter than 8 bytes, or beyond the latest)";
 
 /// The expiry of an entry of `kind` whose stored value is `stored` (an inline value with its
 /// expiry, or an encoded handle), if it has one.
@@ -169,7 +175,7 @@ pub(crate) fn entry_expiry(kind: ValueKind, stored: &[u8], file: &str) -> Result
     match kind {
         ValueKind::ValueWithExpiry => split_inline(stored)
             .map(|(e, _)| Some(e))
-            .ok_or_else(|| Error::corruption(file, 0, "inline value shorter than its expiry")),
+            .ok_or_else(|| Error::corruption(file, 0, BAD_INLINE_EXPIRY)),
         ValueKind::ValueHandle => crate::value::StoredHandle::expiry_of(stored, file),
         ValueKind::Value | ValueKind::Deletion => Ok(None),
     }
@@ -271,6 +277,13 @@ mod tests {
         assert_eq!(split_inline(&v), Some((77, &b"abc"[..])));
         assert_eq!(split_inline(&v[..7]), None);
         assert_eq!(split_inline(&v[..8]), Some((77, &b""[..])));
+        let mut late = Vec::new();
+        encode_inline(&mut late, MAX_EXPIRY_MS + 1, b"abc");
+        assert_eq!(
+            split_inline(&late),
+            None,
+            "an expiry beyond the latest is damage"
+        );
     }
 
     #[test]

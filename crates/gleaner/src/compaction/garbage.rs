@@ -126,11 +126,16 @@ impl GarbageListener {
     /// The first error (other than corruption) met while placing a drop, at drop time or here:
     /// the compaction must then fail, so that its drops are counted when it runs again rather
     /// than lost.
+    ///
+    /// `now` is the database's time: a table gone since the compaction started whose records
+    /// had all expired by then (`ValueTableMeta::max_expiry` at or before `now`) was deleted
+    /// whole for it (`db/expired_tables.rs`), and its drops count as reclaimed early.
     pub fn settle(
         mut self,
         current: &Version,
         claimed_now: &BTreeSet<u64>,
         edit: &mut VersionEdit,
+        now: u64,
     ) -> Result<Settled> {
         if let Some(e) = self.failure.take() {
             return Err(e);
@@ -149,7 +154,7 @@ impl GarbageListener {
                 .version
                 .values()
                 .live(*t)
-                .is_some_and(|v| v.max_expiry.is_some());
+                .is_some_and(|v| v.max_expiry.is_some_and(|e| e <= now));
             if !live && expired {
                 reclaimed_early += g.records;
             } else if !live {

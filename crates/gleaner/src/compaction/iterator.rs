@@ -409,10 +409,13 @@ impl<I: InternalIterator> CompactionIterator<I> {
                         // cache of dropped keys that took the write-back's own number had GC reclaim the
                         // record the write-back names).
                         // A range tombstone hides every version older than itself.
-                        // An expired entry hides itself and everything older.
+                        // An expired entry hides everything older: its deletion replaces it. Its own
+                        // record is not hidden by any newer version (a cache of dropped keys
+                        // must not call it dead before the deletion is in; GC judges it by its
+                        // expiry, recording the time it did).
                         hidden_by: match covering {
                             Some(t) => t,
-                            None if expired => parsed.seq + 1,
+                            None if expired => parsed.seq,
                             None => self.stripe_record.unwrap_or(self.stripe_newest),
                         },
                     });

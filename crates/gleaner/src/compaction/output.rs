@@ -243,7 +243,7 @@ impl TableOutputs {
                                 Error::corruption(
                                     "compaction input",
                                     0,
-                                    "inline value shorter than its expiry",
+                                    crate::expiry::BAD_INLINE_EXPIRY,
                                 )
                             })?;
                             (Some(e), v)

@@ -54,8 +54,8 @@ pub struct RouteContext<'a> {
     /// The index-tree level of the entry written: 0 at a flush, the output level in
     /// compaction; `None` in a GC job (the index is not written).
     pub level: Option<u32>,
-    /// When the version expires (milliseconds since the Unix epoch), if it does and the
-    /// writer knows it (a flush or compaction does; a GC job does not).
+    /// When the version expires (milliseconds since the Unix epoch), if it does (a GC job
+    /// knows it from the victim's dense index).
     pub expiry: Option<u64>,
 }
 

@@ -507,7 +507,8 @@ impl DbInner {
         // As a compaction's: placed against the version the edit applies to, under the manifest
         // lock; an error placing a drop fails the flush before its edit.
         let claimed_now = self.state.lock().gc_claimed.clone();
-        let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
+        let settled =
+            garbage.settle(versions.current(), &claimed_now, &mut edit, self.time.now())?;
         let unplaced = written
             .as_ref()
             .map_or(0, |w| w.attach(versions.current().values(), &mut edit));
@@ -653,7 +654,8 @@ impl DbInner {
         let claimed_now = self.state.lock().gc_claimed.clone();
         // An error placing a drop fails the job before its edit is written: the inputs stay, and
         // the drops are placed again when the compaction reruns.
-        let settled = garbage.settle(versions.current(), &claimed_now, &mut edit)?;
+        let settled =
+            garbage.settle(versions.current(), &claimed_now, &mut edit, self.time.now())?;
         // Drop blocks go to the tables holding the records now, in the same edit as the
         // garbage they identify.
         let unplaced = written

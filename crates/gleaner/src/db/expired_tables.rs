@@ -58,22 +58,37 @@ impl DbInner {
         let mut versions = self.versions.lock();
         let readers = self.snapshots.reader_times(&self.time);
         let expired = {
-            let st = self.state.lock();
-            expired_tables(versions.current().values(), &readers, |n| {
+            let mut st = self.state.lock();
+            let expired = expired_tables(versions.current().values(), &readers, |n| {
                 st.gc_claimed.contains(&n) || st.alias_pins.values().any(|p| p.contains(&n))
-            })
+            });
+            // Claimed until the edit is installed: no GC job may pick a table this edit
+            // deletes (its own edit would then delete a table that is gone).
+            st.gc_claimed.extend(expired.iter().copied());
+            expired
         };
         if expired.is_empty() {
             return Ok(());
         }
-        self.check_open()?;
         let n = expired.len() as u64;
         let edit = VersionEdit {
-            deleted_value_tables: expired,
+            deleted_value_tables: expired.clone(),
             time_floor: Some(readers.now()),
             ..Default::default()
         };
-        self.apply_gc_edit(&mut versions, edit, None)?;
+        let applied = self
+            .check_open()
+            .and_then(|()| self.apply_gc_edit(&mut versions, edit, None));
+        {
+            let mut st = self.state.lock();
+            for t in &expired {
+                st.gc_claimed.remove(t);
+                // Drops compactions kept for a claim while it lasted: the table is gone (or
+                // stays, unclaimed, if the edit failed and they were counted there already).
+                st.late_drops.remove(t);
+            }
+        }
+        applied?;
         drop(versions);
         Counters::add(&self.counters.value_tables_expired, n);
         self.purge_obsolete_files();

@@ -411,3 +411,45 @@ fn gc_leaves_a_table_that_expires_whole_soon_to_expire() {
         assert!(db.stats().values.tables_expired >= 1, "wait {wait}");
     }
 }
+
+#[test]
+fn only_the_newest_version_is_judged_in_either_direction() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    // An expired older version under a live newer one, and the other way round.
+    db.put_with_expiry("a", "old", T0 + 10).expect("put");
+    db.put("a", "fresh").expect("put");
+    db.put("b", "old").expect("put");
+    db.put_with_expiry("b", "new", T0 + 10).expect("put");
+    db.put("c", "plain").expect("put");
+    clock.set(T0 + 10);
+    // In the memtable b's expired version is met by each walk and the get; the flush then
+    // replaces it by a deletion, which nothing counts.
+    for (flushed, skipped) in [(false, 3), (true, 0)] {
+        let before = db.stats().operations.expired_skipped;
+        assert_eq!(
+            keys(&db, &ReadOptions::default()),
+            ["a", "c"],
+            "flushed {flushed}"
+        );
+        assert_eq!(
+            keys_rev(&db, &ReadOptions::default()),
+            ["a", "c"],
+            "flushed {flushed}"
+        );
+        assert_eq!(db.get("a").expect("get"), Some(b"fresh".to_vec()));
+        assert_eq!(db.get("b").expect("get"), None);
+        assert_eq!(
+            db.stats().operations.expired_skipped - before,
+            skipped,
+            "flushed {flushed}: b's newest version, once per walk and once per get; a's older \
+             one never"
+        );
+        db.flush().expect("flush");
+    }
+    assert_eq!(
+        db.stats().compaction.dropped_expired,
+        1,
+        "b's, by the flush"
+    );
+}

@@ -639,19 +639,21 @@ impl DbIterator {
             }
             if p.seq <= self.seq {
                 if kind != ValueKind::Deletion && p.user_key < self.saved_key.as_slice() {
-                    break;
+                    // The key after this one is settled on its newest visible version: it is
+                    // the answer unless that has expired for this reader (then the key reads
+                    // as deleted, and the walk goes on with this one).
+                    match self.expired(self.saved_kind, &self.saved_value) {
+                        Ok(false) => break,
+                        // `kind` is this version's just below.
+                        Ok(true) => {}
+                        Err(e) => return self.fail(e),
+                    }
                 }
                 kind = p.kind;
-                // A version a tombstone this reader sees covers is deleted; one that expired
-                // for this reader reads as a deletion too.
+                // A version a tombstone this reader sees covers is deleted.
                 let covered = kind != ValueKind::Deletion && self.covered(p.user_key, p.seq);
                 if covered {
                     kind = ValueKind::Deletion;
-                }
-                match self.expired(kind, self.inner.value()) {
-                    Ok(false) => {}
-                    Ok(true) => kind = ValueKind::Deletion,
-                    Err(e) => return self.fail(e),
                 }
                 self.saved_key.clear();
                 self.saved_value.clear();
@@ -673,6 +675,14 @@ impl DbIterator {
             }
             if let Err(e) = self.inner.prev() {
                 return self.fail(e);
+            }
+        }
+        // The last key settled on (no key before it in range): absent if expired.
+        if kind != ValueKind::Deletion {
+            match self.expired(self.saved_kind, &self.saved_value) {
+                Ok(false) => {}
+                Ok(true) => kind = ValueKind::Deletion,
+                Err(e) => return self.fail(e),
             }
         }
         if kind == ValueKind::Deletion {

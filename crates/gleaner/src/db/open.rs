@@ -142,7 +142,8 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
     if !mem.is_empty() {
         flush_recovered(mem, &mut edit)?;
     }
-    garbage.settle(rec.versions.current(), &BTreeSet::new(), &mut edit)?;
+    // Nothing is deleted while recovery settles: no table can be gone for expiry.
+    garbage.settle(rec.versions.current(), &BTreeSet::new(), &mut edit, 0)?;
 
     // A fresh WAL, then one manifest edit that installs the replayed tables and retires the
     // replayed logs (VersionSet writes a new manifest and points CURRENT at it).

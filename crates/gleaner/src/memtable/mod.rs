@@ -270,7 +270,7 @@ impl MemTable {
             ValueKind::Value => Lookup::value(found.value().to_vec()),
             ValueKind::ValueWithExpiry => {
                 let (expiry, value) = crate::expiry::split_inline(found.value()).ok_or_else(
-                    || Error::corruption("memtable", 0, "inline value shorter than its expiry"),
+                    || Error::corruption("memtable", 0, crate::expiry::BAD_INLINE_EXPIRY),
                 )?;
                 Lookup::Value {
                     value: value.to_vec(),

@@ -119,7 +119,7 @@ impl Dumper<'_> {
             "handle" => render_handle(&StoredHandle::decode(value, self.name, 0)?),
             "putexp" => {
                 let (expiry, value) = crate::expiry::split_inline(value).ok_or_else(|| {
-                    Error::corruption(self.name, 0, "inline value shorter than its expiry")
+                    Error::corruption(self.name, 0, crate::expiry::BAD_INLINE_EXPIRY)
                 })?;
                 return self.put_with_expiry(key, seq, value, expiry);
             }

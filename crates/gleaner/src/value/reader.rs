@@ -374,6 +374,12 @@ fn check_properties(
     if p.expiring_records == 0 && p.max_expiry != 0 {
         return fail("a latest expiry with no expiring record".into());
     }
+    if p.format_version >= FORMAT_VERSION_EXPIRY && p.expiring_records == 0 {
+        return fail(format!(
+            "format {} without an expiring record (format 1 holds such a table)",
+            p.format_version
+        ));
+    }
     if n == 0 {
         if p.data_end != 0 || p.key_bytes != 0 || p.value_bytes != 0 {
             return fail("an empty table has record bytes".into());

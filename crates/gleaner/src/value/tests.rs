@@ -698,7 +698,13 @@ fn forge(
     let footer = Footer {
         top_index,
         properties,
-        format_version: FORMAT_VERSION,
+        // The properties' version unless the edit asked for a format-2 table with a footer of
+        // format 1 (which the reader must refuse too).
+        format_version: if p.max_expiry == u64::MAX {
+            FORMAT_VERSION
+        } else {
+            p.format_version
+        },
     };
     w.append(&footer.encode()).unwrap();
     file
@@ -781,7 +787,6 @@ fn inconsistent_dense_indexes_are_corruption() {
 fn inconsistent_properties_are_corruption() {
     let (records, entries) = forge_inputs();
     let edits: Vec<(&str, PropsEdit)> = vec![
-        ("format", Box::new(|p| p.format_version = 2)),
         ("record_bytes", Box::new(|p| p.record_bytes += 1)),
         ("data_end", Box::new(|p| p.data_end += 1000)),
         ("empty", Box::new(|p| p.num_records = 0)),
@@ -795,6 +800,33 @@ fn inconsistent_properties_are_corruption() {
         ("key range", Box::new(|p| p.smallest_key = b"z".to_vec())),
         ("largest key", Box::new(|p| p.largest_key = b"k8".to_vec())),
         ("index bytes", Box::new(|p| p.index_bytes = 1 << 40)),
+        // Format 2's expiry properties (the footer follows the properties' version here).
+        (
+            "format 2 without an expiring record",
+            Box::new(|p| p.format_version = 2),
+        ),
+        (
+            "more expiring records than records",
+            Box::new(|p| (p.format_version, p.expiring_records) = (2, 11)),
+        ),
+        (
+            "a latest expiry with no expiring record",
+            Box::new(|p| (p.format_version, p.max_expiry) = (2, 7)),
+        ),
+        (
+            "an expiry beyond the latest",
+            Box::new(|p| {
+                (p.format_version, p.expiring_records) = (2, 1);
+                p.max_expiry = crate::expiry::MAX_EXPIRY_MS + 1;
+            }),
+        ),
+        (
+            "properties of format 2 under a footer of format 1",
+            Box::new(|p| {
+                (p.format_version, p.expiring_records) = (2, 1);
+                p.max_expiry = u64::MAX;
+            }),
+        ),
     ];
     for (what, edit) in edits {
         let file = forge(&records, &entries, |p| edit(p));

@@ -354,6 +354,23 @@ impl VersionEdit {
         out
     }
 
+    /// Checks that the edit holds no field of a format newer than `format`, the one its manifest
+    /// declares, where this build would misread it: fields 16 and 17 need format 5. (Older
+    /// formats' fields are checked where they are decoded.)
+    ///
+    /// Errors: the field's name, for the caller's corruption report.
+    pub fn check_format(&self, format: u64) -> std::result::Result<(), String> {
+        let expiries = self.time_floor.is_some()
+            || self.new_value_tables.iter().any(|v| v.max_expiry.is_some());
+        if expiries && format < 5 {
+            return Err(format!(
+                "a value table expiry or time floor (fields 16, 17) in a manifest of format \
+                 {format}: they need format 5"
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads an edit of a manifest of format version `format` as this build's: in format 1 a
     /// key table's alias count was not recorded, so a table holding handles may hold aliases
     /// ([`ALIASES_UNRECORDED`]); a table without handles holds none.
@@ -374,8 +391,15 @@ impl VersionEdit {
         let bad = |what: &str| Error::corruption(file, offset, format!("version edit: {what}"));
         let mut edit = VersionEdit::default();
         let mut d = Decoder::new(bytes);
+        // The field before, and the table it added when it was a field 8: a field 16 must
+        // follow the field 8 of its table right away.
+        let mut after_new_value_table = false;
         while !d.is_empty() {
             let tag = d.varint64().ok_or_else(|| bad("truncated tag"))?;
+            let follows_field_8 = std::mem::replace(
+                &mut after_new_value_table,
+                tag == tag::NEW_VALUE_TABLE,
+            );
             let payload = d.length_prefixed().ok_or_else(|| bad("truncated field"))?;
             let mut p = Decoder::new(payload);
             let what = match tag {
@@ -607,11 +631,11 @@ impl VersionEdit {
                     if expiry > crate::expiry::MAX_EXPIRY_MS {
                         return Err(bad("value table expiry beyond the latest"));
                     }
-                    // It follows the field that adds its table, once.
+                    // It follows the field that adds its table, right away.
                     let Some(t) = edit
                         .new_value_tables
                         .last_mut()
-                        .filter(|t| t.number == number && t.max_expiry.is_none())
+                        .filter(|t| follows_field_8 && t.number == number)
                     else {
                         return Err(bad(&format!(
                             "expiry of value table {number}, which the field before does not add"
@@ -740,6 +764,32 @@ mod tests {
         put_varint64(&mut f, crate::expiry::MAX_EXPIRY_MS + 1);
         emit(&mut late, tag::TIME_FLOOR, &f);
         assert!(VersionEdit::decode(&late, "M", 0).is_err());
+        // Right after its table's field 8, not after another field.
+        let one = VersionEdit {
+            new_value_tables: vec![ValueTableMeta {
+                max_expiry: Some(9),
+                ..sample().new_value_tables[0].clone()
+            }],
+            ..Default::default()
+        };
+        let bytes = one.encode();
+        assert_eq!(VersionEdit::decode(&bytes, "M", 0).expect("decode"), one);
+        let mut between = VersionEdit {
+            deleted_value_tables: vec![3],
+            ..Default::default()
+        }
+        .encode();
+        // Field 8, then a field 9, then the field 16.
+        let field_8_len = bytes.len() - 4;
+        let mut moved = bytes[..field_8_len].to_vec();
+        moved.append(&mut between);
+        moved.extend_from_slice(&bytes[field_8_len..]);
+        let err = VersionEdit::decode(&moved, "M", 0).expect_err("moved field 16");
+        assert!(err.to_string().contains("value table 30"), "{err}");
+        // Not in a manifest of an older format.
+        assert!(one.check_format(4).unwrap_err().contains("format 5"));
+        assert!(one.check_format(5).is_ok());
+        assert!(sample().check_format(2).is_ok());
     }
 
     #[test]

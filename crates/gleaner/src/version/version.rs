@@ -517,7 +517,7 @@ impl Version {
             ValueKind::Value => Lookup::value(value),
             ValueKind::ValueWithExpiry => {
                 let (expiry, v) = crate::expiry::split_inline(&value).ok_or_else(|| {
-                    Error::corruption(name(), 0, "inline value shorter than its expiry")
+                    Error::corruption(name(), 0, crate::expiry::BAD_INLINE_EXPIRY)
                 })?;
                 Lookup::Value {
                     value: v.to_vec(),

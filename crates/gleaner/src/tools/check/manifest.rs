@@ -62,6 +62,8 @@ impl Checker {
                 Some(f) => f,
                 None => *format.insert(manifest_format(&edit, name, offset)?),
             };
+            edit.check_format(f)
+                .map_err(|why| Error::corruption(name, offset, why))?;
             edit.upgrade(f);
             version = version.apply(&edit, name, offset)?;
             log_number = edit.log_number.or(log_number);

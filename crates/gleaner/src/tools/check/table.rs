@@ -135,7 +135,7 @@ impl Checker {
                         self.problem(Problem::new(
                             name,
                             None,
-                            format!("entry {entries}: inline value shorter than its expiry"),
+                            format!("entry {entries}: {}", crate::expiry::BAD_INLINE_EXPIRY),
                         ));
                     }
                 }
