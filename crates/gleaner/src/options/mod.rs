@@ -512,6 +512,10 @@ impl Options {
 
     /// Reads time from `clock`: what expiring writes are judged by ([`crate::expiry`]).
     /// Default: [`SystemClock`](crate::expiry::SystemClock). Not saved in OPTIONS.
+    ///
+    /// The database's time never goes back: a clock that once reads far ahead (a test clock
+    /// left running, a system clock set wrong) moves it there for good, and an edit that acts on
+    /// expired data records it, so a later open starts there too.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn crate::expiry::Clock>) -> Self {
         self.clock = clock;
