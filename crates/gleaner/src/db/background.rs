@@ -427,6 +427,7 @@ impl DbInner {
     /// Flushes claimed memtables to L0 and installs the tables, in memtable order.
     fn run_flush(&self, mems: &[Arc<MemTable>]) -> Result<()> {
         let readers = self.snapshots.reader_times(&self.time);
+        let judged_at = readers.now();
         let mut drops = DropCounter::default();
         let out = self.output_config(IoClass::Flush, u64::MAX);
         let separation = Some(Separation {
@@ -502,6 +503,9 @@ impl DbInner {
             last_sequence: Some(self.visible_seq.load(Ordering::Acquire)),
             new_tables: done.key_tables,
             new_value_tables: done.value_tables,
+            // It dropped expired versions: a later open must not judge them, nor the versions
+            // expiring as early still in other tables, at an earlier time.
+            time_floor: (stats.dropped.expired > 0).then_some(judged_at),
             ..Default::default()
         };
         // As a compaction's: placed against the version the edit applies to, under the manifest
@@ -586,6 +590,7 @@ impl DbInner {
         // Read after the plan is fixed: a snapshot taken later sees only data newer than every
         // input, which compaction keeps anyway.
         let readers = self.snapshots.reader_times(&self.time);
+        let judged_at = readers.now();
         let mut garbage = GarbageListener::new(
             Arc::clone(&job.version),
             Arc::clone(&self.values),
@@ -646,6 +651,10 @@ impl DbInner {
             relocated_garbage,
         } = result;
         garbage.add_relocated(&relocated_garbage);
+        if stats.dropped.expired > 0 {
+            // As a flush's: what it judged expired stays expired after a reopen.
+            edit.time_floor = Some(judged_at);
+        }
         let mut versions = self.versions.lock();
         // Closing: give up before the edit (the outputs are deleted as they drop).
         self.check_open()?;

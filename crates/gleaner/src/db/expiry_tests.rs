@@ -453,3 +453,26 @@ fn only_the_newest_version_is_judged_in_either_direction() {
         "b's, by the flush"
     );
 }
+
+#[test]
+fn a_flush_that_drops_expired_versions_records_the_time_for_the_next_open() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = options(&clock);
+    let db = Db::open(Path::new("/exp"), opts.clone()).expect("open");
+    // x in a table, y in the memtable, both expiring at T0 + 10.
+    db.put_with_expiry("x", "v", T0 + 10).expect("put");
+    db.flush().expect("flush");
+    db.put_with_expiry("y", "v", T0 + 10).expect("put");
+    clock.set(T0 + 20);
+    // The flush drops y, expired: its edit records the time it judged that at.
+    db.flush().expect("flush");
+    assert_eq!(db.stats().compaction.dropped_expired, 1);
+    db.close().expect("close");
+    drop(db);
+    // Reopened with the clock set back: x, expired as early as y, stays expired.
+    clock.set(T0);
+    let db = Db::open(Path::new("/exp"), opts).expect("reopen");
+    assert_eq!(db.time_ms(), T0 + 20);
+    assert_eq!(db.get("x").expect("get"), None);
+    assert_eq!(db.get("y").expect("get"), None);
+}
