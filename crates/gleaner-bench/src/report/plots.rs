@@ -108,7 +108,7 @@ fn color(engine: usize) -> RGBColor {
     PALETTE[engine % PALETTE.len()]
 }
 
-/// Writes every plot into `dir` (created if needed) and returns their paths in [`PLOTS`] order.
+/// Writes every plot into `dir` (created if needed) and returns their paths in `PLOTS` order.
 /// With no engines there is nothing to plot: no files, an empty list. Engines without samples
 /// or phases give empty charts rather than errors.
 pub fn plots(dir: &Path, results: &Results) -> Result<Vec<PathBuf>, ReportError> {
