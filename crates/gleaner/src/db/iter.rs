@@ -120,7 +120,8 @@ impl IterSource {
 impl DbInner {
     fn iter_source(&self, opts: &ReadOptions<'_>) -> Result<IterSource> {
         Counters::add(&self.counters.iterators, 1);
-        let (sv, seq, time) = self.read_state(opts);
+        let (sv, seq) = self.read_state(opts);
+        let time = self.read_time(opts);
         let depth = self.opts.scan_prefetch_depth() as usize;
         // Not with `inline_background_work`: that schedule runs no thread of its own, so that a
         // seeded run repeats exactly.

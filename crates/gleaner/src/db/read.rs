@@ -13,9 +13,7 @@ use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
 
 impl DbInner {
-    /// The state a read with `opts` sees: the super version, then the sequence number, and the
-    /// time expiry is judged at: the snapshot's, or now (read after the sequence number, so
-    /// every write the read sees was made before it).
+    /// The state a read with `opts` sees: the super version, then the sequence number.
     ///
     /// The super version is loaded first: a compaction installed after that cannot affect the
     /// read (it holds the older tables), and one installed before started from data older than
@@ -23,16 +21,21 @@ impl DbInner {
     /// that lands in a memtable installed after the load is missed even if its sequence number
     /// is lower; the read then reflects an earlier moment, still a consistent one, and a thread
     /// always sees its own acknowledged writes (their memtable was installed before they ran).
-    pub(super) fn read_state(&self, opts: &ReadOptions<'_>) -> (Arc<SuperVersion>, SeqNo, u64) {
+    pub(super) fn read_state(&self, opts: &ReadOptions<'_>) -> (Arc<SuperVersion>, SeqNo) {
         let sv = self.super_version.load_full();
-        let (seq, time) = match opts.snapshot {
-            Some(s) => (s.sequence(), s.time_ms()),
-            None => {
-                let seq = self.visible_seq.load(Ordering::Acquire);
-                (seq, self.time.now())
-            }
+        let seq = match opts.snapshot {
+            Some(s) => s.sequence(),
+            None => self.visible_seq.load(Ordering::Acquire),
         };
-        (sv, seq, time)
+        (sv, seq)
+    }
+
+    /// The time a read with `opts` judges expiry at: the snapshot's, or now. Asked after
+    /// [`DbInner::read_state`], so every write the read sees was made before it, and no edit
+    /// that acted on expiry before the read started judged at a later time.
+    pub(super) fn read_time(&self, opts: &ReadOptions<'_>) -> u64 {
+        opts.snapshot
+            .map_or_else(|| self.time.now(), |s| s.time_ms())
     }
 
     pub(super) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
@@ -43,17 +46,16 @@ impl DbInner {
             )));
         }
         Counters::add(&self.counters.gets, 1);
-        let (sv, seq, time) = self.read_state(opts);
+        let (sv, seq) = self.read_state(opts);
         let ctx = ReadCtx {
             class: IoClass::UserRead,
             fill_cache: opts.fill_cache,
             readahead: 0,
         };
         let found = sv.get(&self.tables, key, seq, ctx)?;
-        if found
-            .as_ref()
-            .is_some_and(|f| crate::expiry::expired(f.expiry(), time))
-        {
+        // The clock is read only for a version that expires.
+        let expiry = found.as_ref().and_then(Lookup::expiry);
+        if expiry.is_some() && crate::expiry::expired(expiry, self.read_time(opts)) {
             Counters::add(&self.counters.expired_skipped, 1);
             return Ok(None);
         }
