@@ -180,9 +180,10 @@ fn run_gc_after_expiry(variant: &str, opts: Options, clock: &ManualClock) {
     rounds::assert_exact_garbage(&db, &format!("{variant}: reopened"));
 }
 
-#[test]
-fn every_policy_judges_expired_records_dead_though_an_entry_names_them() {
-    let fs = FaultFs::new(27);
+/// Runs `scenario` under every GC variant, each on a file system of `fs_seed` with a clock of
+/// its own.
+fn under_every_policy(fs_seed: u64, scenario: fn(&str, Options, &ManualClock)) {
+    let fs = FaultFs::new(fs_seed);
     for (variant, tune) in common::gc_variants() {
         let clock = Arc::new(ManualClock::new(T0));
         let opts = tune(
@@ -190,20 +191,16 @@ fn every_policy_judges_expired_records_dead_though_an_entry_names_them() {
                 .with_gc_garbage_ratio(0.2)
                 .with_clock(clock.clone()),
         );
-        run_gc_after_expiry(&variant, opts, &clock);
+        scenario(&variant, opts, &clock);
     }
 }
 
 #[test]
+fn every_policy_judges_expired_records_dead_though_an_entry_names_them() {
+    under_every_policy(27, run_gc_after_expiry);
+}
+
+#[test]
 fn every_policy_drops_expired_keys_counts_their_garbage_and_never_resurrects_them() {
-    let fs = FaultFs::new(26);
-    for (variant, tune) in common::gc_variants() {
-        let clock = Arc::new(ManualClock::new(T0));
-        let opts = tune(
-            rounds::inline_options(&fs)
-                .with_gc_garbage_ratio(0.2)
-                .with_clock(clock.clone()),
-        );
-        run(&variant, opts, &clock);
-    }
+    under_every_policy(26, run);
 }
