@@ -245,6 +245,17 @@ fn exact_with_payloads(commit: CommitStyle) {
     assert!(get(&counts.jobs_begun) >= get(&counts.jobs_committed));
     assert_eq!(get(&counts.gc_records_read), records_read);
     assert!(get(&counts.verdicts) >= records_read && get(&counts.live_verdicts) > 0);
+    // Its index oracle handed each live verdict the payload of the version that reads the
+    // record, and the router saw it when the job copied the record.
+    assert_eq!(get(&counts.live_with_payload), get(&counts.live_verdicts));
+    assert!(common::custom::GC_ROUTED_WITH_PAYLOAD.load(Ordering::Relaxed) > 0);
+    // Compactions out of L0 found the older versions the rounds overwrote.
+    assert!(
+        get(&counts.l0_priors) > 0 && get(&counts.l0_priors) <= get(&counts.l0_kept),
+        "{} of {}",
+        get(&counts.l0_priors),
+        get(&counts.l0_kept)
+    );
     assert!(
         get(&counts.marked) > 0,
         "the kept-entry hook rewrote payloads"

@@ -4,7 +4,12 @@
 //! jobs that call them, so compaction needs nothing from `gc`.
 
 use super::iterator::{DropEvent, DropListener};
-use crate::key::ParsedKey;
+use crate::cache::TableCache;
+use crate::error::Result;
+use crate::io::IoClass;
+use crate::key::{ParsedKey, SeqNo, make_lookup_key};
+use crate::lookup::Lookup;
+use crate::table::ReadCtx;
 use crate::value::{HandlePayload, StoredHandle};
 use crate::version::Version;
 
@@ -26,6 +31,34 @@ pub struct CompactionContext<'a> {
     pub smallest_user_key: &'a [u8],
     /// The largest user key of the job's inputs.
     pub largest_user_key: &'a [u8],
+    /// The key tables of `version`, for [`CompactionContext::version_before`]; `None` where
+    /// the job offers no lookups (unit tests of a hook).
+    pub tables: Option<&'a TableCache>,
+}
+
+impl CompactionContext<'_> {
+    /// The newest version of `user_key` older than `seq` in the version the job reads (its
+    /// own inputs included), with its sequence number: what a hook that learns from a key's
+    /// history (DumpKV's features) reads of the version an entry replaces. A point lookup
+    /// counted as compaction reads (`CompactionRead`), through the block cache. `None` when
+    /// the version holds none, or the job offers no lookups.
+    ///
+    /// Errors: reading a key table fails.
+    pub fn version_before(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<(SeqNo, Lookup)>> {
+        let Some(tables) = self.tables else {
+            return Ok(None);
+        };
+        if seq == 0 {
+            return Ok(None);
+        }
+        let ctx = ReadCtx {
+            class: IoClass::CompactionRead,
+            fill_cache: true,
+            readahead: 0,
+        };
+        self.version
+            .get_seq(tables, &make_lookup_key(user_key, seq - 1), ctx)
+    }
 }
 
 /// What the kept-entry hook decides for an entry a compaction keeps whose value is a handle.

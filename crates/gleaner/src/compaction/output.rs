@@ -258,6 +258,7 @@ impl TableOutputs {
                         origin: values.origin(),
                         level: Some(self.level),
                         expiry,
+                        now: values.now(),
                     };
                     if let Placement::Separated { class, payload } = values.place(&ctx)? {
                         let handle =

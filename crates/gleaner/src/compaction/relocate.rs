@@ -246,6 +246,7 @@ impl<'a> Relocator<'a> {
             origin: RouteOrigin::Compaction,
             level: Some(self.level),
             expiry: stored.expiry,
+            now: self.values.now(),
         };
         match self.values.place(&ctx)? {
             Placement::Inline => {

@@ -57,6 +57,9 @@ pub struct RouteContext<'a> {
     /// When the version expires (milliseconds since the Unix epoch), if it does (a GC job
     /// knows it from the victim's dense index).
     pub expiry: Option<u64>,
+    /// The database's newest sequence number when the job started (a flush: once its
+    /// memtables were sealed): `now - seq` is the record's age in writes.
+    pub now: SeqNo,
 }
 
 /// Where a value goes: the router's answer.
@@ -93,9 +96,10 @@ pub trait ValueRouter: Send + Sync + std::fmt::Debug {
     /// `table.class`): kept in the manifest with the table, tagged with the policy's name, and
     /// shown to the victim picker. At most
     /// [`MAX_POLICY_TABLE_META`](crate::version::MAX_POLICY_TABLE_META) bytes; more is refused
-    /// as a policy bug. Default: none.
-    fn table_meta(&self, table: &ValueTableMeta, origin: RouteOrigin) -> Option<Vec<u8>> {
-        let _ = (table, origin);
+    /// as a policy bug. `now` is the database's newest sequence number when the job started
+    /// ([`RouteContext::now`]). Default: none.
+    fn table_meta(&self, table: &ValueTableMeta, origin: RouteOrigin, now: SeqNo) -> Option<Vec<u8>> {
+        let _ = (table, origin, now);
         None
     }
 }
@@ -164,6 +168,7 @@ pub(crate) mod tests {
             origin,
             level: Some(0),
             expiry: None,
+            now: 1,
         }
     }
 

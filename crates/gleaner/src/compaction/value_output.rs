@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
-use crate::value::{ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
+use crate::value::{HandlePayload, ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
 use crate::version::{MAX_POLICY_TABLE_META, PolicyTableMeta, ValueTableMeta};
 
 /// Where and how value tables are written.
@@ -45,6 +45,10 @@ pub struct ValueOutputConfig {
     /// `expiry_group_ms`); 0 writes them together. GC jobs never group (their outputs are one
     /// run per class, as inheritance needs).
     pub expiry_group_ms: u64,
+    /// The database's newest sequence number when the job started (for a flush, that of its
+    /// memtables): what the router and the tables' policy metadata measure ages in writes
+    /// from ([`RouteContext::now`]).
+    pub now: u64,
 }
 
 /// Most expiry groups of one class with a table open at once: a value of another group first
@@ -256,6 +260,11 @@ impl ClassedValueOutputs {
         self.origin
     }
 
+    /// The database's newest sequence number when the job started.
+    pub fn now(&self) -> u64 {
+        self.cfg.now
+    }
+
     /// Asks the router where the value `ctx` describes goes (its origin is this writer's).
     ///
     /// Errors: [`Error::InvalidArgument`] when the router names a class of
@@ -334,15 +343,17 @@ impl ClassedValueOutputs {
         seq: u64,
         value: &[u8],
         expiry: Option<u64>,
+        payload: Option<&HandlePayload>,
     ) -> Result<ValueHandle> {
         let ctx = RouteContext {
             user_key,
             seq,
             value_len: value.len() as u64,
-            payload: None,
+            payload,
             origin: self.origin,
             level: None,
             expiry,
+            now: self.cfg.now,
         };
         match self.place(&ctx)? {
             Placement::Separated { class, .. } => {
@@ -382,7 +393,7 @@ impl ClassedValueOutputs {
             for t in &mut tables {
                 t.policy_meta =
                     self.router
-                        .table_meta(t, self.origin)
+                        .table_meta(t, self.origin, self.cfg.now)
                         .map(|data| PolicyTableMeta {
                             tag: self.cfg.policy.to_string(),
                             data,
@@ -427,7 +438,7 @@ mod tests {
         fn place(&self, ctx: &RouteContext<'_>) -> Placement {
             by_size(ctx, 0, 0)
         }
-        fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin) -> Option<Vec<u8>> {
+        fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin, _: u64) -> Option<Vec<u8>> {
             assert_eq!(origin, RouteOrigin::Gc);
             Some(vec![7; self.0])
         }
@@ -445,9 +456,10 @@ mod tests {
             direct: false,
             policy: Arc::from("mine"),
             expiry_group_ms: 0,
+            now: 0,
         };
         let mut out = ClassedValueOutputs::new(cfg, Arc::new(Meta(meta_len)), RouteOrigin::Gc);
-        out.add(b"k", 1, b"value", None)?;
+        out.add(b"k", 1, b"value", None, None)?;
         out.finish()
     }
 

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 
 use super::IDLE_WAIT;
 use super::{Counters, DbInner, DbState, ObsoleteFile};
+use crate::cache::TableCache;
 use crate::compaction::strategy::{ManualStep, PlanContext};
 use crate::compaction::{
     CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropFileConfig,
@@ -81,6 +82,7 @@ impl DbInner {
             direct: self.opts.use_direct_io_for_background_writes(),
             policy: Arc::from(self.policy.name.as_str()),
             expiry_group_ms: self.opts.expiry_group_ms(),
+            now: self.visible_seq.load(Ordering::Acquire),
         }
     }
 
@@ -453,7 +455,7 @@ impl DbInner {
             .records_drop_keys()
             .then(DropKeyCollector::default);
         let flush_version = Arc::clone(&self.state.lock().version);
-        let ctx = flush_context(&flush_version);
+        let ctx = flush_context(&flush_version, &self.tables);
         let (done, stats) = {
             // Versions a flush drops were overwritten while in the memtable; the policy may
             // want to hear of them (a cache of hot keys, say).
@@ -574,6 +576,7 @@ impl DbInner {
             let (lo, hi) = job.plan.user_range();
             !self.policy.hooks.allows_trivial_move(&compaction_context(
                 &job.version,
+                &self.tables,
                 &job.plan,
                 &lo,
                 &hi,
@@ -617,7 +620,7 @@ impl DbInner {
             .records_drop_keys()
             .then(DropKeyCollector::default);
         let (lo, hi) = plan.user_range();
-        let ctx = compaction_context(&job.version, plan, &lo, &hi);
+        let ctx = compaction_context(&job.version, &self.tables, plan, &lo, &hi);
         let result = {
             let mut hooks = self.policy.hooks.begin(&ctx);
             let mut listeners: Vec<&mut dyn DropListener> = vec![&mut garbage];
@@ -839,8 +842,9 @@ pub(super) struct CompactionJob {
 
 /// A flush as the policy's hooks see it: memtables into L0, over a key range the flush does not
 /// know in advance (given as empty bounds); the oldest data when the tree holds no table.
-fn flush_context(version: &Version) -> CompactionContext<'_> {
+fn flush_context<'a>(version: &'a Version, tables: &'a TableCache) -> CompactionContext<'a> {
     CompactionContext {
+        tables: Some(tables),
         version,
         input_level: None,
         output_level: 0,
@@ -854,6 +858,7 @@ fn flush_context(version: &Version) -> CompactionContext<'_> {
 /// Compaction `plan` over user keys `lo..=hi` as the policy's hooks see it.
 fn compaction_context<'a>(
     version: &'a Version,
+    tables: &'a TableCache,
     plan: &CompactionPlan,
     lo: &'a [u8],
     hi: &'a [u8],
@@ -870,6 +875,7 @@ fn compaction_context<'a>(
         .chain((plan.output_level + 1..version.num_levels()).flat_map(|l| version.runs(l)))
         .all(|r| !r.overlaps(Some(lo), Some(hi)));
     CompactionContext {
+        tables: Some(tables),
         version,
         input_level: Some(plan.level() as u32),
         output_level: plan.output_level as u32,

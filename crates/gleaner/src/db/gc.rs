@@ -423,24 +423,28 @@ impl DbInner {
         // Each verdict goes to the policy's hooks too (what a learning policy trains on), with
         // the record's age in writes at the job's start.
         let latest = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+        outputs.now = latest;
         let hooks = self.policy.hooks.as_ref();
         // A record whose version has expired for every reader is dead whatever the oracle says
         // (asked all the same, so its accounting sees every record): no reader can read it.
         let expired = std::sync::atomic::AtomicU64::new(0);
         let is_live = |record: &RecordRef<'_>| {
-            let mut validity = oracle.check(record, &env)?;
-            if validity == Validity::Live && readers.expired_for_all(record.seq, record.expiry) {
+            let mut verdict = oracle.verdict(record, &env)?;
+            if verdict.validity == Validity::Live
+                && readers.expired_for_all(record.seq, record.expiry)
+            {
                 expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                validity = Validity::Dead;
+                verdict = Validity::Dead.into();
             }
             hooks.gc_verdict(&GcVerdict {
                 table: record.location.file_number,
                 key: record.user_key,
                 seq: record.seq,
-                validity,
+                validity: verdict.validity,
                 age: latest.saturating_sub(record.seq),
+                payload: verdict.payload.as_ref(),
             });
-            Ok(validity)
+            Ok(verdict)
         };
         let plan = JobPlan {
             read_mode: self.policy.read_mode,

@@ -113,6 +113,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             direct: opts.use_direct_io_for_background_writes(),
             policy: Arc::from(rec.policy.set.name.as_str()),
             expiry_group_ms: opts.expiry_group_ms(),
+            now: mem.largest_seq(),
         };
         // The policy's router places replayed values (it knows them as such: no hotness is
         // known yet, and a router keeps them in the default class).

@@ -13,6 +13,7 @@
 use crate::compaction::JobStats;
 pub use crate::compaction::hooks::{CompactionContext, EntryHooks, KeptEntry, ListenOnly};
 use crate::key::SeqNo;
+use crate::value::HandlePayload;
 use crate::version::Version;
 
 use super::job::GcJobStats;
@@ -33,6 +34,9 @@ pub struct GcVerdict<'a> {
     /// job started, less the record's): its lifetime so far if live, at least its lifetime if
     /// garbage.
     pub age: SeqNo,
+    /// For a live record, the payload of the handle of the version that reads it, when the
+    /// oracle looked it up ([`Verdict`](super::oracle::Verdict)).
+    pub payload: Option<&'a HandlePayload>,
 }
 
 /// A GC job that committed.
@@ -58,9 +62,9 @@ impl GcReport<'_> {
 /// What a policy adds to flushes, compactions and GC jobs. Every method has a default that
 /// adds nothing.
 pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
-    /// The hooks of the flush or compaction `ctx` describes, if the policy has any. Default:
-    /// none.
-    fn begin(&self, ctx: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+    /// The hooks of the flush or compaction `ctx` describes, if the policy has any (they may
+    /// keep `ctx`, which outlives them). Default: none.
+    fn begin<'a>(&'a self, ctx: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {
         let _ = ctx;
         None
     }

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::oracle::{RecordRef, Validity};
+use super::oracle::{RecordRef, Validity, Verdict};
+use crate::value::HandlePayload;
 use super::parallel::{GcIoPool, map_in_parallel};
 use super::reader::{GC_READ_CHUNK, VictimReader, VictimRecord};
 use crate::compaction::router::{MAX_VALUE_CLASSES, RouteOrigin, ValueRouter};
@@ -141,7 +142,7 @@ const MIN_CHECKS_PER_THREAD: usize = 16;
 
 /// The validity check a job calls for every record it reads; called from several threads at
 /// once when the job's `io_depth` is above 1.
-pub type IsLive<'a> = dyn Fn(&RecordRef<'_>) -> Result<Validity> + Sync + 'a;
+pub type IsLive<'a> = dyn Fn(&RecordRef<'_>) -> Result<Verdict> + Sync + 'a;
 
 /// Called by a job before each batch of records it checks, with the value bytes of the batch:
 /// an error cancels the job (`Error::Closed` at shutdown), and it may sleep to pace the job
@@ -299,8 +300,10 @@ fn smallest<'h>(heads: impl Iterator<Item = Option<(&'h [u8], SeqNo)>>) -> Optio
 impl Job<'_, '_> {
     /// Counts a batch of examined records, passes the engine's checkpoint (cancellation,
     /// pacing), and asks whether each is live (up to `io_depth` lookups in flight); the answers
-    /// are in the batch's order.
-    fn check_batch(&mut self, batch: &[RecordRef<'_>]) -> Result<Vec<bool>> {
+    /// are in the batch's order: `None` for garbage, else the live version's payload as the
+    /// oracle knew it.
+    #[allow(clippy::type_complexity)]
+    fn check_batch(&mut self, batch: &[RecordRef<'_>]) -> Result<Vec<Option<Option<HandlePayload>>>> {
         (self.checkpoint)(batch.iter().map(|r| r.location.len).sum())?;
         self.stats.records_read += batch.len() as u64;
         let start = Instant::now();
@@ -314,17 +317,23 @@ impl Job<'_, '_> {
         self.stats.lookup_micros += micros_since(start);
         Ok(verdicts
             .into_iter()
-            .map(|v| match v {
-                Validity::Live => true,
+            .map(|v| match v.validity {
+                Validity::Live => Some(v.payload),
                 Validity::Dead => {
                     self.stats.records_dropped += 1;
-                    false
+                    None
                 }
             })
             .collect())
     }
 
-    fn copy(&mut self, record: &OwnedRecord, from: ValueHandle, expiry: Option<u64>) -> Result<()> {
+    fn copy(
+        &mut self,
+        record: &OwnedRecord,
+        from: ValueHandle,
+        expiry: Option<u64>,
+        payload: Option<&HandlePayload>,
+    ) -> Result<()> {
         if self
             .last_copied
             .as_ref()
@@ -338,7 +347,9 @@ impl Job<'_, '_> {
         }
         self.last_copied = Some((record.key.clone(), record.seq));
         let start = Instant::now();
-        let handle = self.out.add(&record.key, record.seq, &record.value, expiry)?;
+        let handle = self
+            .out
+            .add(&record.key, record.seq, &record.value, expiry, payload)?;
         self.stats.write_micros += micros_since(start);
         self.copied.insert(record.seq, handle.file_number);
         if let Some(moved) = &mut self.moved {
@@ -432,8 +443,8 @@ impl Job<'_, '_> {
         let live = self.check_batch(&refs)?;
         drop(refs);
         for ((record, at, expiry), live) in batch.drain(..).zip(live) {
-            if live {
-                self.copy(&record, at, expiry)?;
+            if let Some(payload) = live {
+                self.copy(&record, at, expiry, payload.as_ref())?;
             }
         }
         Ok(())
@@ -503,10 +514,10 @@ impl Job<'_, '_> {
             let live = self.check_batch(&refs)?;
             drop(refs);
             for ((i, entry), live) in batch.drain(..).zip(live) {
-                if !live {
+                let Some(payload) = live else {
                     continue;
-                }
-                window.push(i, entry);
+                };
+                window.push(i, entry, payload);
                 if window.bytes >= window_bytes {
                     self.copy_window(victims, &mut window)?;
                 }
@@ -559,16 +570,21 @@ impl Job<'_, '_> {
             }
         }
         self.stats.read_micros += micros_since(start);
-        for (record, (v, entry)) in records.into_iter().zip(&window.entries) {
+        for ((record, (v, entry)), payload) in records
+            .into_iter()
+            .zip(&window.entries)
+            .zip(&window.payloads)
+        {
             let record = record.expect("every window entry was read");
             let from = ValueHandle {
                 file_number: victims[*v].file_number(),
                 offset: entry.offset,
                 len: entry.len,
             };
-            self.copy(&record, from, entry.expiry)?;
+            self.copy(&record, from, entry.expiry, payload.as_ref())?;
         }
         window.entries.clear();
+        window.payloads.clear();
         window.bytes = 0;
         Ok(())
     }
@@ -578,13 +594,16 @@ impl Job<'_, '_> {
 #[derive(Default)]
 struct Window {
     entries: Vec<(usize, IndexEntry)>,
+    /// The payload each entry's live version has, as the oracle knew it.
+    payloads: Vec<Option<HandlePayload>>,
     bytes: u64,
 }
 
 impl Window {
-    fn push(&mut self, victim: usize, entry: IndexEntry) {
+    fn push(&mut self, victim: usize, entry: IndexEntry, payload: Option<HandlePayload>) {
         self.bytes += entry.len;
         self.entries.push((victim, entry));
+        self.payloads.push(payload);
     }
 }
 
@@ -666,6 +685,7 @@ mod tests {
             direct: false,
             policy: Arc::from("terarkdb"),
             expiry_group_ms: 0,
+            now: 0,
         }
     }
 
@@ -694,7 +714,7 @@ mod tests {
                     RouteOrigin::Flush,
                 );
                 for (k, seq) in *records {
-                    out.add(k.as_bytes(), *seq, format!("table {t}").as_bytes(), None)
+                    out.add(k.as_bytes(), *seq, format!("table {t}").as_bytes(), None, None)
                         .expect("add");
                 }
                 let done = out.finish().expect("finish");
@@ -737,11 +757,11 @@ mod tests {
             };
             let before = files();
             let ok = |_: u64| Ok(());
-            let all_live = |_: &RecordRef<'_>| Ok(Validity::Live);
+            let all_live = |_: &RecordRef<'_>| Ok(Validity::Live.into());
             let checked = Mutex::new(0);
             let counting = |_: &RecordRef<'_>| {
                 *checked.lock().unwrap() += 1;
-                Ok(Validity::Live)
+                Ok(Validity::Live.into())
             };
             let stopped = run_gc_job(
                 &v,
@@ -761,7 +781,8 @@ mod tests {
                     Validity::Dead
                 } else {
                     Validity::Live
-                })
+                }
+                .into())
             };
             let out = run_gc_job(
                 &v,

@@ -37,6 +37,7 @@ pub use crate::compaction::router::{
     MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
 };
 pub use crate::key::{ParsedKey, SeqNo, ValueKind};
+pub use crate::lookup::Lookup;
 pub use crate::value::{HandlePayload, MAX_HANDLE_PAYLOAD, StoredHandle, ValueHandle};
 pub use crate::version::{
     DropBlock, Garbage, MAX_POLICY_TABLE_META, PolicyTableMeta, ValueTableMeta, Version,
@@ -49,7 +50,7 @@ pub use job::GcJobStats;
 pub(crate) use job::{GcJobOutput, JobEnd, JobPlan, MovedRecord, run_gc_job};
 pub use oracle::{
     EachRecord, IndexOracle, JobOracle, JobStart, LookupKind, OracleEnv, ReadDropBlock, RecordRef,
-    Validity, ValidityOracle,
+    Validity, ValidityOracle, Verdict,
 };
 pub(crate) use parallel::LazyGcIoPool;
 pub use picker::{PickContext, RatioPicker, VictimCandidate, VictimPicker, pick_by_ratio};

@@ -15,7 +15,7 @@ use crate::key::{MAX_SEQUENCE, SeqNo, make_lookup_key};
 use crate::lookup::{KeyLookup, Lookup};
 use crate::memtable::MemTable;
 use crate::table::ReadCtx;
-use crate::value::ValueHandle;
+use crate::value::{HandlePayload, ValueHandle};
 use crate::version::{DropBlock, Garbage, Version};
 
 /// The answer of a GC validity check for one record.
@@ -26,6 +26,26 @@ pub enum Validity {
     /// Garbage: the record is dropped. (How the oracle knew — a lookup, a cache, a drop key —
     /// is the policy's to count, `stats().gc.policy_stats`.)
     Dead,
+}
+
+/// A verdict with what a policy may learn from it: for a live record, the payload of the
+/// handle of the version that reads it, when the oracle looked that version up (an
+/// [`IndexOracle`] with [`LookupKind::Get`] does; others answer without it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Live or dead.
+    pub validity: Validity,
+    /// The payload of the live version's handle, if known and any.
+    pub payload: Option<HandlePayload>,
+}
+
+impl From<Validity> for Verdict {
+    fn from(validity: Validity) -> Self {
+        Verdict {
+            validity,
+            payload: None,
+        }
+    }
 }
 
 /// One record of a victim, as the job met it.
@@ -95,6 +115,14 @@ pub trait JobOracle: Send + Sync {
     /// Errors: reading the index tree fails.
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity>;
 
+    /// The verdict on `record` with the live version's payload, if the oracle knows it.
+    /// Default: [`JobOracle::check`], without a payload.
+    ///
+    /// Errors: as [`JobOracle::check`].
+    fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Verdict> {
+        self.check(record, env).map(Verdict::from)
+    }
+
     /// Bytes per output table, given the engine's (`value_table_size`). Default: the engine's.
     fn output_table_size(&self, target: u64) -> u64 {
         target
@@ -136,6 +164,14 @@ pub trait ValidityOracle: Send + Sync + std::fmt::Debug {
     /// Errors: reading the index tree fails.
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity>;
 
+    /// The verdict on `record` with the live version's payload, if the oracle knows it.
+    /// Default: [`ValidityOracle::check`], without a payload.
+    ///
+    /// Errors: as [`ValidityOracle::check`].
+    fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Verdict> {
+        self.check(record, env).map(Verdict::from)
+    }
+
     /// Prepares the checks of the job `start` describes. Default: [`ValidityOracle::check`]
     /// for every record, nothing more.
     ///
@@ -152,6 +188,10 @@ pub struct EachRecord<'s, O: ValidityOracle + ?Sized>(pub &'s O);
 impl<O: ValidityOracle + ?Sized> JobOracle for EachRecord<'_, O> {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
         self.0.check(record, env)
+    }
+
+    fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Verdict> {
+        self.0.verdict(record, env)
     }
 }
 
@@ -184,17 +224,18 @@ impl IndexOracle {
 
 impl IndexOracle {
     /// The sequence number of the newest version of `key` at or below `at` in the pinned tree,
-    /// and its handle when it names the record written at `record_seq`; `None` when the tree
-    /// holds no version there.
+    /// and its handle (with its payload, for [`LookupKind::Get`]) when it names the record
+    /// written at `record_seq`; `None` when the tree holds no version there.
+    #[allow(clippy::type_complexity)]
     fn version_at(
         &self,
         env: &OracleEnv<'_>,
         key: &[u8],
         at: SeqNo,
         record_seq: SeqNo,
-    ) -> Result<Option<(SeqNo, Option<ValueHandle>)>> {
+    ) -> Result<Option<(SeqNo, Option<(ValueHandle, Option<HandlePayload>)>)>> {
         let lookup = make_lookup_key(key, at);
-        let names = |handle, s: SeqNo| (s == record_seq).then_some(handle);
+        let names = |handle, payload, s: SeqNo| (s == record_seq).then_some((handle, payload));
         Ok(match self.lookup {
             LookupKind::GetKey => {
                 env.version
@@ -205,7 +246,7 @@ impl IndexOracle {
                             seq,
                             record_seq: s,
                             ..
-                        } => (seq, names(handle, s)),
+                        } => (seq, names(handle, None, s)),
                         other => (other.seq(), None),
                     })
             }
@@ -216,8 +257,9 @@ impl IndexOracle {
                         Lookup::Handle {
                             handle,
                             record_seq: s,
+                            payload,
                             ..
-                        } => (seq, names(handle, s)),
+                        } => (seq, names(handle, payload, s)),
                         _ => (seq, None),
                     })
             }
@@ -227,6 +269,10 @@ impl IndexOracle {
 
 impl ValidityOracle for IndexOracle {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
+        self.verdict(record, env).map(|v| v.validity)
+    }
+
+    fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Verdict> {
         let (key, seq) = (record.user_key, record.seq);
         // The readers that may reach the record: the present, and each snapshot at or above its
         // sequence number. Each reads the newest version at or below its own, so one lookup per
@@ -241,9 +287,9 @@ impl ValidityOracle for IndexOracle {
         loop {
             let found = self.version_at(env, key, at, seq)?;
             let Some((version_seq, names)) = found else {
-                return Ok(Validity::Dead);
+                return Ok(Validity::Dead.into());
             };
-            if let Some(h) = names
+            if let Some((h, payload)) = names
                 && env.version.values().reads_record_at(
                     env.values,
                     key,
@@ -253,11 +299,14 @@ impl ValidityOracle for IndexOracle {
                     env.ctx.class,
                 )?
             {
-                return Ok(Validity::Live);
+                return Ok(Verdict {
+                    validity: Validity::Live,
+                    payload,
+                });
             }
             match env.validity.newest_snapshot_in(seq, version_seq) {
                 Some(x) => at = x,
-                None => return Ok(Validity::Dead),
+                None => return Ok(Validity::Dead.into()),
             }
         }
     }

@@ -17,7 +17,7 @@ use gleaner::gc::{
     GcReadMode, GcReport, GcVerdict, HandlePayload, IndexOracle, JobOracle, JobStart, JobStats,
     KeptEntry, LookupKind, OracleEnv, ParsedKey, PickContext, Placement, PolicyContext,
     PolicyFactory, PolicySet, RecordRef, RouteContext, RouteOrigin, StoredHandle, Validity,
-    ValidityOracle, ValueRouter, ValueTableMeta, VictimCandidate, VictimPicker,
+    ValidityOracle, ValueRouter, ValueTableMeta, Verdict, VictimCandidate, VictimPicker,
 };
 
 /// Values of at least this many bytes are separated by the scheme's router, even where option
@@ -28,6 +28,10 @@ pub const OWN_THRESHOLD: u64 = 64;
 /// Candidates the picker saw carrying this scheme's table metadata (tests/custom_policy.rs
 /// checks the picker is shown it).
 pub static CANDIDATES_WITH_META: AtomicU64 = AtomicU64::new(0);
+
+/// Records GC jobs copied whose route context carried the live version's payload (the
+/// oracle's [`Verdict`](gleaner::gc::Verdict)).
+pub static GC_ROUTED_WITH_PAYLOAD: AtomicU64 = AtomicU64::new(0);
 
 /// The metadata the router gives each table: where it was written, `born=flush`, `born=gc`...
 fn born(origin: RouteOrigin) -> &'static str {
@@ -87,13 +91,20 @@ impl ValueRouter for LengthTagged {
         if ctx.value_len < self.min_size && ctx.origin.may_inline() {
             return Placement::Inline;
         }
+        if ctx.origin == RouteOrigin::Gc
+            && ctx
+                .payload
+                .is_some_and(|p| p.as_bytes().starts_with(b"len="))
+        {
+            GC_ROUTED_WITH_PAYLOAD.fetch_add(1, Ordering::Relaxed);
+        }
         let payload = ctx.payload.cloned().or_else(|| {
             Some(HandlePayload::new(format!("len={}", ctx.value_len).as_bytes()).expect("short"))
         });
         Placement::Separated { class: 0, payload }
     }
 
-    fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin) -> Option<Vec<u8>> {
+    fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin, _: u64) -> Option<Vec<u8>> {
         Some(born(origin).as_bytes().to_vec())
     }
 }
@@ -104,6 +115,12 @@ pub struct HookCounts {
     /// GC verdicts, and the live ones among them.
     pub verdicts: AtomicU64,
     pub live_verdicts: AtomicU64,
+    /// Live verdicts that carried the live version's payload.
+    pub live_with_payload: AtomicU64,
+    /// Entries compactions out of L0 kept, and those with an older version the hook found
+    /// (`CompactionContext::version_before`).
+    pub l0_kept: AtomicU64,
+    pub l0_priors: AtomicU64,
     /// GC jobs that committed, and the records they read.
     pub gc_jobs: AtomicU64,
     pub gc_records_read: AtomicU64,
@@ -133,6 +150,10 @@ impl ValidityOracle for CountingOracle {
         self.index.check(record, env)
     }
 
+    fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> gleaner::Result<Verdict> {
+        self.index.verdict(record, env)
+    }
+
     fn begin_job<'s>(
         &'s self,
         start: &mut JobStart<'_>,
@@ -149,6 +170,10 @@ struct CountingJob<'s>(&'s CountingOracle);
 impl JobOracle for CountingJob<'_> {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> gleaner::Result<Validity> {
         self.0.index.check(record, env)
+    }
+
+    fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> gleaner::Result<Verdict> {
+        self.0.index.verdict(record, env)
     }
 
     fn committed(&self, victims: &[u64], _outputs: &[u64]) {
@@ -178,8 +203,10 @@ fn parse_model(data: &[u8]) -> Option<u64> {
 /// into the bottommost level.
 pub const BOTTOM_MARK: &str = ";b";
 
-/// The kept-entry hook of one compaction: at the bottommost level, it marks each payload.
+/// The kept-entry hook of one compaction: at the bottommost level, it marks each payload; out
+/// of L0, it looks up each entry's older version.
 struct MarkBottom<'a> {
+    ctx: CompactionContext<'a>,
     bottommost: bool,
     counts: &'a HookCounts,
 }
@@ -189,7 +216,18 @@ impl DropListener for MarkBottom<'_> {
 }
 
 impl EntryHooks for MarkBottom<'_> {
-    fn kept(&mut self, _: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
+    fn kept(&mut self, key: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
+        if self.ctx.input_level == Some(0) {
+            self.counts.l0_kept.fetch_add(1, Ordering::Relaxed);
+            let prior = self
+                .ctx
+                .version_before(key.user_key, key.seq)
+                .expect("lookup");
+            if let Some((seq, _)) = prior {
+                assert!(seq < key.seq, "an older version");
+                self.counts.l0_priors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let Some(p) = handle.payload.as_ref().filter(|_| self.bottommost) else {
             return KeptEntry::Keep;
         };
@@ -208,8 +246,9 @@ impl EntryHooks for MarkBottom<'_> {
 struct Hooks(Arc<HookCounts>);
 
 impl CompactionHooks for Hooks {
-    fn begin(&self, ctx: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+    fn begin<'a>(&'a self, ctx: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {
         Some(Box::new(MarkBottom {
+            ctx: *ctx,
             bottommost: ctx.bottommost && ctx.input_level.is_some(),
             counts: &self.0,
         }))
@@ -230,6 +269,9 @@ impl CompactionHooks for Hooks {
         self.0.verdicts.fetch_add(1, Ordering::Relaxed);
         if verdict.validity == Validity::Live {
             self.0.live_verdicts.fetch_add(1, Ordering::Relaxed);
+            if verdict.payload.is_some() {
+                self.0.live_with_payload.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 

@@ -96,7 +96,7 @@ impl EntryHooks for Relocating {
 impl CompactionHooks for BlobDbHooks {
     /// Compactions that rewrite tables relocate the values of the old value tables; a flush
     /// writes new entries, and a trivial move rewrites nothing (as in RocksDB).
-    fn begin(&self, ctx: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+    fn begin<'a>(&'a self, ctx: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {
         if ctx.input_level.is_none() || ctx.trivial_move {
             return None;
         }

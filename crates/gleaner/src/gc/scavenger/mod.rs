@@ -91,7 +91,7 @@ pub const DROP_CACHE_ANSWERS: &str = "drop_cache_answers";
 
 impl CompactionHooks for HotnessHooks {
     /// Every drop event of every flush and compaction feeds the DropCache.
-    fn begin(&self, _: &CompactionContext<'_>) -> Option<Box<dyn EntryHooks + '_>> {
+    fn begin<'a>(&'a self, _: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {
         Some(Box::new(ListenOnly(DropCacheFeeder(&self.cache))))
     }
 
@@ -226,6 +226,7 @@ mod tests {
             origin: RouteOrigin::Flush,
             level: Some(0),
             expiry: None,
+            now: 1,
         };
         assert_eq!(
             tdb.router.place(&ctx),
@@ -246,6 +247,7 @@ mod tests {
             trivial_move: false,
             smallest_user_key: &[],
             largest_user_key: &[],
+            tables: None,
         };
         // With hotness, every flush and compaction feeds the DropCache; without, nothing.
         assert!(scav.hooks.stats().contains_key(DROP_CACHE_ANSWERS));
