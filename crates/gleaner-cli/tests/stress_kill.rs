@@ -59,7 +59,7 @@ fn twenty_sigkill_cycles_keep_every_acknowledged_write() {
     );
 }
 
-/// Two kill-verify cycles under each of the twelve GC variants in turn (`--gc all`), so every
+/// Two kill-verify cycles under each of the thirteen GC variants in turn (`--gc all`), so every
 /// policy and technique combination is killed mid-flight, and the database changes GC variant
 /// at every restart.
 #[test]
@@ -67,7 +67,7 @@ fn sigkill_cycles_under_every_gc_variant_keep_every_acknowledged_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = stress(
         &[
-            "loop", "--seed", "11", "--cycles", "24", "--min-ms", "150", "--max-ms", "500", "--gc",
+            "loop", "--seed", "11", "--cycles", "26", "--min-ms", "150", "--max-ms", "500", "--gc",
             "all",
         ],
         dir.path(),
@@ -79,6 +79,7 @@ fn sigkill_cycles_under_every_gc_variant_keep_every_acknowledged_write() {
         "titan",
         "blobdb",
         "novkv",
+        "dumpkv",
         "tdb",
         "tdb-r",
         "tdb-l",

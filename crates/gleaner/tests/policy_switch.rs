@@ -318,17 +318,20 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
             .with_blobdb_age_cutoff(0.5)
             .with_blobdb_force_threshold(0.2),
         GcPolicyKind::Novkv => o.with_novkv_valid_threshold(0.95),
+        // Lifetimes of tens of writes, and a model trained every 64 samples.
+        GcPolicyKind::Dumpkv => o.with_dumpkv_time_unit(16).with_dumpkv_train_samples(64),
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger | GcPolicyKind::Custom => o,
     }
 }
 
 /// The policies the matrix switches between: every built-in one and the custom scheme.
-const MATRIX_POLICIES: [GcPolicyKind; 6] = [
+const MATRIX_POLICIES: [GcPolicyKind; 7] = [
     GcPolicyKind::Terarkdb,
     GcPolicyKind::Scavenger,
     GcPolicyKind::Titan,
     GcPolicyKind::Blobdb,
     GcPolicyKind::Novkv,
+    GcPolicyKind::Dumpkv,
     GcPolicyKind::Custom,
 ];
 
@@ -563,6 +566,17 @@ fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
                 s.gc.bytes_written_by_class.len() > 1,
                 "{ctx}: hot and cold runs: {:?}",
                 s.gc.bytes_written_by_class
+            );
+        }
+        GcPolicyKind::Dumpkv => {
+            collect(&db, &ctx);
+            // Compactions out of L0 folded histories; GC chose victims by lifetime or garbage.
+            let own = db.stats().gc.policy_stats;
+            let get = |n: &str| own.get(n).copied().unwrap_or(0);
+            assert!(
+                get("dumpkv_features_folded") > 0
+                    && get("dumpkv_picks_ttl") + get("dumpkv_picks_forced") > 0,
+                "{ctx}: {own:?}"
             );
         }
         GcPolicyKind::Terarkdb | GcPolicyKind::Custom => collect(&db, &ctx),

@@ -48,13 +48,14 @@ const KEY_SPACE: u64 = 500;
 const MIN_SEPARATED: u64 = 512;
 /// The GC variants `--gc` accepts: the `scavenger` policy, the `terarkdb` policy (`tdb`)
 /// with any of Scavenger's techniques switched on (`r` lazy read, `l` index-decoupled tables and
-/// lookups, `w` hotness-aware writes), named as in the paper's ablation, `titan`, `blobdb` and
-/// `novkv`.
+/// lookups, `w` hotness-aware writes), named as in the paper's ablation, `titan`, `blobdb`,
+/// `novkv` and `dumpkv`.
 const GC_VARIANTS: &[&str] = &[
     "scavenger",
     "titan",
     "blobdb",
     "novkv",
+    "dumpkv",
     "tdb",
     "tdb-r",
     "tdb-l",
@@ -500,6 +501,18 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
         return opts
             .with_gc_policy(GcPolicyKind::Novkv)
             .with_novkv_valid_threshold(0.95)
+            .with_gc_lazy_read(Switch::Auto)
+            .with_index_decoupled_tables(Switch::Auto)
+            .with_hotness_aware_writes(Switch::Auto);
+    }
+    if variant == "dumpkv" {
+        // Lifetimes of tens of writes, a model trained every 64 samples (on its task, which
+        // the kills interrupt too), tables collected early as often as the others' GC.
+        return opts
+            .with_gc_policy(GcPolicyKind::Dumpkv)
+            .with_dumpkv_time_unit(16)
+            .with_dumpkv_train_samples(64)
+            .with_dumpkv_force_ratio(0.05)
             .with_gc_lazy_read(Switch::Auto)
             .with_index_decoupled_tables(Switch::Auto)
             .with_hotness_aware_writes(Switch::Auto);

@@ -518,6 +518,7 @@ impl DbInner {
         let unplaced = written
             .as_ref()
             .map_or(0, |w| w.attach(versions.current().values(), &mut edit));
+        let freed = freed_tables(versions.current(), &edit);
         // A failed manifest write may still have put the edit on disk (a failed sync, say), and
         // a reopen then needs the tables it names: keep them either way. An edit that did not
         // land leaves them orphans, which the next open deletes.
@@ -551,6 +552,9 @@ impl DbInner {
         self.bg_cv.notify_all();
         self.progress_cv.notify_all();
         self.policy.hooks.compaction_finished(&ctx, &stats);
+        if !freed.is_empty() {
+            self.policy.hooks.value_tables_freed(&freed);
+        }
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, stats.output_bytes);
         Counters::add(&self.counters.flush_micros, stats.micros);
@@ -673,6 +677,7 @@ impl DbInner {
         let unplaced = written
             .as_ref()
             .map_or(0, |w| w.attach(versions.current().values(), &mut edit));
+        let freed = freed_tables(versions.current(), &edit);
         // Kept even on failure: the edit may be on disk all the same (see `run_flush`). Whether
         // it is cannot be known, so the database turns read-only until reopened.
         let result = versions.log_and_apply(edit.clone());
@@ -708,6 +713,9 @@ impl DbInner {
         );
         self.record_compaction(plan, &stats);
         self.policy.hooks.compaction_finished(&ctx, &stats);
+        if !freed.is_empty() {
+            self.policy.hooks.value_tables_freed(&freed);
+        }
         Ok(())
     }
 
@@ -838,6 +846,15 @@ pub(super) struct CompactionJob {
     running: RunningCompaction,
     version: Arc<Version>,
     claimed: BTreeSet<u64>,
+}
+
+/// The value tables `edit` deletes because they became entirely garbage, as `current` holds
+/// them (for the policy's hooks).
+fn freed_tables(current: &Version, edit: &VersionEdit) -> Vec<crate::version::ValueTableMeta> {
+    edit.deleted_value_tables
+        .iter()
+        .filter_map(|t| current.values().live(*t).map(|v| (**v).clone()))
+        .collect()
 }
 
 /// A flush as the policy's hooks see it: memtables into L0, over a key range the flush does not

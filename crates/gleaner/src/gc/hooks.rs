@@ -14,7 +14,7 @@ use crate::compaction::JobStats;
 pub use crate::compaction::hooks::{CompactionContext, EntryHooks, KeptEntry, ListenOnly};
 use crate::key::SeqNo;
 use crate::value::HandlePayload;
-use crate::version::Version;
+use crate::version::{ValueTableMeta, Version};
 
 use super::job::GcJobStats;
 use super::oracle::Validity;
@@ -79,6 +79,13 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
     /// Called once a flush or compaction is installed, with its figures. Default: nothing.
     fn compaction_finished(&self, ctx: &CompactionContext<'_>, stats: &JobStats) {
         let _ = (ctx, stats);
+    }
+
+    /// Called once a flush or compaction is installed that deleted value tables because every
+    /// record in them had become garbage (no GC job read them), with the tables as they were:
+    /// how well a scheme grouped values that die together shows here. Default: nothing.
+    fn value_tables_freed(&self, tables: &[ValueTableMeta]) {
+        let _ = tables;
     }
 
     /// Called for each record a GC job judged, possibly from several threads at once (cheap,

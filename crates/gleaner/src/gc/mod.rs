@@ -14,6 +14,7 @@
 
 internal_modules! {
     blobdb;
+    dumpkv;
     hooks;
     job;
     novkv;

@@ -14,6 +14,7 @@ pub fn own_options(policy: GcPolicyKind) -> &'static [&'static str] {
         GcPolicyKind::Titan => super::titan::OWN_OPTIONS,
         GcPolicyKind::Blobdb => super::blobdb::OWN_OPTIONS,
         GcPolicyKind::Novkv => super::novkv::OWN_OPTIONS,
+        GcPolicyKind::Dumpkv => super::dumpkv::OWN_OPTIONS,
         // A custom policy reads its settings from its factory, none from the options.
         GcPolicyKind::Custom => &[],
     }
@@ -69,6 +70,21 @@ pub fn check_options(opts: &Options) -> crate::error::Result<()> {
     Ok(())
 }
 
+/// What a built-in policy says of its own file `slot` (its data, checksum already checked):
+/// lines for `gleaner dump`, or why `gleaner check` should warn of it. `None` when the policy
+/// does not describe its files (or `policy` is no built-in one).
+pub fn describe_policy_file(
+    policy: &str,
+    slot: &str,
+    data: &[u8],
+) -> Option<std::result::Result<Vec<String>, String>> {
+    let kind = GcPolicyKind::ALL.into_iter().find(|p| p.name() == policy)?;
+    match kind {
+        GcPolicyKind::Dumpkv => Some(super::dumpkv::describe_file(slot, data)),
+        _ => None,
+    }
+}
+
 /// The name of the policy `opts` select: option `gc_policy`'s, or the custom factory's.
 pub fn policy_name(opts: &Options) -> String {
     match (opts.gc_policy(), opts.custom_policy()) {
@@ -88,6 +104,7 @@ pub fn policy_set(ctx: &PolicyContext<'_>) -> crate::error::Result<PolicySet> {
         GcPolicyKind::Titan => super::titan::policy_set(opts),
         GcPolicyKind::Blobdb => super::blobdb::policy_set(opts),
         GcPolicyKind::Novkv => super::novkv::policy_set(opts),
+        GcPolicyKind::Dumpkv => super::dumpkv::policy_set(ctx)?,
         GcPolicyKind::Custom => {
             let factory = opts.custom_policy().ok_or_else(|| {
                 crate::error::Error::invalid(

@@ -91,6 +91,14 @@ pub const DEFAULT_BLOBDB_AGE_CUTOFF: f64 = 0.25;
 pub const DEFAULT_BLOBDB_FORCE_THRESHOLD: f64 = 1.0;
 /// Default `novkv_valid_threshold`: the NovKV paper's evaluation setting, 0.7.
 pub const DEFAULT_NOVKV_VALID_THRESHOLD: f64 = 0.7;
+/// Default `dumpkv_time_unit`: the DumpKV paper's 1M writes (2^20), for its 50 million writes
+/// of 4 KiB; scale it with the writes a lifetime spans (docs/gc.md, "DumpKV").
+pub const DEFAULT_DUMPKV_TIME_UNIT: u64 = 1 << 20;
+/// Default `dumpkv_train_samples`: the DumpKV paper's training set, 128 Ki samples.
+pub const DEFAULT_DUMPKV_TRAIN_SAMPLES: u64 = 128 << 10;
+/// Default `dumpkv_force_ratio`: a value table whose lifetime has not passed is collected
+/// anyway once 80 % of its bytes are garbage.
+pub const DEFAULT_DUMPKV_FORCE_RATIO: f64 = 0.8;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
 /// Default `gc_read_gap`: 64 KiB (on the 1.4 GB/s, 33 k reads/s test disk a read costs about as
@@ -431,6 +439,22 @@ options_table! {
     /// Policy `novkv`: a value table becomes a victim when its valid rate (records not yet
     /// garbage ÷ records) is below this. Default 0.7 (the NovKV paper's); from 0 to 1.
     (novkv_valid_threshold, with_novkv_valid_threshold, f64, DEFAULT_NOVKV_VALID_THRESHOLD, persisted: true);
+    /// Policy `dumpkv`: whether GC jobs ask the learned model for each live record's class
+    /// (`true`), or give every live record the long lifetime (`false`: lifetime points and
+    /// TTL classes without prediction, the paper's "without model"). Default true.
+    (dumpkv_model, with_dumpkv_model, bool, true, persisted: true);
+    /// Policy `dumpkv`: writes per time unit of the lifetime features (the paper's 1M): deltas
+    /// enter the model as log2 buckets of it, write counter `i` decays over `unit << i`
+    /// writes, and the initial lifetimes are 2, 10 and 2 units. Default 2^20; a power of two
+    /// from 1 to 2^40.
+    (dumpkv_time_unit, with_dumpkv_time_unit, u64, DEFAULT_DUMPKV_TIME_UNIT, persisted: true);
+    /// Policy `dumpkv`: samples that arrive between two trainings of the model, and the size
+    /// of each training set. Default 131072; from 64 to 4194304.
+    (dumpkv_train_samples, with_dumpkv_train_samples, u64, DEFAULT_DUMPKV_TRAIN_SAMPLES, persisted: true);
+    /// Policy `dumpkv`: a value table is collected before its lifetime has passed once this
+    /// fraction of its bytes is garbage (the safety net of an idle or mispredicting
+    /// database). Default 0.8; from 0 to 1.
+    (dumpkv_force_ratio, with_dumpkv_force_ratio, f64, DEFAULT_DUMPKV_FORCE_RATIO, persisted: true);
     /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
     /// (`Db::run_gc`, `gleaner gc`).
     (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
@@ -706,6 +730,19 @@ impl Options {
             0.0,
             1.0,
         )?;
+        range("dumpkv_force_ratio", self.dumpkv_force_ratio, 0.0, 1.0)?;
+        range(
+            "dumpkv_train_samples",
+            self.dumpkv_train_samples,
+            64,
+            crate::gc::dumpkv::MAX_TRAIN_SAMPLES,
+        )?;
+        if !self.dumpkv_time_unit.is_power_of_two() || self.dumpkv_time_unit > 1 << 40 {
+            return Err(Error::invalid(format!(
+                "option `dumpkv_time_unit` is {}, but must be a power of two from 1 to 2^40",
+                self.dumpkv_time_unit
+            )));
+        }
         range(
             "blobdb_force_threshold",
             self.blobdb_force_threshold,

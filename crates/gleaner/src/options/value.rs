@@ -112,6 +112,12 @@ pub enum GcPolicyKind {
     /// and tells garbage by the drop keys alone, without index lookups; handles naming a
     /// collected table resolve by key in its outputs (inheritance).
     Novkv,
+    /// DumpKV: a learned lifetime model. Flushes write values into default-class tables
+    /// due after the lifetime `l_d`; compactions out of L0 fold each key's write history into
+    /// its handle; GC collects tables whose lifetime (TTL, in writes) has passed, re-predicts
+    /// each live record with a gradient-boosted tree model and writes it into a short- or
+    /// long-lifetime table; handles stay (inheritance). Options `dumpkv_*`.
+    Dumpkv,
     /// A policy defined outside the engine: the one
     /// [`Options::with_custom_policy`](crate::Options::with_custom_policy) registers. Saved
     /// in OPTIONS as `custom:NAME` with the factory's name; not in [`GcPolicyKind::ALL`].
@@ -120,12 +126,13 @@ pub enum GcPolicyKind {
 
 impl GcPolicyKind {
     /// Every policy, for error messages.
-    pub const ALL: [GcPolicyKind; 5] = [
+    pub const ALL: [GcPolicyKind; 6] = [
         GcPolicyKind::Terarkdb,
         GcPolicyKind::Scavenger,
         GcPolicyKind::Titan,
         GcPolicyKind::Blobdb,
         GcPolicyKind::Novkv,
+        GcPolicyKind::Dumpkv,
     ];
 
     /// The policy whose roles a read-only open uses for a database saved under a custom policy
@@ -141,6 +148,7 @@ impl GcPolicyKind {
             GcPolicyKind::Titan => "titan",
             GcPolicyKind::Blobdb => "blobdb",
             GcPolicyKind::Novkv => "novkv",
+            GcPolicyKind::Dumpkv => "dumpkv",
             GcPolicyKind::Custom => "custom",
         }
     }

@@ -551,7 +551,13 @@ impl Dumper<'_> {
         self.line(&format!("policy: {policy}"))?;
         self.line(&format!("slot: {slot}"))?;
         self.line(&format!("data_bytes: {}", data.len()))?;
-        self.line(&format!("data: {}", super::text::hex(&data)))
+        self.line(&format!("data: {}", super::text::hex(&data)))?;
+        // What the policy makes of it (DumpKV's model, node by node).
+        match crate::gc::registry::describe_policy_file(policy, slot, &data) {
+            Some(Ok(lines)) => lines.iter().try_for_each(|l| self.line(l)),
+            Some(Err(e)) => self.line(&format!("unusable: {e}")),
+            None => Ok(()),
+        }
     }
 
     fn options(&mut self) -> Result<()> {

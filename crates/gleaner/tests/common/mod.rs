@@ -87,6 +87,19 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
                 .with_novkv_valid_threshold(valid)
         }),
     ));
+    // DumpKV collects tables whose lifetime has passed; the suites' databases take thousands of
+    // writes, not millions, so lifetimes are counted in units of 64 writes and the model trains
+    // every 64 samples; a table is collected early at the suites' garbage ratio, as the others.
+    out.push((
+        "dumpkv".to_string(),
+        Box::new(|o: Options| {
+            let force = o.gc_garbage_ratio();
+            o.with_gc_policy(GcPolicyKind::Dumpkv)
+                .with_dumpkv_time_unit(64)
+                .with_dumpkv_train_samples(64)
+                .with_dumpkv_force_ratio(force)
+        }),
+    ));
     out.push(("custom".to_string(), Box::new(|o: Options| o)));
     // Every variant registers the custom scheme, and all but `custom` then choose their own
     // policy: a database the scheme wrote holds its table metadata, which an open that does not

@@ -404,7 +404,17 @@ impl Checker {
                 .fs
                 .read_all(&self.dir.join(name))
                 .and_then(|bytes| crate::gc::policy_file::decode_policy_file(name, &bytes));
-            if let Err(e) = read {
+            // Its checksum holds; the policy may check what it wrote (DumpKV its model).
+            let described = read.as_ref().ok().and_then(|data| {
+                let (policy, slot) = crate::filename::parse_policy_file_name(name)?;
+                crate::gc::registry::describe_policy_file(policy, slot, data)
+            });
+            let problem = match (read, described) {
+                (Err(e), _) => Some(e.to_string()),
+                (Ok(_), Some(Err(e))) => Some(e),
+                _ => None,
+            };
+            if let Some(e) = problem {
                 self.warning(
                     name.clone(),
                     None,
