@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::engine::{self, CommonConfig, EngineSpec, PEERS_BUILT};
+use crate::engine::{self, CommonConfig, Compression, EngineSpec, PEERS_BUILT};
 use crate::report;
 use crate::results::Results;
 use crate::runner::{self, MAX_KEYS, RunConfig};
@@ -84,6 +84,11 @@ struct CommonArgs {
     /// Direct I/O for reads and background writes, where the engine supports it.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     direct_io: OnOff,
+    /// Block compression of every engine's index tree: Gleaner's key tables, RocksDB's SSTs,
+    /// fjall's segments (and fjall-blob's blob files, which fjall ties to them; RocksDB's blob
+    /// files and Gleaner's values are never compressed).
+    #[arg(long, value_enum, default_value_t = Compression::Lz4)]
+    compression: Compression,
     /// Space budget: a multiple of the dataset bytes (`1.5`), or `none`.
     #[arg(long, default_value = "1.5")]
     space_budget: String,
@@ -708,6 +713,7 @@ fn build(
         // `--memtable` overrides the shape's memtable.
         common: CommonConfig {
             memtable_bytes,
+            compression: c.compression,
             ..sizes.common(cache_bytes, c.direct_io == OnOff::On)
         },
         shape: lsm_shape,
@@ -943,6 +949,48 @@ mod tests {
                 "the valid values are listed: {message}"
             );
         }
+    }
+
+    #[test]
+    fn compression_is_one_flag_for_every_engine() {
+        let run = |extra: &[&str]| {
+            let mut args = vec!["run", "--engine", "null", "--keys", "100"];
+            args.extend(extra);
+            prepared(&args)
+        };
+        // The default is LZ4, what every engine used before the flag.
+        assert_eq!(run(&[]).expect("run").common.compression, Compression::Lz4);
+        for (text, expected) in [("none", Compression::None), ("lz4", Compression::Lz4)] {
+            let cfg = run(&["--compression", text]).expect("run");
+            assert_eq!(cfg.common.compression, expected, "{text}");
+            assert_eq!(expected.to_string(), text);
+        }
+        // The presets share the flag.
+        let quick = prepared(&["quick", "--scale", "tiny", "--compression", "none"]);
+        assert_eq!(quick.expect("quick").common.compression, Compression::None);
+        let paper = prepared(&[
+            "paper",
+            "scavenger-mixed8k",
+            "--load-bytes",
+            "64MiB",
+            "--compression",
+            "none",
+        ]);
+        assert_eq!(paper.expect("paper").common.compression, Compression::None);
+        // A bad value is refused naming the flag and the values it takes.
+        let Err(Usage(message)) = run(&["--compression", "snappy"]) else {
+            panic!("snappy was accepted");
+        };
+        assert!(
+            message.contains("--compression") && message.contains("snappy"),
+            "{message}"
+        );
+        assert!(
+            ["none", "lz4"].iter().all(|v| message.contains(v)),
+            "the valid values are listed: {message}"
+        );
+        // Zstandard is no value: no engine of this build has it (RocksDB links LZ4 only).
+        assert!(run(&["--compression", "zstd"]).is_err());
     }
 
     #[test]

@@ -40,6 +40,12 @@ fn absolute() -> String {
     crate::shape::Shape::Absolute.to_string()
 }
 
+/// The compression recorded for results written before `--compression` existed: every engine
+/// compressed its index tree's blocks with LZ4 then.
+fn lz4() -> String {
+    crate::engine::Compression::Lz4.to_string()
+}
+
 /// The workload, as run (identical for every engine).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadInfo {
@@ -81,6 +87,10 @@ pub struct WorkloadInfo {
     pub engine_sizes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Direct I/O requested for every engine that supports it.
     pub direct_io: bool,
+    /// Block compression asked of every engine (`--compression`): `none` or `lz4`.
+    /// Results from before the option read as `lz4`, what every engine used then.
+    #[serde(default = "lz4")]
+    pub compression: String,
     /// Space budget as a multiple of the dataset (`None`: no budget).
     pub space_budget: Option<f64>,
     /// Ratio of compressible bytes in values (0 = incompressible).

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use clap::ValueEnum;
 
-use crate::engine::{CommonConfig, EngineKind};
+use crate::engine::{CommonConfig, Compression, EngineKind};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -126,7 +126,7 @@ pub struct Sizes {
 
 impl Sizes {
     /// The harness's settings for every engine: these sizes, with `cache_bytes` of block cache
-    /// and direct I/O as asked.
+    /// and direct I/O as asked, and the default compression (LZ4).
     pub fn common(self, cache_bytes: u64, direct_io: bool) -> CommonConfig {
         CommonConfig {
             cache_bytes,
@@ -137,6 +137,7 @@ impl Sizes {
             level_base_bytes: self.level_base_bytes,
             gc_max_input_bytes: self.gc_max_input_bytes,
             background_threads: 2,
+            compression: Compression::default(),
         }
     }
 }

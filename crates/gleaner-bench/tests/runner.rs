@@ -42,6 +42,7 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
             level_base_bytes: None,
             gc_max_input_bytes: None,
             background_threads: 2,
+            compression: Default::default(),
         },
         shape: gleaner_bench::shape::Shape::Absolute,
         space_budget: None,

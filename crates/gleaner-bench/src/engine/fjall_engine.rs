@@ -2,6 +2,11 @@
 //! fjall-blob: `separation_threshold=BYTES` (1024), `blob_file_size=BYTES` (the harness's value
 //! file size), `gc_staleness=F` (0.5) and `gc_interval_ms=N` (1000).
 //!
+//! Segment blocks are compressed as `--compression` says ([`block_compression`]). fjall 2.11
+//! copies a partition's compression to its blob files, so fjall-blob's blobs follow it too
+//! (LZ4 under the default, as before the flag; RocksDB's and Gleaner's values are never
+//! compressed).
+//!
 //! fjall has no direct I/O, so `--direct-io` does not apply to it: its reads are served from
 //! the operating system's page cache, which the other engines bypass.
 //!
@@ -18,12 +23,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use fjall::{
-    Config, GarbageCollection, Keyspace, KvSeparationOptions, PartitionCreateOptions,
-    PartitionHandle, PersistMode,
+    CompressionType, Config, GarbageCollection, Keyspace, KvSeparationOptions,
+    PartitionCreateOptions, PartitionHandle, PersistMode,
 };
 
 use super::{
-    CommonConfig, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names, option,
+    CommonConfig, Compression, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names,
+    option,
 };
 use crate::results::{LevelShape, TreeShape};
 use crate::shape;
@@ -34,6 +40,15 @@ const KNOWN: [&str; 4] = [
     "gc_staleness",
     "gc_interval_ms",
 ];
+
+/// fjall's block compression for the harness's `--compression` (fjall 2.11: LZ4, its default
+/// `lz4` feature).
+fn block_compression(c: Compression) -> CompressionType {
+    match c {
+        Compression::None => CompressionType::None,
+        Compression::Lz4 => CompressionType::Lz4,
+    }
+}
 
 /// Checks the spec's options without opening anything.
 pub(super) fn check_options(spec: &EngineSpec) -> Result<(), String> {
@@ -158,7 +173,9 @@ impl FjallEngine {
             l0_threshold: shape::FJALL_L0_THRESHOLD,
             ..fjall::compaction::Leveled::default()
         };
+        // Set before the key-value separation below, which copies it to the blob files.
         let mut opts = PartitionCreateOptions::default()
+            .compression(block_compression(common.compression))
             .max_memtable_size(memtable)
             .compaction_strategy(fjall::compaction::Strategy::Leveled(leveled));
         if blob {
@@ -268,5 +285,44 @@ impl Engine for FjallEngine {
             gc.stop()?;
         }
         Ok(self.keyspace.persist(PersistMode::SyncAll)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn common(compression: Compression) -> CommonConfig {
+        CommonConfig {
+            compression,
+            ..crate::shape::sizes(crate::shape::Shape::Absolute, 8 << 20).common(1 << 20, false)
+        }
+    }
+
+    #[test]
+    fn the_compression_flag_reaches_fjalls_trees() {
+        for (compression, expected) in [
+            (Compression::None, CompressionType::None),
+            (Compression::Lz4, CompressionType::Lz4),
+        ] {
+            assert_eq!(block_compression(compression), expected);
+            for kind in ["fjall", "fjall-blob"] {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let spec: EngineSpec = kind.parse().expect("spec");
+                let engine =
+                    FjallEngine::open(&spec, dir.path(), &common(compression)).expect("open");
+                let (blocks, blobs) = match &engine.partition.tree {
+                    fjall::AnyTree::Standard(t) => (t.config.compression, None),
+                    fjall::AnyTree::Blob(b) => (
+                        b.index.0.config.compression,
+                        Some(b.index.0.config.blob_compression),
+                    ),
+                };
+                assert_eq!(blocks, expected, "{kind} with --compression {compression}");
+                let blob_expected = (kind == "fjall-blob").then_some(expected);
+                assert_eq!(blobs, blob_expected, "{kind}: blobs follow the blocks");
+                engine.close().expect("close");
+            }
+        }
     }
 }

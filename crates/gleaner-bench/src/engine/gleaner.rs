@@ -9,7 +9,7 @@ use std::path::Path;
 
 use gleaner::{Db, Options, ReadOptions};
 
-use super::{CommonConfig, Engine, EngineResult, EngineSpec, Found, GcCounters};
+use super::{CommonConfig, Compression, Engine, EngineResult, EngineSpec, Found, GcCounters};
 use crate::results::{LevelShape, TreeShape};
 
 /// Builds the options for `spec` on top of the harness's common knobs; the spec's options win.
@@ -30,6 +30,8 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
         if let Some(bytes) = c.gc_max_input_bytes {
             o = o.with_gc_max_input_size(bytes);
         }
+        // The spec's own `compression` option, applied below, wins over the harness's.
+        o = o.with_compression(compression(c.compression));
     }
     if let Some(policy) = &spec.policy {
         for (name, value) in policy_options(policy)? {
@@ -43,6 +45,14 @@ fn options(spec: &EngineSpec, common: Option<&CommonConfig>) -> Result<Options, 
     }
     o.validate().map_err(|e| format!("engine `{spec}`: {e}"))?;
     Ok(o)
+}
+
+/// Gleaner's `compression` for the harness's `--compression`.
+fn compression(c: Compression) -> gleaner::Compression {
+    match c {
+        Compression::None => gleaner::Compression::None,
+        Compression::Lz4 => gleaner::Compression::Lz4,
+    }
 }
 
 /// The options a policy name stands for: an ablation variant (`tdb`, `tdb-rw`, ...) becomes
@@ -291,6 +301,28 @@ mod tests {
             .expect("spec");
         let own = options(&own, Some(&common(Shape::Paper, 4 << 30))).expect("options");
         assert_eq!(own.level_base_size(), 1 << 20);
+    }
+
+    #[test]
+    fn the_compression_flag_reaches_gleaners_options() {
+        use crate::shape::Shape;
+        let spec: EngineSpec = "gleaner:scavenger".parse().expect("spec");
+        let with = |compression| CommonConfig {
+            compression,
+            ..common(Shape::Absolute, 64 << 20)
+        };
+        // The default is what Gleaner always had.
+        let default = options(&spec, Some(&common(Shape::Absolute, 64 << 20))).expect("options");
+        assert_eq!(default.compression(), gleaner::Compression::Lz4);
+        let none = options(&spec, Some(&with(Compression::None))).expect("options");
+        assert_eq!(none.compression(), gleaner::Compression::None);
+        assert!(none.is_overridden("compression"));
+        let lz4 = options(&spec, Some(&with(Compression::Lz4))).expect("options");
+        assert_eq!(lz4.compression(), gleaner::Compression::Lz4);
+        // An engine spec's own option wins, as for the sizes.
+        let own: EngineSpec = "gleaner:scavenger,compression=lz4".parse().expect("spec");
+        let own_none = options(&own, Some(&with(Compression::None))).expect("options");
+        assert_eq!(own_none.compression(), gleaner::Compression::Lz4);
     }
 
     #[test]

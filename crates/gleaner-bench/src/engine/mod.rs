@@ -42,6 +42,49 @@ pub struct CommonConfig {
     pub gc_max_input_bytes: Option<u64>,
     /// Background threads the engine may use for flushes and compactions.
     pub background_threads: usize,
+    /// Block compression of the engines' index trees (`--compression`); see [`Compression`]
+    /// for what each engine compresses. Gleaner's own `compression` option in an engine spec
+    /// wins.
+    pub compression: Compression,
+}
+
+/// The block compression the harness asks of every engine (`--compression`): the values every
+/// engine of this build has (RocksDB links LZ4 only, Gleaner and fjall 2.11 have no zstd).
+/// Each engine maps it onto its own setting:
+///
+/// - Gleaner: `compression`, its key-table blocks and value tables' index blocks (records, the
+///   values, are never compressed).
+/// - RocksDB: `compression` (SST blocks, every level). `rocksdb-blob`'s blob files stay
+///   uncompressed whatever the setting, as they always were.
+/// - fjall: the partition's `compression`, its segments' blocks. fjall ties blob compression to
+///   it, so `fjall-blob`'s blob files follow the setting (LZ4 under the default, unlike the
+///   other engines' values).
+/// - null: stores nothing.
+///
+/// `lz4`, the default, is what every engine used before the flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Compression {
+    /// No block compression.
+    None,
+    /// LZ4 (the default: what every engine used before the flag).
+    #[default]
+    Lz4,
+}
+
+impl Compression {
+    /// The name used on the command line and in results (`none`, `lz4`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What a point read found: enough to check it is the value last written without the harness

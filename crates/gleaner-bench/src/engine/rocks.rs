@@ -1,6 +1,9 @@
 //! RocksDB under test (`rocksdb`, and `rocksdb-blob` with integrated BlobDB). Options:
 //! `min_blob_size=BYTES` (1024), `blob_file_size=BYTES` (256 MiB), `blob_gc_age_cutoff=F` (0.25),
 //! `blob_gc_force_threshold=F` (1.0), `bloom_bits=N` (10).
+//!
+//! SST blocks are compressed as `--compression` says ([`sst_compression`]); blob files are
+//! never compressed (`blob_compression_type` none, as before the flag).
 
 use std::path::Path;
 
@@ -10,7 +13,8 @@ use rocksdb::{
 };
 
 use super::{
-    CommonConfig, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names, option,
+    CommonConfig, Compression, Engine, EngineKind, EngineResult, EngineSpec, Found, check_names,
+    option,
 };
 use crate::results::{LevelShape, TreeShape};
 
@@ -25,6 +29,15 @@ const KNOWN: [&str; 6] = [
     "blob_gc_force_threshold",
     "bloom_bits",
 ];
+
+/// RocksDB's SST block compression for the harness's `--compression` (this build links LZ4
+/// only: the `rocksdb` crate's `lz4` feature).
+pub(super) fn sst_compression(c: Compression) -> DBCompressionType {
+    match c {
+        Compression::None => DBCompressionType::None,
+        Compression::Lz4 => DBCompressionType::Lz4,
+    }
+}
 
 /// Checks the spec's options without opening anything.
 pub(super) fn check_options(spec: &EngineSpec) -> Result<(), String> {
@@ -68,7 +81,7 @@ impl RocksEngine {
         if let Some(bytes) = common.level_base_bytes {
             o.set_max_bytes_for_level_base(bytes);
         }
-        o.set_compression_type(DBCompressionType::Lz4);
+        o.set_compression_type(sst_compression(common.compression));
         o.set_use_direct_reads(common.direct_io);
         o.set_use_direct_io_for_flush_and_compaction(common.direct_io);
         o.enable_statistics();
@@ -84,6 +97,7 @@ impl RocksEngine {
             o.set_enable_blob_files(true);
             o.set_min_blob_size(option(spec, "min_blob_size", 1024)?);
             o.set_blob_file_size(option(spec, "blob_file_size", common.value_file_bytes)?);
+            // Blob files stay uncompressed whatever `--compression` says, as before the flag.
             o.set_blob_compression_type(DBCompressionType::None);
             o.set_enable_blob_gc(true);
             o.set_blob_gc_age_cutoff(age_cutoff);
@@ -243,5 +257,75 @@ impl Engine for RocksEngine {
         self.db.flush()?;
         self.db.cancel_all_background_work(true);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn common(compression: Compression) -> CommonConfig {
+        CommonConfig {
+            compression,
+            ..crate::shape::sizes(crate::shape::Shape::Absolute, 8 << 20).common(1 << 20, false)
+        }
+    }
+
+    #[test]
+    fn the_compression_flag_maps_to_rocksdb_types() {
+        assert!(matches!(
+            sst_compression(Compression::None),
+            DBCompressionType::None
+        ));
+        assert!(matches!(
+            sst_compression(Compression::Lz4),
+            DBCompressionType::Lz4
+        ));
+    }
+
+    /// The `compression` and `blob_compression_type` lines of the OPTIONS file RocksDB wrote
+    /// into `dir`.
+    fn written_compression(dir: &Path) -> (String, String) {
+        let file = std::fs::read_dir(dir)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("OPTIONS-"))
+            })
+            .max()
+            .expect("an OPTIONS file");
+        let text = std::fs::read_to_string(file).expect("OPTIONS");
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+                .to_string()
+        };
+        (value("compression"), value("blob_compression_type"))
+    }
+
+    #[test]
+    fn the_compression_flag_reaches_rocksdbs_options() {
+        for (compression, sst) in [
+            (Compression::None, "kNoCompression"),
+            (Compression::Lz4, "kLZ4Compression"),
+        ] {
+            for kind in ["rocksdb", "rocksdb-blob"] {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let spec: EngineSpec = kind.parse().expect("spec");
+                let engine =
+                    RocksEngine::open(&spec, dir.path(), &common(compression)).expect("open");
+                engine.close().expect("close");
+                drop(engine);
+                assert_eq!(
+                    written_compression(dir.path()),
+                    (sst.to_string(), "kNoCompression".to_string()),
+                    "{kind} with --compression {compression}"
+                );
+            }
+        }
     }
 }

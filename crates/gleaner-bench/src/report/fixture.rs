@@ -52,6 +52,7 @@ pub fn results() -> Results {
             })
             .collect(),
             direct_io: true,
+            compression: "lz4".to_string(),
             space_budget: Some(1.5),
             compressible: 0.0,
             seed: 42,

@@ -177,7 +177,7 @@ mod tests {
         json["workload"]
             .as_object_mut()
             .unwrap()
-            .retain(|k, _| k != "shape" && k != "engine_sizes");
+            .retain(|k, _| !["shape", "engine_sizes", "compression"].contains(&k.as_str()));
         for engine in json["engines"].as_array_mut().unwrap() {
             for phase in engine["phases"].as_array_mut().unwrap() {
                 phase.as_object_mut().unwrap().remove("tree");
@@ -185,10 +185,13 @@ mod tests {
         }
         let text = serde_json::to_string(&json).unwrap();
         assert!(!text.contains("\"tree\"") && !text.contains("\"shape\""));
+        assert!(!text.contains("\"compression\""));
         fs::write(results_path(dir.path()), text).unwrap();
         let back = read_json(dir.path()).unwrap();
         // The only rule there was: `absolute`.
         assert_eq!(back.workload.shape, "absolute");
+        // Every engine compressed with LZ4 before `--compression`.
+        assert_eq!(back.workload.compression, "lz4");
         assert!(back.workload.engine_sizes.is_empty());
         assert!(
             back.engines

@@ -95,6 +95,7 @@ fn header(out: &mut Out, r: &Results) {
         out.item(&format!("Sizes for {}", code(family)), &list.join(", "));
     }
     out.item("Direct I/O", if w.direct_io { "yes" } else { "no" });
+    out.item("Compression", &code(&w.compression));
     let budget = match (w.space_budget, w.budget_bytes()) {
         (Some(multiple), Some(bytes)) => format!(
             "{} dataset ({})",
@@ -522,6 +523,7 @@ mod tests {
             "- Cache: 64.0 MiB\n",
             "- Memtable / table / value file: 64.0 MiB / 64.0 MiB / 256.0 MiB\n",
             "- Direct I/O: yes\n",
+            "- Compression: `lz4`\n",
             "- Space budget: 1.50× dataset (12.0 GiB)\n",
             "- Seed: 42\n",
         ] {

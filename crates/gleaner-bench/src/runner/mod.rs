@@ -187,6 +187,7 @@ impl RunConfig {
                 .filter_map(|f| Some((f.to_string(), shape::engine_sizes(f, &self.common)?)))
                 .collect(),
             direct_io: self.common.direct_io,
+            compression: self.common.compression.to_string(),
             space_budget: self.space_budget,
             compressible: self.compressible,
             seed: self.seed,
