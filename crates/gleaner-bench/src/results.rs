@@ -283,6 +283,11 @@ pub struct GcFigures {
     /// Seconds background GC waited, yielding to reads (0 in older results).
     #[serde(default)]
     pub paced_seconds: f64,
+    /// The policy's own figures at the end of the phase, cumulative since the open (not a
+    /// difference: some are levels, as DumpKV's lifetime points); empty for peers and in older
+    /// results.
+    #[serde(default)]
+    pub policy: std::collections::BTreeMap<String, u64>,
 }
 
 /// One per-second sample of one engine.

@@ -188,6 +188,7 @@ impl Engine for GleanerEngine {
             lookup_micros: g.lookup_micros,
             paced_micros: g.paced_micros,
             write_micros: g.write_micros,
+            policy: g.policy_stats,
         })
     }
 

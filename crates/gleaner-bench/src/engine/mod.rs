@@ -137,6 +137,9 @@ pub struct GcCounters {
     pub write_micros: u64,
     /// Microseconds background GC waited, yielding to reads (Gleaner's `gc_read_yield_rate`).
     pub paced_micros: u64,
+    /// The figures only the engine's GC policy has, by its names (Gleaner's
+    /// `stats().gc.policy_stats`: DumpKV's trainings and lifetime points, say).
+    pub policy: std::collections::BTreeMap<String, u64>,
 }
 
 /// A key-value engine the harness can drive. Every method may be called from several threads

@@ -85,6 +85,7 @@ fn gleaner() -> EngineResult {
         lookup_seconds: 3.25,
         write_seconds: 8.0,
         paced_seconds: 0.0,
+        policy: Default::default(),
     });
     let read = phase("read", 2_000_000, 50.0, 40_000.0, 0.0, 1.4);
     // Gleaner's tree: L0 and L1 after the load; L1 and L2 after the updates (L0 empty).

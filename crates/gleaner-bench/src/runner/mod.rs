@@ -508,6 +508,7 @@ fn run_one_phase(
                 lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,
                 write_seconds: b.write_micros.saturating_sub(a.write_micros) as f64 / 1e6,
                 paced_seconds: b.paced_micros.saturating_sub(a.paced_micros) as f64 / 1e6,
+                policy: b.policy,
             }),
             _ => None,
         },
