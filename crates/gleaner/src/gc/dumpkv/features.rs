@@ -16,8 +16,7 @@ pub const MAX_DELTAS: usize = 32;
 /// EDWCs a key keeps (the paper's 10), windows `unit << 0` to `unit << 9`.
 pub const EDWCS: usize = 10;
 
-/// Inputs of the model: the age bucket, [`MAX_DELTAS`] delta buckets, the [`EDWCS`] decayed
-/// counters. (The paper's optional value size is left out: a GC job knows a record's length in
+/// Inputs of the model: the age bucket, 32 delta buckets, the 10 decayed counters. (The paper's optional value size is left out: a GC job knows a record's length in
 /// its table, not its value's, and a feature measured two ways would mislead the model.)
 pub const FEATURES: usize = 1 + MAX_DELTAS + EDWCS;
 
