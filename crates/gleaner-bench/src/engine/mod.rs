@@ -429,8 +429,18 @@ pub fn open(spec: &EngineSpec, dir: &Path, common: &CommonConfig) -> EngineResul
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The sizes of an 8 MiB dataset with block compression `compression`: what the engines'
+    /// compression tests open.
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    pub(crate) fn common(compression: Compression) -> CommonConfig {
+        CommonConfig {
+            compression,
+            ..crate::shape::sizes(crate::shape::Shape::Absolute, 8 << 20).common(1 << 20, false)
+        }
+    }
 
     #[test]
     fn specs_parse_with_policy_and_options() {

@@ -264,12 +264,7 @@ impl Engine for RocksEngine {
 mod tests {
     use super::*;
 
-    fn common(compression: Compression) -> CommonConfig {
-        CommonConfig {
-            compression,
-            ..crate::shape::sizes(crate::shape::Shape::Absolute, 8 << 20).common(1 << 20, false)
-        }
-    }
+    use super::super::tests::common;
 
     #[test]
     fn the_compression_flag_maps_to_rocksdb_types() {

@@ -39,7 +39,7 @@ pub struct CompactionContext<'a> {
 impl CompactionContext<'_> {
     /// The newest version of `user_key` older than `seq` in the version the job reads (its
     /// own inputs included), with its sequence number: what a hook that learns from a key's
-    /// history (DumpKV's features) reads of the version an entry replaces. A point lookup
+    /// history reads of the version an entry replaces. A point lookup
     /// counted as compaction reads (`CompactionRead`), through the block cache. `None` when
     /// the version holds none, or the job offers no lookups.
     ///

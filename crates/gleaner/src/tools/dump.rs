@@ -552,7 +552,7 @@ impl Dumper<'_> {
         self.line(&format!("slot: {slot}"))?;
         self.line(&format!("data_bytes: {}", data.len()))?;
         self.line(&format!("data: {}", super::text::hex(&data)))?;
-        // What the policy makes of it (DumpKV's model, node by node).
+        // What the policy makes of it (a model, node by node, say).
         match crate::gc::registry::describe_policy_file(policy, slot, &data) {
             Some(Ok(lines)) => lines.iter().try_for_each(|l| self.line(l)),
             Some(Err(e)) => self.line(&format!("unusable: {e}")),

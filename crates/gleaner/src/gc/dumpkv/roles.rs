@@ -176,16 +176,17 @@ impl VictimPicker for LifetimePicker {
         let force = ctx
             .garbage_ratio
             .map_or(self.dk.settings.force_ratio, |t| t.min(self.dk.settings.force_ratio));
-        // (due, overdue writes or garbage ratio, number): due ones first.
-        let mut eligible: Vec<(bool, f64, &VictimCandidate)> = candidates
+        // (due, overdue writes or garbage ratio, candidate, class): due ones first.
+        let mut eligible: Vec<(bool, f64, &VictimCandidate, u32)> = candidates
             .iter()
             .filter(|c| c.garbage_bytes > 0)
             .filter_map(|c| {
-                let deadline = self.lifetime(c).deadline();
+                let life = self.lifetime(c);
+                let deadline = life.deadline();
                 if ctx.latest_seq >= deadline {
-                    Some((true, (ctx.latest_seq - deadline) as f64, c))
+                    Some((true, (ctx.latest_seq - deadline) as f64, c, life.class))
                 } else if c.garbage_ratio() >= force {
-                    Some((false, c.garbage_ratio(), c))
+                    Some((false, c.garbage_ratio(), c, life.class))
                 } else {
                     None
                 }
@@ -198,13 +199,13 @@ impl VictimPicker for LifetimePicker {
         });
         let mut total = 0u64;
         let mut out = Vec::new();
-        for (due, _, c) in eligible {
+        for (due, _, c, class) in eligible {
             if !out.is_empty() && total.saturating_add(c.file_size) > ctx.max_input {
                 break;
             }
             total = total.saturating_add(c.file_size);
             out.push(c.number);
-            self.dk.picked(c.number, self.lifetime(c).class);
+            self.dk.picked(c.number, class);
             let counter = if due {
                 &self.dk.figures.picks_ttl
             } else {
@@ -213,5 +214,128 @@ impl VictimPicker for LifetimePicker {
             counter.fetch_add(1, Ordering::Relaxed);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::gc::dumpkv::state::Settings;
+    use crate::gc::picker::tests::cand;
+    use crate::gc::policy_file::PolicyFiles;
+    use crate::version::PolicyTableMeta;
+
+    fn picker(force_ratio: f64) -> LifetimePicker {
+        let files = PolicyFiles::new(TAG, Path::new("/db"), None, Default::default(), false);
+        let settings = Settings {
+            unit: 1000,
+            use_model: true,
+            train_samples: 64,
+            force_ratio,
+            learns: true,
+        };
+        LifetimePicker {
+            dk: Arc::new(DumpKv::new(settings, files)),
+        }
+    }
+
+    fn meta(class: u32, ttl: SeqNo, born: SeqNo) -> PolicyTableMeta {
+        PolicyTableMeta {
+            tag: TAG.to_string(),
+            data: TableLifetime { class, ttl, born }.encode(),
+        }
+    }
+
+    fn ctx(latest_seq: SeqNo, max_input: u64) -> PickContext {
+        PickContext {
+            max_input,
+            garbage_ratio: None,
+            latest_seq,
+        }
+    }
+
+    #[test]
+    fn table_lifetimes_round_trip_and_refuse_what_is_not_one() {
+        let l = TableLifetime {
+            class: CLASS_LONG,
+            ttl: 70_000,
+            born: 1 << 40,
+        };
+        assert_eq!(TableLifetime::decode(&l.encode()), Some(l));
+        assert_eq!(l.deadline(), (1 << 40) + 70_000);
+        let mut trailing = l.encode();
+        trailing.push(0);
+        for bad in [&[][..], &[2, 0, 1, 1], &[1, 3, 1, 1], &[1, 0, 1], &trailing] {
+            assert_eq!(TableLifetime::decode(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn due_tables_most_overdue_first_then_the_safety_net_and_never_without_garbage() {
+        let p = picker(0.8);
+        let (m1, m2, m3, m4) = (
+            meta(CLASS_SHORT, 100, 1000), // due at 1100
+            meta(CLASS_LONG, 500, 1000),  // due at 1500
+            meta(CLASS_DEFAULT, 5000, 1000),
+            meta(CLASS_SHORT, 10, 0),
+        );
+        let with = |c: VictimCandidate<'static>, m| VictimCandidate {
+            policy_meta: Some(m),
+            ..c
+        };
+        let cands = [
+            with(cand(1, 100, 10), &m1),
+            with(cand(2, 100, 10), &m2),
+            // Not due, but 90 % garbage: the safety net.
+            with(cand(3, 100, 90), &m3),
+            // Due, but no garbage: collecting it frees nothing.
+            with(cand(4, 100, 0), &m4),
+        ];
+        // At 1600: table 2 is 100 overdue, table 1 is 500: table 1 first; then the net.
+        assert_eq!(p.pick(&cands, &ctx(1600, 1000)), vec![1, 2, 3]);
+        // The job's input bound, the first always taken.
+        assert_eq!(p.pick(&cands, &ctx(1600, 150)), vec![1]);
+        // Before any is due: only the net.
+        assert_eq!(p.pick(&cands, &ctx(1050, 1000)), vec![3]);
+        // A higher net leaves it; the space throttle's lower ratio brings it back.
+        let strict = picker(0.95);
+        assert!(strict.pick(&cands, &ctx(1050, 1000)).is_empty());
+        let pressed = PickContext {
+            garbage_ratio: Some(0.05),
+            ..ctx(1050, 1000)
+        };
+        // (tables 1 and 2, 10 % garbage, pass it too, after table 3's 90 %).
+        assert_eq!(strict.pick(&cands, &pressed), vec![3, 1, 2]);
+        let f = &strict.dk.figures;
+        assert_eq!(
+            (
+                f.picks_ttl.load(Ordering::Relaxed),
+                f.picks_forced.load(Ordering::Relaxed)
+            ),
+            (0, 3)
+        );
+    }
+
+    #[test]
+    fn a_table_of_another_policy_is_a_default_table_born_at_its_largest_sequence() {
+        let p = picker(1.0);
+        let l_d = p.dk.points().default;
+        // cand(5, ..) holds sequence numbers 50 to 59.
+        let foreign = PolicyTableMeta {
+            tag: "novkv".to_string(),
+            data: vec![1, 2, 3],
+        };
+        let cands = [
+            cand(5, 100, 10),
+            VictimCandidate {
+                policy_meta: Some(&foreign),
+                ..cand(6, 100, 10)
+            },
+        ];
+        assert!(p.pick(&cands, &ctx(59 + l_d - 1, 1000)).is_empty());
+        assert_eq!(p.pick(&cands, &ctx(59 + l_d, 1000)), vec![5]);
+        assert_eq!(p.pick(&cands, &ctx(69 + l_d, 1000)), vec![5, 6]);
     }
 }

@@ -404,7 +404,7 @@ impl Checker {
                 .fs
                 .read_all(&self.dir.join(name))
                 .and_then(|bytes| crate::gc::policy_file::decode_policy_file(name, &bytes));
-            // Its checksum holds; the policy may check what it wrote (DumpKV its model).
+            // Its checksum holds; the policy may check what it wrote (a model, say).
             let described = read.as_ref().ok().and_then(|data| {
                 let (policy, slot) = crate::filename::parse_policy_file_name(name)?;
                 crate::gc::registry::describe_policy_file(policy, slot, data)
