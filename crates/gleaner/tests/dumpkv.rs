@@ -142,6 +142,11 @@ fn train_once(fs: &FaultFs, w: &mut Workload) {
         assert!(w.writes < 100_000, "a model was trained");
         w.round(&db, 1000);
     }
+    assert_eq!(
+        own(&db, "dumpkv_trainings_in_task"),
+        0,
+        "inline: on the job's thread"
+    );
     db.close().expect("close");
 }
 
@@ -209,6 +214,49 @@ fn a_trained_model_tells_short_lived_keys_from_long_lived_ones() {
         short > long,
         "invalid ratio at collection: short {short:.3}, long {long:.3}"
     );
+    db.close().expect("close");
+}
+
+/// With GC threads running, a training goes to the policy's training task (its fit on a
+/// thread of the lowest priority) instead of the GC job's thread; its model is installed and
+/// saved all the same, and the next open loads it.
+#[test]
+fn with_background_threads_the_training_task_trains_and_saves() {
+    let fs = FaultFs::new(28);
+    let mut w = Workload::new(28);
+    let background = || {
+        options(&fs)
+            .with_inline_background_work(false)
+            .with_gc_threads(1)
+    };
+    let db = Db::open(Path::new("/db"), background()).expect("open");
+    while own(&db, "dumpkv_trainings") == 0 {
+        assert!(w.writes < 200_000, "a model was trained");
+        w.round(&db, 1000);
+        // A fit handed over runs beside this thread: wait for it before the next round, so
+        // the writes never outrun it (bounded; 512 rows take milliseconds of CPU, even at the
+        // lowest priority on a loaded machine).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while own(&db, "dumpkv_trainings_started")
+            > own(&db, "dumpkv_trainings") + own(&db, "dumpkv_trainings_skipped")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the training task ended a fit"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    assert!(fs.file_bytes(model_path()).is_some(), "saved");
+    assert_eq!(
+        own(&db, "dumpkv_trainings_in_task"),
+        own(&db, "dumpkv_trainings_started"),
+        "every training went to the task"
+    );
+    db.close().expect("close");
+    assert_eq!(own(&db, "dumpkv_trainings_abandoned"), 0);
+    let db = Db::open(Path::new("/db"), background()).expect("reopen");
+    assert_eq!(own(&db, "dumpkv_model_files_loaded"), 1);
     db.close().expect("close");
 }
 

@@ -56,14 +56,18 @@ struct TasksInner {
 #[derive(Debug, Default)]
 struct TasksState {
     stopping: bool,
+    /// Counts [`PolicyTasks::wake`] calls: a task's wait ends when it moves.
+    wakes: u64,
     running: usize,
     threads: Vec<JoinHandle<()>>,
 }
 
-/// What a task is given: whether to stop, and a sleep the stop interrupts.
+/// What a task is given: whether to stop, and a sleep the stop (or a wake) interrupts.
 #[derive(Debug, Clone)]
 pub struct TaskStop {
     inner: Arc<TasksInner>,
+    /// The wakes this task has seen: a wake that comes before its wait is not lost.
+    seen: std::cell::Cell<u64>,
 }
 
 impl TaskStop {
@@ -72,15 +76,17 @@ impl TaskStop {
         self.inner.state.lock().stopping
     }
 
-    /// Sleeps up to `timeout`, less if the tasks are asked to stop; returns whether they were.
+    /// Sleeps up to `timeout`, less if the tasks are asked to stop or [`PolicyTasks::wake`]
+    /// was called since this task's last wait; returns whether they were asked to stop.
     pub fn wait(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut st = self.inner.state.lock();
-        while !st.stopping {
+        while !st.stopping && st.wakes == self.seen.get() {
             if self.inner.changed.wait_until(&mut st, deadline).timed_out() {
                 break;
             }
         }
+        self.seen.set(st.wakes);
         st.stopping
     }
 }
@@ -121,6 +127,7 @@ impl PolicyTasks {
         }
         let stop = TaskStop {
             inner: Arc::clone(&self.inner),
+            seen: std::cell::Cell::new(st.wakes),
         };
         let inner = Arc::clone(&self.inner);
         let handle = std::thread::Builder::new()
@@ -141,6 +148,13 @@ impl PolicyTasks {
         st.running += 1;
         st.threads.push(handle);
         Ok(())
+    }
+
+    /// Ends the current [`TaskStop::wait`] of every task (or its next one, if it is not
+    /// waiting): work was handed to it.
+    pub fn wake(&self) {
+        self.inner.state.lock().wakes += 1;
+        self.inner.changed.notify_all();
     }
 
     /// Asks every task to stop and waits for them, each at most [`POLICY_TASK_STOP_WAIT`];
@@ -213,5 +227,26 @@ mod tests {
         }
         assert!(many.spawn("one more", |_| {}).is_err());
         many.stop_and_join();
+    }
+
+    #[test]
+    fn a_wake_ends_a_wait_and_is_not_lost_before_it() {
+        let tasks = PolicyTasks::new(Path::new("/db"), false);
+        let (woken, rx) = std::sync::mpsc::channel();
+        tasks
+            .spawn("sleeper", move |stop| {
+                // An hour per wait: only a wake or the stop ends one within the test.
+                while !stop.wait(Duration::from_secs(3600)) {
+                    woken.send(()).expect("the test waits");
+                }
+            })
+            .expect("spawn");
+        // Possibly before the task's first wait: it must still see it.
+        for _ in 0..3 {
+            tasks.wake();
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("woken by wake(), not by its hour-long timeout");
+        }
+        tasks.stop_and_join();
     }
 }

@@ -19,12 +19,14 @@ mod model;
 mod roles;
 mod samples;
 mod state;
+mod trainer;
 
 use std::sync::Arc;
 
 pub use self::model::Model;
 use self::roles::{LifetimePicker, LifetimeRouter};
 use self::state::{DumpKv, Settings};
+use self::trainer::Trainer;
 use super::oracle::{IndexOracle, LookupKind};
 use super::policy::{CommitStyle, GcReadMode, PolicySet};
 use super::runtime::PolicyContext;
@@ -58,9 +60,9 @@ pub fn describe_file(slot: &str, data: &[u8]) -> std::result::Result<Vec<String>
 }
 
 /// The roles of `dumpkv`, its model read from its file (a read-only open reads it and never
-/// trains or writes).
+/// trains or writes), and its training task when GC runs in the background.
 ///
-/// Errors: none yet; the signature leaves room for a factory's.
+/// Errors: the training task cannot start.
 pub fn policy_set(ctx: &PolicyContext<'_>) -> Result<PolicySet> {
     let opts = ctx.opts;
     let settings = Settings {
@@ -70,7 +72,19 @@ pub fn policy_set(ctx: &PolicyContext<'_>) -> Result<PolicySet> {
         force_ratio: opts.dumpkv_force_ratio(),
         learns: !ctx.read_only,
     };
-    let dk = Arc::new(DumpKv::new(settings, ctx.files.clone()));
+    // Trainings go to a task of their own when GC jobs run on background threads; under
+    // inline work, or with GC only in `run_gc`, the job that makes one due runs it (replays).
+    let background = settings.learns
+        && settings.use_model
+        && !opts.inline_background_work()
+        && opts.gc_threads() > 0;
+    let trainer = background.then(|| Trainer::new(ctx.tasks.clone()));
+    let dk = Arc::new(DumpKv::new(settings, ctx.files.clone(), trainer));
+    if background {
+        let task = Arc::clone(&dk);
+        ctx.tasks
+            .spawn(trainer::TASK_NAME, move |stop| task.run_trainer(&stop))?;
+    }
     Ok(PolicySet {
         name: opts.gc_policy().name().to_string(),
         picker: Box::new(LifetimePicker { dk: Arc::clone(&dk) }),

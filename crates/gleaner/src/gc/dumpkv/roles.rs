@@ -237,7 +237,7 @@ mod tests {
             learns: true,
         };
         LifetimePicker {
-            dk: Arc::new(DumpKv::new(settings, files)),
+            dk: Arc::new(DumpKv::new(settings, files, None)),
         }
     }
 

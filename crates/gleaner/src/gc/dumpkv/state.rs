@@ -10,11 +10,13 @@ use std::time::Instant;
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 
-use super::features::{FEATURES, Features, window_index};
+use super::features::{Features, window_index};
 use super::lifetime::{LifetimeHistogram, LifetimePoints};
 use super::model::{Model, TrainError};
 use super::samples::{Sample, SampleQueues, coin};
+use super::trainer::{Fitted, Trainer, TrainingSet};
 use crate::gc::policy_file::PolicyFiles;
+use crate::gc::runtime::TaskStop;
 use crate::key::SeqNo;
 
 /// The slot of the model file: `dumpkv.model.pol`.
@@ -42,7 +44,13 @@ pub struct Settings {
 /// The policy's figures, for `stats().gc.policy_stats`.
 #[derive(Debug, Default)]
 pub struct Figures {
+    /// Trainings begun: handed to the training task, or run at the end of a GC job.
+    pub trainings_started: AtomicU64,
+    /// Of those, the ones handed to the training task.
+    pub trainings_in_task: AtomicU64,
     pub trainings: AtomicU64,
+    /// Fits `close()` gave up (their model dropped).
+    pub trainings_abandoned: AtomicU64,
     pub trainings_skipped: AtomicU64,
     pub train_micros: AtomicU64,
     pub samples_compaction: AtomicU64,
@@ -96,8 +104,11 @@ pub struct DumpKv {
     /// `l_s`, `l_l`, `l_d`, read without the lock by the router and the picker.
     points: [AtomicU64; 3],
     model: ArcSwapOption<Model>,
-    /// A training is running (on another GC thread).
+    /// A training is running (handed to the task, or on another GC thread).
     training: AtomicBool,
+    /// The task trainings are handed to; `None`: they run at the end of the GC job that made
+    /// them due (`trainer.rs`).
+    trainer: Option<Trainer>,
     /// The class of each victim picked whose job has not finished.
     victim_class: Mutex<std::collections::HashMap<u64, u32>>,
     pub figures: Figures,
@@ -105,8 +116,9 @@ pub struct DumpKv {
 
 impl DumpKv {
     /// The state of a database opened with `settings`, its model read from `files` if one was
-    /// saved (a damaged file is counted and ignored: training starts over).
-    pub fn new(settings: Settings, files: PolicyFiles) -> Self {
+    /// saved (a damaged file is counted and ignored: training starts over); trainings go to
+    /// `trainer`'s task if given (started with [`DumpKv::run_trainer`]).
+    pub fn new(settings: Settings, files: PolicyFiles, trainer: Option<Trainer>) -> Self {
         let initial = LifetimePoints::initial(settings.unit);
         let window = (settings.train_samples as u64).saturating_mul(4);
         let dk = DumpKv {
@@ -126,6 +138,7 @@ impl DumpKv {
             model: ArcSwapOption::empty(),
             victim_class: Mutex::new(std::collections::HashMap::new()),
             training: AtomicBool::new(false),
+            trainer,
             figures: Figures::default(),
         };
         dk.load_model();
@@ -308,34 +321,56 @@ impl DumpKv {
         a > 0 && b > 0 && g.queues.fresh() >= self.settings.train_samples as u64
     }
 
-    /// Called at the end of each GC job, on its thread (a background GC thread, or the caller
-    /// of `Db::run_gc`): trains when enough samples arrived. Training there, not on a thread of
-    /// its own, keeps the model a function of the sequence of jobs: a run with the same jobs
-    /// (inline background work, a replayed simulation) places every record alike. A training
-    /// of 128 Ki rows takes about a second of one core.
+    /// Called at the end of each GC job, on its thread: when enough samples arrived, takes a
+    /// training set of the newest, labelled with the current points, and hands it to the
+    /// training task, or (without one) trains at once on this thread, so the model is a
+    /// function of the sequence of jobs (`trainer.rs`). A training of 128 Ki rows takes about
+    /// a second of one core.
     pub fn maybe_train(&self) {
-        if self.settings.learns && self.settings.use_model && self.due_for_training() {
-            self.train();
+        if !(self.settings.learns && self.settings.use_model && self.due_for_training()) {
+            return;
         }
-    }
-
-    /// Trains a model on the newest samples, labelled with the current points, swaps it in
-    /// and saves it. A set of one label only is skipped (counted).
-    pub fn train(&self) {
         if self.training.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.figures.trainings_started.fetch_add(1, Ordering::Relaxed);
         let points = self.points();
-        let (rows, labels): (Vec<[f32; FEATURES]>, Vec<bool>) = self
-            .learning
-            .lock()
-            .queues
-            .take_training_set(self.settings.train_samples, &points, self.settings.unit);
-        let start = Instant::now();
-        let result = Model::train(&rows, &labels, self.settings.unit);
+        let set: TrainingSet = self.learning.lock().queues.take_training_set(
+            self.settings.train_samples,
+            &points,
+            self.settings.unit,
+        );
+        match &self.trainer {
+            Some(trainer) => {
+                self.figures.trainings_in_task.fetch_add(1, Ordering::Relaxed);
+                trainer.hand_over(set, self.settings.unit);
+            }
+            None => {
+                let start = Instant::now();
+                let result = Model::train(&set.0, &set.1, self.settings.unit);
+                self.finish((result, start.elapsed()));
+            }
+        }
+    }
+
+    /// The training task's body (see [`Trainer::run`]), until `close()` stops it.
+    pub fn run_trainer(&self, stop: &TaskStop) {
+        let Some(trainer) = &self.trainer else {
+            return;
+        };
+        if trainer.run(stop, |fitted| self.finish(fitted)) {
+            self.figures
+                .trainings_abandoned
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A training ended: its model is swapped in and saved. A set of one label only is
+    /// skipped (counted).
+    fn finish(&self, (result, took): Fitted) {
         self.figures
             .train_micros
-            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
         match result {
             Ok(model) => {
                 let data = model.encode();
@@ -363,7 +398,10 @@ impl DumpKv {
         let points = self.points();
         let (queue_a, queue_b) = self.learning.lock().queues.lens();
         let mut out: BTreeMap<String, u64> = [
+            ("dumpkv_trainings_started", &f.trainings_started),
+            ("dumpkv_trainings_in_task", &f.trainings_in_task),
             ("dumpkv_trainings", &f.trainings),
+            ("dumpkv_trainings_abandoned", &f.trainings_abandoned),
             ("dumpkv_trainings_skipped", &f.trainings_skipped),
             ("dumpkv_train_micros", &f.train_micros),
             ("dumpkv_samples_compaction", &f.samples_compaction),
