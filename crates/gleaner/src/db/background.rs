@@ -387,8 +387,13 @@ impl DbInner {
             // Closing, or already read-only (a failed manifest write, say).
             return;
         }
-        Counters::add(&self.counters.compaction_errors, 1);
-        *self.last_compaction_error.lock() = Some(e.to_string());
+        {
+            // The count moves under the message's lock: a reader of `stats()` that sees the
+            // count (read before the message) sees the message too.
+            let mut last = self.last_compaction_error.lock();
+            *last = Some(e.to_string());
+            Counters::add(&self.counters.compaction_errors, 1);
+        }
         let mut st = self.state.lock();
         st.compaction_failures = st.compaction_failures.saturating_add(1);
         let doublings = (st.compaction_failures - 1).min(16);
@@ -439,7 +444,8 @@ impl DbInner {
         });
         // Memtables hold handles only where a GC wrote them back (write-back commits); a flush that
         // drops one (the key was overwritten again before the flush) makes its record garbage,
-        // counted here as a compaction counts its drops.
+        // counted here as a compaction counts its drops, each in detail (a GC job does not wait
+        // for a flush: see `GarbageListener::for_flush`).
         let mut garbage = {
             let st = self.state.lock();
             GarbageListener::new(
@@ -447,6 +453,7 @@ impl DbInner {
                 Arc::clone(&self.values),
                 st.gc_claimed.clone(),
             )
+            .for_flush()
         };
         // Drop keys, if the policy asks: the identities of the records whose handles the flush drops.
         let mut drop_keys = self

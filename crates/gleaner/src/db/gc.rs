@@ -814,8 +814,13 @@ impl DbInner {
         if matches!(e, Error::Closed) {
             return;
         }
-        Counters::add(&self.counters.gc_errors, 1);
-        *self.last_gc_error.lock() = Some(e.to_string());
+        {
+            // The count moves under the message's lock: a reader of `stats()` that sees the
+            // count (read before the message) sees the message too.
+            let mut last = self.last_gc_error.lock();
+            *last = Some(e.to_string());
+            Counters::add(&self.counters.gc_errors, 1);
+        }
         let (damaged, backoff) = {
             let st = self.state.lock();
             let damaged = victims.iter().any(|v| st.gc_failed.contains(v));
