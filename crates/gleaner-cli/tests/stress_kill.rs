@@ -59,7 +59,7 @@ fn twenty_sigkill_cycles_keep_every_acknowledged_write() {
     );
 }
 
-/// Two kill-verify cycles under each of the thirteen GC variants in turn (`--gc all`), so every
+/// Two kill-verify cycles under each of the fourteen GC variants in turn (`--gc all`), so every
 /// policy and technique combination is killed mid-flight, and the database changes GC variant
 /// at every restart.
 #[test]
@@ -67,7 +67,7 @@ fn sigkill_cycles_under_every_gc_variant_keep_every_acknowledged_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = stress(
         &[
-            "loop", "--seed", "11", "--cycles", "26", "--min-ms", "150", "--max-ms", "500", "--gc",
+            "loop", "--seed", "11", "--cycles", "28", "--min-ms", "150", "--max-ms", "500", "--gc",
             "all",
         ],
         dir.path(),
@@ -80,6 +80,7 @@ fn sigkill_cycles_under_every_gc_variant_keep_every_acknowledged_write() {
         "blobdb",
         "novkv",
         "dumpkv",
+        "diffkv",
         "tdb",
         "tdb-r",
         "tdb-l",

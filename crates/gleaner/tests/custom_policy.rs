@@ -17,9 +17,10 @@ use std::sync::atomic::Ordering;
 use common::custom::{
     BOTTOM_MARK, CANDIDATES_WITH_META, OWN_THRESHOLD, OldestFirstFactory, inheritance,
 };
+use common::dump::{handles, hex, manifest_dump};
 use gleaner::gc::{CommitStyle, PolicyContext, PolicyFactory, PolicySet};
 use gleaner::io::FaultFs;
-use gleaner::{Db, GcPolicyKind, Options, ReadOptions};
+use gleaner::{Db, GcPolicyKind, Options};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -44,84 +45,6 @@ fn value(key: u32, round: u32, len: usize) -> Vec<u8> {
 
 fn key(i: u32) -> String {
     format!("k{i:04}")
-}
-
-fn check(db: &Db, model: &BTreeMap<String, Vec<u8>>, ctx: &str) {
-    for (k, v) in model {
-        assert_eq!(
-            db.get(k).expect("get").as_deref(),
-            Some(&v[..]),
-            "{ctx}: {k}"
-        );
-    }
-    let scanned: Vec<(Vec<u8>, Vec<u8>)> = db
-        .range(.., &ReadOptions::default())
-        .expect("range")
-        .map(|r| r.expect("scan"))
-        .collect();
-    let expect: Vec<(Vec<u8>, Vec<u8>)> = model
-        .iter()
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.clone()))
-        .collect();
-    assert!(scanned == expect, "{ctx}: the scan differs from the model");
-}
-
-/// The newest entry of each key in the key tables, read with `gleaner dump`: for a handle, its
-/// value table and payload; `None` for an inline value or a deletion. Tables a compaction
-/// replaced may still be in the directory: their entries are older, or the same entries in an
-/// older table (a compaction's outputs are numbered after its inputs).
-fn handles(dir: &Path) -> BTreeMap<String, Option<(u64, Option<String>)>> {
-    type Newest = ((u64, u64), Option<(u64, Option<String>)>);
-    let mut newest: BTreeMap<String, Newest> = BTreeMap::new();
-    for e in std::fs::read_dir(dir).expect("dir") {
-        let path = e.expect("entry").path();
-        if path.extension().is_none_or(|x| x != "sst") {
-            continue;
-        }
-        let table: u64 = path
-            .file_stem()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.parse().ok())
-            .expect("table number");
-        let mut text = Vec::new();
-        gleaner::tools::dump_file(&path, &mut text, false).expect("dump");
-        for line in String::from_utf8(text).expect("utf8").lines() {
-            let cols: Vec<&str> = line.split('\t').collect();
-            let Some(seq) = cols.get(1).and_then(|c| c.strip_prefix("seq=")) else {
-                continue;
-            };
-            let seq: u64 = seq.parse().expect("seq");
-            let entry = (cols[2] == "kind=handle").then(|| {
-                let field = |name: &str| {
-                    cols[3]
-                        .split(' ')
-                        .find_map(|f| f.strip_prefix(name))
-                        .map(str::to_string)
-                };
-                let file = field("file=").expect("file").parse().expect("number");
-                (file, field("payload="))
-            });
-            let at = (seq, table);
-            let slot = newest.entry(cols[0].to_string()).or_insert((at, None));
-            if at >= slot.0 {
-                *slot = (at, entry);
-            }
-        }
-    }
-    newest.into_iter().map(|(k, (_, e))| (k, e)).collect()
-}
-
-/// `gleaner dump` of the live manifest.
-fn manifest_dump(dir: &Path) -> String {
-    let current = std::fs::read_to_string(dir.join("CURRENT")).expect("CURRENT");
-    let name = current.split(' ').next().expect("name");
-    let mut text = Vec::new();
-    gleaner::tools::dump_file(&dir.join(name), &mut text, false).expect("dump");
-    String::from_utf8(text).expect("utf8")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Each key's newest value is separated exactly when the router says, and its handle carries
@@ -186,7 +109,7 @@ fn exact_with_payloads(commit: CommitStyle) {
         let before = handles(dir.path());
         let gc = db.run_gc().expect("gc");
         records_read += gc.totals.records_read;
-        check(&db, &model, &format!("round {round} after GC"));
+        common::reads::assert_reads(&db, &model, &format!("round {round} after GC"));
         // Compaction rewrites the handles that name collected tables; payloads stay.
         db.compact_range(None, None).expect("compact");
         check_payloads(dir.path(), &model, &format!("round {round} after GC"));
@@ -221,7 +144,7 @@ fn exact_with_payloads(commit: CommitStyle) {
         "{own:?}"
     );
     assert!(own.get("bottom_marks").is_some_and(|&m| m > 0), "{own:?}");
-    check(&db, &model, "before reopen");
+    common::reads::assert_reads(&db, &model, "before reopen");
     db.close().expect("close");
 
     // The value tables carry the scheme's metadata in a manifest of format 3, and its picker
@@ -275,7 +198,7 @@ fn exact_with_payloads(commit: CommitStyle) {
     let err = Db::open(dir.path(), plain_options()).expect_err("unknown policy");
     assert!(err.to_string().contains(&format!("`{name}`")), "{err}");
     let ro = Db::open_read_only(dir.path(), plain_options()).expect("read-only");
-    check(&ro, &model, "read-only without the factory");
+    common::reads::assert_reads(&ro, &model, "read-only without the factory");
     drop(ro);
 
     // Another policy chosen explicitly, without the scheme registered: its tables' metadata is
@@ -291,12 +214,12 @@ fn exact_with_payloads(commit: CommitStyle) {
     // back.
     let other = options(&factory).with_gc_policy(GcPolicyKind::Terarkdb);
     let db = Db::open(dir.path(), other).expect("switch to terarkdb");
-    check(&db, &model, "under terarkdb");
+    common::reads::assert_reads(&db, &model, "under terarkdb");
     db.run_gc().expect("gc");
-    check(&db, &model, "under terarkdb after GC");
+    common::reads::assert_reads(&db, &model, "under terarkdb after GC");
     db.close().expect("close");
     let db = Db::open(dir.path(), options(&factory)).expect("back to the scheme");
-    check(&db, &model, "back");
+    common::reads::assert_reads(&db, &model, "back");
     assert_eq!(get(&counts.loaded), learned, "the model read back at open");
     db.close().expect("close");
 
@@ -317,7 +240,7 @@ fn exact_with_payloads(commit: CommitStyle) {
     let db = Db::open(dir.path(), options(&factory)).expect("open with a damaged model");
     assert_eq!(get(&counts.loaded), 0, "learning starts over");
     assert_eq!(db.stats().gc.policy_files_damaged, 1);
-    check(&db, &model, "with a damaged model");
+    common::reads::assert_reads(&db, &model, "with a damaged model");
     db.close().expect("close");
     let report = gleaner::tools::check_db(dir.path(), &options(&factory)).expect("check");
     assert!(

@@ -320,18 +320,28 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
         GcPolicyKind::Novkv => o.with_novkv_valid_threshold(0.95),
         // Lifetimes of tens of writes, and a model trained every 64 samples.
         GcPolicyKind::Dumpkv => o.with_dumpkv_time_unit(16).with_dumpkv_train_samples(64),
+        // The matrix's 100-byte threshold for small values, its longest values (1,000 to
+        // 1,500 bytes) in vLogs, GC as frequent as the others', and few sorted runs so the
+        // scan-optimised merge runs.
+        GcPolicyKind::Diffkv => o
+            .with_diffkv_small_max(100)
+            .with_diffkv_large_min(1_000)
+            .with_diffkv_gc_ratio(0.05)
+            .with_diffkv_vtree_gc_ratio(0.05)
+            .with_diffkv_max_sorted_runs(2),
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger | GcPolicyKind::Custom => o,
     }
 }
 
 /// The policies the matrix switches between: every built-in one and the custom scheme.
-const MATRIX_POLICIES: [GcPolicyKind; 7] = [
+const MATRIX_POLICIES: [GcPolicyKind; 8] = [
     GcPolicyKind::Terarkdb,
     GcPolicyKind::Scavenger,
     GcPolicyKind::Titan,
     GcPolicyKind::Blobdb,
     GcPolicyKind::Novkv,
     GcPolicyKind::Dumpkv,
+    GcPolicyKind::Diffkv,
     GcPolicyKind::Custom,
 ];
 
@@ -576,6 +586,19 @@ fn build_state(policy: GcPolicyKind, seed: u64) -> (FaultFs, Map) {
             assert!(
                 get("dumpkv_features_folded") > 0
                     && get("dumpkv_picks_ttl") + get("dumpkv_picks_forced") > 0,
+                "{ctx}: {own:?}"
+            );
+        }
+        GcPolicyKind::Diffkv => {
+            collect(&db, &ctx);
+            // Compactions merged vTree values; values of all three sizes were placed.
+            let own = db.stats().gc.policy_stats;
+            let get = |n: &str| own.get(n).copied().unwrap_or(0);
+            assert!(
+                get("diffkv_merges") > 0
+                    && get("diffkv_placed_small") > 0
+                    && get("diffkv_placed_medium") > 0
+                    && get("diffkv_placed_large") > 0,
                 "{ctx}: {own:?}"
             );
         }

@@ -49,13 +49,14 @@ const MIN_SEPARATED: u64 = 512;
 /// The GC variants `--gc` accepts: the `scavenger` policy, the `terarkdb` policy (`tdb`)
 /// with any of Scavenger's techniques switched on (`r` lazy read, `l` index-decoupled tables and
 /// lookups, `w` hotness-aware writes), named as in the paper's ablation, `titan`, `blobdb`,
-/// `novkv` and `dumpkv`.
+/// `novkv`, `dumpkv` and `diffkv`.
 const GC_VARIANTS: &[&str] = &[
     "scavenger",
     "titan",
     "blobdb",
     "novkv",
     "dumpkv",
+    "diffkv",
     "tdb",
     "tdb-r",
     "tdb-l",
@@ -513,6 +514,20 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
             .with_dumpkv_time_unit(16)
             .with_dumpkv_train_samples(64)
             .with_dumpkv_force_ratio(0.05)
+            .with_gc_lazy_read(Switch::Auto)
+            .with_index_decoupled_tables(Switch::Auto)
+            .with_hotness_aware_writes(Switch::Auto);
+    }
+    if variant == "diffkv" {
+        // The tool's separation threshold for small values, values of four times it in vLogs,
+        // GC as frequent as the others', two sorted runs per key so tagged merges run too.
+        return opts
+            .with_gc_policy(GcPolicyKind::Diffkv)
+            .with_diffkv_small_max(MIN_SEPARATED)
+            .with_diffkv_large_min(MIN_SEPARATED * 4)
+            .with_diffkv_gc_ratio(0.05)
+            .with_diffkv_vtree_gc_ratio(0.05)
+            .with_diffkv_max_sorted_runs(2)
             .with_gc_lazy_read(Switch::Auto)
             .with_index_decoupled_tables(Switch::Auto)
             .with_hotness_aware_writes(Switch::Auto);

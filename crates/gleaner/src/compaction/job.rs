@@ -1,7 +1,7 @@
 //! Running a flush or a compaction: merge the inputs, filter them through the compaction
 //! iterator, write the survivors, and describe the result as a version edit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -245,6 +245,9 @@ pub struct RelocationSetup {
     pub values: ValueOutputConfig,
     /// The policy's router, which places them.
     pub router: Arc<dyn ValueRouter>,
+    /// The value tables GC jobs held when the compaction started: their records stay where
+    /// they are (a job may be copying them; see `compaction/garbage.rs`).
+    pub claimed: BTreeSet<u64>,
 }
 
 /// What a finished compaction produced.
@@ -384,6 +387,7 @@ pub fn run_compaction<'h>(
             relocation.router,
             aliases,
         )
+        .with_claimed(relocation.claimed)
     });
     drain(
         &mut it,

@@ -5,7 +5,7 @@
 //! record is no longer referenced by that entry: it is garbage of its table, counted in the
 //! compaction's own edit, and a table whose every record is garbage goes with that edit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 #[cfg(doc)]
@@ -34,6 +34,9 @@ pub struct RelocationStats {
     pub inlined: u64,
     /// Values left in place because an alias outside the compaction names their record.
     pub aliased: u64,
+    /// Values left in place because a GC job held their table when the compaction started:
+    /// the job may be copying the record, and both copies could not be accounted.
+    pub claimed: u64,
 }
 
 /// What a finished relocation produced.
@@ -63,6 +66,8 @@ pub struct Relocator<'a> {
     alias_of: Option<(Vec<u8>, SeqNo)>,
     /// Key tables outside the compaction that hold aliases, and where to read them.
     aliases: AliasTables<'a>,
+    /// Value tables GC jobs held when the compaction started (see [`Relocator::with_claimed`]).
+    claimed: BTreeSet<u64>,
 }
 
 /// The key tables outside a compaction that hold aliases (handle updates on
@@ -148,7 +153,7 @@ impl<'a> Relocator<'a> {
             version,
             cache,
             level,
-            values: ClassedValueOutputs::new(cfg, router, RouteOrigin::Compaction),
+            values: ClassedValueOutputs::new(cfg, router, RouteOrigin::Compaction).at_level(level),
             garbage: BTreeMap::new(),
             stats: RelocationStats::default(),
             last: None,
@@ -156,7 +161,19 @@ impl<'a> Relocator<'a> {
             value: Vec::new(),
             alias_of: None,
             aliases,
+            claimed: BTreeSet::new(),
         }
+    }
+
+    /// Leaves in place the records of `claimed`, the value tables GC jobs held when the
+    /// compaction started. A job may be copying such a record: were the compaction to move it
+    /// too, the entry would name the compaction's copy, and the job's copy, which its
+    /// inheritance makes reachable, would be garbage no drop ever counts. A job that claims a
+    /// table later waits for this compaction before it checks a record (`garbage.rs`).
+    #[must_use]
+    pub fn with_claimed(mut self, claimed: BTreeSet<u64>) -> Self {
+        self.claimed = claimed;
+        self
     }
 
     /// Notes kept entry `key`, whose value is `stored`, which the policy does not relocate:
@@ -206,6 +223,10 @@ impl<'a> Relocator<'a> {
             // Collected (inheritance) or retired: not an old table of this policy's making.
             return Ok(None);
         };
+        if self.claimed.contains(&at.file_number) {
+            self.stats.claimed += 1;
+            return Ok(None);
+        }
         // New tables take records in internal-key order; an entry whose record sequence breaks
         // it (a handle written back by another policy) keeps its old place.
         let in_order = self.last.as_ref().is_none_or(|(k, s)| {

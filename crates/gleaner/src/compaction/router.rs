@@ -62,6 +62,18 @@ pub struct RouteContext<'a> {
     pub now: SeqNo,
 }
 
+/// Where and when a value table was written: what [`ValueRouter::table_meta`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableOrigin {
+    /// The job that wrote it.
+    pub origin: RouteOrigin,
+    /// The index-tree level of the entries naming its values: 0 at a flush, the output level
+    /// in compaction; `None` in a GC job (no index entry is written).
+    pub level: Option<u32>,
+    /// The database's newest sequence number when the job started ([`RouteContext::now`]).
+    pub now: SeqNo,
+}
+
 /// Where a value goes: the router's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
@@ -92,14 +104,13 @@ pub trait ValueRouter: Send + Sync + std::fmt::Debug {
     /// refuses with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before writing.
     fn place(&self, ctx: &RouteContext<'_>) -> Placement;
 
-    /// The policy's metadata of value table `table`, just written at `origin` (its class is
-    /// `table.class`): kept in the manifest with the table, tagged with the policy's name, and
-    /// shown to the victim picker. At most
+    /// The policy's metadata of value table `table`, just written where and when `at` says
+    /// (its class is `table.class`): kept in the manifest with the table, tagged with the
+    /// policy's name, and shown to the victim picker and the hooks. At most
     /// [`MAX_POLICY_TABLE_META`](crate::version::MAX_POLICY_TABLE_META) bytes; more is refused
-    /// as a policy bug. `now` is the database's newest sequence number when the job started
-    /// ([`RouteContext::now`]). Default: none.
-    fn table_meta(&self, table: &ValueTableMeta, origin: RouteOrigin, now: SeqNo) -> Option<Vec<u8>> {
-        let _ = (table, origin, now);
+    /// as a policy bug. Default: none.
+    fn table_meta(&self, table: &ValueTableMeta, at: &TableOrigin) -> Option<Vec<u8>> {
+        let _ = (table, at);
         None
     }
 }

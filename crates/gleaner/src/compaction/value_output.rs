@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::pending::PendingFiles;
 use crate::compaction::router::{
-    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, ValueRouter,
+    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, TableOrigin, ValueRouter,
 };
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
@@ -198,6 +198,8 @@ pub struct ClassedValueOutputs {
     cfg: ValueOutputConfig,
     router: Arc<dyn ValueRouter>,
     origin: RouteOrigin,
+    /// The index-tree level of the entries naming the values ([`TableOrigin::level`]).
+    level: Option<u32>,
     /// The runs being written, by class and expiry group, with when each was last written to.
     runs: Vec<OpenRun>,
     /// Runs finished early to bound the open groups ([`MAX_OPEN_EXPIRY_GROUPS`]).
@@ -240,10 +242,22 @@ impl ClassedValueOutputs {
             cfg,
             router,
             origin,
+            // A flush writes L0; a compaction says its output level ([`Self::at_level`]).
+            level: match origin {
+                RouteOrigin::Flush | RouteOrigin::Recovery => Some(0),
+                RouteOrigin::Gc | RouteOrigin::Compaction => None,
+            },
             runs: Vec::new(),
             closed: Vec::new(),
             writes: 0,
         }
+    }
+
+    /// The outputs of a compaction writing index level `level`.
+    #[must_use]
+    pub fn at_level(mut self, level: u32) -> Self {
+        self.level = Some(level);
+        self
     }
 
     /// The expiry group of a value expiring at `expiry`.
@@ -393,7 +407,14 @@ impl ClassedValueOutputs {
             for t in &mut tables {
                 t.policy_meta =
                     self.router
-                        .table_meta(t, self.origin, self.cfg.now)
+                        .table_meta(
+                            t,
+                            &TableOrigin {
+                                origin: self.origin,
+                                level: self.level,
+                                now: self.cfg.now,
+                            },
+                        )
                         .map(|data| PolicyTableMeta {
                             tag: self.cfg.policy.to_string(),
                             data,
@@ -438,8 +459,8 @@ mod tests {
         fn place(&self, ctx: &RouteContext<'_>) -> Placement {
             by_size(ctx, 0, 0)
         }
-        fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin, _: u64) -> Option<Vec<u8>> {
-            assert_eq!(origin, RouteOrigin::Gc);
+        fn table_meta(&self, _: &ValueTableMeta, at: &TableOrigin) -> Option<Vec<u8>> {
+            assert_eq!(at.origin, RouteOrigin::Gc);
             Some(vec![7; self.0])
         }
     }

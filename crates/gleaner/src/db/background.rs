@@ -622,6 +622,7 @@ impl DbInner {
         let relocation = RelocationSetup {
             values: self.value_output_config(IoClass::CompactionWrite),
             router: Arc::clone(&self.policy.router),
+            claimed: job.claimed.clone(),
         };
         // Drop keys, if the policy asks: the identities of the records whose handles the compaction
         // drops.
@@ -748,6 +749,7 @@ impl DbInner {
         Counters::add(&c.relocated_values, r.relocated + r.inlined);
         Counters::add(&c.relocated_bytes, r.relocated_bytes);
         Counters::add(&c.relocations_kept_for_aliases, r.aliased);
+        Counters::add(&c.relocations_kept_for_gc, r.claimed);
         Counters::add(&c.aliases_dropped, stats.aliases_dropped);
     }
 

@@ -120,6 +120,8 @@ pub struct Counters {
     pub relocated_values: AtomicU64,
     /// Values relocation left in place for aliases naming their records.
     pub relocations_kept_for_aliases: AtomicU64,
+    /// Values relocation left in place because a GC job held their table.
+    pub relocations_kept_for_gc: AtomicU64,
     /// Aliases flushes and compactions dropped (a policy that writes none).
     pub aliases_dropped: AtomicU64,
     /// Bytes of the old records of those.

@@ -817,6 +817,7 @@ impl DbInner {
             late_drops,
             relocated_values: g(&c.relocated_values),
             relocations_kept_for_aliases: g(&c.relocations_kept_for_aliases),
+            relocations_kept_for_gc: g(&c.relocations_kept_for_gc),
             aliases_dropped: g(&c.aliases_dropped),
             relocated_bytes: g(&c.relocated_bytes),
             forced_compactions: g(&c.forced_compactions),

@@ -14,6 +14,7 @@
 
 internal_modules! {
     blobdb;
+    diffkv;
     dumpkv;
     hooks;
     job;
@@ -35,7 +36,8 @@ internal_modules! {
 pub use crate::compaction::iterator::{DropEvent, DropListener, DropReason};
 pub use crate::compaction::job::JobStats;
 pub use crate::compaction::router::{
-    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, ValueRouter, by_size,
+    MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, SingleClass, TableOrigin, ValueRouter,
+    by_size,
 };
 pub use crate::key::{ParsedKey, SeqNo, ValueKind};
 pub use crate::lookup::Lookup;

@@ -15,6 +15,7 @@ pub fn own_options(policy: GcPolicyKind) -> &'static [&'static str] {
         GcPolicyKind::Blobdb => super::blobdb::OWN_OPTIONS,
         GcPolicyKind::Novkv => super::novkv::OWN_OPTIONS,
         GcPolicyKind::Dumpkv => super::dumpkv::OWN_OPTIONS,
+        GcPolicyKind::Diffkv => super::diffkv::OWN_OPTIONS,
         // A custom policy reads its settings from its factory, none from the options.
         GcPolicyKind::Custom => &[],
     }
@@ -105,6 +106,7 @@ pub fn policy_set(ctx: &PolicyContext<'_>) -> crate::error::Result<PolicySet> {
         GcPolicyKind::Blobdb => super::blobdb::policy_set(opts),
         GcPolicyKind::Novkv => super::novkv::policy_set(opts),
         GcPolicyKind::Dumpkv => super::dumpkv::policy_set(ctx)?,
+        GcPolicyKind::Diffkv => super::diffkv::policy_set(opts)?,
         GcPolicyKind::Custom => {
             let factory = opts.custom_policy().ok_or_else(|| {
                 crate::error::Error::invalid(

@@ -99,6 +99,17 @@ pub const DEFAULT_DUMPKV_TRAIN_SAMPLES: u64 = 128 << 10;
 /// Default `dumpkv_force_ratio`: a value table whose lifetime has not passed is collected
 /// anyway once 80 % of its bytes are garbage.
 pub const DEFAULT_DUMPKV_FORCE_RATIO: f64 = 0.8;
+/// Default `diffkv_small_max`: the DiffKV authors' 128 bytes (values below stay inline).
+pub const DEFAULT_DIFFKV_SMALL_MAX: u64 = 128;
+/// Default `diffkv_large_min`: the DiffKV authors' 8 KiB (values from it go to vLogs).
+pub const DEFAULT_DIFFKV_LARGE_MIN: u64 = 8 << 10;
+/// Default `diffkv_max_sorted_runs`: the DiffKV authors' 10.
+pub const DEFAULT_DIFFKV_MAX_SORTED_RUNS: u64 = 10;
+/// Default `diffkv_gc_ratio`: the DiffKV authors' 0.3.
+pub const DEFAULT_DIFFKV_GC_RATIO: f64 = 0.3;
+/// Default `diffkv_vtree_gc_ratio`: 0.7, the DiffKV authors' ratio for the vTables of deep
+/// levels (`high_level_blob_discardable_ratio`).
+pub const DEFAULT_DIFFKV_VTREE_GC_RATIO: f64 = 0.7;
 /// Default `gc_threads`: 1.
 pub const DEFAULT_GC_THREADS: u32 = 1;
 /// Default `gc_read_gap`: 64 KiB (on the 1.4 GB/s, 33 k reads/s test disk a read costs about as
@@ -455,6 +466,24 @@ options_table! {
     /// fraction of its bytes is garbage (the safety net of an idle or mispredicting
     /// database). Default 0.8; from 0 to 1.
     (dumpkv_force_ratio, with_dumpkv_force_ratio, f64, DEFAULT_DUMPKV_FORCE_RATIO, persisted: true);
+    /// Policy `diffkv`: values shorter than this stay inline in the index tree (replaces
+    /// `min_separated_value_size`, which must then be left unset or equal). Default 128; at
+    /// most `diffkv_large_min` (0 separates every value).
+    (diffkv_small_max, with_diffkv_small_max, u64, DEFAULT_DIFFKV_SMALL_MAX, persisted: true);
+    /// Policy `diffkv`: values at least this long go to vLogs; shorter separated ones to the
+    /// vTree. Default 8192; from `diffkv_small_max` to the largest `max_value_size` (0 sends
+    /// every separated value to vLogs; above `max_value_size`, none).
+    (diffkv_large_min, with_diffkv_large_min, u64, DEFAULT_DIFFKV_LARGE_MIN, persisted: true);
+    /// Policy `diffkv`: most sorted runs of vTables over one key at a merge level before they
+    /// are tagged to join the next merge through their keys (the scan-optimised merge).
+    /// Default 10; from 1 to 1000.
+    (diffkv_max_sorted_runs, with_diffkv_max_sorted_runs, u64, DEFAULT_DIFFKV_MAX_SORTED_RUNS, persisted: true);
+    /// Policy `diffkv`: a vLog is a GC victim, and a vTable joins the next merge through its
+    /// keys, once this fraction of its bytes is garbage. Default 0.3; above 0, at most 1.
+    (diffkv_gc_ratio, with_diffkv_gc_ratio, f64, DEFAULT_DIFFKV_GC_RATIO, persisted: true);
+    /// Policy `diffkv`: a vTable is a GC victim once this fraction of its bytes is garbage
+    /// (the garbage of key ranges no compaction merges). Default 0.7; above 0, at most 1.
+    (diffkv_vtree_gc_ratio, with_diffkv_vtree_gc_ratio, f64, DEFAULT_DIFFKV_VTREE_GC_RATIO, persisted: true);
     /// Background threads that run GC jobs. Default 1; at most 64; 0 runs GC only when asked
     /// (`Db::run_gc`, `gleaner gc`).
     (gc_threads, with_gc_threads, u32, DEFAULT_GC_THREADS, persisted: true);
@@ -731,6 +760,35 @@ impl Options {
             1.0,
         )?;
         range("dumpkv_force_ratio", self.dumpkv_force_ratio, 0.0, 1.0)?;
+        // Above `max_value_size` it is allowed: no value is then large (no vLogs).
+        range(
+            "diffkv_large_min",
+            self.diffkv_large_min,
+            0,
+            MAX_VALUE_SIZE_LIMIT,
+        )?;
+        if self.diffkv_small_max > self.diffkv_large_min {
+            return Err(Error::invalid(format!(
+                "option `diffkv_small_max` is {}, but must be at most `diffkv_large_min` ({})",
+                self.diffkv_small_max, self.diffkv_large_min
+            )));
+        }
+        range(
+            "diffkv_max_sorted_runs",
+            self.diffkv_max_sorted_runs,
+            1,
+            1000,
+        )?;
+        for (name, ratio) in [
+            ("diffkv_gc_ratio", self.diffkv_gc_ratio),
+            ("diffkv_vtree_gc_ratio", self.diffkv_vtree_gc_ratio),
+        ] {
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(Error::invalid(format!(
+                    "option `{name}` is {ratio}, but must be above 0 and at most 1"
+                )));
+            }
+        }
         range(
             "dumpkv_train_samples",
             self.dumpkv_train_samples,

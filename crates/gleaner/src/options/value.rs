@@ -118,6 +118,14 @@ pub enum GcPolicyKind {
     /// each live record with a gradient-boosted tree model and writes it into a short- or
     /// long-lifetime table; handles stay (inheritance). Options `dumpkv_*`.
     Dumpkv,
+    /// DiffKV: values managed by size. Small values stay inline in the index tree
+    /// (`diffkv_small_max` replaces `min_separated_value_size`); medium ones go to the vTree,
+    /// whose tables compactions into the two deepest levels merge into sorted groups of the
+    /// output level (bounded to `diffkv_max_sorted_runs` over a key); large ones
+    /// (`diffkv_large_min`) to vLogs, new and GC-moved apart, collected greedily at
+    /// `diffkv_gc_ratio`; vTables no compaction reaches are collected by GC at
+    /// `diffkv_vtree_gc_ratio`. Handles stay (inheritance).
+    Diffkv,
     /// A policy defined outside the engine: the one
     /// [`Options::with_custom_policy`](crate::Options::with_custom_policy) registers. Saved
     /// in OPTIONS as `custom:NAME` with the factory's name; not in [`GcPolicyKind::ALL`].
@@ -126,13 +134,14 @@ pub enum GcPolicyKind {
 
 impl GcPolicyKind {
     /// Every policy, for error messages.
-    pub const ALL: [GcPolicyKind; 6] = [
+    pub const ALL: [GcPolicyKind; 7] = [
         GcPolicyKind::Terarkdb,
         GcPolicyKind::Scavenger,
         GcPolicyKind::Titan,
         GcPolicyKind::Blobdb,
         GcPolicyKind::Novkv,
         GcPolicyKind::Dumpkv,
+        GcPolicyKind::Diffkv,
     ];
 
     /// The policy whose roles a read-only open uses for a database saved under a custom policy
@@ -149,6 +158,7 @@ impl GcPolicyKind {
             GcPolicyKind::Blobdb => "blobdb",
             GcPolicyKind::Novkv => "novkv",
             GcPolicyKind::Dumpkv => "dumpkv",
+            GcPolicyKind::Diffkv => "diffkv",
             GcPolicyKind::Custom => "custom",
         }
     }

@@ -390,6 +390,11 @@ pub struct GcStats {
     /// "Switching policies").
     #[serde(default)]
     pub relocations_kept_for_aliases: u64,
+    /// Values relocation left in place because a GC job held their table when the compaction
+    /// started (the job may be copying the record; policies that both relocate and run GC
+    /// jobs).
+    #[serde(default)]
+    pub relocations_kept_for_gc: u64,
     /// Aliases compactions and flushes dropped because the policy writes none (a database
     /// switched from a policy that writes them): readers find their owners instead.
     #[serde(default)]

@@ -16,8 +16,8 @@ use gleaner::gc::{
     CommitStyle, CompactionContext, CompactionHooks, DropEvent, DropListener, EntryHooks,
     GcReadMode, GcReport, GcVerdict, HandlePayload, IndexOracle, JobOracle, JobStart, JobStats,
     KeptEntry, LookupKind, OracleEnv, ParsedKey, PickContext, Placement, PolicyContext,
-    PolicyFactory, PolicySet, RecordRef, RouteContext, RouteOrigin, StoredHandle, Validity,
-    ValidityOracle, ValueRouter, ValueTableMeta, Verdict, VictimCandidate, VictimPicker,
+    PolicyFactory, PolicySet, RecordRef, RouteContext, RouteOrigin, StoredHandle, TableOrigin,
+    Validity, ValidityOracle, ValueRouter, ValueTableMeta, Verdict, VictimCandidate, VictimPicker,
 };
 
 /// Values of at least this many bytes are separated by the scheme's router, even where option
@@ -104,8 +104,8 @@ impl ValueRouter for LengthTagged {
         Placement::Separated { class: 0, payload }
     }
 
-    fn table_meta(&self, _: &ValueTableMeta, origin: RouteOrigin, _: u64) -> Option<Vec<u8>> {
-        Some(born(origin).as_bytes().to_vec())
+    fn table_meta(&self, _: &ValueTableMeta, at: &TableOrigin) -> Option<Vec<u8>> {
+        Some(born(at.origin).as_bytes().to_vec())
     }
 }
 

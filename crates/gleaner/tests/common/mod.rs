@@ -2,6 +2,8 @@
 //! under, and the compaction styles the model and crash suites rotate through.
 
 pub mod custom;
+pub mod dump;
+pub mod reads;
 
 use std::sync::Arc;
 
@@ -98,6 +100,23 @@ pub fn gc_variants() -> Vec<(String, Tune)> {
                 .with_dumpkv_time_unit(64)
                 .with_dumpkv_train_samples(64)
                 .with_dumpkv_force_ratio(force)
+        }),
+    ));
+    // DiffKV: the suites' separation threshold is its small-value limit, values of four times
+    // that go to vLogs (the suites' longer values: every suite writes all three classes), its GC ratios are the suites' garbage
+    // ratio, and two sorted runs per key are allowed so the scan-optimised merge runs.
+    out.push((
+        "diffkv".to_string(),
+        Box::new(|o: Options| {
+            let small = o.min_separated_value_size();
+            let large = small.saturating_mul(4).min(o.max_value_size());
+            let ratio = o.gc_garbage_ratio().max(0.01);
+            o.with_gc_policy(GcPolicyKind::Diffkv)
+                .with_diffkv_small_max(small)
+                .with_diffkv_large_min(large)
+                .with_diffkv_gc_ratio(ratio)
+                .with_diffkv_vtree_gc_ratio(ratio)
+                .with_diffkv_max_sorted_runs(2)
         }),
     ));
     out.push(("custom".to_string(), Box::new(|o: Options| o)));

@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering;
 use super::features::Features;
 use super::state::DumpKv;
 use crate::coding::{decode_varint64, put_varint64};
-use crate::compaction::router::{Placement, RouteContext, RouteOrigin, ValueRouter, by_size};
+use crate::compaction::router::{
+    Placement, RouteContext, RouteOrigin, TableOrigin, ValueRouter, by_size,
+};
 use crate::gc::picker::{PickContext, VictimCandidate, VictimPicker};
 use crate::key::SeqNo;
 use crate::version::ValueTableMeta;
@@ -104,7 +106,8 @@ impl ValueRouter for LifetimeRouter {
         }
     }
 
-    fn table_meta(&self, table: &ValueTableMeta, _: RouteOrigin, now: SeqNo) -> Option<Vec<u8>> {
+    fn table_meta(&self, table: &ValueTableMeta, at: &TableOrigin) -> Option<Vec<u8>> {
+        let now = at.now;
         let points = self.dk.points();
         let ttl = match table.class {
             CLASS_SHORT => points.short,

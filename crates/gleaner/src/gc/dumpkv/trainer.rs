@@ -56,7 +56,9 @@ impl Trainer {
     }
 
     /// The task's body: fits each set handed over, passing the result to `finish` (on this
-    /// thread), until `close()` stops it. Returns whether a fit was given up for the stop.
+    /// thread), until `close()` stops it. Returns whether a training was given up for the stop
+    /// (a fit running, or a set handed over and not yet taken): every training handed over is
+    /// then finished or given up.
     pub fn run(&self, stop: &TaskStop, finish: impl Fn(Fitted)) -> bool {
         loop {
             let next = self.pending.lock().take();
@@ -70,7 +72,7 @@ impl Trainer {
                 continue;
             }
             if stop.wait(IDLE_WAIT) {
-                return false;
+                return self.pending.lock().take().is_some();
             }
         }
     }

@@ -1,0 +1,224 @@
+//! DiffKV's merges, in the compactions of the index tree: when a compaction writes one of the
+//! two deepest non-empty levels (lazy merge), the medium values of the entries it keeps whose
+//! vTables are shallower than its output, tagged for too many sorted runs (scan-optimised
+//! merge) or mostly garbage, are read in key order and written into vTables of the output
+//! level — one new sorted group — and the entries take the new handles in the same job; the
+//! old records become garbage in the compaction's own edit (the engine's relocation,
+//! `compaction/relocate.rs`). A trivial move into those levels that would carry such values
+//! is rewritten so they merge.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::classes::{CLASS_VTREE, SizeRouter, TableMeta};
+use super::vtree::{Tag, VTable, merge_from, merges_into, moves, run_depths, tags};
+use crate::compaction::JobStats;
+use crate::compaction::hooks::{CompactionContext, EntryHooks, KeptEntry};
+use crate::compaction::iterator::{DropEvent, DropListener};
+use crate::gc::hooks::CompactionHooks;
+use crate::key::ParsedKey;
+use crate::value::StoredHandle;
+use crate::version::Version;
+
+/// The merge settings (options `diffkv_max_sorted_runs`, `diffkv_gc_ratio`).
+#[derive(Debug, Clone, Copy)]
+pub struct MergeSettings {
+    /// Most sorted runs over a key at one merge level before its vTables are tagged.
+    pub max_runs: usize,
+    /// Garbage ratio that tags a vTable for the next merge through its keys.
+    pub gc_ratio: f64,
+}
+
+/// The policy's figures, for `stats().gc.policy_stats`.
+#[derive(Debug, Default)]
+pub struct Figures {
+    /// Compactions into the merge levels that moved values.
+    pub merges: AtomicU64,
+    /// Values they moved, and the bytes of their old records.
+    pub values_merged: AtomicU64,
+    pub bytes_merged: AtomicU64,
+    /// Compactions that left the values where they were (not into the merge levels).
+    pub lazy_skips: AtomicU64,
+    /// Trivial moves rewritten so their values merge.
+    pub trivial_moves_rewritten: AtomicU64,
+    /// At the last merge planned: vTables tagged for runs and for garbage, and the most sorted
+    /// runs over one key at one merge level.
+    pub tagged_runs: AtomicU64,
+    pub tagged_garbage: AtomicU64,
+    pub max_sorted_runs: AtomicU64,
+}
+
+/// The hooks.
+#[derive(Debug)]
+pub struct MergeHooks {
+    pub settings: MergeSettings,
+    pub router: Arc<SizeRouter>,
+    pub figures: Figures,
+}
+
+/// The vTables of `version`, each at its vTree level (a vTable GC wrote counts at the deepest
+/// level `bottom`). Tables of other policies are not in the vTree: GC collects them.
+fn vtables(version: &Version, bottom: u32) -> Vec<VTable<'_>> {
+    let values = version.values();
+    values
+        .tables()
+        .filter(|t| t.class == CLASS_VTREE)
+        .filter_map(|t| {
+            let meta = TableMeta::of(t)?;
+            let garbage = values.garbage(t.number).bytes;
+            Some(VTable {
+                number: t.number,
+                level: if meta.by_gc { bottom } else { meta.level },
+                smallest: &t.smallest_key,
+                largest: &t.largest_key,
+                garbage_ratio: if t.record_bytes == 0 {
+                    0.0
+                } else {
+                    garbage as f64 / t.record_bytes as f64
+                },
+            })
+        })
+        .collect()
+}
+
+/// What one merging compaction moves: the vTables whose values it moves, and their key
+/// ranges (for trivial moves).
+struct MergePlan {
+    from: HashSet<u64>,
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The vTables a compaction writing `output_level` of `version` moves values out of, or
+/// `None` when it does not merge (lazy merge).
+fn plan(
+    version: &Version,
+    output_level: u32,
+    settings: MergeSettings,
+    figures: &Figures,
+) -> Option<MergePlan> {
+    let deepest = version
+        .deepest_nonempty_level()
+        .map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+    if !merges_into(output_level, deepest) {
+        return None;
+    }
+    let bottom = deepest.unwrap_or(0).max(output_level);
+    let tables = vtables(version, bottom);
+    let tagged = tags(&tables, merge_from(Some(bottom)), settings.max_runs, settings.gc_ratio);
+    let count = |tag| tagged.values().filter(|t| **t == tag).count() as u64;
+    figures.tagged_runs.store(count(Tag::Runs), Ordering::Relaxed);
+    figures
+        .tagged_garbage
+        .store(count(Tag::Garbage), Ordering::Relaxed);
+    let deep: Vec<VTable<'_>> = tables
+        .iter()
+        .filter(|t| t.level >= merge_from(Some(bottom)))
+        .copied()
+        .collect();
+    let most = run_depths(&deep).values().copied().max().unwrap_or(0);
+    figures
+        .max_sorted_runs
+        .store(most as u64, Ordering::Relaxed);
+    let moving: Vec<&VTable<'_>> = tables
+        .iter()
+        .filter(|t| moves(t, output_level, tagged.contains_key(&t.number)))
+        .collect();
+    Some(MergePlan {
+        from: moving.iter().map(|t| t.number).collect(),
+        ranges: moving
+            .iter()
+            .map(|t| (t.smallest.to_vec(), t.largest.to_vec()))
+            .collect(),
+    })
+}
+
+impl CompactionHooks for MergeHooks {
+    fn begin<'a>(&'a self, ctx: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {
+        if ctx.input_level.is_none() || ctx.trivial_move {
+            return None;
+        }
+        let Some(MergePlan { from, .. }) = plan(ctx.version, ctx.output_level, self.settings, &self.figures)
+        else {
+            self.figures.lazy_skips.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        (!from.is_empty()).then(|| Box::new(Merging { from }) as Box<dyn EntryHooks + 'a>)
+    }
+
+    /// A table moved into a merge level whose keys name values that merge is rewritten.
+    fn allows_trivial_move(&self, ctx: &CompactionContext<'_>) -> bool {
+        let Some(MergePlan { ranges, .. }) = plan(ctx.version, ctx.output_level, self.settings, &self.figures)
+        else {
+            return true;
+        };
+        let (lo, hi) = (ctx.smallest_user_key, ctx.largest_user_key);
+        let overlaps = ranges
+            .iter()
+            .any(|(s, l)| s.as_slice() <= hi && lo <= l.as_slice());
+        if overlaps {
+            self.figures
+                .trivial_moves_rewritten
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        !overlaps
+    }
+
+    fn compaction_finished(&self, ctx: &CompactionContext<'_>, stats: &JobStats) {
+        let r = &stats.relocation;
+        if ctx.input_level.is_some() && r.relocated + r.inlined > 0 {
+            let f = &self.figures;
+            f.merges.fetch_add(1, Ordering::Relaxed);
+            f.values_merged
+                .fetch_add(r.relocated + r.inlined, Ordering::Relaxed);
+            f.bytes_merged
+                .fetch_add(r.relocated_bytes, Ordering::Relaxed);
+        }
+    }
+
+    fn stats(&self) -> BTreeMap<String, u64> {
+        let f = &self.figures;
+        let p = &self.router.placed;
+        [
+            ("diffkv_placed_small", &p.small),
+            ("diffkv_placed_medium", &p.medium),
+            ("diffkv_placed_large", &p.large),
+            ("diffkv_merges", &f.merges),
+            ("diffkv_values_merged", &f.values_merged),
+            ("diffkv_bytes_merged", &f.bytes_merged),
+            ("diffkv_lazy_skips", &f.lazy_skips),
+            ("diffkv_trivial_moves_rewritten", &f.trivial_moves_rewritten),
+            ("diffkv_tagged_runs", &f.tagged_runs),
+            ("diffkv_tagged_garbage", &f.tagged_garbage),
+            ("diffkv_max_sorted_runs", &f.max_sorted_runs),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
+        .collect()
+    }
+}
+
+/// The kept-entry hook of one merging compaction.
+struct Merging {
+    /// The vTables whose values move.
+    from: HashSet<u64>,
+}
+
+impl DropListener for Merging {
+    fn on_drop(&mut self, _: &DropEvent<'_>) {}
+
+    /// Merging decides kept entries only: a table dropped whole keeps none.
+    fn accepts_whole_table(&self, _: &crate::version::TableMeta) -> bool {
+        true
+    }
+}
+
+impl EntryHooks for Merging {
+    fn kept(&mut self, _: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
+        if self.from.contains(&handle.location.file_number) {
+            KeptEntry::Relocate
+        } else {
+            KeptEntry::Keep
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Policy `diffkv`: values by size — small ones inline, medium ones in the vTree (merged by
+//! the index tree's compactions into sorted groups of their level), large ones in vLogs (new and
+//! GC-moved apart, collected greedily).
+//!
+//! What is tested here: each value lands in its class and medium values move down the vTree as
+//! their keys move down the index tree, while large ones stay in their vLogs until GC moves
+//! them into cold vLogs; the scan-optimised merge bounds the sorted groups over a key at the
+//! deepest level (and without it they grow with every round); vTables of key ranges no
+//! compaction reaches are collected by GC; bad options are refused by name. The engine suites
+//! (model, crash, fault, stress, SIGKILL loop, policy switch) run `diffkv` as one of their
+//! variants.
+
+#[allow(dead_code, reason = "only the dump and read helpers are used here")]
+mod common;
+#[allow(dead_code, reason = "only the shared options are used here")]
+mod rounds;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::dump::{Layout, newest_entries};
+use common::reads::{assert_reads as check, own_figure as own};
+use gleaner::gc::diffkv::{CLASS_VLOG_COLD, CLASS_VLOG_HOT, CLASS_VTREE, TableMeta};
+use gleaner::io::FaultFs;
+use gleaner::{Db, GcPolicyKind, Options};
+
+const SMALL_MAX: u64 = 100;
+const LARGE_MIN: u64 = 2_000;
+
+/// Inline background work on the real file system (so `gleaner dump` reads the tables), a
+/// small tree that grows levels quickly, GC only on request.
+fn options() -> Options {
+    rounds::inline_options(&FaultFs::new(28))
+        .with_file_system(Arc::new(gleaner::io::PosixFs::new()))
+        .with_gc_policy(GcPolicyKind::Diffkv)
+        .with_min_separated_value_size(SMALL_MAX)
+        .with_diffkv_small_max(SMALL_MAX)
+        .with_diffkv_large_min(LARGE_MIN)
+        .with_memtable_size(32 << 10)
+        .with_key_table_size(4 << 10)
+        .with_level_base_size(4 << 10)
+        .with_level_multiplier(3)
+        .with_l0_compaction_trigger(2)
+        .with_value_table_size(16 << 10)
+}
+
+fn key(i: u32) -> String {
+    format!("key{i:05}")
+}
+
+/// Key `i`'s size class: 0 small, 1 medium, 2 large.
+fn size_class(i: u32) -> u32 {
+    i % 3
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let len = match size_class(i) {
+        0 => 40,
+        1 => 300 + (i as usize % 7) * 50,
+        _ => LARGE_MIN as usize + (i as usize % 5) * 100,
+    };
+    let mut v = format!("{i}/{round}/").into_bytes();
+    v.resize(len, b'a' + (round % 26) as u8);
+    v
+}
+
+/// A vTable's metadata.
+fn meta(layout: &Layout, table: u64) -> TableMeta {
+    let t = &layout.value_tables[&table];
+    let (tag, data) = t.meta.as_ref().expect("diffkv tables carry metadata");
+    assert_eq!(tag, "diffkv");
+    TableMeta::decode(data).expect("decodes")
+}
+
+/// Every value in its class; every medium value in a vTable no deeper than its key's entry,
+/// and at the deepest level in a vTable of that level (merged on the way down) unless GC wrote
+/// it. Returns the value table of each separated key.
+fn check_placement(dir: &Path, ctx: &str) -> BTreeMap<String, u64> {
+    let layout = Layout::read(dir);
+    let deepest = layout
+        .key_tables
+        .values()
+        .copied()
+        .max()
+        .expect("key tables");
+    let mut out = BTreeMap::new();
+    for (k, (key_table, handle)) in newest_entries(dir) {
+        let i: u32 = k["key".len()..].parse().expect("key number");
+        let level = layout.key_tables[&key_table];
+        match (size_class(i), handle) {
+            (0, None) => {}
+            (0, Some(h)) => panic!("{ctx}: small {k} separated into {h:?}"),
+            (_, None) => panic!("{ctx}: {k} inline"),
+            (1, Some((table, _))) => {
+                assert_eq!(layout.value_tables[&table].class, CLASS_VTREE, "{ctx}: {k}");
+                let m = meta(&layout, table);
+                if !m.by_gc {
+                    assert!(
+                        m.level <= level,
+                        "{ctx}: {k} at L{level}, its vTable at {m:?}"
+                    );
+                    if level == deepest {
+                        assert_eq!(m.level, deepest, "{ctx}: {k} merged into the deepest level");
+                    }
+                }
+                out.insert(k, table);
+            }
+            (_, Some((table, _))) => {
+                let class = layout.value_tables[&table].class;
+                assert!(
+                    class == CLASS_VLOG_HOT || class == CLASS_VLOG_COLD,
+                    "{ctx}: large {k} in class {class}"
+                );
+                out.insert(k, table);
+            }
+        }
+    }
+    out
+}
+
+/// Values land by size; as the tree grows, medium values are merged down with their keys, and
+/// large ones stay in the vLogs flushes wrote until GC moves them into cold vLogs.
+#[test]
+fn values_land_by_size_and_medium_ones_move_down_with_their_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let mut model = BTreeMap::new();
+    let keys = 1800;
+    let db = Db::open(&path, options()).expect("open");
+    for i in 0..keys {
+        db.put(key(i), value(i, 0)).expect("put");
+        model.insert(key(i), value(i, 0));
+    }
+    db.flush().expect("flush");
+    for class in ["small", "medium", "large"] {
+        let placed = own(&db, &format!("diffkv_placed_{class}"));
+        assert_eq!(placed, u64::from(keys / 3), "{class} values flushed");
+    }
+    db.close().expect("close");
+    let first = check_placement(&path, "after the load");
+    // Rounds that overwrite the medium keys (and no large one) grow the tree and merge.
+    let db = Db::open(&path, options()).expect("reopen");
+    for round in 1..6 {
+        for i in (0..keys).filter(|i| size_class(*i) < 2 && i % 5 != round % 5) {
+            db.put(key(i), value(i, round)).expect("put");
+            model.insert(key(i), value(i, round));
+        }
+        db.flush().expect("flush");
+    }
+    check(&db, &model, "after the rounds");
+    assert!(
+        own(&db, "diffkv_merges") > 0,
+        "{:?}",
+        db.stats().gc.policy_stats
+    );
+    let levels = db.stats().levels;
+    let deepest = levels.iter().rposition(|l| l.files > 0).expect("tables");
+    assert!(deepest >= 3, "the tree grew: {levels:?}");
+    // Compactions into levels above the two deepest moved handles, not values (lazy merge).
+    assert!(
+        own(&db, "diffkv_lazy_skips") > 0,
+        "{:?}",
+        db.stats().gc.policy_stats
+    );
+    db.close().expect("close");
+    let later = check_placement(&path, "after the rounds");
+    let large_kept = (0..keys)
+        .filter(|i| size_class(*i) == 2)
+        .all(|i| later[&key(i)] == first[&key(i)]);
+    assert!(large_kept, "large values stay in the vLogs the load wrote");
+    // Overwriting the large keys leaves garbage in the hot vLogs; GC moves their survivors
+    // into cold ones.
+    let db = Db::open(&path, options().with_diffkv_gc_ratio(0.1)).expect("reopen");
+    for i in (0..keys).filter(|i| size_class(*i) == 2 && i % 2 == 0) {
+        db.put(key(i), value(i, 9)).expect("put");
+        model.insert(key(i), value(i, 9));
+    }
+    db.compact_range(None, None).expect("compact");
+    let gc = db.run_gc().expect("gc");
+    assert!(gc.jobs > 0, "{gc:?}");
+    check(&db, &model, "after GC");
+    db.compact_range(None, None).expect("compact");
+    db.close().expect("close");
+    let layout = Layout::read(&path);
+    let after_gc = check_placement(&path, "after GC");
+    let cold = after_gc
+        .values()
+        .filter(|t| layout.value_tables[*t].class == CLASS_VLOG_COLD)
+        .count();
+    assert!(cold > 0, "GC moved large survivors into cold vLogs");
+}
+
+/// The most vTables at `level` over one key.
+fn sorted_runs(layout: &Layout, level: u32) -> usize {
+    let tables: Vec<(&str, &str)> = layout
+        .value_tables
+        .iter()
+        .filter(|(_, t)| t.class == CLASS_VTREE)
+        .filter(|(n, _)| {
+            let m = meta(layout, **n);
+            !m.by_gc && m.level == level
+        })
+        .map(|(_, t)| (t.smallest.as_str(), t.largest.as_str()))
+        .collect();
+    tables
+        .iter()
+        .map(|(lo, _)| tables.iter().filter(|(s, l)| s <= lo && lo <= l).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Rounds that overwrite a part of the keys, each compacted down: every round appends a sorted
+/// group over the whole key range at the deepest level. With the scan-optimised merge the
+/// groups over any key stay within `diffkv_max_sorted_runs` + 1 (the group the last merge
+/// wrote); without it (a limit too high to reach) they grow with the rounds.
+#[test]
+fn the_scan_optimised_merge_bounds_the_sorted_groups_over_a_key() {
+    let run = |max_runs: u64| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db");
+        // Only the run tags merge: no table is tagged for its garbage.
+        let opts = options()
+            .with_diffkv_max_sorted_runs(max_runs)
+            .with_diffkv_gc_ratio(1.0)
+            .with_diffkv_vtree_gc_ratio(1.0);
+        let mut most = 0;
+        let mut model = BTreeMap::new();
+        for round in 0..8u32 {
+            let db = Db::open(&path, opts.clone()).expect("open");
+            for i in (0..300).filter(|i| size_class(*i) == 1 && (round == 0 || i % 4 == round % 4))
+            {
+                db.put(key(i), value(i, round)).expect("put");
+                model.insert(key(i), value(i, round));
+            }
+            db.compact_range(None, None).expect("compact");
+            check(&db, &model, &format!("round {round}"));
+            db.close().expect("close");
+            let layout = Layout::read(&path);
+            let deepest = layout.key_tables.values().copied().max().expect("tables");
+            most = most.max(sorted_runs(&layout, deepest));
+        }
+        most
+    };
+    let bounded = run(2);
+    assert!(
+        bounded <= 3,
+        "at most 2 + 1 sorted groups over a key: {bounded}"
+    );
+    let unbounded = run(1000);
+    assert!(
+        unbounded > 3,
+        "without the merge the groups pile up: {unbounded}"
+    );
+}
+
+/// A vTable no merge takes keeps its garbage until GC collects it at `diffkv_vtree_gc_ratio`
+/// (the authors' keyless vTables could be reclaimed only by a merge through their keys).
+#[test]
+fn vtables_no_merge_takes_are_collected_by_gc() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let opts = options()
+        .with_diffkv_gc_ratio(1.0)
+        .with_diffkv_vtree_gc_ratio(0.2);
+    let db = Db::open(&path, opts).expect("open");
+    let medium: Vec<u32> = (0..600).filter(|i| size_class(*i) == 1).collect();
+    let mut model = BTreeMap::new();
+    for &i in &medium {
+        db.put(key(i), value(i, 0)).expect("put");
+        model.insert(key(i), value(i, 0));
+    }
+    db.compact_range(None, None).expect("compact");
+    // Deleting every other key leaves half of each deepest vTable garbage; the compaction that
+    // drops the deleted versions leaves the live half in place (a vTable of its own level, not
+    // tagged), and no merge comes for it.
+    for &i in medium.iter().filter(|i| *i % 2 == 0) {
+        db.delete(key(i)).expect("delete");
+        model.remove(&key(i));
+    }
+    db.compact_range(None, None).expect("compact");
+    let gc = db.run_gc().expect("gc");
+    assert!(gc.jobs > 0 && gc.totals.victims > 0, "{gc:?}");
+    check(&db, &model, "after GC");
+    for &i in medium.iter().filter(|i| *i % 2 == 0) {
+        assert_eq!(db.get(key(i)).expect("get"), None);
+    }
+    db.close().expect("close");
+    let layout = Layout::read(&path);
+    let by_gc = layout
+        .value_tables
+        .iter()
+        .filter(|(_, t)| t.class == CLASS_VTREE)
+        .any(|(n, _)| meta(&layout, *n).by_gc);
+    assert!(
+        by_gc,
+        "GC wrote the live medium values into vTables of its own"
+    );
+}
+
+/// Bad options are refused by name: the thresholds out of order, a ratio of 0, and
+/// `min_separated_value_size` set apart from `diffkv_small_max`.
+#[test]
+fn bad_options_are_refused_by_name() {
+    let fs = FaultFs::new(29);
+    let base = || rounds::inline_options(&fs).with_gc_policy(GcPolicyKind::Diffkv);
+    for (opts, name) in [
+        (
+            base()
+                .with_diffkv_small_max(5000)
+                .with_diffkv_large_min(4000),
+            "diffkv_small_max",
+        ),
+        (base().with_diffkv_gc_ratio(0.0), "diffkv_gc_ratio"),
+        (
+            base().with_diffkv_vtree_gc_ratio(1.5),
+            "diffkv_vtree_gc_ratio",
+        ),
+        (
+            base().with_diffkv_max_sorted_runs(0),
+            "diffkv_max_sorted_runs",
+        ),
+        (
+            base()
+                .with_min_separated_value_size(100)
+                .with_diffkv_small_max(128),
+            "min_separated_value_size",
+        ),
+    ] {
+        let err = Db::open(Path::new("/db"), opts).expect_err(name);
+        assert!(err.to_string().contains(name), "{name}: {err}");
+        assert!(fs.list_files().is_empty(), "{name}: nothing written");
+    }
+    // Another policy refuses the options only `diffkv` reads.
+    let err = Db::open(
+        Path::new("/db"),
+        rounds::inline_options(&fs).with_diffkv_max_sorted_runs(3),
+    )
+    .expect_err("refused");
+    assert!(err.to_string().contains("diffkv_max_sorted_runs"), "{err}");
+}
