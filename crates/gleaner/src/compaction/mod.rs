@@ -11,6 +11,7 @@ pub(crate) mod leveled;
 pub mod output;
 pub mod pending;
 pub mod plan;
+pub mod read_ahead;
 pub mod relocate;
 pub mod router;
 pub(crate) mod strategy;

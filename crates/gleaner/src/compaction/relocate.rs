@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 #[cfg(doc)]
 use super::hooks::KeptEntry;
+use super::read_ahead::RecordReadAhead;
 use super::value_output::{ClassedFinish, ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::compaction::router::{Placement, RouteContext, RouteOrigin, ValueRouter};
@@ -68,6 +69,8 @@ pub struct Relocator<'a> {
     aliases: AliasTables<'a>,
     /// Value tables GC jobs held when the compaction started (see [`Relocator::with_claimed`]).
     claimed: BTreeSet<u64>,
+    /// The old records are read ahead per table (a merge reads groups in key order).
+    read_ahead: RecordReadAhead,
 }
 
 /// The key tables outside a compaction that hold aliases (handle updates on
@@ -162,6 +165,7 @@ impl<'a> Relocator<'a> {
             alias_of: None,
             aliases,
             claimed: BTreeSet::new(),
+            read_ahead: RecordReadAhead::default(),
         }
     }
 
@@ -242,10 +246,10 @@ impl<'a> Relocator<'a> {
             self.stats.aliased += 1;
             return Ok(None);
         }
-        let record = self
+        let reader = self
             .cache
-            .get(table.number, table.file_size, IoClass::CompactionRead)?
-            .read_record(at.offset, at.len, IoClass::CompactionRead)?;
+            .get(table.number, table.file_size, IoClass::CompactionRead)?;
+        let record = self.read_ahead.read(&reader, table.number, at)?;
         if record.key != key.user_key || record.seq != record_seq {
             return Err(Error::corruption(
                 value_table_file_name(at.file_number),

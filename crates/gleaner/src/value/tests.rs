@@ -877,3 +877,46 @@ fn the_builder_is_poisoned_by_io_errors() {
     assert!(b.add(b"c", 1, b"z").unwrap_err().io_kind().is_some());
     assert!(b.finish().unwrap_err().io_kind().is_some());
 }
+
+/// Compaction's read-ahead (`compaction/read_ahead.rs`) returns exactly the records a single
+/// read returns, reads forward runs in a few large reads, reads a jump back on its own, and
+/// refuses a location that is not a record as `read_record` does.
+#[test]
+fn read_ahead_serves_forward_runs_from_few_reads_and_verifies_every_record() {
+    use crate::compaction::read_ahead::RecordReadAhead;
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut recs = model(&mut rng, 3000, false);
+    let (file, _) = build_mem(&mut recs, small_opts(Compression::None));
+    let t = open_mem(&file, None).unwrap();
+    let mut ra = RecordReadAhead::default();
+    let at = |r: &Rec| ValueHandle {
+        file_number: 7,
+        offset: r.offset,
+        len: r.len,
+    };
+    // Two of every three records, in file order (the others died).
+    let wanted: Vec<&Rec> = recs.iter().enumerate().filter(|(i, _)| i % 3 != 1).map(|(_, r)| r).collect();
+    for r in &wanted {
+        let got = ra.read(&t, 7, at(r)).unwrap();
+        assert_eq!((&got.key, got.seq), (&r.key, r.seq));
+        assert!(got.value == r.value, "value of {:?}@{}", r.key, r.seq);
+    }
+    assert!(
+        ra.reads * 20 < wanted.len() as u64,
+        "{} reads for {} records",
+        ra.reads,
+        wanted.len()
+    );
+    // Back to the first record: read on its own, and right.
+    let first = ra.read(&t, 7, at(&recs[0])).unwrap();
+    assert_eq!((&first.key, first.seq), (&recs[0].key, recs[0].seq));
+    // A location that is not one record: corruption, inside a window or read alone.
+    let bad = ValueHandle {
+        file_number: 7,
+        offset: recs[1].offset,
+        len: recs[1].len + 1,
+    };
+    assert!(matches!(ra.read(&t, 7, bad), Err(Error::Corruption { .. })));
+    let mut fresh = RecordReadAhead::default();
+    assert!(matches!(fresh.read(&t, 7, bad), Err(Error::Corruption { .. })));
+}
