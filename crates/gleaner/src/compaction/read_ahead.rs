@@ -10,13 +10,14 @@ use crate::io::IoClass;
 use crate::value::{OwnedRecord, ValueHandle, decode_record};
 use crate::value::reader::ValueTable;
 
-/// The first window after two forward reads of one table; it doubles up to [`MAX_WINDOW`].
-const FIRST_WINDOW: u64 = 64 << 10;
+/// The first window of a table; it doubles up to [`MAX_WINDOW`] while reads go forward.
+const FIRST_WINDOW: u64 = 32 << 10;
 /// The largest window.
-pub const MAX_WINDOW: u64 = 1 << 20;
-/// Most tables read ahead at once (the least recently used window goes): at most
-/// `MAX_TABLES × MAX_WINDOW` bytes per compaction.
-pub const MAX_TABLES: usize = 8;
+pub const MAX_WINDOW: u64 = 256 << 10;
+/// Most tables read ahead at once (the least recently used window goes): a merge interleaves
+/// the groups of a level, dozens of tables. At most `MAX_TABLES × MAX_WINDOW` (16 MiB) per
+/// compaction.
+pub const MAX_TABLES: usize = 64;
 
 /// One table's window: the bytes read ahead, and where the last record read ended.
 #[derive(Debug)]
@@ -74,12 +75,13 @@ impl RecordReadAhead {
         if inside {
             self.served += 1;
         } else {
-            // Forward from the last record, within a window's reach: read ahead. Otherwise (the
-            // first read of the table, a jump back or far ahead) one record, exactly as
-            // `read_record` reads it; its checks apply to every location read on its own.
-            let forward = w.last_end != u64::MAX
-                && at.offset >= w.last_end
-                && at.offset - w.last_end <= w.size.max(FIRST_WINDOW);
+            // The first read of a table, or forward from the last record within a window's
+            // reach: read ahead (a merge asks for many records of each table it reads).
+            // Otherwise (a jump back or far ahead) one record, exactly as `read_record` reads
+            // it; its checks apply to every location read on its own.
+            let forward = w.last_end == u64::MAX
+                || (at.offset >= w.last_end
+                    && at.offset - w.last_end <= w.size.max(FIRST_WINDOW));
             if !forward || end > table.data_end() {
                 w.last_end = end;
                 w.size = 0;
