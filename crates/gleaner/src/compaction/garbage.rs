@@ -100,7 +100,7 @@ impl GarbageListener {
     /// claim, not for flushes; a flush drops handles only where a write-back or an alias put
     /// one into a memtable (few), and the table such a handle names may be claimed, collected
     /// and retired while the flush runs: counted in aggregate, the drop could not be placed
-    /// (found under `titan` with background GC threads: one drop in about 30 runs unplaced).
+    /// (found with write-back GC on background threads: one drop in about 30 runs unplaced).
     #[must_use]
     pub fn for_flush(mut self) -> Self {
         self.detail_all = true;

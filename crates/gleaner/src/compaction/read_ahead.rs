@@ -1,9 +1,9 @@
-//! Reading the records a compaction relocates, with read-ahead per value table: a merge reads
-//! the live records of a few sorted groups in key order, so the records it asks for of one
-//! table come in file order, with gaps where records died. One read per record costs a
-//! device round trip each (and, with direct I/O, a whole aligned block for a short record);
-//! a window that grows while the reads of a table go forward turns them into a few large
-//! sequential reads. (The DiffKV authors prefetch per file the same way, up to 64 KiB.)
+//! Reading the records a compaction relocates, with read-ahead per value table: a compaction
+//! reads its entries in key order, so when it relocates many values of key-sorted value
+//! tables, the records it asks for of one table come in file order, with gaps where records
+//! died. One read per record costs a device round trip each (and, with direct I/O, a whole
+//! aligned block for a short record); a window that grows while the reads of a table go
+//! forward turns them into a few large sequential reads.
 
 use crate::error::Result;
 use crate::io::IoClass;
@@ -14,8 +14,8 @@ use crate::value::reader::ValueTable;
 const FIRST_WINDOW: u64 = 32 << 10;
 /// The largest window.
 pub const MAX_WINDOW: u64 = 256 << 10;
-/// Most tables read ahead at once (the least recently used window goes): a merge interleaves
-/// the groups of a level, dozens of tables. At most `MAX_TABLES × MAX_WINDOW` (16 MiB) per
+/// Most tables read ahead at once (the least recently used window goes): a compaction's key
+/// range may interleave the runs of dozens of value tables. At most `MAX_TABLES × MAX_WINDOW` (16 MiB) per
 /// compaction.
 pub const MAX_TABLES: usize = 64;
 
@@ -35,8 +35,7 @@ struct Window {
 pub struct RecordReadAhead {
     windows: Vec<Window>,
     clock: u64,
-    /// Records served from a window, and reads made (windows and single records).
-    pub served: u64,
+    /// Reads made (windows and single records).
     pub reads: u64,
 }
 
@@ -72,11 +71,9 @@ impl RecordReadAhead {
         let w = &mut self.windows[i];
         w.used = self.clock;
         let inside = at.offset >= w.start && end <= w.start + w.buf.len() as u64;
-        if inside {
-            self.served += 1;
-        } else {
+        if !inside {
             // The first read of a table, or forward from the last record within a window's
-            // reach: read ahead (a merge asks for many records of each table it reads).
+            // reach: read ahead (a relocating compaction asks for many records of a table).
             // Otherwise (a jump back or far ahead) one record, exactly as `read_record` reads
             // it; its checks apply to every location read on its own.
             let forward = w.last_end == u64::MAX

@@ -69,7 +69,7 @@ pub struct Relocator<'a> {
     aliases: AliasTables<'a>,
     /// Value tables GC jobs held when the compaction started (see [`Relocator::with_claimed`]).
     claimed: BTreeSet<u64>,
-    /// The old records are read ahead per table (a merge reads groups in key order).
+    /// The old records are read ahead per table (entries come in key order).
     read_ahead: RecordReadAhead,
 }
 

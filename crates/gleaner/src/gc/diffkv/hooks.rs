@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::classes::{CLASS_VTREE, SizeRouter, TableMeta};
-use super::vtree::{Tag, VTable, merge_from, merges_into, moves, run_depths, tags};
+use super::vtree::{Tag, VTable, merge_from, merge_level_depths, merges_into, moves, tags};
 use crate::compaction::JobStats;
 use crate::compaction::hooks::{CompactionContext, EntryHooks, KeptEntry};
 use crate::compaction::iterator::{DropEvent, DropListener};
@@ -105,18 +105,14 @@ fn plan(
     }
     let bottom = deepest.unwrap_or(0).max(output_level);
     let tables = vtables(version, bottom);
-    let tagged = tags(&tables, merge_from(Some(bottom)), settings.max_runs, settings.gc_ratio);
+    let depths = merge_level_depths(&tables, merge_from(Some(bottom)));
+    let tagged = tags(&tables, &depths, settings.max_runs, settings.gc_ratio);
     let count = |tag| tagged.values().filter(|t| **t == tag).count() as u64;
     figures.tagged_runs.store(count(Tag::Runs), Ordering::Relaxed);
     figures
         .tagged_garbage
         .store(count(Tag::Garbage), Ordering::Relaxed);
-    let deep: Vec<VTable<'_>> = tables
-        .iter()
-        .filter(|t| t.level >= merge_from(Some(bottom)))
-        .copied()
-        .collect();
-    let most = run_depths(&deep).values().copied().max().unwrap_or(0);
+    let most = depths.values().copied().max().unwrap_or(0);
     figures
         .max_sorted_runs
         .store(most as u64, Ordering::Relaxed);

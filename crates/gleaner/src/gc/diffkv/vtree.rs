@@ -78,24 +78,30 @@ pub fn run_depths(tables: &[VTable<'_>]) -> BTreeMap<u64, usize> {
     out
 }
 
-/// The tables that join the next merge through their keys, and why: those whose run depth
-/// exceeds `max_runs`, among the tables at the merge levels (`level >= merge_from`; shallower
-/// ones merge by level anyway), and any table at least `gc_ratio` garbage.
-pub fn tags(
-    tables: &[VTable<'_>],
-    merge_from: u32,
-    max_runs: usize,
-    gc_ratio: f64,
-) -> BTreeMap<u64, Tag> {
+/// The run depths ([`run_depths`]) of the tables at the merge levels (`level >= merge_from`;
+/// shallower ones merge by level anyway).
+pub fn merge_level_depths(tables: &[VTable<'_>], merge_from: u32) -> BTreeMap<u64, usize> {
     let deep: Vec<VTable<'_>> = tables
         .iter()
         .filter(|t| t.level >= merge_from)
         .copied()
         .collect();
-    let mut out: BTreeMap<u64, Tag> = run_depths(&deep)
-        .into_iter()
-        .filter(|&(_, d)| d > max_runs)
-        .map(|(n, _)| (n, Tag::Runs))
+    run_depths(&deep)
+}
+
+/// The tables that join the next merge through their keys, and why: those whose run depth
+/// (`depths`, from [`merge_level_depths`]) exceeds `max_runs`, and any table at least
+/// `gc_ratio` garbage.
+pub fn tags(
+    tables: &[VTable<'_>],
+    depths: &BTreeMap<u64, usize>,
+    max_runs: usize,
+    gc_ratio: f64,
+) -> BTreeMap<u64, Tag> {
+    let mut out: BTreeMap<u64, Tag> = depths
+        .iter()
+        .filter(|&(_, d)| *d > max_runs)
+        .map(|(n, _)| (*n, Tag::Runs))
         .collect();
     for t in tables {
         if t.garbage_ratio >= gc_ratio && t.garbage_ratio > 0.0 {
@@ -210,7 +216,7 @@ mod tests {
         let mut garbage = t(30, 1, "x", "y");
         garbage.garbage_ratio = 0.5;
         tables.push(garbage);
-        let tagged = tags(&tables, 2, 10, 0.3);
+        let tagged = tags(&tables, &merge_level_depths(&tables, 2), 10, 0.3);
         // Twelve runs over a–m at level 3: all of them join the next merge there.
         for n in 0..12 {
             assert_eq!(tagged.get(&n), Some(&Tag::Runs), "{n}");
@@ -220,7 +226,8 @@ mod tests {
         assert!(!tagged.contains_key(&20));
         assert_eq!(tagged.get(&30), Some(&Tag::Garbage));
         // At the limit exactly, nothing.
-        assert!(tags(&tables[..10], 2, 10, 0.3).is_empty());
+        let ten = &tables[..10];
+        assert!(tags(ten, &merge_level_depths(ten, 2), 10, 0.3).is_empty());
         assert!(moves(&tables[12], 3, false), "level 1 into 3");
         assert!(!moves(&tables[0], 3, false));
         assert!(moves(&tables[0], 3, true));
