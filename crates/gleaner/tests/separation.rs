@@ -483,14 +483,15 @@ fn a_damaged_value_table_is_corruption_never_a_wrong_value() {
 #[test]
 fn scans_read_ahead_within_a_value_table() {
     let fs = FaultFs::new(4);
-    let scan_reads = |readahead: u64| {
-        let dir = format!("/readahead-{readahead}");
+    let scan_reads = |readahead: u64, depth: u32| {
+        let dir = format!("/readahead-{readahead}-{depth}");
         let db = Db::open(
             dir.as_str(),
             options(&fs)
                 .with_value_table_size(1 << 20)
                 .with_memtable_size(1 << 20)
-                .with_value_readahead_size(readahead),
+                .with_value_readahead_size(readahead)
+                .with_scan_prefetch_depth(depth),
         )
         .expect("open");
         for i in 0..200u32 {
@@ -498,17 +499,23 @@ fn scans_read_ahead_within_a_value_table() {
         }
         db.flush().expect("flush");
         assert_eq!(db.stats().values.tables, 1);
-        let before = db.stats().io["user_read"].read_ops;
+        let before = db.stats().io["user_read"];
         let mut n = 0;
         for item in db.range(.., &ReadOptions::default()).expect("range") {
             item.expect("item");
             n += 1;
         }
         assert_eq!(n, 200);
-        db.stats().io["user_read"].read_ops - before
+        let after = db.stats().io["user_read"];
+        (
+            after.read_ops - before.read_ops,
+            after.read_bytes - before.read_bytes,
+        )
     };
-    let without = scan_reads(0);
-    let with = scan_reads(1 << 20);
+    let (without, record_bytes) = scan_reads(0, 0);
+    let (with, _) = scan_reads(1 << 20, 0);
+    let (prefetched, _) = scan_reads(1 << 20, 16);
+    let (adjacent, adjacent_bytes) = scan_reads(0, 16);
     assert!(
         without >= 200,
         "one read per record without read-ahead: {without}"
@@ -516,6 +523,15 @@ fn scans_read_ahead_within_a_value_table() {
     assert!(
         with * 10 < without,
         "read-ahead coalesces record reads: {with} vs {without}"
+    );
+    assert!(
+        prefetched * 10 < without,
+        "so does the scan prefetch: {prefetched} vs {without}"
+    );
+    // Without read-ahead, the prefetch reads adjacent records together, and nothing else.
+    assert!(
+        adjacent * 4 < without && adjacent_bytes <= record_bytes,
+        "{adjacent} reads of {adjacent_bytes} bytes; one per record: {record_bytes} bytes"
     );
 }
 

@@ -55,6 +55,7 @@ impl CompactionContext<'_> {
             class: IoClass::CompactionRead,
             fill_cache: true,
             readahead: 0,
+            readahead_ramp: false,
         };
         self.version
             .get_seq(tables, &make_lookup_key(user_key, seq - 1), ctx)

@@ -321,6 +321,7 @@ pub fn run_compaction<'h>(
         class: IoClass::CompactionRead,
         fill_cache: false,
         readahead: out.input_readahead,
+        readahead_ramp: false,
     };
     // The input's range tombstones, from the tables that hold some (the manifest says which).
     let mut parts = Vec::new();

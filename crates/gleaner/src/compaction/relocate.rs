@@ -103,6 +103,7 @@ impl<'a> AliasTables<'a> {
             class: IoClass::CompactionRead,
             fill_cache: true,
             readahead: 0,
+            readahead_ramp: false,
         };
         let lookup = make_lookup_key(user_key, MAX_SEQUENCE);
         for f in &self.files {

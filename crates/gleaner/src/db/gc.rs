@@ -418,6 +418,7 @@ impl DbInner {
                 class: IoClass::GcLookup,
                 fill_cache: true,
                 readahead: 0,
+                readahead_ramp: false,
             },
         };
         // Each verdict goes to the policy's hooks too (what a learning policy trains on), with

@@ -27,6 +27,11 @@ enum Direction {
     Reverse,
 }
 
+/// Most bytes a scan reads ahead in one key table: its window starts at one block and doubles
+/// while the scan reads the table's blocks in order (RocksDB's iterators ramp up to the same
+/// 256 KiB).
+const SCAN_BLOCK_READAHEAD: u64 = 256 << 10;
+
 /// Everything needed to build an iterator over one consistent state.
 #[derive(Clone)]
 struct IterSource {
@@ -109,6 +114,7 @@ impl IterSource {
                         Arc::clone(&self.values),
                         self.ctx.fill_cache,
                         *depth,
+                        self.readahead,
                     ),
                     Box::new(ahead),
                 )
@@ -149,10 +155,13 @@ impl DbInner {
             seq,
             time,
             expired_skipped: Arc::clone(&self.counters.expired_skipped),
+            // A scan of many entries reads each table's blocks in order: read ahead, growing
+            // while it goes on (one device round trip per block costs a short scan little).
             ctx: ReadCtx {
                 class: IoClass::UserRead,
                 fill_cache: opts.fill_cache,
-                readahead: 0,
+                readahead: SCAN_BLOCK_READAHEAD,
+                readahead_ramp: true,
             },
             lower: opts.lower_bound.clone(),
             upper: opts.upper_bound.clone(),
@@ -328,7 +337,7 @@ impl DbIterator {
                     ahead.seek(&record.user_key)?;
                     Ok(ahead)
                 };
-                if let Some(value) = prefetcher.take(&record, start_ahead)? {
+                if let Some(value) = prefetcher.take(&record, start_ahead) {
                     self.value_buf = value;
                     self.fetched = true;
                     return Ok(());

@@ -51,6 +51,7 @@ impl DbInner {
             class: IoClass::UserRead,
             fill_cache: opts.fill_cache,
             readahead: 0,
+            readahead_ramp: false,
         };
         let found = sv.get(&self.tables, key, seq, ctx)?;
         // The clock is read only for a version that expires.

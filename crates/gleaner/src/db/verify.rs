@@ -76,6 +76,7 @@ impl DbInner {
             class: IoClass::Other,
             fill_cache: false,
             readahead: 0,
+            readahead_ramp: false,
         };
         // Memtables hold handles where a GC wrote them back (write-back commits): those reference
         // records as key-table entries do.

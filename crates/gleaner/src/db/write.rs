@@ -214,6 +214,7 @@ impl DbInner {
             class,
             fill_cache: true,
             readahead: 0,
+            readahead_ramp: false,
         };
         let newest = sv.get(&self.tables, key, MAX_SEQUENCE, ctx)?;
         let names = sv.version.values().names_record(

@@ -113,6 +113,7 @@ const GC: ReadCtx = ReadCtx {
     class: IoClass::GcLookup,
     fill_cache: true,
     readahead: 0,
+    readahead_ramp: false,
 };
 
 #[test]

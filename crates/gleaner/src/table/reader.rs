@@ -37,6 +37,8 @@ pub(crate) struct Readahead {
     /// File offset of `buf[0]`.
     start: u64,
     buf: Vec<u8>,
+    /// The last window's size asked for (with `readahead_ramp`).
+    size: u64,
 }
 
 impl Readahead {
@@ -59,7 +61,16 @@ pub struct ReadCtx {
     /// instead of one per block, which with direct I/O is one device round trip per block.
     /// 0 reads block by block. Point lookups ignore it.
     pub readahead: u64,
+    /// Whether the window starts at the block alone and doubles, from [`FIRST_RAMP_WINDOW`] up
+    /// to `readahead`, while the iterator reads on (a scan, which may stop after any entry),
+    /// instead of holding `readahead` bytes from the first read (a compaction, which reads its
+    /// tables whole).
+    pub readahead_ramp: bool,
 }
+
+/// The first window of a ramping read-ahead (see [`ReadCtx::readahead_ramp`]), after a read of
+/// one block is followed by a read of the next.
+pub const FIRST_RAMP_WINDOW: u64 = 16 << 10;
 
 impl ReadCtx {
     /// A context counting under `class` and filling the cache.
@@ -68,6 +79,7 @@ impl ReadCtx {
             class,
             fill_cache: true,
             readahead: 0,
+            readahead_ramp: false,
         }
     }
 }
@@ -564,10 +576,21 @@ impl Table {
                 // make it jump back and forth.
                 return self.read_alone(part, handle, ctx);
             }
+            let size = if !ctx.readahead_ramp {
+                ctx.readahead
+            } else if !window.buf.is_empty()
+                && handle.offset == window.start + window.buf.len() as u64
+            {
+                // The block right after the window: the pass goes on.
+                (window.size * 2).clamp(FIRST_RAMP_WINDOW.min(ctx.readahead), ctx.readahead)
+            } else {
+                0
+            };
+            window.size = size;
             // check_within bounded the block by the data end, so the window covers it.
             let end = self
                 .data_end
-                .min(handle.offset.saturating_add(ctx.readahead.max(len)));
+                .min(handle.offset.saturating_add(size.max(len)));
             window.start = handle.offset;
             window.buf.resize((end - handle.offset) as usize, 0);
             if let Err(e) = self

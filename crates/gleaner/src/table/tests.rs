@@ -264,6 +264,7 @@ fn check_table_layout(entries: &Entries, o: TableBuilderOptions, seed: u64) {
         class: IoClass::CompactionRead,
         fill_cache: false,
         readahead: 0,
+        readahead_ramp: false,
     });
     for _ in 0..300 {
         let user = format!("user{:06}", rng.random_range(0..4100));
@@ -503,7 +504,11 @@ fn readahead_reads_windows_not_blocks_and_yields_the_same_entries() {
         let p = &done.properties;
         let blocks = p.num_data_blocks + p.num_handle_blocks;
         let block_bytes = p.data_bytes + p.handle_bytes;
-        for readahead in [0u64, 8 << 10, 64 << 10, 1 << 20] {
+        let ramps = [false, true].into_iter();
+        for (readahead, ramp) in [0u64, 8 << 10, 64 << 10, 1 << 20]
+            .into_iter()
+            .flat_map(|r| ramps.clone().map(move |ramp| (r, ramp)))
+        {
             let stats = Arc::new(IoStats::default());
             let table = Arc::new(
                 Table::open(
@@ -520,8 +525,9 @@ fn readahead_reads_windows_not_blocks_and_yields_the_same_entries() {
                 class: IoClass::CompactionRead,
                 fill_cache: false,
                 readahead,
+                readahead_ramp: ramp,
             };
-            let what = format!("{layout:?} readahead {readahead}");
+            let what = format!("{layout:?} readahead {readahead} ramp {ramp}");
             assert_eq!(
                 scan_forward(&mut table.iter(ctx)).unwrap(),
                 entries,
@@ -540,9 +546,10 @@ fn readahead_reads_windows_not_blocks_and_yields_the_same_entries() {
                     "{what}: {} reads for {blocks} blocks",
                     io.read_ops
                 );
-                if readahead >= block_bytes {
+                if readahead >= block_bytes && !ramp {
                     assert!(io.read_ops <= 2, "{what}: one window holds every block");
                 }
+
                 assert!(
                     io.read_bytes <= 2 * block_bytes + readahead,
                     "{what}: {io:?}"
@@ -553,6 +560,18 @@ fn readahead_reads_windows_not_blocks_and_yields_the_same_entries() {
                 entries,
                 "{what} backward"
             );
+            // The first entry alone: a ramping window starts at the block; a fixed one reads
+            // `readahead` at once.
+            let before = stats.get(IoClass::CompactionRead).read_bytes;
+            let mut it = table.iter(ctx);
+            it.seek_to_first().unwrap();
+            assert_eq!(it.key(), entries[0].0.as_slice(), "{what}");
+            let first = stats.get(IoClass::CompactionRead).read_bytes - before;
+            if ramp || readahead == 0 {
+                assert!(first < 2 << 10, "{what}: {first} bytes for one entry");
+            } else {
+                assert!(first >= readahead.min(block_bytes) / 2, "{what}: {first} bytes");
+            }
         }
     }
 }
@@ -584,6 +603,7 @@ fn block_cache_is_used_and_fill_cache_respected() {
             class: IoClass::CompactionRead,
             fill_cache: false,
             readahead: 0,
+            readahead_ramp: false,
         };
         assert_eq!(scan_forward(&mut table.iter(no_fill)).unwrap(), entries);
         assert_eq!(cache.usage_bytes(), 0);
@@ -728,6 +748,7 @@ pub(super) fn check_damaged(file: &MemFile, entries: &Entries, what: &str) -> bo
         ctx,
         ReadCtx {
             readahead: 300,
+            readahead_ramp: false,
             ..ctx
         },
     ] {

@@ -691,6 +691,7 @@ mod tests {
                 class: crate::io::IoClass::GcLookup,
                 fill_cache: false,
                 readahead: 0,
+                readahead_ramp: false,
             },
         });
     }

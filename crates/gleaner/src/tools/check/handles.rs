@@ -253,6 +253,7 @@ impl HandleCheck<'_> {
             class: IoClass::Other,
             fill_cache: true,
             readahead: 0,
+            readahead_ramp: false,
         };
         self.version.is_shadowed(&self.keys, user_key, seq, ctx)
     }

@@ -20,6 +20,7 @@ const CHECK_CTX: ReadCtx = ReadCtx {
     class: IoClass::Other,
     fill_cache: false,
     readahead: 0,
+    readahead_ramp: false,
 };
 
 /// What one part's structural walk found.
