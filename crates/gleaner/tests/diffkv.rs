@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::dump::{Layout, newest_entries};
+use common::dump::{Layout, manifest_dump, newest_entries};
 use common::reads::{assert_reads as check, own_figure as own};
 use gleaner::gc::diffkv::{CLASS_VLOG_COLD, CLASS_VLOG_HOT, CLASS_VTREE, TableMeta};
 use gleaner::io::FaultFs;
@@ -165,6 +165,19 @@ fn values_land_by_size_and_medium_ones_move_down_with_their_keys() {
     );
     db.close().expect("close");
     let later = check_placement(&path, "after the rounds");
+    // `gleaner dump` says what the metadata means: flushed vTables at level 0, merged ones at
+    // their output level.
+    let manifest = manifest_dump(&path);
+    let said = |pred: &dyn Fn(&str) -> bool| {
+        manifest
+            .lines()
+            .any(|l| l.starts_with("  policy_meta: policy=diffkv data=") && pred(l))
+    };
+    assert!(said(&|l| l.ends_with(" (level 0)")), "{manifest}");
+    assert!(
+        said(&|l| l.contains(" (level ") && !l.ends_with(" (level 0)")),
+        "{manifest}"
+    );
     let large_kept = (0..keys)
         .filter(|i| size_class(*i) == 2)
         .all(|i| later[&key(i)] == first[&key(i)]);
@@ -254,6 +267,89 @@ fn the_scan_optimised_merge_bounds_the_sorted_groups_over_a_key() {
     );
 }
 
+/// A scan reads the medium values of its range group by group: records of one sorted group that
+/// lie close together come in one read, and a group read forward again is read ahead, so a
+/// scan over interleaved groups costs a few reads per vTable it meets, not one per value.
+#[test]
+fn a_scan_reads_a_few_times_per_vtable_not_once_per_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let medium = |i: u32, round: u32| {
+        let mut v = format!("{i}/{round}/").into_bytes();
+        v.resize(400 + (i as usize % 5) * 30, b'a' + (round % 26) as u8);
+        v
+    };
+    let mut model = BTreeMap::new();
+    // Groups interleave: each round rewrites every fourth key and is merged into the deepest
+    // level as a group of its own.
+    for round in 0..5u32 {
+        let db = Db::open(&path, options().with_diffkv_max_sorted_runs(1000)).expect("open");
+        for i in (0..3000u32).filter(|i| round == 0 || i % 4 == round % 4) {
+            db.put(key(i), medium(i, round)).expect("put");
+            model.insert(key(i), medium(i, round));
+        }
+        db.compact_range(None, None).expect("compact");
+        db.close().expect("close");
+    }
+    // One key per vTable the scan meets, read before counting so that every table is open.
+    let tables: BTreeMap<u64, String> = newest_entries(&path)
+        .into_iter()
+        .filter_map(|(k, (_, h))| h.map(|(table, _)| (table, k)))
+        .collect();
+    // With reader threads (prefetching is off under inline background work), and the key
+    // tables' blocks cached by a scan that reads no value, so what is counted is value reads.
+    let db = Db::open(
+        &path,
+        options()
+            .with_inline_background_work(false)
+            .with_block_cache_size(16 << 20)
+            .with_scan_prefetch_depth(16),
+    )
+    .expect("open");
+    let lazy = gleaner::ReadOptions {
+        lazy_values: true,
+        ..Default::default()
+    };
+    let mut it = db.iter(&lazy).expect("iter");
+    it.seek_to_first().expect("seek");
+    let mut keys = 0;
+    while it.valid() {
+        keys += 1;
+        it.next().expect("next");
+    }
+    drop(it);
+    assert_eq!(keys, model.len());
+    for k in tables.values() {
+        assert!(db.get(k).expect("get").is_some());
+    }
+    let reads = || db.stats().io.get("user_read").map_or(0, |c| c.read_ops);
+    let before = reads();
+    let mut got = BTreeMap::new();
+    for item in db
+        .range(.., &gleaner::ReadOptions::default())
+        .expect("range")
+    {
+        let (k, v) = item.expect("item");
+        got.insert(String::from_utf8(k).expect("utf8"), v);
+    }
+    let scan_reads = reads() - before;
+    assert_eq!(got, model, "the scan is exact");
+    // Per vTable at most two reads (the first run, then a window that covers the rest of a
+    // table of `value_table_size`), and the first value, which the scan reads itself.
+    assert!(
+        scan_reads <= 2 * tables.len() as u64 + 1,
+        "{scan_reads} reads for {} values in {} vTables",
+        model.len(),
+        tables.len()
+    );
+    assert!(
+        scan_reads * 4 < model.len() as u64,
+        "{scan_reads} reads for {} values",
+        model.len()
+    );
+    db.close().expect("close");
+}
+
 /// A vTable no merge takes keeps its garbage until GC collects it at `diffkv_vtree_gc_ratio`
 /// (the authors' keyless vTables could be reclaimed only by a merge through their keys).
 #[test]
@@ -319,6 +415,11 @@ fn bad_options_are_refused_by_name() {
         (
             base().with_diffkv_max_sorted_runs(0),
             "diffkv_max_sorted_runs",
+        ),
+        (base().with_diffkv_merge_levels(0), "diffkv_merge_levels"),
+        (
+            base().with_num_levels(4).with_diffkv_merge_levels(5),
+            "diffkv_merge_levels",
         ),
         (
             base()

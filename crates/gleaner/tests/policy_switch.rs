@@ -328,7 +328,8 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
             .with_diffkv_large_min(1_000)
             .with_diffkv_gc_ratio(0.05)
             .with_diffkv_vtree_gc_ratio(0.05)
-            .with_diffkv_max_sorted_runs(2),
+            .with_diffkv_max_sorted_runs(2)
+            .with_diffkv_merge_levels(3),
         GcPolicyKind::Terarkdb | GcPolicyKind::Scavenger | GcPolicyKind::Custom => o,
     }
 }

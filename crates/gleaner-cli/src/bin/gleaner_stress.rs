@@ -520,9 +520,11 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
     }
     if variant == "diffkv" {
         // The tool's separation threshold for small values, values of four times it in vLogs,
-        // GC as frequent as the others', two sorted runs per key so tagged merges run too.
+        // GC as frequent as the others', two sorted runs per key so tagged merges run too, and
+        // three merge levels (the suites run the default two).
         return opts
             .with_gc_policy(GcPolicyKind::Diffkv)
+            .with_diffkv_merge_levels(3)
             .with_diffkv_small_max(MIN_SEPARATED)
             .with_diffkv_large_min(MIN_SEPARATED * 4)
             .with_diffkv_gc_ratio(0.05)

@@ -86,6 +86,17 @@ pub fn describe_policy_file(
     }
 }
 
+/// What a built-in policy says of the metadata it wrote into a value table's manifest record
+/// (`data`), for `gleaner dump`; `None` when the policy does not describe it (or `policy` is no
+/// built-in one).
+pub fn describe_table_meta(policy: &str, data: &[u8]) -> Option<String> {
+    let kind = GcPolicyKind::ALL.into_iter().find(|p| p.name() == policy)?;
+    match kind {
+        GcPolicyKind::Diffkv => Some(super::diffkv::describe_meta(data)),
+        _ => None,
+    }
+}
+
 /// The name of the policy `opts` select: option `gc_policy`'s, or the custom factory's.
 pub fn policy_name(opts: &Options) -> String {
     match (opts.gc_policy(), opts.custom_policy()) {

@@ -105,6 +105,11 @@ pub const DEFAULT_DIFFKV_SMALL_MAX: u64 = 128;
 pub const DEFAULT_DIFFKV_LARGE_MIN: u64 = 8 << 10;
 /// Default `diffkv_max_sorted_runs`: the DiffKV authors' 10.
 pub const DEFAULT_DIFFKV_MAX_SORTED_RUNS: u64 = 10;
+/// Default `diffkv_merge_levels`: the DiffKV authors' 2 (the last two of seven levels, with
+/// RocksDB's dynamic base level at 4: three levels below level 0, the upper one not merged, as
+/// in the four-level trees here). At 2 GiB, 3 (merging that level too) measured faster updates,
+/// less space and faster scans (docs/benchmarks.md, "DiffKV scans").
+pub const DEFAULT_DIFFKV_MERGE_LEVELS: u32 = 2;
 /// Default `diffkv_gc_ratio`: the DiffKV authors' 0.3.
 pub const DEFAULT_DIFFKV_GC_RATIO: f64 = 0.3;
 /// Default `diffkv_vtree_gc_ratio`: 0.7, the DiffKV authors' ratio for the vTables of deep
@@ -478,6 +483,10 @@ options_table! {
     /// are tagged to join the next merge through their keys (the scan-optimised merge).
     /// Default 10; from 1 to 1000.
     (diffkv_max_sorted_runs, with_diffkv_max_sorted_runs, u64, DEFAULT_DIFFKV_MAX_SORTED_RUNS, persisted: true);
+    /// Policy `diffkv`: compactions into this many of the deepest non-empty levels (counting
+    /// the output) merge medium values into vTables of their output level; shallower ones move
+    /// only the handles (the lazy merge). Default 2 (the authors'); from 1 to `num_levels`.
+    (diffkv_merge_levels, with_diffkv_merge_levels, u32, DEFAULT_DIFFKV_MERGE_LEVELS, persisted: true);
     /// Policy `diffkv`: a vLog is a GC victim, and a vTable joins the next merge through its
     /// keys, once this fraction of its bytes is garbage. Default 0.3; above 0, at most 1.
     (diffkv_gc_ratio, with_diffkv_gc_ratio, f64, DEFAULT_DIFFKV_GC_RATIO, persisted: true);
@@ -520,16 +529,20 @@ options_table! {
     /// input table, never more than the table. Default 1 MiB; 0 reads block by block; at most
     /// 64 MiB.
     (compaction_readahead_size, with_compaction_readahead_size, u64, DEFAULT_COMPACTION_READAHEAD_SIZE, persisted: true);
-    /// Separated values a forward scan reads ahead of itself, in parallel, on a pool of reader
-    /// threads shared by the database's iterators (twice this many threads, at most 32, started
-    /// by the first scan that needs them). A scan starts with one read ahead and doubles it with
-    /// every value it consumes, so a short scan does not read far past its end; at most 8 MiB
-    /// of values are held ahead. Records that follow each other in a value table are left to
-    /// `value_readahead_size` instead. Off under `inline_background_work` (no threads of the
+    /// Reads of separated values a forward scan keeps in flight ahead of itself, on a pool of
+    /// reader threads shared by the database's iterators (twice this many threads, at most 32,
+    /// started by the first scan that needs them). The scan looks ahead in batches of records
+    /// that start at 4 and double (up to 512 where records share reads, else to twice this
+    /// depth), so a short scan does not read far past its end;
+    /// the records of a batch that lie within 16 KiB of each other in one value table share a
+    /// read, and a table read forward again is read ahead (up to `value_readahead_size`); at
+    /// most about 8 MiB is held ahead. Off under `inline_background_work` (no threads of the
     /// engine's own). Default 16; 0 reads each value when the scan reaches it; at most 64.
     (scan_prefetch_depth, with_scan_prefetch_depth, u32, DEFAULT_SCAN_PREFETCH_DEPTH, persisted: true);
-    /// Bytes scans read ahead within a value table when consecutive records are requested.
-    /// Default 1 MiB; 0 disables read-ahead; at most 64 MiB.
+    /// Bytes scans read ahead within a value table: the largest window of a prefetching scan
+    /// (`scan_prefetch_depth`; at most 2 MiB), and of a scan reading its own values when
+    /// consecutive records are requested. Default 1 MiB; 0 disables read-ahead (a prefetching
+    /// scan then reads only adjacent records together); at most 64 MiB.
     (value_readahead_size, with_value_readahead_size, u64, DEFAULT_VALUE_READAHEAD_SIZE, persisted: true);
     /// What WAL recovery does with a damaged record: `tolerate_corrupted_tail` (default; a
     /// torn tail is cut, damage followed by valid records is an error) or
@@ -778,6 +791,12 @@ impl Options {
             self.diffkv_max_sorted_runs,
             1,
             1000,
+        )?;
+        range(
+            "diffkv_merge_levels",
+            self.diffkv_merge_levels,
+            1,
+            self.num_levels,
         )?;
         for (name, ratio) in [
             ("diffkv_gc_ratio", self.diffkv_gc_ratio),

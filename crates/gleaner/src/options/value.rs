@@ -120,8 +120,8 @@ pub enum GcPolicyKind {
     Dumpkv,
     /// DiffKV: values managed by size. Small values stay inline in the index tree
     /// (`diffkv_small_max` replaces `min_separated_value_size`); medium ones go to the vTree,
-    /// whose tables compactions into the two deepest levels merge into sorted groups of the
-    /// output level (bounded to `diffkv_max_sorted_runs` over a key); large ones
+    /// whose tables compactions into the deepest levels (`diffkv_merge_levels`) merge into
+    /// sorted groups of the output level (bounded to `diffkv_max_sorted_runs` over a key); large ones
     /// (`diffkv_large_min`) to vLogs, new and GC-moved apart, collected greedily at
     /// `diffkv_gc_ratio`; vTables no compaction reaches are collected by GC at
     /// `diffkv_vtree_gc_ratio`. Handles stay (inheritance).

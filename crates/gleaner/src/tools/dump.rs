@@ -156,6 +156,7 @@ impl Dumper<'_> {
             class: IoClass::Other,
             fill_cache: false,
             readahead: 0,
+            readahead_ramp: false,
         };
         if table.layout() == KeyTableLayout::Mixed {
             self.table_entries(table.iter(ctx))?;
@@ -480,8 +481,11 @@ impl Dumper<'_> {
                 render(&v.largest_key, hex)
             ));
             if let Some(m) = &v.policy_meta {
+                let said = crate::gc::registry::describe_table_meta(&m.tag, &m.data)
+                    .map(|s| format!(" {s}"))
+                    .unwrap_or_default();
                 lines.push(format!(
-                    "  policy_meta: policy={} data={}",
+                    "  policy_meta: policy={} data={}{said}",
                     m.tag,
                     super::text::hex(&m.data)
                 ));

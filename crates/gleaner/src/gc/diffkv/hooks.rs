@@ -21,13 +21,16 @@ use crate::key::ParsedKey;
 use crate::value::StoredHandle;
 use crate::version::Version;
 
-/// The merge settings (options `diffkv_max_sorted_runs`, `diffkv_gc_ratio`).
+/// The merge settings (options `diffkv_max_sorted_runs`, `diffkv_gc_ratio`,
+/// `diffkv_merge_levels`).
 #[derive(Debug, Clone, Copy)]
 pub struct MergeSettings {
     /// Most sorted runs over a key at one merge level before its vTables are tagged.
     pub max_runs: usize,
     /// Garbage ratio that tags a vTable for the next merge through its keys.
     pub gc_ratio: f64,
+    /// The deepest non-empty levels whose compactions merge (`diffkv_merge_levels`).
+    pub merge_levels: u32,
 }
 
 /// The policy's figures, for `stats().gc.policy_stats`.
@@ -100,12 +103,12 @@ fn plan(
     let deepest = version
         .deepest_nonempty_level()
         .map(|l| u32::try_from(l).unwrap_or(u32::MAX));
-    if !merges_into(output_level, deepest) {
+    if !merges_into(output_level, deepest, settings.merge_levels) {
         return None;
     }
     let bottom = deepest.unwrap_or(0).max(output_level);
     let tables = vtables(version, bottom);
-    let depths = merge_level_depths(&tables, merge_from(Some(bottom)));
+    let depths = merge_level_depths(&tables, merge_from(Some(bottom), settings.merge_levels));
     let tagged = tags(&tables, &depths, settings.max_runs, settings.gc_ratio);
     let count = |tag| tagged.values().filter(|t| **t == tag).count() as u64;
     figures.tagged_runs.store(count(Tag::Runs), Ordering::Relaxed);

@@ -32,9 +32,20 @@ pub const OWN_OPTIONS: &[&str] = &[
     "diffkv_small_max",
     "diffkv_large_min",
     "diffkv_max_sorted_runs",
+    "diffkv_merge_levels",
     "diffkv_gc_ratio",
     "diffkv_vtree_gc_ratio",
 ];
+
+/// What a table's metadata says, for `gleaner dump`: the level of the entries naming its
+/// values when it was written, and whether a GC job wrote it.
+pub fn describe_meta(data: &[u8]) -> String {
+    match TableMeta::decode(data) {
+        Some(TableMeta { by_gc: true, .. }) => "(written by GC)".to_string(),
+        Some(TableMeta { level, .. }) => format!("(level {level})"),
+        None => "(not diffkv metadata of a known format)".to_string(),
+    }
+}
 
 /// The roles of `diffkv`.
 ///
@@ -72,6 +83,7 @@ pub fn policy_set(opts: &Options) -> Result<PolicySet> {
             settings: MergeSettings {
                 max_runs: opts.diffkv_max_sorted_runs() as usize,
                 gc_ratio: opts.diffkv_gc_ratio(),
+                merge_levels: opts.diffkv_merge_levels(),
             },
             router,
             figures: Figures::default(),

@@ -26,12 +26,12 @@ pub struct VTable<'a> {
 
 /// Whether a compaction writing `output_level`, in a tree whose deepest non-empty level is
 /// `deepest` (`None`: empty), merges values (lazy merge): only when the output is one of the
-/// two deepest non-empty levels, counting the output itself. The authors fix the merge levels
-/// at the last two of seven; trees here are three or four levels deep, so the deepest
-/// non-empty ones are where the data ends up.
-pub fn merges_into(output_level: u32, deepest: Option<u32>) -> bool {
+/// `merge_levels` deepest non-empty levels, counting the output itself. The authors fix the
+/// merge levels at the last two of seven, with level sizes set from the bottom; here they
+/// count from the deepest non-empty level, so a shallow tree merges on every compaction.
+pub fn merges_into(output_level: u32, deepest: Option<u32>, merge_levels: u32) -> bool {
     let bottom = deepest.unwrap_or(0).max(output_level);
-    output_level + 1 >= bottom
+    output_level + merge_levels > bottom
 }
 
 /// Why a vTable joins the next merge through its keys whatever its level.
@@ -112,8 +112,8 @@ pub fn tags(
 }
 
 /// The shallowest merge level of a tree whose deepest non-empty level is `deepest`.
-pub fn merge_from(deepest: Option<u32>) -> u32 {
-    deepest.unwrap_or(0).saturating_sub(1)
+pub fn merge_from(deepest: Option<u32>, merge_levels: u32) -> u32 {
+    (deepest.unwrap_or(0) + 1).saturating_sub(merge_levels)
 }
 
 /// Whether a merge writing `output_level` moves the values of `table`: shallower than the
@@ -167,19 +167,30 @@ mod tests {
     }
 
     #[test]
-    fn lazy_merge_writes_only_the_two_deepest_levels() {
-        // A tree down to level 3: merges into 2 and 3, not into 1.
-        assert!(!merges_into(1, Some(3)));
-        assert!(merges_into(2, Some(3)));
-        assert!(merges_into(3, Some(3)));
+    fn lazy_merge_writes_only_the_deepest_levels() {
+        // Two merge levels (the authors' count), a tree down to level 3: merges into 2 and 3,
+        // not into 1.
+        assert!(!merges_into(1, Some(3), 2));
+        assert!(merges_into(2, Some(3), 2));
+        assert!(merges_into(3, Some(3), 2));
         // The output counts: a compaction into a new deepest level 4 merges, and so would one
         // into 3 then.
-        assert!(merges_into(4, Some(3)));
+        assert!(merges_into(4, Some(3), 2));
         // Shallow trees merge on every compaction.
-        assert!(merges_into(1, Some(1)));
-        assert!(merges_into(1, None));
-        assert_eq!(merge_from(Some(3)), 2);
-        assert_eq!(merge_from(None), 0);
+        assert!(merges_into(1, Some(1), 2));
+        assert!(merges_into(1, None, 2));
+        assert_eq!(merge_from(Some(3), 2), 2);
+        assert_eq!(merge_from(None, 2), 0);
+        // Three: level 1 of a four-level tree merges too, not of a five-level one.
+        assert!(merges_into(1, Some(3), 3));
+        assert!(!merges_into(1, Some(4), 3));
+        assert!(merges_into(2, Some(4), 3));
+        assert_eq!(merge_from(Some(3), 3), 1);
+        assert_eq!(merge_from(Some(4), 3), 2);
+        // One: only the deepest level.
+        assert!(!merges_into(2, Some(3), 1));
+        assert!(merges_into(3, Some(3), 1));
+        assert_eq!(merge_from(Some(3), 1), 3);
     }
 
     #[test]
