@@ -180,6 +180,19 @@ impl ReadSlot {
     }
 }
 
+/// Finishes its slot when dropped: with the bytes read, or as failed when the job panicked or
+/// was dropped unrun (a pool whose threads ended), so no iterator waits for it forever.
+struct Answering {
+    slot: Arc<ReadSlot>,
+    got: Option<Vec<u8>>,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.slot.finish(self.got.take());
+    }
+}
+
 /// Where the value of a record the look-ahead found will come from.
 enum Source {
     /// A window of the record's table: bytes from `start`, read by window `window`.
@@ -667,7 +680,10 @@ impl ValuePrefetcher {
         let slot = ReadSlot::new();
         let sv = Arc::clone(&self.sv);
         let values = Arc::clone(&self.values);
-        let answer = Arc::clone(&slot);
+        let mut answer = Answering {
+            slot: Arc::clone(&slot),
+            got: None,
+        };
         let job: Job = Box::new(move || {
             let read = || -> Result<Vec<u8>> {
                 let vs = sv.version.values();
@@ -679,13 +695,13 @@ impl ValuePrefetcher {
                 let n = end.min(t.data_end()).max(need).saturating_sub(start);
                 t.read_range(start, n, IoClass::UserRead)
             };
-            let got = read().ok();
+            answer.got = read().ok();
             // Let go of the state before answering: once the iterator has every answer, no
             // read of it pins a file (close must not leave files that only a straggling
             // reader still held).
             drop(sv);
             drop(values);
-            answer.finish(got);
+            drop(answer);
         });
         self.queued.push_back((Arc::clone(&slot), job));
         slot
@@ -699,12 +715,15 @@ impl ValuePrefetcher {
         let values = Arc::clone(&self.values);
         let fill_cache = self.fill_cache;
         let r = record.clone();
-        let answer = Arc::clone(&slot);
+        let mut answer = Answering {
+            slot: Arc::clone(&slot),
+            got: None,
+        };
         let job: Job = Box::new(move || {
-            let got = read_value(&sv, &values, &r, fill_cache).ok();
+            answer.got = read_value(&sv, &values, &r, fill_cache).ok();
             drop(sv);
             drop(values);
-            answer.finish(got);
+            drop(answer);
         });
         self.queued.push_back((Arc::clone(&slot), job));
         slot
