@@ -8,7 +8,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::prefetch::{ReadPool, RecordRef, ValuePrefetcher};
+use super::prefetch::{AheadEntry, ReadPool, RecordRef, ValuePrefetcher};
 use super::value_fetch::ValueFetcher;
 use super::{Counters, DbInner, ReadOptions, SuperVersion};
 use crate::cache::{TableCache, ValueTableCache};
@@ -90,6 +90,7 @@ impl IterSource {
             saved_value: Vec::new(),
             saved_kind: ValueKind::Value,
             saved_seq: 0,
+            following: false,
             current_kind: ValueKind::Value,
             lazy: self.lazy,
             fetched: false,
@@ -199,14 +200,18 @@ pub struct DbIterator {
     expired_skipped: Arc<AtomicU64>,
     direction: Direction,
     valid: bool,
-    /// Reverse: the current key. Forward: the key being skipped.
+    /// Reverse, or following: the current key. Forward: the key being skipped.
     saved_key: Vec<u8>,
-    /// Reverse: the current entry's stored value (inline value or encoded handle).
+    /// Reverse, or following: the current entry's stored value (inline value or encoded
+    /// handle).
     saved_value: Vec<u8>,
-    /// Reverse: the current entry's kind.
+    /// Reverse, or following: the current entry's kind.
     saved_kind: ValueKind,
-    /// Reverse: the current entry's sequence number.
+    /// Reverse, or following: the current entry's sequence number.
     saved_seq: SeqNo,
+    /// Forward: the current entry is one the look-ahead walked (held in the `saved_` fields);
+    /// `inner` is not positioned at it.
+    following: bool,
     /// Kind of the entry the iterator is positioned at.
     current_kind: ValueKind,
     lazy: bool,
@@ -235,21 +240,21 @@ fn malformed() -> Error {
 }
 
 /// The user key, record sequence number and value handle of the entry an iterator is on, whose
-/// stored value is a handle: from the inner cursor moving forward, from the saved entry in
-/// reverse. A free function over the fields, so the caller can go on to borrow others mutably.
+/// stored value is a handle: from the saved entry (`saved`: in reverse, or following the
+/// look-ahead), else from the inner cursor. A free function over the fields, so the caller can
+/// go on to borrow others mutably.
 fn current_handle<'a>(
-    direction: Direction,
+    saved: bool,
     inner: &'a MergingIterator,
     saved_key: &'a [u8],
     saved_seq: SeqNo,
     saved_value: &'a [u8],
 ) -> Result<(&'a [u8], SeqNo, ValueHandle)> {
-    let (user_key, seq, stored) = match direction {
-        Direction::Forward => {
-            let p = ParsedKey::parse(inner.key()).ok_or_else(malformed)?;
-            (p.user_key, p.seq, inner.value())
-        }
-        Direction::Reverse => (saved_key, saved_seq, saved_value),
+    let (user_key, seq, stored) = if saved {
+        (saved_key, saved_seq, saved_value)
+    } else {
+        let p = ParsedKey::parse(inner.key()).ok_or_else(malformed)?;
+        (p.user_key, p.seq, inner.value())
     };
     let stored = StoredHandle::decode(stored, "iterator input", 0)?;
     Ok((user_key, stored.record_seq(seq), stored.location))
@@ -261,12 +266,18 @@ impl DbIterator {
         self.valid
     }
 
+    /// Whether the current entry is held in the `saved_` fields rather than under `inner`.
+    fn in_saved(&self) -> bool {
+        self.direction == Direction::Reverse || self.following
+    }
+
     /// The current key. Panics when not [`valid`](Self::valid).
     pub fn key(&self) -> &[u8] {
         assert!(self.valid, "DbIterator::key on an invalid iterator");
-        match self.direction {
-            Direction::Forward => key::user_key(self.inner.key()),
-            Direction::Reverse => &self.saved_key,
+        if self.in_saved() {
+            &self.saved_key
+        } else {
+            key::user_key(self.inner.key())
         }
     }
 
@@ -291,9 +302,10 @@ impl DbIterator {
 
     /// The current entry's stored value: the value itself, or an encoded handle.
     fn stored_value(&self) -> &[u8] {
-        match self.direction {
-            Direction::Forward => self.inner.value(),
-            Direction::Reverse => &self.saved_value,
+        if self.in_saved() {
+            &self.saved_value
+        } else {
+            self.inner.value()
         }
     }
 
@@ -319,33 +331,12 @@ impl DbIterator {
     /// Reads the separated value of the current entry into `value_buf`.
     fn read_separated(&mut self) -> Result<()> {
         let (user_key, record_seq, handle) = current_handle(
-            self.direction,
+            self.in_saved(),
             &self.inner,
             &self.saved_key,
             self.saved_seq,
             &self.saved_value,
         )?;
-        if let Some((prefetcher, source)) = &mut self.prefetch {
-            if self.direction == Direction::Forward {
-                let record = RecordRef {
-                    user_key: user_key.to_vec(),
-                    seq: record_seq,
-                    handle,
-                };
-                let start_ahead = || -> Result<DbIterator> {
-                    let mut ahead = source.build()?;
-                    ahead.seek(&record.user_key)?;
-                    Ok(ahead)
-                };
-                if let Some(value) = prefetcher.take(&record, start_ahead) {
-                    self.value_buf = value;
-                    self.fetched = true;
-                    return Ok(());
-                }
-            } else {
-                prefetcher.reset();
-            }
-        }
         self.fetcher.fetch(
             self.sv.version.values(),
             user_key,
@@ -357,37 +348,124 @@ impl DbIterator {
         Ok(())
     }
 
-    /// The record of the current entry when its value is separated (for the look-ahead of a
-    /// prefetching iterator).
-    pub(super) fn separated_record(&self) -> Result<Option<RecordRef>> {
-        if !self.valid || self.current_kind != ValueKind::ValueHandle {
-            return Ok(None);
-        }
-        let (user_key, seq, handle) = current_handle(
-            self.direction,
-            &self.inner,
-            &self.saved_key,
-            self.saved_seq,
-            &self.saved_value,
-        )?;
-        Ok(Some(RecordRef {
-            user_key: user_key.to_vec(),
+    /// The current entry, and its record when its value is separated (for the look-ahead of a
+    /// prefetching iterator). Only when [`valid`](Self::valid).
+    pub(super) fn ahead_entry(&self) -> Result<(AheadEntry, Option<RecordRef>)> {
+        debug_assert!(self.valid);
+        let saved = self.in_saved();
+        let (user_key, seq) = if saved {
+            (self.saved_key.clone(), self.saved_seq)
+        } else {
+            let p = ParsedKey::parse(self.inner.key()).ok_or_else(malformed)?;
+            (p.user_key.to_vec(), p.seq)
+        };
+        let record = if self.current_kind == ValueKind::ValueHandle {
+            let (_, record_seq, handle) = current_handle(
+                saved,
+                &self.inner,
+                &self.saved_key,
+                self.saved_seq,
+                &self.saved_value,
+            )?;
+            Some(RecordRef {
+                user_key: user_key.clone(),
+                seq: record_seq,
+                handle,
+            })
+        } else {
+            None
+        };
+        let entry = AheadEntry {
+            user_key,
             seq,
-            handle,
-        }))
+            kind: self.current_kind,
+            stored: self.stored_value().to_vec(),
+        };
+        Ok((entry, record))
+    }
+
+    /// Moving forward with a look-ahead: starts it over where `position` puts a fresh lazy
+    /// iterator over the same state, and lands on its first entry.
+    fn follow(&mut self, position: impl FnOnce(&mut DbIterator) -> Result<()>) -> Result<()> {
+        self.direction = Direction::Forward;
+        self.following = false;
+        self.saved_key.clear();
+        let Some((prefetcher, source)) = self.prefetch.as_mut() else {
+            return self.fail(Error::InvalidArgument(
+                "an iterator without a look-ahead cannot follow one".into(),
+            ));
+        };
+        let ahead = source.build().and_then(|mut ahead| {
+            position(&mut ahead)?;
+            Ok(ahead)
+        });
+        match ahead {
+            Ok(ahead) => prefetcher.start(ahead),
+            Err(e) => {
+                prefetcher.reset();
+                return self.fail(e);
+            }
+        }
+        self.step_ahead()
+    }
+
+    /// Following: lands on the next entry the look-ahead walked, with its value when the
+    /// look-ahead read it (else reads it here).
+    fn step_ahead(&mut self) -> Result<()> {
+        let Some((prefetcher, _)) = self.prefetch.as_mut() else {
+            return self.fail(Error::InvalidArgument(
+                "an iterator without a look-ahead cannot follow one".into(),
+            ));
+        };
+        match prefetcher.next_entry() {
+            None => {
+                self.valid = false;
+                self.following = false;
+                Ok(())
+            }
+            Some(Err(e)) => {
+                self.following = false;
+                self.fail(e)
+            }
+            Some(Ok((entry, value))) => {
+                self.direction = Direction::Forward;
+                self.following = true;
+                self.valid = true;
+                self.saved_key = entry.user_key;
+                self.saved_value = entry.stored;
+                self.saved_kind = entry.kind;
+                self.saved_seq = entry.seq;
+                match value {
+                    Some(value) => {
+                        self.current_kind = entry.kind;
+                        self.value_buf = value;
+                        self.fetched = true;
+                        Ok(())
+                    }
+                    None => self.landed(),
+                }
+            }
+        }
+    }
+
+    /// Stops following the look-ahead: forgets it.
+    fn unfollow(&mut self) {
+        self.following = false;
+        if let Some((prefetcher, _)) = self.prefetch.as_mut() {
+            prefetcher.reset();
+        }
     }
 
     /// Called whenever the iterator lands on an entry: notes its kind and, for an eager
     /// iterator, reads a separated value.
     fn landed(&mut self) -> Result<()> {
         self.fetched = false;
-        self.current_kind = match self.direction {
-            Direction::Forward => {
-                ParsedKey::parse(self.inner.key())
-                    .ok_or_else(malformed)?
-                    .kind
-            }
-            Direction::Reverse => self.saved_kind,
+        self.current_kind = if self.in_saved() {
+            self.saved_kind
+        } else {
+            ParsedKey::parse(self.inner.key())
+                .ok_or_else(malformed)?
+                .kind
         };
         if self.current_kind == ValueKind::ValueHandle
             && !self.lazy
@@ -407,6 +485,7 @@ impl DbIterator {
     pub fn seek_to_first(&mut self) -> Result<()> {
         match self.lower.clone() {
             Some(lower) => self.seek(&lower),
+            None if self.prefetch.is_some() => self.follow(|ahead| ahead.seek_to_first()),
             None => {
                 self.direction = Direction::Forward;
                 self.saved_key.clear();
@@ -420,6 +499,7 @@ impl DbIterator {
 
     /// Positions at the last key (before the upper bound).
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.unfollow();
         self.direction = Direction::Reverse;
         self.saved_key.clear();
         let r = match &self.upper {
@@ -440,6 +520,9 @@ impl DbIterator {
             Some(lower) if target < lower.as_slice() => lower.clone(),
             _ => target.to_vec(),
         };
+        if self.prefetch.is_some() {
+            return self.follow(|ahead| ahead.seek(&target));
+        }
         self.direction = Direction::Forward;
         self.saved_key.clear();
         if let Err(e) = self.inner.seek(&key::make_lookup_key(&target, self.seq)) {
@@ -453,6 +536,7 @@ impl DbIterator {
         if self.upper.as_deref().is_some_and(|u| target >= u) {
             return self.seek_to_last();
         }
+        self.unfollow();
         self.direction = Direction::Reverse;
         self.saved_key.clear();
         let probe = key::make_internal_key(target, 0, ValueKind::Deletion);
@@ -470,6 +554,14 @@ impl DbIterator {
     pub fn next(&mut self) -> Result<()> {
         if !self.valid {
             return Ok(());
+        }
+        if self.following {
+            return self.step_ahead();
+        }
+        if self.direction == Direction::Reverse && self.prefetch.is_some() {
+            // The first key after the current one (`saved_key`).
+            let target = successor(&self.saved_key);
+            return self.follow(|ahead| ahead.seek(&target));
         }
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
@@ -496,6 +588,17 @@ impl DbIterator {
     pub fn prev(&mut self) -> Result<()> {
         if !self.valid {
             return Ok(());
+        }
+        if self.following {
+            // `inner` is not at the current key: put it right before the key's entries, as
+            // a reverse move leaves it.
+            self.unfollow();
+            self.direction = Direction::Reverse;
+            let target = key::make_lookup_key(&self.saved_key, MAX_SEQUENCE);
+            if let Err(e) = self.inner.seek_for_prev(&target) {
+                return self.fail(e);
+            }
+            return self.find_prev_user_entry();
         }
         if self.direction == Direction::Forward {
             // Step back past every entry of the current key.
@@ -563,9 +666,12 @@ impl DbIterator {
     }
 
     /// Entries of the merged sources this iterator has stepped over or landed on.
-    #[cfg_attr(not(test), expect(dead_code, reason = "the cost tests read it"))]
     pub(crate) fn entries_visited(&self) -> u64 {
         self.entries_visited
+            + self
+                .prefetch
+                .as_ref()
+                .map_or(0, |(prefetcher, _)| prefetcher.entries_visited())
     }
 
     /// Forward: from the inner cursor, finds the first visible, non-deleted key (skipping

@@ -9,10 +9,12 @@
 //! sorted groups a merging compaction writes; the tables of a flush or a GC job). What a scan
 //! costs is then one read per run of nearby records per table, if the reader sees the runs.
 //!
-//! A [`ValuePrefetcher`] walks a second, lazy iterator over the same state ahead of the user's
-//! iterator, in batches that double in size (so a short scan does not read far past its end)
-//! up to [`MAX_BATCH`] records where records share reads, or twice the reads in flight where
-//! nearly every record is a read of its own:
+//! A [`ValuePrefetcher`] walks a lazy iterator over the same state ahead of the user's
+//! iterator, which moving forward lands on the entries the walk found instead of walking the
+//! merged sources a second time. It walks in batches of entries of half what the scan has
+//! taken so far ([`next_batch`]: a short scan does not walk or read far past its end), up to
+//! [`MAX_BATCH`] where records share reads, or twice the reads in flight where nearly every
+//! record is a read of its own:
 //!
 //! - the records of a batch that lie in one table within [`GAP`] of each other join one read
 //!   of the bytes from the first to the last ([`plan_runs`], a pure function);
@@ -23,12 +25,13 @@
 //!   `scan_prefetch_depth` of one iterator in flight, with at most [`MAX_PREFETCH_BYTES`] read
 //!   and not yet consumed.
 //!
-//! It changes where a value's bytes come from, never which: the prefetched value is for the
-//! same (key, sequence number, handle) the user's iterator landed on, compared before use, and
-//! its record is decoded and verified (length, checksum, key and sequence number) exactly as the
-//! iterator's own read verifies it. A prefetch that failed, or a record whose table a GC job
-//! collected (found through inheritance, read on its own), is read by the iterator itself,
-//! which meets any error at the entry that has it.
+//! It changes where an entry and its value's bytes come from, never which: the look-ahead is
+//! the same iterator the user's would be (same state, snapshot, bounds, expiry time), and a
+//! prefetched record is decoded and verified (length, checksum, key and sequence number)
+//! exactly as the iterator's own read verifies it. A prefetch that failed, or a record whose
+//! table a GC job collected (found through inheritance, read on its own), is read by the
+//! iterator itself, which meets any error at the entry that has it; an error the walk meets
+//! reaches the user's iterator when it moves past the last entry before it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +45,7 @@ use super::iter::DbIterator;
 use crate::cache::ValueTableCache;
 use crate::error::{Error, Result};
 use crate::io::IoClass;
-use crate::key::SeqNo;
+use crate::key::{SeqNo, ValueKind};
 use crate::value::{ValueHandle, decode_record};
 use crate::version::check_record;
 
@@ -60,13 +63,10 @@ pub(super) const FIRST_WINDOW: u64 = 32 << 10;
 /// Most read windows one iterator keeps (the least recently used one no pending record needs
 /// goes first).
 const MAX_WINDOWS: usize = 64;
-/// Records in the first batch the look-ahead plans after a seek; each batch doubles it.
+/// Entries in the first batch the look-ahead walks after a seek; each batch doubles it.
 const FIRST_BATCH: usize = 4;
-/// Most records in one batch.
+/// Most entries in one batch.
 const MAX_BATCH: usize = 512;
-/// Most entries the look-ahead walks in one go (inline values and deletions count): a run of
-/// entries without separated values does not send it to the end of the range.
-const MAX_WALK: usize = 2 * MAX_BATCH;
 
 /// One read, run on a pool thread.
 type Job = Box<dyn FnOnce() + Send>;
@@ -205,10 +205,30 @@ enum Source {
     Value(Arc<ReadSlot>),
 }
 
-/// A record the look-ahead found.
+/// An entry the look-ahead landed on, for the user's iterator to land on in turn.
+#[derive(Debug)]
+pub(super) struct AheadEntry {
+    pub user_key: Vec<u8>,
+    /// The entry's sequence number.
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+    /// The stored value: the value itself (with its expiry for a value that has one), or an
+    /// encoded handle.
+    pub stored: Vec<u8>,
+}
+
+impl AheadEntry {
+    /// Bytes it holds (what the queue of entries is bounded by).
+    fn footprint(&self) -> u64 {
+        (self.user_key.len() + self.stored.len()) as u64
+    }
+}
+
+/// An entry the look-ahead walked, not yet landed on.
 struct Pending {
-    record: RecordRef,
-    source: Source,
+    entry: AheadEntry,
+    /// For a separated value: its record, and where its value will come from.
+    separated: Option<(RecordRef, Source)>,
 }
 
 /// A window: its table, and its number among the iterator's windows.
@@ -281,7 +301,19 @@ pub(super) fn next_window(last: Option<(u64, u64)>, start: u64, max_window: u64)
     }
 }
 
-/// The look-ahead of one forward iterator.
+/// The size of the next batch of entries the look-ahead walks, once the user's iterator has
+/// taken `taken` entries since it started: half of that, from [`FIRST_BATCH`] up to `most`. A
+/// scan of unknown length is a bet on its going on as far again; a lead of half what it took
+/// walks about 1.3 times what a scan of 1 to 1000 entries needs, where batches doubling from 4
+/// walked 1.8 times (on a `diffkv` database of the "DiffKV scans" workload in
+/// docs/benchmarks.md: 21 % fewer device bytes a scan).
+pub(super) fn next_batch(taken: usize, most: usize) -> usize {
+    (taken / 2).clamp(FIRST_BATCH, most.max(FIRST_BATCH))
+}
+
+/// The look-ahead of one forward iterator: it walks the entries ahead of the user's iterator,
+/// which then lands on them in turn (one walk of the merged sources, not two), and reads their
+/// separated values ahead.
 pub(super) struct ValuePrefetcher {
     pool: Arc<ReadPool>,
     sv: Arc<SuperVersion>,
@@ -292,10 +324,20 @@ pub(super) struct ValuePrefetcher {
     /// Largest read-ahead window (`value_readahead_size`); 0: read exactly what records need,
     /// runs of adjacent records only.
     max_window: u64,
-    /// The lazy iterator walking ahead; `None` until the first separated value, and after it
-    /// ran off the end.
+    /// The lazy iterator walking ahead; `None` before a start, and after it ran off the end or
+    /// stopped at an error.
     ahead: Option<Box<DbIterator>>,
+    /// Whether the entry `ahead` is on is not queued yet (right after a start).
+    ahead_fresh: bool,
+    /// The error the look-ahead stopped at, for the user's iterator once it has landed on
+    /// every entry before it.
+    stopped: Option<Error>,
+    /// Entries walked by look-aheads already dropped (`entries_visited`).
+    visited_before: u64,
+    /// The entries walked and not yet landed on by the user's iterator, in order.
     pending: VecDeque<Pending>,
+    /// Bytes of keys and stored values in `pending`.
+    pending_bytes: u64,
     /// The windows kept, by table (a table's in the order they were read).
     windows: HashMap<u64, Vec<Window>>,
     /// Windows kept.
@@ -312,8 +354,10 @@ pub(super) struct ValuePrefetcher {
     held: u64,
     /// Records of the next batch.
     batch: usize,
-    /// Records of the last batch planned.
+    /// Entries of the last batch walked.
     planned: usize,
+    /// Entries the user's iterator took since the look-ahead started.
+    taken: usize,
     next_window_id: u64,
 }
 
@@ -334,7 +378,11 @@ impl ValuePrefetcher {
             depth: depth.max(1),
             max_window: max_window.min(MAX_PREFETCH_BYTES / 4),
             ahead: None,
+            ahead_fresh: false,
+            stopped: None,
+            visited_before: 0,
             pending: VecDeque::new(),
+            pending_bytes: 0,
             windows: HashMap::new(),
             window_count: 0,
             idle: VecDeque::new(),
@@ -343,6 +391,7 @@ impl ValuePrefetcher {
             held: 0,
             batch: FIRST_BATCH,
             planned: 0,
+            taken: 0,
             next_window_id: 0,
         }
     }
@@ -351,58 +400,83 @@ impl ValuePrefetcher {
     /// for the reads in flight (`depth`, and those the iterator needed at once), so none
     /// outlives the iterator's interest.
     pub(super) fn reset(&mut self) {
-        self.ahead = None;
+        if let Some(ahead) = self.ahead.take() {
+            self.retire(&ahead);
+        }
+        self.ahead_fresh = false;
+        self.stopped = None;
         self.queued.clear();
         for slot in self.submitted.drain(..) {
             let _ = slot.wait();
         }
         self.pending.clear();
+        self.pending_bytes = 0;
         self.windows.clear();
         self.window_count = 0;
         self.idle.clear();
         self.held = 0;
         self.batch = FIRST_BATCH;
         self.planned = 0;
+        self.taken = 0;
     }
 
-    /// The value of `record`, where the user's iterator just landed moving forward: taken from
-    /// a read of the look-ahead, or `None` when the caller must read it itself (the first value
-    /// after a seek, a read that failed, a pool that has stopped). `start_ahead` builds the lazy
-    /// look-ahead iterator positioned at the user's entry, when the look-ahead (re)starts there.
-    pub(super) fn take(
-        &mut self,
-        record: &RecordRef,
-        start_ahead: impl FnOnce() -> Result<DbIterator>,
-    ) -> Option<Vec<u8>> {
-        // An eager iterator reads every separated value it lands on, in order, so moving
-        // forward it always lands on the front of the queue; anything else (a seek, a change
-        // of direction, a queue that ran dry) starts the look-ahead over from here.
-        let taken = if self.pending.front().is_some_and(|p| p.record == *record) {
-            let p = self.pending.pop_front().expect("the front");
-            self.value_of(p)
+    /// Starts over from `ahead`, a lazy iterator just positioned by a seek: its entry is the
+    /// first [`next_entry`](Self::next_entry) returns.
+    pub(super) fn start(&mut self, ahead: DbIterator) {
+        self.reset();
+        if ahead.valid() {
+            self.ahead = Some(Box::new(ahead));
+            self.ahead_fresh = true;
         } else {
-            self.reset();
-            // A look-ahead that cannot start (an error seeking it) only means no prefetching:
-            // the user's iterator reads this value itself and meets any error where it is.
-            match start_ahead() {
-                Ok(ahead) if ahead.valid() => self.ahead = Some(Box::new(ahead)),
-                _ => return None,
-            }
-            None
-        };
-        if taken.is_some() {
-            self.pool.served.fetch_add(1, Ordering::Relaxed);
+            self.retire(&ahead);
         }
         self.fill();
         self.pump();
-        taken
+    }
+
+    /// The next entry of the walk, with its separated value when a read of the look-ahead
+    /// brought it (`None`: an inline value, or one the caller must read itself: a read that
+    /// failed or a pool that stopped). `None` at the end of the walk; the error the walk
+    /// stopped at once every entry before it was returned.
+    pub(super) fn next_entry(&mut self) -> Option<Result<(AheadEntry, Option<Vec<u8>>)>> {
+        if self.pending.is_empty() {
+            self.fill();
+        }
+        let Some(p) = self.pending.pop_front() else {
+            return self.stopped.take().map(Err);
+        };
+        self.taken += 1;
+        self.pending_bytes = self.pending_bytes.saturating_sub(p.entry.footprint());
+        let value = match p.separated {
+            Some((record, source)) => {
+                let value = self.value_of(&record, source);
+                if value.is_some() {
+                    self.pool.served.fetch_add(1, Ordering::Relaxed);
+                }
+                value
+            }
+            None => None,
+        };
+        self.fill();
+        self.pump();
+        Some(Ok((p.entry, value)))
+    }
+
+    /// Entries the look-aheads of this iterator walked (the cost of its moves).
+    pub(super) fn entries_visited(&self) -> u64 {
+        self.visited_before + self.ahead.as_ref().map_or(0, |a| a.entries_visited())
+    }
+
+    /// Counts the walk of a look-ahead that goes.
+    fn retire(&mut self, ahead: &DbIterator) {
+        self.visited_before += ahead.entries_visited();
     }
 
     /// The value of a record taken off the queue, checked as the iterator's own read checks
     /// it; `None` when its read failed or the bytes are not that record.
-    fn value_of(&mut self, p: Pending) -> Option<Vec<u8>> {
-        let h = p.record.handle;
-        match p.source {
+    fn value_of(&mut self, record: &RecordRef, source: Source) -> Option<Vec<u8>> {
+        let h = record.handle;
+        match source {
             Source::Value(slot) => {
                 self.held = self.held.saturating_sub(h.len);
                 self.wait_for(&slot)
@@ -430,10 +504,10 @@ impl ValuePrefetcher {
                 let bytes = self.wait_for(&slot)?;
                 let from = usize::try_from(h.offset.checked_sub(start)?).ok()?;
                 let to = from.checked_add(usize::try_from(h.len).ok()?)?;
-                let record =
+                let decoded =
                     decode_record(bytes.get(from..to)?, "prefetched window", h.offset).ok()?;
-                check_record(&h, record.key, record.seq, &p.record.user_key, p.record.seq).ok()?;
-                Some(record.value.to_vec())
+                check_record(&h, decoded.key, decoded.seq, &record.user_key, record.seq).ok()?;
+                Some(decoded.value.to_vec())
             }
         }
     }
@@ -468,48 +542,62 @@ impl ValuePrefetcher {
         }
     }
 
-    /// Plans batches of the records ahead while the queue runs short.
+    /// Walks on while the queue runs short, in batches of entries (the reads of their
+    /// separated values planned together); always at least one entry when the queue is empty (the
+    /// user's iterator is waiting for it).
     fn fill(&mut self) {
         let Some(mut ahead) = self.ahead.take() else {
             return;
         };
-        let mut walked = 0;
-        // The next batch is planned once half of the last one is taken: the look-ahead stays
-        // within one and a half batches of the scan, so a scan that stops reads little past
-        // its end.
-        while self.pending.len() <= self.planned / 2
-            && self.held < MAX_PREFETCH_BYTES
-            && walked < MAX_WALK
+        // The next batch is planned once half of the last one is taken (see `next_batch` for
+        // its size), so a scan that stops walks and reads little past its end.
+        while self.pending.is_empty()
+            || (self.pending.len() <= self.planned / 2
+                && self.held < MAX_PREFETCH_BYTES
+                && self.pending_bytes < MAX_PREFETCH_BYTES)
         {
             let mut batch = Vec::new();
+            let mut entries = 0;
             let mut bytes = 0;
             let mut ended = false;
-            while batch.len() < self.batch && walked < MAX_WALK {
-                // The look-ahead stops at the end, and at an error: the user's own iterator
-                // meets that error at the entry that has it, not earlier here.
-                walked += 1;
-                if ahead.next().is_err() || !ahead.valid() {
+            while entries < self.batch {
+                if self.ahead_fresh {
+                    self.ahead_fresh = false;
+                } else if let Err(e) = ahead.next() {
+                    self.stopped = Some(e);
                     ended = true;
                     break;
                 }
-                match ahead.separated_record() {
-                    Ok(Some(record)) => {
-                        bytes += record.handle.len;
-                        batch.push(record);
-                        if self.held + bytes >= MAX_PREFETCH_BYTES {
-                            break;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(_) => {
+                if !ahead.valid() {
+                    ended = true;
+                    break;
+                }
+                let (entry, record) = match ahead.ahead_entry() {
+                    Ok(got) => got,
+                    Err(e) => {
+                        self.stopped = Some(e);
                         ended = true;
                         break;
                     }
+                };
+                entries += 1;
+                self.pending_bytes += entry.footprint();
+                let separated = record.map(|record| {
+                    bytes += record.handle.len;
+                    batch.push(self.pending.len());
+                    // A placeholder, replaced when the batch is planned.
+                    (record, Source::Value(ReadSlot::new()))
+                });
+                self.pending.push_back(Pending { entry, separated });
+                if self.held + bytes >= MAX_PREFETCH_BYTES
+                    || self.pending_bytes >= MAX_PREFETCH_BYTES
+                {
+                    break;
                 }
             }
-            self.planned = batch.len();
+            self.planned = entries;
             let records = batch.len();
-            let reads = self.plan(batch);
+            let reads = self.plan(&batch);
             // Larger batches pay where records share reads; where nearly every record is a
             // read of its own (values scattered over many tables), a batch of twice the reads
             // in flight keeps the device busy, and a larger one only reads further past the
@@ -519,23 +607,29 @@ impl ValuePrefetcher {
             } else {
                 (2 * self.depth).clamp(FIRST_BATCH, MAX_BATCH)
             };
-            self.batch = (self.batch * 2).min(most);
+            self.batch = next_batch(self.taken, most);
             if ended {
+                self.retire(&ahead);
                 return;
             }
         }
         self.ahead = Some(ahead);
     }
 
-    /// Queues the reads for one batch of records (in key order): each record joins a window
-    /// that covers it, or a run of its table (see [`plan_runs`]) that becomes a new window.
+    /// Plans the reads of one batch of separated records (positions in `pending`, in key
+    /// order): each record joins a window that covers it, or a run of its table (see
+    /// [`plan_runs`]) that becomes a new window.
     ///
     /// Returns the reads it queued.
-    fn plan(&mut self, batch: Vec<RecordRef>) -> usize {
+    fn plan(&mut self, batch: &[usize]) -> usize {
         let mut reads = 0;
         let mut need: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-        let first = self.pending.len();
-        for record in batch {
+        for &i in batch {
+            let record = &self.pending[i]
+                .separated
+                .as_ref()
+                .expect("a separated entry")
+                .0;
             let h = record.handle;
             let end = h.offset.saturating_add(h.len);
             let source = if let Some(w) = self
@@ -553,19 +647,17 @@ impl ValuePrefetcher {
                     },
                 }
             } else if self.readable_directly(h.file_number) {
-                need.entry(h.file_number)
-                    .or_default()
-                    .push(self.pending.len());
-                // A placeholder, replaced below: every record in `need` joins a run.
-                Source::Value(ReadSlot::new())
+                // Every record in `need` joins a run below.
+                need.entry(h.file_number).or_default().push(i);
+                continue;
             } else {
+                let record = record.clone();
                 self.held += h.len;
                 reads += 1;
                 Source::Value(self.queue_value(&record))
             };
-            self.pending.push_back(Pending { record, source });
+            self.set_source(i, source);
         }
-        debug_assert!(need.values().flatten().all(|&i| i >= first));
         let max_run = self.max_window.max(GAP);
         let gap = if self.max_window > 0 { GAP } else { 0 };
         // The runs of every table, each with the pending records it serves, queued in the order
@@ -575,7 +667,12 @@ impl ValuePrefetcher {
             let at: Vec<(u64, u64)> = members
                 .iter()
                 .map(|&i| {
-                    let h = self.pending[i].record.handle;
+                    let h = self.pending[i]
+                        .separated
+                        .as_ref()
+                        .expect("separated")
+                        .0
+                        .handle;
                     (h.offset, h.len)
                 })
                 .collect();
@@ -615,14 +712,24 @@ impl ValuePrefetcher {
             });
             self.window_count += 1;
             for m in run.members {
-                self.pending[m].source = Source::Window {
-                    slot: Arc::clone(&slot),
-                    start: run.start,
-                    window: WindowId { table, id },
-                };
+                self.set_source(
+                    m,
+                    Source::Window {
+                        slot: Arc::clone(&slot),
+                        start: run.start,
+                        window: WindowId { table, id },
+                    },
+                );
             }
         }
         reads
+    }
+
+    /// Sets where the value of the separated entry at `pending[i]` comes from.
+    fn set_source(&mut self, i: usize, source: Source) {
+        if let Some((_, s)) = self.pending[i].separated.as_mut() {
+            *s = source;
+        }
     }
 
     /// Whether `table` is read where a handle names it (live, or retired and still held by
@@ -800,6 +907,17 @@ mod tests {
                 (5000, 7000, vec![3])
             ]
         );
+    }
+
+    #[test]
+    fn batches_lead_the_scan_by_half_what_it_took() {
+        assert_eq!(next_batch(0, MAX_BATCH), FIRST_BATCH);
+        assert_eq!(next_batch(7, MAX_BATCH), FIRST_BATCH);
+        assert_eq!(next_batch(100, MAX_BATCH), 50);
+        assert_eq!(next_batch(100_000, MAX_BATCH), MAX_BATCH);
+        // Scattered records: at most `most`, never below the first batch.
+        assert_eq!(next_batch(100, 32), 32);
+        assert_eq!(next_batch(100, 1), FIRST_BATCH);
     }
 
     #[test]

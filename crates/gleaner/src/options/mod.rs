@@ -531,9 +531,10 @@ options_table! {
     (compaction_readahead_size, with_compaction_readahead_size, u64, DEFAULT_COMPACTION_READAHEAD_SIZE, persisted: true);
     /// Reads of separated values a forward scan keeps in flight ahead of itself, on a pool of
     /// reader threads shared by the database's iterators (twice this many threads, at most 32,
-    /// started by the first scan that needs them). The scan looks ahead in batches of records
-    /// that start at 4 and double (up to 512 where records share reads, else to twice this
-    /// depth), so a short scan does not read far past its end;
+    /// started by the first scan that needs them). The scan walks ahead of itself (and then
+    /// lands on the entries that walk found) in batches of entries of half what it has taken
+    /// so far, from 4 (up to 512 where records share reads, else to twice this depth), so a
+    /// short scan does not read far past its end;
     /// the records of a batch that lie within 16 KiB of each other in one value table share a
     /// read, and a table read forward again is read ahead (up to `value_readahead_size`); at
     /// most about 8 MiB is held ahead. Off under `inline_background_work` (no threads of the
