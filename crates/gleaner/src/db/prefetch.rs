@@ -305,7 +305,7 @@ pub(super) fn next_window(last: Option<(u64, u64)>, start: u64, max_window: u64)
 /// taken `taken` entries since it started: half of that, from [`FIRST_BATCH`] up to `most`. A
 /// scan of unknown length is a bet on its going on as far again; a lead of half what it took
 /// walks about 1.3 times what a scan of 1 to 1000 entries needs, where batches doubling from 4
-/// walked 1.8 times (on a `diffkv` database of the "DiffKV scans" workload in
+/// walked 1.8 times (measured on the 2 GiB database of the "scans walk once" section of
 /// docs/benchmarks.md: 21 % fewer device bytes a scan).
 pub(super) fn next_batch(taken: usize, most: usize) -> usize {
     (taken / 2).clamp(FIRST_BATCH, most.max(FIRST_BATCH))
