@@ -15,7 +15,7 @@ mod common;
 #[allow(dead_code, reason = "only the shared options are used here")]
 mod rounds;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -264,6 +264,85 @@ fn the_scan_optimised_merge_bounds_the_sorted_groups_over_a_key() {
     assert!(
         unbounded > 3,
         "without the merge the groups pile up: {unbounded}"
+    );
+}
+
+/// Past the run limit, the merge takes the small new groups over a key before the large old one
+/// under them: a level holding one large group and a small group added per round rewrites the
+/// small ones, never the large one, which only grows old (the authors' rule tagged every
+/// vTable over the key, rewriting the large group each time the limit was passed).
+#[test]
+fn the_run_bound_merges_the_small_new_groups_not_the_large_old_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let opts = options()
+        .with_diffkv_max_sorted_runs(3)
+        .with_diffkv_gc_ratio(1.0)
+        .with_diffkv_vtree_gc_ratio(1.0);
+    let medium: Vec<u32> = (0..3000).filter(|i| size_class(*i) == 1).collect();
+    let mut model = BTreeMap::new();
+    let (mut moved_for_runs, mut most) = (0, 0);
+    // The vTables of the large group, how many, and their level.
+    let (mut large, mut large_count, mut large_level) = (BTreeSet::new(), 0, 0);
+    for round in 0..13u32 {
+        let db = Db::open(&path, opts.clone()).expect("open");
+        // Round 0 writes the large group; each later one ten values spread over its range.
+        let keys: Vec<u32> = if round == 0 {
+            medium.clone()
+        } else {
+            (0..10).map(|j| medium[(round + 97 * j) as usize]).collect()
+        };
+        for i in keys {
+            db.put(key(i), value(i, round)).expect("put");
+            model.insert(key(i), value(i, round));
+        }
+        db.compact_range(None, None).expect("compact");
+        check(&db, &model, &format!("round {round}"));
+        moved_for_runs += own(&db, "diffkv_moves_for_runs");
+        db.close().expect("close");
+        let layout = Layout::read(&path);
+        let deepest = layout.key_tables.values().copied().max().expect("tables");
+        most = most.max(sorted_runs(&layout, deepest));
+        let vtables: BTreeSet<u64> = layout
+            .value_tables
+            .iter()
+            .filter(|(_, t)| t.class == CLASS_VTREE)
+            .map(|(n, _)| *n)
+            .collect();
+        // The first small round deepens the tree and merges everything into the new level:
+        // the large group is the group with the most vTables there after it.
+        if round <= 1 {
+            let mut groups: BTreeMap<Option<u64>, BTreeSet<u64>> = BTreeMap::new();
+            for n in vtables {
+                groups
+                    .entry(meta(&layout, n).written_at)
+                    .or_default()
+                    .insert(n);
+            }
+            large = groups
+                .into_values()
+                .max_by_key(|g| g.len())
+                .expect("vTables");
+            large_count = large.len();
+            large_level = deepest;
+        } else {
+            assert_eq!(deepest, large_level, "the tree keeps its depth");
+            large.retain(|n| vtables.contains(n));
+        }
+    }
+    assert!(most <= 4, "at most 3 + 1 sorted groups over a key: {most}");
+    // The large group's vTables are all still there (its values were never moved)...
+    assert!(
+        large_count >= 10,
+        "the large group spans vTables: {large_count}"
+    );
+    assert_eq!(large.len(), large_count, "vTables of the large group left");
+    // ... and the small groups merged a few times each (one rewrite of the large group alone
+    // would be a thousand).
+    assert!(
+        (1..medium.len() as u64).contains(&moved_for_runs),
+        "values moved for the run bound: {moved_for_runs} (large group: {})",
+        medium.len()
     );
 }
 

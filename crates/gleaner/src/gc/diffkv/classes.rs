@@ -18,8 +18,10 @@ const CLASS_NAMES: &[&str] = &["vtree", "vlog-hot", "vlog-cold"];
 
 /// The policy's tag on its tables' metadata (its name).
 pub const TAG: &str = "diffkv";
-/// Format of the table metadata.
-const META_FORMAT: u8 = 1;
+/// Format of the table metadata written now (2: with the job's start); format 1 is still read.
+const META_FORMAT: u8 = 2;
+/// The first format, without the job's start.
+const META_FORMAT_1: u8 = 1;
 
 /// A value table's metadata: where it was written and, for a vTable, its vTree level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,26 +32,47 @@ pub struct TableMeta {
     /// The index-tree level of the entries naming its values when it was written: 0 at a
     /// flush, the output level of the compaction that merged it; 0 when `by_gc`.
     pub level: u32,
+    /// The database's newest sequence number when the job that wrote it started: the tables
+    /// of one job share it, and it orders the groups of a level by age (the scan-optimised
+    /// merge weighs them by it). `None` for a table of format 1, written before it was kept.
+    pub written_at: Option<u64>,
 }
 
 impl TableMeta {
-    /// The bytes: format byte 1, a flags byte (bit 0: written by GC), the level as a varint.
+    /// The bytes: format byte 2, a flags byte (bit 0: written by GC), the level and the job's
+    /// start as varints; format 1, without the start, for a table whose `written_at` is unknown.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![META_FORMAT, u8::from(self.by_gc)];
+        let format = if self.written_at.is_some() {
+            META_FORMAT
+        } else {
+            META_FORMAT_1
+        };
+        let mut out = vec![format, u8::from(self.by_gc)];
         put_varint64(&mut out, u64::from(self.level));
+        if let Some(at) = self.written_at {
+            put_varint64(&mut out, at);
+        }
         out
     }
 
     /// The metadata `data` holds; `None` for bytes not of this format.
     pub fn decode(data: &[u8]) -> Option<TableMeta> {
         let (&[format, flags], rest) = data.split_first_chunk::<2>()?;
-        if format != META_FORMAT || flags > 1 {
+        if !(format == META_FORMAT || format == META_FORMAT_1) || flags > 1 {
             return None;
         }
         let (level, n) = decode_varint64(rest)?;
-        (n == rest.len()).then_some(TableMeta {
+        let rest = &rest[n..];
+        let (written_at, rest) = if format == META_FORMAT {
+            let (at, n) = decode_varint64(rest)?;
+            (Some(at), &rest[n..])
+        } else {
+            (None, rest)
+        };
+        rest.is_empty().then_some(TableMeta {
             by_gc: flags == 1,
             level: u32::try_from(level).ok()?,
+            written_at,
         })
     }
 
@@ -124,7 +147,14 @@ impl ValueRouter for SizeRouter {
     fn table_meta(&self, _: &ValueTableMeta, at: &TableOrigin) -> Option<Vec<u8>> {
         let by_gc = at.origin == RouteOrigin::Gc;
         let level = if by_gc { 0 } else { at.level.unwrap_or(0) };
-        Some(TableMeta { by_gc, level }.encode())
+        Some(
+            TableMeta {
+                by_gc,
+                level,
+                written_at: Some(at.now),
+            }
+            .encode(),
+        )
     }
 }
 
@@ -182,22 +212,45 @@ mod tests {
             TableMeta {
                 by_gc: false,
                 level: 0,
+                written_at: Some(0),
             },
             TableMeta {
                 by_gc: false,
                 level: 6,
+                written_at: Some(1 << 40),
             },
             TableMeta {
                 by_gc: true,
                 level: 0,
+                written_at: Some(300),
+            },
+            TableMeta {
+                by_gc: false,
+                level: 3,
+                written_at: None,
             },
         ] {
             assert_eq!(TableMeta::decode(&m.encode()), Some(m));
         }
+        // Format 1, as written before the job's start was kept, still reads.
+        assert_eq!(
+            TableMeta::decode(&[1, 1, 0]),
+            Some(TableMeta {
+                by_gc: true,
+                level: 0,
+                written_at: None
+            })
+        );
+        assert_eq!(
+            TableMeta::decode(&[2, 0, 3, 0xac, 0x02]).map(|m| (m.level, m.written_at)),
+            Some((3, Some(300)))
+        );
         assert_eq!(TableMeta::decode(&[]), None);
-        assert_eq!(TableMeta::decode(&[2, 0, 0]), None, "another format");
+        assert_eq!(TableMeta::decode(&[3, 0, 0, 0]), None, "another format");
         assert_eq!(TableMeta::decode(&[1, 2, 0]), None, "unknown flags");
         assert_eq!(TableMeta::decode(&[1, 0, 0, 0]), None, "trailing bytes");
+        assert_eq!(TableMeta::decode(&[2, 0, 0, 0, 0]), None, "trailing bytes");
+        assert_eq!(TableMeta::decode(&[2, 0, 0]), None, "format 2 without its start");
         assert_eq!(TableMeta::decode(&[1, 0, 0x80]), None, "truncated varint");
         let at = |origin, level| TableOrigin {
             origin,
@@ -225,5 +278,6 @@ mod tests {
         assert_eq!(meta(RouteOrigin::Flush, Some(0)).level, 0);
         assert_eq!(meta(RouteOrigin::Compaction, Some(3)).level, 3);
         assert!(meta(RouteOrigin::Gc, None).by_gc);
+        assert_eq!(meta(RouteOrigin::Flush, Some(0)).written_at, Some(9));
     }
 }

@@ -7,7 +7,7 @@
 //! `compaction/relocate.rs`). A trivial move into those levels that would carry such values
 //! is rewritten so they merge.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,6 +50,11 @@ pub struct Figures {
     pub tagged_runs: AtomicU64,
     pub tagged_garbage: AtomicU64,
     pub max_sorted_runs: AtomicU64,
+    /// Since the open: entries merges asked to move because their vTable was tagged, for
+    /// runs and for garbage, not because it was shallower than the output (what the tags
+    /// cost; a few may stay, `relocations_kept_for_gc`).
+    pub moves_for_runs: AtomicU64,
+    pub moves_for_garbage: AtomicU64,
 }
 
 /// The hooks.
@@ -71,6 +76,11 @@ fn vtables(version: &Version, bottom: u32) -> Vec<VTable<'_>> {
             let meta = TableMeta::of(t)?;
             let garbage = values.garbage(t.number).bytes;
             Some(VTable {
+                group: match meta.written_at {
+                    Some(at) => (at, 0),
+                    None => (0, t.number),
+                },
+                live_bytes: t.record_bytes.saturating_sub(garbage),
                 number: t.number,
                 level: if meta.by_gc { bottom } else { meta.level },
                 smallest: &t.smallest_key,
@@ -85,10 +95,10 @@ fn vtables(version: &Version, bottom: u32) -> Vec<VTable<'_>> {
         .collect()
 }
 
-/// What one merging compaction moves: the vTables whose values it moves, and their key
-/// ranges (for trivial moves).
+/// What one merging compaction moves: the vTables whose values it moves (with the tag that
+/// moves them, if not their level), and their key ranges (for trivial moves).
 struct MergePlan {
-    from: HashSet<u64>,
+    from: HashMap<u64, Option<Tag>>,
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -108,8 +118,9 @@ fn plan(
     }
     let bottom = deepest.unwrap_or(0).max(output_level);
     let tables = vtables(version, bottom);
-    let depths = merge_level_depths(&tables, merge_from(Some(bottom), settings.merge_levels));
-    let tagged = tags(&tables, &depths, settings.max_runs, settings.gc_ratio);
+    let from_level = merge_from(Some(bottom), settings.merge_levels);
+    let depths = merge_level_depths(&tables, from_level);
+    let tagged = tags(&tables, from_level, settings.max_runs, settings.gc_ratio);
     let count = |tag| tagged.values().filter(|t| **t == tag).count() as u64;
     figures.tagged_runs.store(count(Tag::Runs), Ordering::Relaxed);
     figures
@@ -124,7 +135,14 @@ fn plan(
         .filter(|t| moves(t, output_level, tagged.contains_key(&t.number)))
         .collect();
     Some(MergePlan {
-        from: moving.iter().map(|t| t.number).collect(),
+        from: moving
+            .iter()
+            .map(|t| {
+                let by_level = t.level < output_level;
+                let tag = tagged.get(&t.number).copied().filter(|_| !by_level);
+                (t.number, tag)
+            })
+            .collect(),
         ranges: moving
             .iter()
             .map(|t| (t.smallest.to_vec(), t.largest.to_vec()))
@@ -142,7 +160,12 @@ impl CompactionHooks for MergeHooks {
             self.figures.lazy_skips.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        (!from.is_empty()).then(|| Box::new(Merging { from }) as Box<dyn EntryHooks + 'a>)
+        (!from.is_empty()).then(|| {
+            Box::new(Merging {
+                from,
+                figures: &self.figures,
+            }) as Box<dyn EntryHooks + 'a>
+        })
     }
 
     /// A table moved into a merge level whose keys name values that merge is rewritten.
@@ -190,6 +213,8 @@ impl CompactionHooks for MergeHooks {
             ("diffkv_tagged_runs", &f.tagged_runs),
             ("diffkv_tagged_garbage", &f.tagged_garbage),
             ("diffkv_max_sorted_runs", &f.max_sorted_runs),
+            ("diffkv_moves_for_runs", &f.moves_for_runs),
+            ("diffkv_moves_for_garbage", &f.moves_for_garbage),
         ]
         .into_iter()
         .map(|(n, v)| (n.to_string(), v.load(Ordering::Relaxed)))
@@ -198,12 +223,13 @@ impl CompactionHooks for MergeHooks {
 }
 
 /// The kept-entry hook of one merging compaction.
-struct Merging {
-    /// The vTables whose values move.
-    from: HashSet<u64>,
+struct Merging<'a> {
+    /// The vTables whose values move, with the tag that moves them if not their level.
+    from: HashMap<u64, Option<Tag>>,
+    figures: &'a Figures,
 }
 
-impl DropListener for Merging {
+impl DropListener for Merging<'_> {
     fn on_drop(&mut self, _: &DropEvent<'_>) {}
 
     /// Merging decides kept entries only: a table dropped whole keeps none.
@@ -212,12 +238,19 @@ impl DropListener for Merging {
     }
 }
 
-impl EntryHooks for Merging {
+impl EntryHooks for Merging<'_> {
     fn kept(&mut self, _: &ParsedKey<'_>, handle: &StoredHandle) -> KeptEntry {
-        if self.from.contains(&handle.location.file_number) {
-            KeptEntry::Relocate
-        } else {
-            KeptEntry::Keep
+        let Some(tag) = self.from.get(&handle.location.file_number) else {
+            return KeptEntry::Keep;
+        };
+        let counter = match tag {
+            None => None,
+            Some(Tag::Runs) => Some(&self.figures.moves_for_runs),
+            Some(Tag::Garbage) => Some(&self.figures.moves_for_garbage),
+        };
+        if let Some(c) = counter {
+            c.fetch_add(1, Ordering::Relaxed);
         }
+        KeptEntry::Relocate
     }
 }

@@ -53,6 +53,7 @@ mod tests {
             data: TableMeta {
                 by_gc: false,
                 level: 2,
+                written_at: Some(1),
             }
             .encode(),
         };

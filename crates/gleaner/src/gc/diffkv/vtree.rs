@@ -3,11 +3,22 @@
 //! shallower ones (scan-optimised merge: too many sorted runs over their keys; and vTables
 //! mostly garbage, the authors' `kToGC`).
 //!
+//! Where the runs over a key exceed the limit, the authors tag every vTable there, so the next
+//! merge through those keys rewrites all of their groups. Here a group whose live bytes exceed
+//! those of all the newer groups over the key together is left out (unless it is needed to
+//! bring the runs back within the limit): the large old group under many small new ones stays
+//! where it is, and a group is rewritten again only once as much has come after it, so a value
+//! is merged a logarithmic number of times, not once per limit's worth of new groups. In a deep
+//! tree, where a merge covers a sliver of the key space and the groups over a key are alike in
+//! size, the two rules differ little; in a shallow one, where every merge spans the key space,
+//! the authors' rule rewrote the whole level each time the limit was passed (docs/benchmarks.md,
+//! "DiffKV's run bound in shallow trees").
+//!
 //! Everything here is derived from the version each time, never remembered: the authors kept
 //! their merge tags in memory and lost them at restart; a database reopened here plans the same
 //! merges as it would have without the restart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What the plan needs of one vTable.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,6 +33,12 @@ pub struct VTable<'a> {
     pub largest: &'a [u8],
     /// Garbage bytes ÷ record bytes.
     pub garbage_ratio: f64,
+    /// Its sorted group at its level, in age order (larger: newer): the start of the job that
+    /// wrote it and 0, or, for a table whose job is not known (metadata format 1), 0 and its
+    /// own number (a group of its own, older than every known one).
+    pub group: (u64, u64),
+    /// Its live bytes (record bytes less garbage): what moving its values costs.
+    pub live_bytes: u64,
 }
 
 /// Whether a compaction writing `output_level`, in a tree whose deepest non-empty level is
@@ -89,19 +106,89 @@ pub fn merge_level_depths(tables: &[VTable<'_>], merge_from: u32) -> BTreeMap<u6
     run_depths(&deep)
 }
 
-/// The tables that join the next merge through their keys, and why: those whose run depth
-/// (`depths`, from [`merge_level_depths`]) exceeds `max_runs`, and any table at least
-/// `gc_ratio` garbage.
+/// The tables of `tables` (one or more levels) that join the next merge to bound the sorted
+/// runs: at each key where more than `max_runs` tables of one level overlap, the tables there
+/// of every group but those whose live bytes exceed all the newer groups' there together —
+/// unless taking the newest of those is needed to bring the overlap to `max_runs` once the
+/// merge writes its own group (module doc). O(n · d log d) for n tables overlapping d deep at
+/// most.
+pub fn run_tags(tables: &[VTable<'_>], max_runs: usize) -> BTreeSet<u64> {
+    let mut by_level: BTreeMap<u32, Vec<&VTable<'_>>> = BTreeMap::new();
+    for t in tables {
+        by_level.entry(t.level).or_default().push(t);
+    }
+    let mut out = BTreeSet::new();
+    for (_, mut level) in by_level {
+        let mut group_bytes: HashMap<(u64, u64), u64> = HashMap::new();
+        for t in &level {
+            *group_bytes.entry(t.group).or_default() += t.live_bytes;
+        }
+        level.sort_unstable_by(|a, b| a.smallest.cmp(b.smallest));
+        // Sweep the starts (the depth only rises at one), keeping the tables over the key.
+        let mut active: Vec<&VTable<'_>> = Vec::new();
+        let mut next = 0;
+        while next < level.len() {
+            let at = level[next].smallest;
+            while next < level.len() && level[next].smallest == at {
+                active.push(level[next]);
+                next += 1;
+            }
+            active.retain(|t| t.largest >= at);
+            if active.len() <= max_runs {
+                continue;
+            }
+            let need = active.len() + 1 - max_runs;
+            let mut groups: Vec<(u64, u64)> = active.iter().map(|t| t.group).collect();
+            groups.sort_unstable_by(|a, b| b.cmp(a));
+            groups.dedup();
+            let tables_of = |g: (u64, u64)| active.iter().filter(|t| t.group == g).count();
+            let (mut taken, mut left) = (Vec::new(), Vec::new());
+            let (mut taken_tables, mut newer_bytes) = (0, 0u64);
+            for g in groups {
+                let bytes = group_bytes[&g];
+                if newer_bytes > 0 && bytes > newer_bytes {
+                    left.push(g);
+                } else {
+                    taken.push(g);
+                    taken_tables += tables_of(g);
+                }
+                newer_bytes = newer_bytes.saturating_add(bytes);
+            }
+            for g in left {
+                if taken_tables >= need {
+                    break;
+                }
+                taken.push(g);
+                taken_tables += tables_of(g);
+            }
+            out.extend(
+                active
+                    .iter()
+                    .filter(|t| taken.contains(&t.group))
+                    .map(|t| t.number),
+            );
+        }
+    }
+    out
+}
+
+/// The tables that join the next merge through their keys, and why: at the merge levels
+/// (`level >= merge_from`; shallower ones merge by level anyway) those [`run_tags`] picks to
+/// bound the runs at `max_runs`, and any table at least `gc_ratio` garbage.
 pub fn tags(
     tables: &[VTable<'_>],
-    depths: &BTreeMap<u64, usize>,
+    merge_from: u32,
     max_runs: usize,
     gc_ratio: f64,
 ) -> BTreeMap<u64, Tag> {
-    let mut out: BTreeMap<u64, Tag> = depths
+    let deep: Vec<VTable<'_>> = tables
         .iter()
-        .filter(|&(_, d)| *d > max_runs)
-        .map(|(n, _)| (*n, Tag::Runs))
+        .filter(|t| t.level >= merge_from)
+        .copied()
+        .collect();
+    let mut out: BTreeMap<u64, Tag> = run_tags(&deep, max_runs)
+        .into_iter()
+        .map(|n| (n, Tag::Runs))
         .collect();
     for t in tables {
         if t.garbage_ratio >= gc_ratio && t.garbage_ratio > 0.0 {
@@ -163,6 +250,23 @@ mod tests {
             smallest: lo.as_bytes(),
             largest: hi.as_bytes(),
             garbage_ratio: 0.0,
+            group: (0, number),
+            live_bytes: 100,
+        }
+    }
+
+    /// A table of the group a job started at `at` wrote, with `live_bytes`.
+    fn g(
+        number: u64,
+        lo: &'static str,
+        hi: &'static str,
+        at: u64,
+        live_bytes: u64,
+    ) -> VTable<'static> {
+        VTable {
+            group: (at, 0),
+            live_bytes,
+            ..t(number, 1, lo, hi)
         }
     }
 
@@ -227,7 +331,7 @@ mod tests {
         let mut garbage = t(30, 1, "x", "y");
         garbage.garbage_ratio = 0.5;
         tables.push(garbage);
-        let tagged = tags(&tables, &merge_level_depths(&tables, 2), 10, 0.3);
+        let tagged = tags(&tables, 2, 10, 0.3);
         // Twelve runs over a–m at level 3: all of them join the next merge there.
         for n in 0..12 {
             assert_eq!(tagged.get(&n), Some(&Tag::Runs), "{n}");
@@ -238,10 +342,94 @@ mod tests {
         assert_eq!(tagged.get(&30), Some(&Tag::Garbage));
         // At the limit exactly, nothing.
         let ten = &tables[..10];
-        assert!(tags(ten, &merge_level_depths(ten, 2), 10, 0.3).is_empty());
+        assert!(tags(ten, 2, 10, 0.3).is_empty());
         assert!(moves(&tables[12], 3, false), "level 1 into 3");
         assert!(!moves(&tables[0], 3, false));
         assert!(moves(&tables[0], 3, true));
+    }
+
+    #[test]
+    fn run_tags_take_the_small_new_groups_and_leave_the_large_old_one() {
+        // A shallow tree's level: an old group of four tables over the key space (1,000 bytes
+        // each), and ten groups of one table each over all of it, 100 bytes each: eleven runs
+        // deep with a limit of 10. The ten small groups are taken (each no larger than the
+        // ones newer together); the old group is larger than all ten and stays.
+        let mut tables = vec![
+            g(1, "a", "f", 10, 1000),
+            g(2, "g", "m", 10, 1000),
+            g(3, "n", "s", 10, 1000),
+            g(4, "t", "z", 10, 1000),
+        ];
+        for i in 0..10 {
+            tables.push(g(10 + i, "a", "z", 20 + i, 100));
+        }
+        let tagged = run_tags(&tables, 10);
+        assert_eq!(tagged, (10..20).collect::<BTreeSet<u64>>());
+        // At the limit exactly, nothing.
+        assert!(run_tags(&tables[..13], 10).is_empty());
+        // The authors' rule, had it been applied, would rewrite the old group too: every table
+        // is eleven deep.
+        assert!(run_depths(&tables).values().all(|&d| d == 11));
+    }
+
+    /// One table per group over "a".."z", sizes given oldest first (table and group `i`).
+    fn stack(sizes: &[u64]) -> Vec<VTable<'static>> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| g(i as u64, "a", "z", i as u64, s))
+            .collect()
+    }
+
+    #[test]
+    fn run_tags_leave_a_group_larger_than_all_newer_ones() {
+        // Newest first: 10 (the newest is always taken), 40 > 10 left, 50 ≤ 50 taken, 200 > 100
+        // and 400 > 300 left, 1,000 > 700 left, then 1,000 ≤ 1,700 and the older ones taken.
+        let tables = stack(&[1000, 1000, 1000, 1000, 1000, 1000, 400, 200, 50, 40, 10]);
+        let want: BTreeSet<u64> = [0, 1, 2, 3, 4, 8, 10].into_iter().collect();
+        assert_eq!(run_tags(&tables, 10), want);
+        // A lower limit needs no more: seven tables taken leave five runs.
+        assert_eq!(run_tags(&tables, 6), want);
+        // Equal sizes: all taken, as the authors' rule would.
+        assert_eq!(run_tags(&stack(&[5; 11]), 10).len(), 11);
+    }
+
+    #[test]
+    fn run_tags_take_left_groups_newest_first_when_the_limit_needs_them() {
+        // Each group larger than all newer ones together: only the newest would be taken, but
+        // four runs over a limit of 2 need three taken (4 + 1 − 2), so the two newest of those
+        // left join it.
+        let tables = stack(&[10_000, 1000, 100, 10]);
+        assert_eq!(run_tags(&tables, 2), [1, 2, 3].into_iter().collect());
+        assert_eq!(run_tags(&tables, 3), [2, 3].into_iter().collect());
+        assert!(run_tags(&tables, 4).is_empty());
+    }
+
+    #[test]
+    fn run_tags_count_tables_per_key_and_group_across_keys() {
+        // Two deep spots: over "c" eleven tables, over "x" only two. Only those over "c" are
+        // candidates, and of a group that is taken, only its table over the deep spot is
+        // tagged (its other table, over "x", is not deep).
+        let mut tables = vec![g(1, "a", "d", 1, 10), g(2, "w", "y", 1, 10)];
+        for i in 0..10 {
+            tables.push(g(10 + i, "b", "e", 100 + i, 10));
+        }
+        tables.push(g(30, "x", "x", 500, 10));
+        let tagged = run_tags(&tables, 10);
+        assert!(tagged.contains(&1), "group 1's table over c: equal sizes, all taken");
+        assert!(!tagged.contains(&2), "group 1's table over x is two deep");
+        assert!(!tagged.contains(&30));
+        assert_eq!(tagged.len(), 11);
+        // Levels are counted apart: the same tables split over two levels are not deep.
+        let split: Vec<_> = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| VTable {
+                level: (i % 2) as u32,
+                ..*t
+            })
+            .collect();
+        assert!(run_tags(&split, 10).is_empty());
     }
 
     #[test]
