@@ -71,6 +71,8 @@ internal_modules! {
     lookup;
     memtable;
     merge;
+    /// DP-KV's hotness statistics (the partitioned index tree is being built on them).
+    partition;
     range_del;
     table;
     throttle;
