@@ -71,7 +71,7 @@ internal_modules! {
     lookup;
     memtable;
     merge;
-    /// DP-KV's hotness statistics (the partitioned index tree is being built on them).
+    /// Hotness statistics of key prefixes (the partitioned index tree is being built on them).
     partition;
     range_del;
     table;

@@ -1,4 +1,4 @@
-//! DP-KV (docs/gc.md names it by its option, `partitioning = dpkv`): a hot and a cold partition
+//! DP-KV's partitioning (option `partitioning = dpkv`, being built): a hot and a cold partition
 //! of the index tree, by the hotness of key prefixes.
 //!
 //! - `sketch.rs`: a count-min sketch, the per-key counter that gates the trie;

@@ -243,14 +243,11 @@ impl EntryHooks for Merging<'_> {
         let Some(tag) = self.from.get(&handle.location.file_number) else {
             return KeptEntry::Keep;
         };
-        let counter = match tag {
-            None => None,
-            Some(Tag::Runs) => Some(&self.figures.moves_for_runs),
-            Some(Tag::Garbage) => Some(&self.figures.moves_for_garbage),
+        match tag {
+            Some(Tag::Runs) => self.figures.moves_for_runs.fetch_add(1, Ordering::Relaxed),
+            Some(Tag::Garbage) => self.figures.moves_for_garbage.fetch_add(1, Ordering::Relaxed),
+            None => 0,
         };
-        if let Some(c) = counter {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
         KeptEntry::Relocate
     }
 }
