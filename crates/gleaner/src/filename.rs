@@ -21,6 +21,9 @@ pub enum FileType {
     Options,
     /// A GC policy's own file, `<policy>.<slot>.pol` (`gc/policy_file.rs`).
     PolicyFile,
+    /// The hotness statistics of a partitioned index tree: [`HOTNESS`], their full snapshot,
+    /// or [`HOTNESS_LOG`], their incremental log (`partition/persist.rs`).
+    Hotness,
     /// A temporary file (`*.tmp`) left by an interrupted atomic replace.
     Temp,
 }
@@ -56,6 +59,12 @@ pub const CURRENT: &str = "CURRENT";
 pub const LOCK: &str = "LOCK";
 /// Name of the options file.
 pub const OPTIONS: &str = "OPTIONS";
+
+/// The hotness statistics' full snapshot.
+pub const HOTNESS: &str = "HOTNESS";
+
+/// The hotness statistics' incremental log.
+pub const HOTNESS_LOG: &str = "HOTNESS.log";
 
 /// Suffix of a GC policy's own files.
 pub const POLICY_FILE_SUFFIX: &str = ".pol";
@@ -98,6 +107,7 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
         CURRENT => return Some(FileType::Current),
         LOCK => return Some(FileType::Lock),
         OPTIONS => return Some(FileType::Options),
+        HOTNESS | HOTNESS_LOG => return Some(FileType::Hotness),
         _ => {}
     }
     if let Some(rest) = name.strip_prefix("MANIFEST-") {
@@ -115,7 +125,10 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     if let Some(stem) = name.strip_suffix(".vdk") {
         return number(stem).map(FileType::DropFile);
     }
-    if matches!(name, "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp") {
+    if matches!(
+        name,
+        "CURRENT.tmp" | "OPTIONS.tmp" | "IO_PROBE.tmp" | "HOTNESS.tmp"
+    ) {
         return Some(FileType::Temp);
     }
     if parse_policy_file_name(name).is_some() {
@@ -153,6 +166,9 @@ mod tests {
         );
         assert_eq!(parse_file_name("CURRENT"), Some(FileType::Current));
         assert_eq!(parse_file_name("CURRENT.tmp"), Some(FileType::Temp));
+        assert_eq!(parse_file_name("HOTNESS"), Some(FileType::Hotness));
+        assert_eq!(parse_file_name("HOTNESS.log"), Some(FileType::Hotness));
+        assert_eq!(parse_file_name("HOTNESS.tmp"), Some(FileType::Temp));
         assert_eq!(
             parse_file_name("dumpkv.model.pol"),
             Some(FileType::PolicyFile)

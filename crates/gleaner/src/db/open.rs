@@ -957,6 +957,8 @@ fn remove_unreferenced_files(
             // A policy's own: kept, whichever policy runs (a switch back finds what it learned;
             // the policy deletes its own through `PolicyFiles::remove`).
             Some(FileType::PolicyFile) => false,
+            // Advisory, and kept when partitioning is off: a switch back starts from them.
+            Some(FileType::Hotness) => false,
             Some(FileType::Current | FileType::Lock | FileType::Options) | None => false,
         };
         if obsolete {

@@ -3,7 +3,10 @@
 //!
 //! - `sketch.rs`: a count-min sketch, the per-key counter that gates the trie;
 //! - `trie.rs`: the prefix hotness statistics (paper §4.1), pure and driven by its caller's
-//!   clock.
+//!   clock;
+//! - `trie_codec.rs`: their bytes, checked against the configuration they restore into;
+//! - `persist.rs`: the full snapshot and incremental log that keep them across restarts
+//!   (paper §4.3).
 //!
 //! The partitions and the migration between them are built on top of these (issue 29); until
 //! they are, nothing outside the tests calls them.
@@ -12,5 +15,7 @@
     reason = "the partitioned index tree that reads the statistics is being built on them"
 )]
 
+pub mod persist;
 pub mod sketch;
 pub mod trie;
+pub mod trie_codec;

@@ -23,6 +23,11 @@
 
 use super::sketch::CountMinSketch;
 
+/// Most bytes of trie nodes any configuration may ask for (the bound of `dpkv_trie_bytes`).
+pub const MAX_TRIE_BYTES: usize = 64 << 20;
+/// Longest prefix any configuration may resolve.
+pub const MAX_DEPTH: usize = 255;
+
 /// What the trie is tuned by (options `dpkv_*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HotnessConfig {
@@ -44,6 +49,17 @@ pub struct HotnessConfig {
     pub max_depth: usize,
 }
 
+impl HotnessConfig {
+    /// The loosest bounds: what a dump decodes any file with.
+    pub fn widest() -> Self {
+        HotnessConfig {
+            trie_bytes: MAX_TRIE_BYTES,
+            max_depth: MAX_DEPTH,
+            ..HotnessConfig::default()
+        }
+    }
+}
+
 impl Default for HotnessConfig {
     fn default() -> Self {
         HotnessConfig {
@@ -60,18 +76,18 @@ impl Default for HotnessConfig {
 
 /// One node: the accesses of its prefix, the child bytes seen under it, its children.
 #[derive(Debug, Clone)]
-struct Node {
-    count: f64,
+pub(super) struct Node {
+    pub(super) count: f64,
     /// Bit `b` set: an access went on with byte `b` after this prefix (since the node last
     /// gave its children back).
-    seen: [u64; 4],
+    pub(super) seen: [u64; 4],
     /// Children by byte, sorted; only while expanded.
-    children: Vec<(u8, u32)>,
-    expanded: bool,
+    pub(super) children: Vec<(u8, u32)>,
+    pub(super) expanded: bool,
 }
 
 impl Node {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Node {
             count: 0.0,
             seen: [0; 4],
@@ -84,7 +100,7 @@ impl Node {
         self.seen.iter().map(|w| w.count_ones()).sum::<u32>().max(1)
     }
 
-    fn child(&self, b: u8) -> Option<u32> {
+    pub(super) fn child(&self, b: u8) -> Option<u32> {
         self.children
             .binary_search_by_key(&b, |(c, _)| *c)
             .ok()
@@ -94,7 +110,7 @@ impl Node {
 
 /// The estimated bytes of one node: the node and its entry in its parent's children (with as
 /// much again for the vector's spare capacity).
-const NODE_BYTES: usize = size_of::<Node>() + 2 * size_of::<(u8, u32)>();
+pub(super) const NODE_BYTES: usize = size_of::<Node>() + 2 * size_of::<(u8, u32)>();
 
 /// What a tick found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,13 +124,13 @@ pub struct TickOutcome {
 /// The statistics.
 #[derive(Debug, Clone)]
 pub struct HotnessTrie {
-    config: HotnessConfig,
+    pub(super) config: HotnessConfig,
     sketch: CountMinSketch,
     /// Nodes by index; index 0 is the root. `None`: free.
-    nodes: Vec<Option<Node>>,
-    free: Vec<u32>,
-    live: usize,
-    hot: Vec<Vec<u8>>,
+    pub(super) nodes: Vec<Option<Node>>,
+    pub(super) free: Vec<u32>,
+    pub(super) live: usize,
+    pub(super) hot: Vec<Vec<u8>>,
     /// Accesses recorded and those that reached the trie, since the open (not decayed).
     pub accesses: u64,
     pub trie_accesses: u64,
@@ -313,7 +329,7 @@ impl HotnessTrie {
     }
 
     /// A new child of `at` under byte `b`, or `None` when it would pass `trie_bytes`.
-    fn add_child(&mut self, at: u32, b: u8) -> Option<u32> {
+    pub(super) fn add_child(&mut self, at: u32, b: u8) -> Option<u32> {
         if (self.live + 1) * NODE_BYTES > self.config.trie_bytes.max(NODE_BYTES) {
             return None;
         }
@@ -337,11 +353,11 @@ impl HotnessTrie {
         Some(i)
     }
 
-    fn node(&self, i: u32) -> &Node {
+    pub(super) fn node(&self, i: u32) -> &Node {
         self.nodes[i as usize].as_ref().expect("a live node")
     }
 
-    fn node_mut(&mut self, i: u32) -> &mut Node {
+    pub(super) fn node_mut(&mut self, i: u32) -> &mut Node {
         self.nodes[i as usize].as_mut().expect("a live node")
     }
 }

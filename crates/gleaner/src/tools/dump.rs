@@ -61,7 +61,7 @@ pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
     let kind = parse_file_name(name).ok_or_else(|| {
         Error::invalid(format!(
             "{name}: not a Gleaner file that can be dumped (expected NNNNNN.sst, NNNNNN.vst, \
-             NNNNNN.vdk, NNNNNN.log, MANIFEST-NNNNNN, CURRENT or OPTIONS)"
+             NNNNNN.vdk, NNNNNN.log, MANIFEST-NNNNNN, CURRENT, OPTIONS, a policy file or HOTNESS)"
         ))
     })?;
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFs::new());
@@ -81,6 +81,7 @@ pub fn dump_file(path: &Path, out: &mut dyn Write, hex: bool) -> Result<()> {
         FileType::Current => d.current(),
         FileType::Options => d.options(),
         FileType::PolicyFile => d.policy_file(),
+        FileType::Hotness => d.hotness(),
         FileType::Lock | FileType::Temp => Err(Error::invalid(format!(
             "{name}: a lock or temporary file has no contents to dump"
         ))),
@@ -561,6 +562,31 @@ impl Dumper<'_> {
             Some(Ok(lines)) => lines.iter().try_for_each(|l| self.line(l)),
             Some(Err(e)) => self.line(&format!("unusable: {e}")),
             None => Ok(()),
+        }
+    }
+
+    /// The hotness statistics: the snapshot's generation, counters, node count and hot
+    /// prefixes, or each log record's generation and hot prefixes.
+    fn hotness(&mut self) -> Result<()> {
+        use crate::partition::persist::{HotnessFile, read_file};
+        let hex = self.hex;
+        let list = |hot: &[(Vec<u8>, f64)]| {
+            hot.iter()
+                .map(|(p, c)| format!("{}={c}", super::text::render(p, hex)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        match read_file(self.fs.as_ref(), self.path, self.name)? {
+            HotnessFile::Snapshot(generation, trie) => {
+                self.line(&format!("generation: {generation}"))?;
+                self.line(&format!("accesses: {}", trie.accesses))?;
+                self.line(&format!("trie_accesses: {}", trie.trie_accesses))?;
+                self.line(&format!("nodes: {}", trie.nodes()))?;
+                self.line(&format!("hot: {}", list(&trie.hot_counts())))
+            }
+            HotnessFile::Log(records) => records
+                .iter()
+                .try_for_each(|(g, hot)| self.line(&format!("generation {g}: {}", list(hot)))),
         }
     }
 

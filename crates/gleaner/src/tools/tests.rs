@@ -931,3 +931,30 @@ fn dump_and_check_show_expiries() {
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.handles_expired, 10, "{report:#?}");
 }
+
+#[test]
+fn dump_of_hotness_files_shows_the_hot_prefixes() {
+    use crate::partition::persist::HotnessStore;
+    use crate::partition::trie::{HotnessConfig, HotnessTrie};
+    let dir = tempfile::tempdir().expect("dir");
+    let fs: std::sync::Arc<dyn crate::io::FileSystem> =
+        std::sync::Arc::new(crate::io::PosixFs::new());
+    let mut trie = HotnessTrie::new(HotnessConfig::default());
+    trie.restore_hot(vec![(b"user\x013".to_vec(), 40.0)]);
+    let mut store =
+        HotnessStore::start(fs, dir.path(), Default::default(), &trie, 0).expect("start");
+    trie.restore_hot(vec![(b"user7".to_vec(), 9.5)]);
+    store.save_tick(&trie).expect("tick");
+    let snapshot = dump(&dir.path().join("HOTNESS"), false);
+    assert!(snapshot.starts_with("generation: 1\n"), "{snapshot}");
+    assert!(snapshot.contains("hot: user\\u{1}3=40\n"), "{snapshot}");
+    let log = dump(&dir.path().join("HOTNESS.log"), false);
+    assert_eq!(log, "generation 1: user7=9.5\n");
+    // Damage is an error naming the file, not a partial dump.
+    flip_byte(&dir.path().join("HOTNESS"), 3);
+    let err = dump_file(&dir.path().join("HOTNESS"), &mut Vec::new(), false).expect_err("bad");
+    assert!(
+        err.is_corruption() && err.to_string().contains("HOTNESS"),
+        "{err}"
+    );
+}

@@ -249,7 +249,7 @@ impl Listing {
                 Some(FileType::Temp) => l.temps.push(name.clone()),
                 Some(FileType::PolicyFile) => l.policy_files.push(name.clone()),
                 Some(FileType::Options) => l.options = true,
-                Some(FileType::Current | FileType::Lock) | None => {}
+                Some(FileType::Current | FileType::Lock | FileType::Hotness) | None => {}
             }
         }
         l.temps.sort();
