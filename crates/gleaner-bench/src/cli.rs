@@ -17,7 +17,7 @@ use crate::runner::{self, MAX_KEYS, RunConfig};
 use crate::shape::{self, Shape};
 use crate::workload::delete_range::{self, DEFAULT_RANGE_KEYS};
 use crate::workload::{
-    DEFAULT_KEY_LEN, KeyDistSpec, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
+    DEFAULT_KEY_LEN, KeyDistSpec, MixgraphSpec, PhaseSpec, ValueSizeSpec, YcsbWorkload, parse_size,
 };
 
 /// Exit code for bad input (nothing ran).
@@ -148,7 +148,7 @@ struct RunArgs {
     #[arg(long)]
     keys: Option<u64>,
     /// Phases, comma-separated: load, update, read, scan, readwhilewriting, delete-range,
-    /// ycsb-a..ycsb-f.
+    /// mixgraph, ycsb-a..ycsb-f.
     #[arg(long, value_delimiter = ',', default_value = "load,update,read,scan")]
     phases: Vec<PhaseSpec>,
     /// YCSB workloads to run after the phases (`--ycsb a,b,f`).
@@ -166,6 +166,13 @@ struct RunArgs {
     /// Operations of each YCSB phase (default: one per key).
     #[arg(long)]
     ycsb_ops: Option<u64>,
+    /// Parameters of a mixgraph phase: a preset (`dpkv-0.9`, `dpkv-1.2`, `fast20`), then
+    /// `,NAME=VALUE` overrides by db_bench's flag names (docs/benchmarks.md, "mixgraph").
+    #[arg(long, default_value = "dpkv-0.9")]
+    mixgraph: MixgraphSpec,
+    /// Operations of a mixgraph phase (default: one per key).
+    #[arg(long)]
+    mixgraph_ops: Option<u64>,
     /// Range deletes of a delete-range phase, each followed by 10 updates and 10 reads
     /// (default: keys ÷ 1000, at least 10).
     #[arg(long)]
@@ -425,6 +432,8 @@ struct Plan {
     read_ops: Option<u64>,
     scan_ops: Option<u64>,
     ycsb_ops: Option<u64>,
+    mixgraph: MixgraphSpec,
+    mixgraph_ops: Option<u64>,
     delete_range_ops: Option<u64>,
     delete_range_keys: u64,
     compressible: f64,
@@ -460,6 +469,8 @@ fn prepare_run(a: &RunArgs, command: String) -> Result<(RunConfig, PathBuf), Usa
         read_ops: a.read_ops,
         scan_ops: a.scan_ops,
         ycsb_ops: a.ycsb_ops,
+        mixgraph: a.mixgraph,
+        mixgraph_ops: a.mixgraph_ops,
         delete_range_ops: a.delete_range_ops,
         delete_range_keys: a.delete_range_keys,
         compressible: a.compressible,
@@ -527,6 +538,8 @@ fn preset_plan(value_size: ValueSizeSpec, load: u64) -> Plan {
         read_ops: None,
         scan_ops: None,
         ycsb_ops: None,
+        mixgraph: MixgraphSpec::default(),
+        mixgraph_ops: None,
         delete_range_ops: None,
         delete_range_keys: DEFAULT_RANGE_KEYS,
         compressible: 0.0,
@@ -706,6 +719,8 @@ fn build(
         read_ops: plan.read_ops.unwrap_or(plan.keys),
         scan_ops: plan.scan_ops.unwrap_or((plan.keys / 500).max(10)),
         ycsb_ops: plan.ycsb_ops.unwrap_or(plan.keys),
+        mixgraph: plan.mixgraph,
+        mixgraph_ops: plan.mixgraph_ops.unwrap_or(plan.keys),
         delete_range_ops,
         delete_range_keys: plan.delete_range_keys,
         ttl_ms: plan.ttl_ms,

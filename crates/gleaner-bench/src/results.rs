@@ -100,6 +100,10 @@ pub struct WorkloadInfo {
     /// Every write's TTL range in milliseconds (`--ttl-ms`), if writes expire.
     #[serde(default)]
     pub ttl_ms: Option<(u64, u64)>,
+    /// The parameters of the `mixgraph` phases (`--mixgraph`, every one by db_bench's name),
+    /// when the run has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixgraph: Option<String>,
 }
 
 /// One engine's results.

@@ -29,6 +29,8 @@ fn config(dir: &Path, engines: &[&str], phases: Vec<PhaseSpec>, keys: u64) -> Ru
         read_ops: keys,
         scan_ops: 20,
         ycsb_ops: keys,
+        mixgraph: Default::default(),
+        mixgraph_ops: keys,
         delete_range_ops: 10,
         delete_range_keys: 5,
         ttl_ms: None,
@@ -68,6 +70,7 @@ fn all_phases() -> Vec<PhaseSpec> {
         PhaseSpec::DeleteRange,
     ];
     p.extend(YcsbWorkload::ALL.iter().map(|w| PhaseSpec::Ycsb(*w)));
+    p.push(PhaseSpec::Mixgraph);
     p
 }
 
@@ -100,7 +103,8 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
                 "ycsb-c",
                 "ycsb-d",
                 "ycsb-e",
-                "ycsb-f"
+                "ycsb-f",
+                "mixgraph"
             ]
         );
         for p in &e.phases {
@@ -183,6 +187,31 @@ fn every_phase_runs_on_null_and_gleaner_and_reads_are_checked() {
     );
     // Engines' directories are removed after they ran.
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    // The mixgraph phase's parameters are recorded, by db_bench's names.
+    let mixgraph = results.workload.mixgraph.as_deref().expect("recorded");
+    assert!(mixgraph.contains(",keyrange_num=100,"), "{mixgraph}");
+    assert!(gleaner.phases.last().expect("mixgraph").user_bytes_written > 0);
+}
+
+#[test]
+fn a_mixgraph_without_puts_has_its_reads_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(
+        dir.path(),
+        &["gleaner:scavenger"],
+        vec![PhaseSpec::Load, PhaseSpec::Mixgraph],
+        300,
+    );
+    cfg.mixgraph = "dpkv-1.2,mix_put_ratio=0,mix_seek_ratio=0.2"
+        .parse()
+        .expect("spec");
+    let results = runner::run(&cfg).expect("run");
+    let e = &results.engines[0];
+    assert_eq!(e.error, None);
+    let m = &e.phases[1];
+    assert_eq!((m.name.as_str(), m.ops), ("mixgraph", 300));
+    assert_eq!(m.user_bytes_written, 0);
+    assert!(m.mb_per_sec > 0.0, "reads and seeks return data");
 }
 
 #[test]

@@ -57,6 +57,7 @@ pub fn results() -> Results {
             compressible: 0.0,
             seed: 42,
             ttl_ms: None,
+            mixgraph: None,
         },
         engines: vec![gleaner(), rocksdb(), null()],
     }

@@ -25,7 +25,9 @@ use crate::results::{
 };
 use crate::shape::{self, Shape};
 use crate::sys::{self, DeviceIo, dir_bytes};
-use crate::workload::{KeyDistSpec, KeyFormat, PhaseSpec, ValueGen, ValueSizeSpec, delete_range};
+use crate::workload::{
+    KeyDistSpec, KeyFormat, MixgraphSpec, PhaseSpec, ValueGen, ValueSizeSpec, delete_range,
+};
 
 /// Most keys (loaded and inserted) a run may have: the live set takes 8 bytes per key, so this
 /// bounds it at 32 GiB.
@@ -54,6 +56,10 @@ pub struct RunConfig {
     pub scan_ops: u64,
     /// Operations of a YCSB phase.
     pub ycsb_ops: u64,
+    /// Parameters of a `mixgraph` phase.
+    pub mixgraph: MixgraphSpec,
+    /// Operations of a `mixgraph` phase.
+    pub mixgraph_ops: u64,
     /// Range deletes of a `delete-range` phase; the phase runs
     /// [`delete_range::OPS_PER_ROUND`] operations per range delete.
     pub delete_range_ops: u64,
@@ -112,6 +118,7 @@ impl RunConfig {
                 delete_range::phase_ops(self.delete_range_ops).unwrap_or(u64::MAX)
             }
             PhaseSpec::Ycsb(_) => self.ycsb_ops,
+            PhaseSpec::Mixgraph => self.mixgraph_ops,
         }
     }
 
@@ -192,6 +199,10 @@ impl RunConfig {
             compressible: self.compressible,
             seed: self.seed,
             ttl_ms: self.ttl_ms,
+            mixgraph: self
+                .phases
+                .contains(&PhaseSpec::Mixgraph)
+                .then(|| self.mixgraph.to_string()),
         }
     }
 }
@@ -243,6 +254,7 @@ pub fn run_observed(
         loaded_keys: cfg.keys,
         values: ValueGen::new(cfg.value_size, cfg.compressible, cfg.seed),
         delete_range_keys: cfg.delete_range_keys,
+        mixgraph: cfg.mixgraph,
         seed: cfg.seed,
         ttl_ms: cfg.ttl_ms,
     };

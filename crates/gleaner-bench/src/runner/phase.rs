@@ -12,8 +12,8 @@ use super::monitor::PhaseGauges;
 use crate::engine::{Engine, Found};
 use crate::workload::delete_range::{RangeStep, key_range, write_bounds};
 use crate::workload::{
-    KeyChooser, KeyDistSpec, KeyFormat, LoadOrder, OpKind, OpMix, PhaseSpec, ScanLength, ValueGen,
-    WorkloadRng, YcsbWorkload, thread_rng,
+    KeyChooser, KeyDistSpec, KeyFormat, LoadOrder, Mixgraph, MixgraphSpec, OpKind, OpMix,
+    PhaseSpec, ScanLength, ValueGen, WorkloadRng, YcsbWorkload, thread_rng,
 };
 
 /// Operations a client claims at a time: few enough that threads finish together, many enough
@@ -33,6 +33,8 @@ pub struct Workload {
     pub values: ValueGen,
     /// Consecutive keys each range delete of a `delete-range` phase removes (at least 1).
     pub delete_range_keys: u64,
+    /// Parameters of a `mixgraph` phase.
+    pub mixgraph: MixgraphSpec,
     /// Random seed of the run.
     pub seed: u64,
     /// Every write's TTL, uniform in this range of milliseconds (`--ttl-ms`): reads then accept
@@ -161,6 +163,7 @@ pub fn run_phase(
         | PhaseSpec::Update
         | PhaseSpec::ReadWhileWriting
         | PhaseSpec::DeleteRange => false,
+        PhaseSpec::Mixgraph => workload.mixgraph.0.mix_put_ratio == 0.0,
     };
     let verify_reads = read_only && engine.keeps_data();
     let ctx = Ctx {
@@ -297,6 +300,14 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
         PhaseSpec::Ycsb(w) => Some((OpMix::ycsb(w), w.scan_length().unwrap_or_default())),
         _ => None,
     };
+    // Over the keys written so far; the ranges' places are the run's (seeded by it).
+    let mixgraph = (ctx.plan.spec == PhaseSpec::Mixgraph).then(|| {
+        Mixgraph::new(
+            ctx.workload.mixgraph,
+            ctx.live.key_count(),
+            ctx.workload.seed,
+        )
+    });
     while let Some((start, end)) = ctx.claim() {
         g.rng = thread_rng(ctx.workload.seed, stream(ctx.plan.index, start / CLAIM));
         for position in start..end {
@@ -336,6 +347,9 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
                     }
                 },
                 PhaseSpec::Ycsb(_) => ycsb(ctx, &mut g, mix.as_ref().expect("ycsb mix"), &mut out),
+                PhaseSpec::Mixgraph => {
+                    mixgraph_op(ctx, &mut g, mixgraph.as_ref().expect("mixgraph"), &mut out)
+                }
             };
             if let Err(e) = result {
                 ctx.fail(e);
@@ -466,6 +480,26 @@ fn scan(
     }
     out.read += bytes;
     Ok(())
+}
+
+/// One mixgraph operation: a get, a put or a seek (a scan of a Pareto length), each of a key
+/// the key ranges' heat chooses.
+fn mixgraph_op(
+    ctx: &Ctx<'_>,
+    g: &mut Gen<'_>,
+    m: &Mixgraph,
+    out: &mut ClientOutcome,
+) -> Result<(), String> {
+    let kind = m.op(&mut g.rng);
+    let number = m.key(&mut g.rng);
+    match kind {
+        OpKind::Update => put(ctx, g, number, out),
+        OpKind::Scan => {
+            let len = m.scan_len(&mut g.rng);
+            scan(ctx, g, number, len, out)
+        }
+        _ => get(ctx, g, number, out),
+    }
 }
 
 fn ycsb(

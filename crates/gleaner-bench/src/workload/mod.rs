@@ -13,6 +13,7 @@ mod dist;
 mod key_spec;
 mod keys;
 mod load;
+mod mixgraph;
 mod permute;
 mod phase;
 mod seed;
@@ -26,6 +27,7 @@ pub use dist::KeyChooser;
 pub use key_spec::{DEFAULT_ZIPF_THETA, KeyDistSpec};
 pub use keys::{DEFAULT_KEY_LEN, KeyFormat, KeyFormatError, MIN_KEY_LEN};
 pub use load::LoadOrder;
+pub use mixgraph::{MAX_KEYRANGES, Mixgraph, MixgraphParams, MixgraphSpec};
 pub use phase::{PhaseSpec, YcsbWorkload};
 pub use seed::{WorkloadRng, thread_rng, thread_seed};
 pub use size_spec::{

@@ -85,6 +85,8 @@ impl fmt::Display for YcsbWorkload {
 /// - `delete-range` — range deletes of consecutive existing keys, each followed by point
 ///   updates and reads of keys chosen by the key distribution ([`super::delete_range`]).
 /// - `ycsb-a` … `ycsb-f` — a YCSB core workload ([`super::OpMix::ycsb`]).
+/// - `mixgraph` — RocksDB db_bench's mixgraph: gets, puts and seeks over key ranges of skewed
+///   heat ([`super::Mixgraph`], parameters from `--mixgraph`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PhaseSpec {
     /// Insert every key once.
@@ -101,10 +103,12 @@ pub enum PhaseSpec {
     DeleteRange,
     /// A YCSB core workload.
     Ycsb(YcsbWorkload),
+    /// db_bench's mixgraph.
+    Mixgraph,
 }
 
-const EXPECTED: &str =
-    "`load`, `update`, `read`, `scan`, `readwhilewriting`, `delete-range` or `ycsb-a` … `ycsb-f`";
+const EXPECTED: &str = "`load`, `update`, `read`, `scan`, `readwhilewriting`, `delete-range`, `mixgraph` or \
+     `ycsb-a` … `ycsb-f`";
 
 impl FromStr for PhaseSpec {
     type Err = SpecError;
@@ -118,6 +122,7 @@ impl FromStr for PhaseSpec {
             "scan" => Ok(PhaseSpec::Scan),
             "readwhilewriting" => Ok(PhaseSpec::ReadWhileWriting),
             "delete-range" => Ok(PhaseSpec::DeleteRange),
+            "mixgraph" => Ok(PhaseSpec::Mixgraph),
             // Only the prefixed form: a bare `a` as a phase would be easy to mistype.
             _ if lower.starts_with("ycsb-") => lower
                 .parse()
@@ -138,6 +143,7 @@ impl fmt::Display for PhaseSpec {
             PhaseSpec::ReadWhileWriting => f.write_str("readwhilewriting"),
             PhaseSpec::DeleteRange => f.write_str("delete-range"),
             PhaseSpec::Ycsb(w) => write!(f, "ycsb-{w}"),
+            PhaseSpec::Mixgraph => f.write_str("mixgraph"),
         }
     }
 }
@@ -155,6 +161,7 @@ mod tests {
             PhaseSpec::Scan,
             PhaseSpec::ReadWhileWriting,
             PhaseSpec::DeleteRange,
+            PhaseSpec::Mixgraph,
         ];
         all.extend(YcsbWorkload::ALL.map(PhaseSpec::Ycsb));
         for phase in all {
