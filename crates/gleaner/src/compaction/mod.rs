@@ -19,6 +19,7 @@ pub(crate) mod strategy;
 mod strategy_sim;
 pub(crate) mod style;
 pub(crate) mod tiered;
+pub(crate) mod trees;
 pub mod value_output;
 
 pub use drop_keys::{DropFileConfig, DropKeyCollector, WrittenDropKeys};

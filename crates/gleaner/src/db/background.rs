@@ -766,6 +766,15 @@ impl DbInner {
     /// [`DbInner::compact_range`] without the flush: the key tables only (tests use it to keep
     /// entries in the memtable across a compaction).
     pub(super) fn compact_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        // Each partition's tree in turn: a key's versions are all in one of them.
+        for p in 0..self.strategy.partitions() {
+            self.compact_tree(p, begin, end)?;
+        }
+        Ok(())
+    }
+
+    /// [`DbInner::compact_levels`] in partition `p`'s tree.
+    fn compact_tree(&self, p: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let mut level = 0;
         loop {
             let (job, next_level) = {
@@ -777,6 +786,7 @@ impl DbInner {
                     let step = self.strategy.manual(
                         &st.version,
                         &self.plan_context(&st),
+                        p,
                         level,
                         begin,
                         end,
@@ -890,7 +900,7 @@ fn compaction_context<'a>(
     hi: &'a [u8],
 ) -> CompactionContext<'a> {
     // Older than the outputs: the runs of the output level after the one they join, and
-    // every deeper level.
+    // every deeper level of its partition.
     let runs = version.runs(plan.output_level);
     let after = runs
         .iter()
@@ -898,7 +908,11 @@ fn compaction_context<'a>(
         .map_or(0, |i| i + 1);
     let bottommost = runs[after..]
         .iter()
-        .chain((plan.output_level + 1..version.num_levels()).flat_map(|l| version.runs(l)))
+        .chain(
+            version
+                .deeper_levels(plan.output_level)
+                .flat_map(|l| version.runs(l)),
+        )
         .all(|r| !r.overlaps(Some(lo), Some(hi)));
     CompactionContext {
         tables: Some(tables),

@@ -163,8 +163,9 @@ struct DbInner {
     gc_io: crate::gc::LazyGcIoPool,
     /// The tree's shape options the compaction strategy plans against.
     picker: PickerConfig,
-    /// The compaction strategy (option `compaction_style`): what to compact next.
-    strategy: Box<dyn crate::compaction::strategy::CompactionStrategy>,
+    /// The compaction strategies, one per partition of the index tree (option
+    /// `compaction_style`'s alone when it is not partitioned): what to compact next.
+    strategy: crate::compaction::trees::TreeStrategies,
     /// The GC policy's roles.
     policy: PolicySet,
     /// The policy's own files (`stats()` counts the damaged ones it read).
@@ -875,7 +876,7 @@ impl DbInner {
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,
-                style: self.strategy.style().name().to_string(),
+                style: self.strategy.of(0).style().name().to_string(),
                 errors: g(&c.compaction_errors),
                 last_error: self.last_compaction_error.lock().clone(),
             },

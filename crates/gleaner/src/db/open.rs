@@ -337,6 +337,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
         next_file_number: Arc::clone(&next_file_number),
         max_manifest_size: opts.max_manifest_size(),
         num_levels,
+        partitioned: false,
     };
     let (versions, recovered) = if exists {
         let (vs, counters) = VersionSet::recover(cfg)?;
@@ -528,7 +529,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         files: policy_files,
         tasks: policy_tasks,
     } = policy;
-    let strategy = crate::compaction::style::for_options(&opts);
+    let strategy = crate::compaction::trees::TreeStrategies::unpartitioned(&opts);
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()

@@ -2,6 +2,7 @@
 //! `tag: varint | length: varint | payload`; see docs/format.md, "Manifest".
 
 use super::file_meta::TableMeta;
+use super::routing::{PARTITION_STRIDE, Routing};
 use super::run::RunId;
 use super::value_set::{
     Dependence, DropBlock, Garbage, Inheritor, MAX_POLICY_TABLE_META, PolicyTableMeta,
@@ -11,8 +12,11 @@ use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::{Error, Result};
 use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 
-/// Newest manifest format version: 5, where a value table may record the latest expiry of its
-/// records when all of them expire (field 16) and an edit the database's time (field 17).
+/// Newest manifest format version: 6, where an edit may route key ranges to the hot partition
+/// of a partitioned tree (field 18) and name levels of that partition (level numbers from
+/// `PARTITION_STRIDE`, `version/routing.rs`). Format 5 let a value table record the latest
+/// expiry of its records when all of them expire (field 16) and an edit the database's time
+/// (field 17).
 /// Format 4 let a key table record its range tombstones
 /// (field 7, after the run; its bounds may then be range bounds, `key::range_bound`). Format 3
 /// added a value table's GC policy metadata (field 8) and a key table's sorted run other than
@@ -20,18 +24,21 @@ use crate::key::{self, MAX_SEQUENCE, ParsedKey, SeqNo, compare_internal};
 /// written in the oldest format that holds what it records ([`VersionEdit::needed_format`]), so
 /// a build that does not know a field refuses the manifest by its version; version 1 manifests
 /// are read too (see [`VersionEdit::upgrade`]).
-pub const MANIFEST_FORMAT_VERSION: u64 = 5;
+pub const MANIFEST_FORMAT_VERSION: u64 = 6;
 
 /// The format version of a manifest without policy metadata, sorted runs other than run 0 and
 /// range tombstones.
 pub const MANIFEST_FORMAT_WITHOUT_POLICY_META: u64 = 2;
 
 impl VersionEdit {
-    /// The oldest manifest format that holds every field of the edit: 5 for a value table's
-    /// expiry or the database's time, 4 for a key table with range tombstones, 3 for policy
-    /// metadata or a table of a run other than run 0, else 2.
+    /// The oldest manifest format that holds every field of the edit: 6 for a routing or a
+    /// level of the hot partition, 5 for a value table's expiry or the database's time, 4 for
+    /// a key table with range tombstones, 3 for policy metadata or a table of a run other than
+    /// run 0, else 2.
     pub fn needed_format(&self) -> u64 {
-        if self.time_floor.is_some() || self.new_value_tables.iter().any(|v| v.max_expiry.is_some())
+        if self.is_partitioned() {
+            6
+        } else if self.time_floor.is_some() || self.new_value_tables.iter().any(|v| v.max_expiry.is_some())
         {
             5
         } else if self.new_tables.iter().any(|t| t.meta.range_deletions > 0) {
@@ -139,6 +146,7 @@ mod tag {
     pub const DROP_BLOCK: u64 = 15;
     pub const VALUE_TABLE_EXPIRY: u64 = 16;
     pub const TIME_FLOOR: u64 = 17;
+    pub const ROUTING: u64 = 18;
 }
 
 /// A key table added by an edit.
@@ -194,6 +202,9 @@ pub struct VersionEdit {
     /// data (field 17): a later open starts its time no earlier, so what expired stays expired
     /// when the clock went back meanwhile.
     pub time_floor: Option<u64>,
+    /// The key ranges of the hot partition from this edit on (field 18), replacing the
+    /// routing before: set only by an edit that also moves the keys whose partition changes.
+    pub routing: Option<Routing>,
 }
 
 fn emit(out: &mut Vec<u8>, tag: u64, payload: &[u8]) {
@@ -351,15 +362,36 @@ impl VersionEdit {
             put_varint64(&mut f, t);
             emit(&mut out, tag::TIME_FLOOR, &f);
         }
+        if let Some(r) = &self.routing {
+            f.clear();
+            r.encode(&mut f);
+            emit(&mut out, tag::ROUTING, &f);
+        }
         out
     }
 
+    /// Whether the edit routes keys or names a level of the hot partition (format 6).
+    fn is_partitioned(&self) -> bool {
+        let hot = |level: u32| level as usize >= PARTITION_STRIDE;
+        self.routing.is_some()
+            || self.new_tables.iter().any(|t| hot(t.level))
+            || self.deleted_files.iter().any(|&(l, _)| hot(l))
+            || self.compact_pointers.iter().any(|(l, _)| hot(*l))
+    }
+
     /// Checks that the edit holds no field of a format newer than `format`, the one its manifest
-    /// declares, where this build would misread it: fields 16 and 17 need format 5. (Older
-    /// formats' fields are checked where they are decoded.)
+    /// declares, where this build would misread it: fields 16 and 17 need format 5, field 18
+    /// and levels of the hot partition format 6. (Older formats' fields are checked where they
+    /// are decoded.)
     ///
     /// Errors: the field's name, for the caller's corruption report.
     pub fn check_format(&self, format: u64) -> std::result::Result<(), String> {
+        if self.is_partitioned() && format < 6 {
+            return Err(format!(
+                "a routing or a level of the hot partition (field 18, levels from \
+                 {PARTITION_STRIDE}) in a manifest of format {format}: they need format 6"
+            ));
+        }
         let expiries = self.time_floor.is_some()
             || self.new_value_tables.iter().any(|v| v.max_expiry.is_some());
         if expiries && format < 5 {
@@ -420,6 +452,7 @@ impl VersionEdit {
                 tag::DROP_BLOCK => "drop block",
                 tag::VALUE_TABLE_EXPIRY => "value table expiry",
                 tag::TIME_FLOOR => "time floor",
+                tag::ROUTING => "routing",
                 other => return Err(bad(&format!("unknown field tag {other}"))),
             };
             let trunc = || bad(&format!("truncated {what}"));
@@ -650,6 +683,12 @@ impl VersionEdit {
                     }
                     edit.time_floor = Some(t);
                 }
+                tag::ROUTING => {
+                    let r = Routing::decode(&mut p).map_err(|e| bad(&e))?;
+                    if edit.routing.replace(r).is_some() {
+                        return Err(bad("routing given twice"));
+                    }
+                }
                 _ => unreachable!("tags were matched above"),
             }
             if !p.is_empty() {
@@ -737,7 +776,35 @@ mod tests {
                 },
             )],
             time_floor: None,
+            routing: None,
         }
+    }
+
+    #[test]
+    fn routings_and_hot_levels_round_trip_and_need_format_6() {
+        use crate::version::routing::{KeyRange, Routing};
+        let mut e = sample();
+        assert_eq!(e.needed_format(), 3);
+        e.routing = Some(Routing::new(vec![KeyRange {
+            start: b"user3".to_vec(),
+            end: Some(b"user4".to_vec()),
+        }]));
+        assert_eq!(e.needed_format(), 6);
+        let bytes = e.encode();
+        assert_eq!(VersionEdit::decode(&bytes, "M", 0).expect("decode"), e);
+        assert!(e.check_format(5).unwrap_err().contains("format 6"));
+        assert!(e.check_format(6).is_ok());
+        // A table of the hot partition's L0 needs it too, without a routing.
+        let mut hot = sample();
+        hot.new_tables[0].level = PARTITION_STRIDE as u32;
+        assert_eq!(hot.needed_format(), 6);
+        assert!(hot.check_format(5).is_err());
+        // Twice in one edit is corruption.
+        let mut twice = bytes.clone();
+        let mut f = Vec::new();
+        Routing::default().encode(&mut f);
+        emit(&mut twice, tag::ROUTING, &f);
+        assert!(VersionEdit::decode(&twice, "M", 0).is_err());
     }
 
     #[test]

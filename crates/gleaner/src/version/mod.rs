@@ -2,6 +2,7 @@
 //! installs them, and the lifetime of the tables they reference.
 
 mod current;
+pub mod routing;
 pub mod edit;
 pub mod file_meta;
 pub mod level_iter;

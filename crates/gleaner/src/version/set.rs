@@ -15,6 +15,7 @@ use super::edit::{
     manifest_format,
 };
 use super::file_meta::ObsoleteFileSink;
+use super::routing::{COLD, HOT};
 use super::run::RunId;
 use super::version::Version;
 use crate::error::{Error, Result};
@@ -92,16 +93,28 @@ pub struct VersionSetConfig {
     pub next_file_number: Arc<AtomicU64>,
     /// Manifest size at which it is rewritten.
     pub max_manifest_size: u64,
-    /// Levels of a new database; a recovered one may have fewer populated.
+    /// Levels of a new database (of each partition's tree, when partitioned); a recovered one
+    /// may have fewer populated.
     pub num_levels: usize,
+    /// Whether the index tree has a hot and a cold partition (`version/routing.rs`).
+    pub partitioned: bool,
+}
+
+/// The empty version of a new database under `cfg`.
+fn empty_version(cfg: &VersionSetConfig) -> Version {
+    if cfg.partitioned {
+        Version::new_partitioned(cfg.num_levels)
+    } else {
+        Version::new(cfg.num_levels)
+    }
 }
 
 impl VersionSet {
     /// An empty version set (new database); nothing is written until the first
     /// [`VersionSet::log_and_apply`].
     pub fn new_empty(cfg: VersionSetConfig) -> Self {
-        let version = Version::new(cfg.num_levels);
-        let pointers = vec![None; cfg.num_levels];
+        let version = empty_version(&cfg);
+        let pointers = vec![None; version.num_levels()];
         Self::from_parts(cfg, version, pointers, 0, 0)
     }
 
@@ -132,7 +145,10 @@ impl VersionSet {
     /// Recovers the version named by CURRENT. The manifest's torn tail (an edit whose write was
     /// interrupted, hence never installed) is ignored; any other damage is corruption.
     /// `num_levels` may exceed the recorded shape; a populated level at or beyond it is an
-    /// error naming the `num_levels` option.
+    /// error naming the `num_levels` option. An unpartitioned open of a partitioned tree is
+    /// exact when its hot partition is empty (the routing is dropped) and an error naming the
+    /// `partitioning` option otherwise; a partitioned open of an unpartitioned tree finds every
+    /// key in the cold partition, where its tables are.
     pub fn recover(cfg: VersionSetConfig) -> Result<(Self, RecoveredCounters)> {
         let manifest_number = read_current(cfg.fs.as_ref(), &cfg.dir, &cfg.stats)?;
         let name = manifest_file_name(manifest_number);
@@ -146,13 +162,14 @@ impl VersionSet {
             WalRecoveryMode::TolerateCorruptedTail,
             MAX_MANIFEST_RECORD,
         )?;
-        // Decode with the maximum level count; the shape is checked against `num_levels` after.
-        let mut version = Version::new(crate::version::MAX_LEVELS);
+        // Decode with the maximum level count, partitioned; the shape is checked against
+        // `num_levels` and the partitioning after.
+        let mut version = Version::new_partitioned(crate::version::MAX_LEVELS);
         let mut log_number = None;
         let mut next_file = None;
         let mut last_seq = None;
         let mut time_floor = 0u64;
-        let mut pointers: Vec<Option<Vec<u8>>> = vec![None; crate::version::MAX_LEVELS];
+        let mut pointers: Vec<Option<Vec<u8>>> = vec![None; version.num_levels()];
         let mut format = None;
         while let Some((offset, record)) = reader.read_record()? {
             let mut edit = VersionEdit::decode(&record, &name, offset)?;
@@ -185,19 +202,42 @@ impl VersionSet {
             torn_tail_offset,
             time_floor,
         };
-        if let Some(deepest) = version.deepest_nonempty_level()
-            && deepest >= cfg.num_levels
-        {
+        let hot_tables: usize = version
+            .partition_levels(HOT)
+            .map(|l| version.table_count(l))
+            .sum();
+        if !cfg.partitioned && hot_tables > 0 {
             return Err(Error::invalid(format!(
-                "option `num_levels` is {}, but the database has tables in level {deepest}; \
-                     use num_levels of at least {}",
-                cfg.num_levels,
-                deepest + 1
+                "the database's index tree is partitioned, with {hot_tables} tables in its hot \
+                 partition: open it with option `partitioning` as it was written (OPTIONS \
+                 records it), or move every key to the cold partition first"
             )));
         }
-        let mut levels = Version::new(cfg.num_levels);
-        levels = levels.apply(&version.snapshot_edit(), &name, 0)?;
-        pointers.truncate(cfg.num_levels);
+        for p in [COLD, HOT] {
+            let levels = version.partition_levels(p);
+            let first = levels.start;
+            if let Some(deepest) = levels.rev().find(|&l| version.table_count(l) > 0)
+                && deepest - first >= cfg.num_levels
+            {
+                return Err(Error::invalid(format!(
+                    "option `num_levels` is {}, but the database has tables in level {}{}; \
+                     use num_levels of at least {}",
+                    cfg.num_levels,
+                    deepest - first,
+                    if p == HOT { " of its hot partition" } else { "" },
+                    deepest - first + 1
+                )));
+            }
+        }
+        let mut snapshot = version.snapshot_edit();
+        if !cfg.partitioned {
+            // No hot table: the routing names keys the cold partition holds.
+            snapshot.routing = None;
+        }
+        let levels = empty_version(&cfg).apply(&snapshot, &name, 0)?;
+        let pointers: Vec<Option<Vec<u8>>> = (0..levels.num_levels())
+            .map(|l| pointers.get(l).cloned().flatten())
+            .collect();
         let max_number = version
             .all_files()
             .map(|(_, f)| f.number)
@@ -369,7 +409,9 @@ impl VersionSet {
             write_back,
             drop_blocks,
             time_floor: _,
+            routing,
         } = next.snapshot_edit();
+        snapshot.routing = routing;
         snapshot.new_tables = new_tables;
         snapshot.new_value_tables = new_value_tables;
         snapshot.value_garbage = value_garbage;
@@ -415,5 +457,123 @@ pub fn new_table(level: usize, run: RunId, f: &super::file_meta::FileMetaData) -
         level: level as u32,
         run: if level == 0 { 0 } else { run },
         meta: f.meta().clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FaultFs;
+    use crate::version::routing::{KeyRange, Routing, level_in};
+    use crate::version::{FileKind, test_table};
+
+    struct Ignore;
+    impl ObsoleteFileSink for Ignore {
+        fn file_unreferenced(&self, _kind: FileKind, _number: u64) {}
+    }
+
+    fn cfg(fs: &FaultFs, partitioned: bool) -> VersionSetConfig {
+        VersionSetConfig {
+            fs: Arc::new(fs.clone()),
+            dir: PathBuf::from("/db"),
+            stats: Arc::default(),
+            sink: Arc::new(Ignore),
+            next_file_number: Arc::new(AtomicU64::new(100)),
+            max_manifest_size: 1 << 20,
+            num_levels: 4,
+            partitioned,
+        }
+    }
+
+    fn fault_fs() -> FaultFs {
+        let fs = FaultFs::new(1);
+        fs.create_dir_all(Path::new("/db")).expect("dir");
+        fs
+    }
+
+    #[test]
+    fn switching_partitioning_off_is_exact_with_an_empty_hot_partition_and_refused_otherwise() {
+        let fs = fault_fs();
+        let mut set = VersionSet::new_empty(cfg(&fs, true));
+        set.log_and_apply(VersionEdit {
+            log_number: Some(1),
+            last_sequence: Some(60),
+            new_tables: vec![
+                test_table(0, 0, 7, ("user1", "user9"), 100, 50..=50),
+                test_table(level_in(HOT, 1) as u32, 0, 8, ("user30", "user39"), 100, 40..=40),
+            ],
+            routing: Some(Routing::new(vec![KeyRange::of_prefix(b"user3")])),
+            ..Default::default()
+        })
+        .expect("apply");
+        drop(set);
+        // Reopened partitioned: the same trees and routing.
+        let (set, _) = VersionSet::recover(cfg(&fs, true)).expect("recover");
+        let v = set.current();
+        assert_eq!(v.table_count(level_in(HOT, 1)), 1);
+        assert_eq!(v.partition_of(b"user35"), HOT);
+        drop(set);
+        // Unpartitioned, while the hot partition holds a table: refused, naming the option.
+        let e = VersionSet::recover(cfg(&fs, false))
+            .expect_err("hot tables")
+            .to_string();
+        assert!(e.contains("`partitioning`") && e.contains("1 tables"), "{e}");
+        // Once the hot partition is empty, the unpartitioned open is exact: every table, and no
+        // routing.
+        let (mut set, _) = VersionSet::recover(cfg(&fs, true)).expect("recover");
+        set.log_and_apply(VersionEdit {
+            deleted_files: vec![(level_in(HOT, 1) as u32, 8)],
+            ..Default::default()
+        })
+        .expect("apply");
+        drop(set);
+        let (mut set, _) = VersionSet::recover(cfg(&fs, false)).expect("recover");
+        let v = set.current();
+        assert!(!v.is_partitioned());
+        assert!(v.routing().is_empty());
+        assert_eq!(v.all_files().map(|(_, f)| f.number).collect::<Vec<_>>(), [7]);
+        // Its first edit starts a new manifest from the unpartitioned version: the routing is
+        // gone for good, so keys written now (a user3 key among them) stay where a partitioned
+        // open looks for them. (No table joins without an edit; until one, the WAL replays
+        // under whatever routing the next open finds.)
+        set.log_and_apply(VersionEdit {
+            new_tables: vec![test_table(0, 0, 9, ("user35", "user35"), 100, 70..=70)],
+            last_sequence: Some(70),
+            ..Default::default()
+        })
+        .expect("apply");
+        drop(set);
+        // And back on: the cold tree holds them, nothing is hot.
+        let (set, _) = VersionSet::recover(cfg(&fs, true)).expect("recover");
+        assert_eq!(set.current().table_count(0), 2);
+        assert_eq!(set.current().partition_of(b"user35"), COLD);
+    }
+
+    #[test]
+    fn a_level_too_deep_for_num_levels_names_the_partition() {
+        let fs = fault_fs();
+        let mut set = VersionSet::new_empty(VersionSetConfig {
+            num_levels: 6,
+            ..cfg(&fs, true)
+        });
+        set.log_and_apply(VersionEdit {
+            log_number: Some(1),
+            last_sequence: Some(60),
+            new_tables: vec![test_table(
+                level_in(HOT, 5) as u32,
+                0,
+                8,
+                ("user30", "user39"),
+                100,
+                40..=40,
+            )],
+            ..Default::default()
+        })
+        .expect("apply");
+        drop(set);
+        let e = VersionSet::recover(cfg(&fs, true))
+            .expect_err("num_levels 4")
+            .to_string();
+        assert!(e.contains("level 5 of its hot partition"), "{e}");
     }
 }

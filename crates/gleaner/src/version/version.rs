@@ -13,6 +13,7 @@ use std::sync::Arc;
 use super::edit::VersionEdit;
 use super::file_meta::FileMetaData;
 use super::level_iter::LevelIter;
+use super::routing::{self, PARTITION_STRIDE, Routing};
 use super::run::{RunId, SortedRun};
 use super::value_set::ValueSet;
 use crate::cache::TableCache;
@@ -26,18 +27,102 @@ use crate::value::StoredHandle;
 /// The sorted runs of every level, and the value tables they reference.
 #[derive(Debug, Clone)]
 pub struct Version {
-    /// Per level, its runs newest first (L0: one per table).
+    /// Per level, its runs newest first (L0: one per table). In a partitioned tree, partition
+    /// `p`'s levels are `p · PARTITION_STRIDE ..` (`version/routing.rs`); the levels between
+    /// the cold tree's last and the hot tree's first are always empty.
     levels: Vec<Vec<SortedRun>>,
     values: ValueSet,
+    /// Levels of each partition's tree.
+    tree_levels: usize,
+    /// The keys of the hot partition (partitioned trees only).
+    routing: Arc<Routing>,
 }
 
 impl Version {
-    /// A version with `num_levels` empty levels.
+    /// A version with `num_levels` empty levels, unpartitioned.
     pub fn new(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
             values: ValueSet::default(),
+            tree_levels: num_levels,
+            routing: Arc::default(),
         }
+    }
+
+    /// A partitioned version: a cold and a hot tree of `num_levels` empty levels each, and
+    /// every key cold.
+    pub fn new_partitioned(num_levels: usize) -> Self {
+        Version {
+            levels: vec![Vec::new(); PARTITION_STRIDE + num_levels],
+            values: ValueSet::default(),
+            tree_levels: num_levels,
+            routing: Arc::default(),
+        }
+    }
+
+    /// Partitions of the tree: 1, or 2 when partitioned.
+    pub fn partitions(&self) -> usize {
+        self.levels.len().div_ceil(PARTITION_STRIDE).max(1)
+    }
+
+    /// Whether the tree is partitioned.
+    pub fn is_partitioned(&self) -> bool {
+        self.partitions() > 1
+    }
+
+    /// Levels of each partition's tree (`num_levels`).
+    pub fn tree_levels(&self) -> usize {
+        self.tree_levels
+    }
+
+    /// The levels of partition `p`.
+    pub fn partition_levels(&self, p: usize) -> std::ops::Range<usize> {
+        let first = routing::level_in(p, 0);
+        first..first + self.tree_levels
+    }
+
+    /// The keys routed to the hot partition (empty unpartitioned).
+    pub fn routing(&self) -> &Routing {
+        &self.routing
+    }
+
+    /// The partition `user_key`'s versions are in.
+    pub fn partition_of(&self, user_key: &[u8]) -> usize {
+        if self.is_partitioned() {
+            self.routing.partition_of(user_key)
+        } else {
+            routing::COLD
+        }
+    }
+
+    /// Partition `p`'s tree as an unpartitioned version of its own, for a compaction strategy
+    /// to plan against: its levels renumbered from 0, and no value tables (strategies plan on
+    /// the key tables alone). Plans made against it name levels relative to the partition.
+    pub(crate) fn tree(&self, p: usize) -> Version {
+        Version {
+            levels: self.levels[self.partition_levels(p)].to_vec(),
+            values: ValueSet::default(),
+            tree_levels: self.tree_levels,
+            routing: Arc::default(),
+        }
+    }
+
+    /// Whether `level` is a level of some partition's tree.
+    fn has_level(&self, level: usize) -> bool {
+        level < self.levels.len()
+            && self
+                .partition_levels(routing::partition_of_level(level))
+                .contains(&level)
+    }
+
+    /// The levels deeper than `level` in its partition (the other holds no version of its
+    /// keys).
+    pub(crate) fn deeper_levels(&self, level: usize) -> std::ops::Range<usize> {
+        let end = self
+            .partition_levels(routing::partition_of_level(level))
+            .end
+            .min(self.levels.len());
+        (level + 1).min(end)..end
     }
 
     /// The value tables, their garbage and the inheritance records.
@@ -120,14 +205,16 @@ impl Version {
 
     /// True when no run older than run `run` of `level` has a table whose range contains
     /// `user_key`: the runs after it in `level` (every run of `level` when it holds no run
-    /// `run`: outputs starting a new run are its newest) and every run of the deeper levels. A
-    /// deletion of the key compacted into that run can then be dropped.
+    /// `run`: outputs starting a new run are its newest) and every run of the deeper levels of
+    /// its partition (the other holds no version of the key). A deletion of the key compacted
+    /// into that run can then be dropped.
     pub fn is_bottommost_for_key(&self, level: usize, run: RunId, user_key: &[u8]) -> bool {
         let runs = &self.levels[level];
         let after = runs.iter().position(|r| r.id() == run).map_or(0, |i| i + 1);
+        // Deeper levels of the same partition only: no version of a key is in the other.
         runs[after..]
             .iter()
-            .chain(self.levels.iter().skip(level + 1).flatten())
+            .chain(self.levels[self.deeper_levels(level)].iter().flatten())
             .all(|r| r.table_for(user_key).is_none())
     }
 
@@ -147,7 +234,7 @@ impl Version {
         // keeps a tombstone longer.
         runs[after..]
             .iter()
-            .chain(self.levels.iter().skip(level + 1).flatten())
+            .chain(self.levels[self.deeper_levels(level)].iter().flatten())
             .all(|r| !r.overlaps(Some(start), Some(end)))
     }
 
@@ -182,11 +269,13 @@ impl Version {
         let mut joining: BTreeMap<(usize, RunId), Vec<Arc<FileMetaData>>> = BTreeMap::new();
         for t in &edit.new_tables {
             let level = t.level as usize;
-            if level >= levels.len() {
+            if !self.has_level(level) {
                 return Err(bad(format!(
-                    "edit adds table {} to level {level}, beyond the {} levels",
+                    "edit adds table {} to level {level}, beyond the levels of the tree \
+                     ({} a partition, {} partitions)",
                     t.meta.number,
-                    levels.len()
+                    self.tree_levels,
+                    self.partitions()
                 )));
             }
             if level == 0 && t.run != 0 {
@@ -271,7 +360,21 @@ impl Version {
                     .then(b.id().cmp(&a.id()))
             });
         }
-        let v = Version { levels, values };
+        let routing = match &edit.routing {
+            Some(_) if !self.is_partitioned() => {
+                return Err(bad(
+                    "edit routes keys to a hot partition of a tree that has none".into(),
+                ));
+            }
+            Some(r) => Arc::new(r.clone()),
+            None => Arc::clone(&self.routing),
+        };
+        let v = Version {
+            levels,
+            values,
+            tree_levels: self.tree_levels,
+            routing,
+        };
         v.check_invariants().map_err(bad)?;
         Ok(v)
     }
@@ -315,6 +418,7 @@ impl Version {
                 .iter()
                 .map(|(n, c)| (*n, c.clone()))
                 .collect(),
+            routing: (!self.routing.is_empty()).then(|| (*self.routing).clone()),
             drop_blocks: values
                 .all_drop_blocks()
                 .iter()
@@ -330,6 +434,7 @@ impl Version {
     /// every entry of a run is newer than every entry of the runs after it in its level). L0
     /// tables are ordered newest first by construction. Across levels the order of a key's
     /// versions is the compaction strategies' to keep (a version cannot check it from metadata).
+    /// Each partition's tree is checked alike (its L0 is its first level).
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         for (level, runs) in self.levels.iter().enumerate() {
             for f in runs.iter().flat_map(|r| r.files()) {
@@ -337,7 +442,7 @@ impl Version {
                     return Err(format!("table {} has smallest key after largest", f.number));
                 }
             }
-            if level == 0 {
+            if level % PARTITION_STRIDE == 0 {
                 continue;
             }
             for r in runs {
@@ -451,7 +556,8 @@ impl Version {
 
     /// Asks `probe` about each table whose extent holds the lookup key's user key, in search
     /// order (L0 newest to oldest, then at most one table per run of each deeper level, newest
-    /// run first), and returns its first answer: the version it found, with its sequence
+    /// run first; in a partitioned tree, the levels of the key's partition), and returns its
+    /// first answer: the version it found, with its sequence
     /// number. A range tombstone of the table that covers the key for the lookup's reader and
     /// is newer than that version (or that covers it where the table holds no version) answers
     /// instead, as `deleted(its sequence number)`: every version in later tables is older than
@@ -485,7 +591,9 @@ impl Version {
         mut covering: impl FnMut(&FileMetaData) -> Result<Option<key::SeqNo>>,
         deleted: impl Fn(key::SeqNo) -> T,
     ) -> Result<Option<T>> {
-        for (_, run) in self.all_runs() {
+        // Only the key's partition holds versions of it.
+        let levels = self.partition_levels(self.partition_of(user_key));
+        for run in self.levels[levels].iter().flatten() {
             let Some(f) = run.table_for(user_key) else {
                 continue;
             };
@@ -553,6 +661,7 @@ impl Version {
             out.push(Box::new(table.iter(ctx)));
             largest_seqs.push(f.largest_seq);
         }
+        // Each partition's runs; a hot L0 table is a run of its own, read like one.
         for run in self.levels.iter().skip(1).flatten() {
             out.push(Box::new(LevelIter::new(
                 run.files().to_vec(),
@@ -908,5 +1017,121 @@ mod tests {
         assert!(v.is_bottommost_for_key(1, 0, b"c"));
         assert!(!v.is_bottommost_for_key(1, 0, b"m"));
         assert!(v.is_bottommost_for_key(3, 0, b"m"));
+    }
+}
+
+#[cfg(test)]
+mod partition_tests {
+    use super::*;
+    use crate::version::edit::NewTable;
+    use crate::version::routing::{HOT, KeyRange, level_in};
+
+    fn table(level: usize, number: u64, lo: &str, hi: &str, seq: u64) -> NewTable {
+        crate::version::test_table(level as u32, 0, number, (lo, hi), 1000, seq..=seq)
+    }
+
+    fn hot_user3() -> Routing {
+        Routing::new(vec![KeyRange::of_prefix(b"user3")])
+    }
+
+    fn partitioned(tables: Vec<NewTable>) -> Version {
+        Version::new_partitioned(4)
+            .apply(
+                &VersionEdit {
+                    new_tables: tables,
+                    routing: Some(hot_user3()),
+                    ..Default::default()
+                },
+                "M",
+                0,
+            )
+            .expect("valid")
+    }
+
+    fn first_hit(v: &Version, key: &str) -> Option<u64> {
+        v.search_with(
+            key.as_bytes(),
+            |f| Ok(Some((1, f.number))),
+            |_| Ok(None),
+            |_| 0,
+        )
+        .expect("search")
+    }
+
+    #[test]
+    fn a_key_is_searched_in_its_partition_only() {
+        // A cold table spanning the hot range (it holds no hot key: the routing says so) and a
+        // hot table of the hot partition's L1.
+        let v = partitioned(vec![
+            table(0, 5, "user1", "user9", 50),
+            table(level_in(HOT, 1), 6, "user30", "user39", 40),
+        ]);
+        assert_eq!(v.partitions(), 2);
+        assert_eq!(first_hit(&v, "user35"), Some(6));
+        assert_eq!(first_hit(&v, "user55"), Some(5));
+        // Nothing of the hot tree answers for a cold key, even inside its extent.
+        assert_eq!(first_hit(&v, "user40"), Some(5));
+        assert_eq!(first_hit(&v, "user30x"), Some(6));
+        // The cold tree as a version of its own, for its strategy: levels from 0, and the
+        // hot tree likewise.
+        assert_eq!(v.tree(0).table_count(0), 1);
+        assert_eq!(v.tree(HOT).table_count(1), 1);
+        assert_eq!(v.tree(HOT).num_levels(), 4);
+    }
+
+    #[test]
+    fn bottommost_looks_only_into_the_deeper_levels_of_the_partition() {
+        let v = partitioned(vec![
+            table(level_in(HOT, 1), 6, "user30", "user39", 40),
+            // Deeper than it in the level numbering, but of the other partition.
+            table(0, 5, "user1", "user9", 50),
+        ]);
+        assert!(!v.is_bottommost_for_key(level_in(HOT, 0), 0, b"user39"));
+        assert!(v.is_bottommost_for_key(level_in(HOT, 1), 0, b"user35"));
+        assert!(v.is_bottommost_for_range(level_in(HOT, 1), 0, b"user30", b"user4"));
+        // The cold L0 table's key has nothing deeper in the cold tree.
+        assert!(v.is_bottommost_for_key(0, 5, b"user5"));
+    }
+
+    #[test]
+    fn levels_between_the_trees_and_routings_of_unpartitioned_trees_are_refused() {
+        let between = Version::new_partitioned(4).apply(
+            &VersionEdit {
+                new_tables: vec![table(4, 7, "a", "b", 1)],
+                ..Default::default()
+            },
+            "M",
+            0,
+        );
+        let e = between.expect_err("level 4 is no tree's").to_string();
+        assert!(e.contains("beyond the levels"), "{e}");
+        let routed = Version::new(4).apply(
+            &VersionEdit {
+                routing: Some(hot_user3()),
+                ..Default::default()
+            },
+            "M",
+            0,
+        );
+        assert!(routed.expect_err("unpartitioned").is_corruption());
+    }
+
+    #[test]
+    fn the_snapshot_edit_keeps_the_routing_and_both_trees() {
+        let v = partitioned(vec![
+            table(0, 5, "user1", "user9", 50),
+            table(level_in(HOT, 2), 6, "user30", "user39", 40),
+        ]);
+        let back = Version::new_partitioned(4)
+            .apply(&v.snapshot_edit(), "M", 0)
+            .expect("rebuilds");
+        assert_eq!(back.routing(), &hot_user3());
+        assert_eq!(back.table_count(level_in(HOT, 2)), 1);
+        assert_eq!(back.table_count(0), 1);
+        // An edit without a routing keeps the one before.
+        let next = back
+            .apply(&VersionEdit::default(), "M", 0)
+            .expect("applies");
+        assert_eq!(next.routing(), &hot_user3());
     }
 }

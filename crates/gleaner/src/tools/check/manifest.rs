@@ -52,7 +52,7 @@ impl Checker {
         )?;
         // Apply with the most levels any database may have: the level count an open uses is an
         // option, not a property of the files.
-        let mut version = Version::new(MAX_LEVELS);
+        let mut version = Version::new_partitioned(MAX_LEVELS);
         let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
         let mut time_floor = 0u64;
         let mut format = None;
