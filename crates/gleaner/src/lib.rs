@@ -87,7 +87,9 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use gc::GcJobStats;
-pub use options::{CompactionStyle, Compression, GcPolicyKind, Options, Switch, WalRecoveryMode};
+pub use options::{
+    CompactionStyle, Compression, GcPolicyKind, Options, Partitioning, Switch, WalRecoveryMode,
+};
 pub use stats::DbStats;
 
 /// The README's examples, compiled and run as doctests so they stay true.

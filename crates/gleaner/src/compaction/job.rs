@@ -13,6 +13,8 @@ use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::plan::CompactionPlan;
 use super::relocate::{AliasTables, RelocationStats, Relocator};
+use super::split::{FlushPart, PartitionShare};
+use crate::version::routing::{MAX_PARTITIONS, Routing};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
 use crate::compaction::router::{RouteOrigin, ValueRouter};
@@ -23,9 +25,10 @@ use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::memtable::MemTable;
 use crate::merge::MergingIterator;
-use crate::range_del::FragmentedTombstones;
+use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::table::ReadCtx;
 use crate::value::{MAX_HANDLE_LEN, StoredHandle};
+use crate::version::routing::{is_l0, level_in};
 use crate::version::{Garbage, TableMeta, Version, VersionEdit};
 
 /// Figures of one finished job.
@@ -56,6 +59,46 @@ pub struct JobStats {
     /// Input tables dropped whole, without being read: range tombstones of the input cover
     /// every entry of each in its stripe (their entries count among `dropped.range_deleted`).
     pub tables_dropped_whole: u64,
+}
+
+impl JobStats {
+    /// Adds `other`'s figures to these (the passes of one job).
+    pub fn absorb(&mut self, other: &JobStats) {
+        // Named whole, so a figure added later is not forgotten here.
+        let JobStats {
+            input_files,
+            input_bytes,
+            output_files,
+            output_bytes,
+            entries_in,
+            entries_out,
+            dropped,
+            micros,
+            handles_rewritten,
+            relocation,
+            aliases_dropped,
+            tables_dropped_whole,
+        } = other;
+        self.input_files += input_files;
+        self.input_bytes += input_bytes;
+        self.output_files += output_files;
+        self.output_bytes += output_bytes;
+        self.entries_in += entries_in;
+        self.entries_out += entries_out;
+        self.dropped.shadowed += dropped.shadowed;
+        self.dropped.tombstones += dropped.tombstones;
+        self.dropped.range_deleted += dropped.range_deleted;
+        self.dropped.expired += dropped.expired;
+        self.micros += micros;
+        self.handles_rewritten += handles_rewritten;
+        self.relocation.relocated += relocation.relocated;
+        self.relocation.relocated_bytes += relocation.relocated_bytes;
+        self.relocation.inlined += relocation.inlined;
+        self.relocation.aliased += relocation.aliased;
+        self.relocation.claimed += relocation.claimed;
+        self.aliases_dropped += aliases_dropped;
+        self.tables_dropped_whole += tables_dropped_whole;
+    }
 }
 
 /// How often (in kept entries) a job checks whether it was cancelled.
@@ -183,7 +226,10 @@ pub struct Separation {
 /// Writes the memtables (oldest first) into one or more L0 tables, separating values as
 /// `separation` says when it is given. Shadowed versions no snapshot needs are dropped (before
 /// separation, so they never reach a value table); tombstones are kept (older data may sit
-/// below); with `drop_aliases`, aliases are dropped (see `compaction/iterator.rs`).
+/// below); with `drop_aliases`, aliases are dropped (see `compaction/iterator.rs`). With
+/// `part`, only the keys it routes to its partition are written, into that partition's L0, and
+/// every range tombstone (each partition needs those covering its keys, and one covering none
+/// of them covers nothing there).
 pub fn flush_memtables(
     mems: &[Arc<MemTable>],
     readers: ReaderTimes,
@@ -191,6 +237,7 @@ pub fn flush_memtables(
     separation: Option<Separation>,
     listener: &mut dyn DropListener,
     drop_aliases: bool,
+    part: Option<FlushPart>,
 ) -> Result<(FinishedOutputs, JobStats)> {
     let start = Instant::now();
     let snapshots = readers.sequences();
@@ -199,18 +246,39 @@ pub fn flush_memtables(
         .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
         .collect();
     let merged = MergingIterator::new(children, compare_internal);
+    let level = part.as_ref().map_or(0, |p| level_in(p.partition, 0)) as u32;
+    let merged: Box<dyn InternalIterator> = match part.clone() {
+        Some(p) => Box::new(PartitionShare::new(merged, p)),
+        None => Box::new(merged),
+    };
     let parts: Vec<_> = mems.iter().filter_map(|m| m.range_tombstones()).collect();
     let tombstones = FragmentedTombstones::union(&parts);
-    // Every tombstone stays: older data may sit below.
-    let kept = tombstones
+    // Every tombstone stays: older data may sit below; with partitions, the pieces of it in
+    // this pass's partition (the others cover no key of it).
+    let mut kept = tombstones
         .as_ref()
         .map(|t| t.collapse(&snapshots, |_, _| false))
         .unwrap_or_default();
+    if let Some(p) = &part {
+        kept = kept
+            .into_iter()
+            .flat_map(|t| {
+                p.routing
+                    .pieces(p.partition, &t.start, &t.end)
+                    .into_iter()
+                    .map(move |(start, end)| RangeTombstone {
+                        start,
+                        end,
+                        seq: t.seq,
+                    })
+            })
+            .collect();
+    }
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into())
         .dropping_aliases(drop_aliases)
         .with_range_tombstones(tombstones)
         .with_reader_times(readers);
-    let mut outputs = TableOutputs::new(out, 0, Vec::new()).with_range_tombstones(kept);
+    let mut outputs = TableOutputs::new(out, level, Vec::new()).with_range_tombstones(kept);
     if let Some(sep) = separation {
         let values = ClassedValueOutputs::new(sep.values, sep.router, sep.origin);
         outputs = outputs.with_separation(values);
@@ -236,6 +304,51 @@ pub fn flush_memtables(
     stats.output_bytes = done.key_bytes + done.value_bytes;
     stats.micros = start.elapsed().as_micros() as u64;
     Ok((done, stats))
+}
+
+/// [`flush_memtables`] into a tree routed by `routing` (`None`: unpartitioned, one pass):
+/// one pass per partition, each writing its share into its partition's L0 with outputs and
+/// value separation of its own (`out` and `separation` are asked once a pass), and their
+/// outputs and figures together.
+#[allow(clippy::too_many_arguments)]
+pub fn flush_split(
+    mems: &[Arc<MemTable>],
+    readers: ReaderTimes,
+    mut out: impl FnMut() -> OutputConfig,
+    mut separation: impl FnMut() -> Option<Separation>,
+    listener: &mut dyn DropListener,
+    drop_aliases: bool,
+    routing: Option<Arc<Routing>>,
+) -> Result<(FinishedOutputs, JobStats)> {
+    let Some(routing) = routing else {
+        return flush_memtables(mems, readers, out(), separation(), listener, drop_aliases, None);
+    };
+    let mut all: Option<(FinishedOutputs, JobStats)> = None;
+    for partition in 0..MAX_PARTITIONS {
+        let part = FlushPart {
+            routing: Arc::clone(&routing),
+            partition,
+        };
+        let (done, stats) = flush_memtables(
+            mems,
+            readers.clone(),
+            out(),
+            separation(),
+            listener,
+            drop_aliases,
+            Some(part),
+        )?;
+        match all.as_mut() {
+            None => all = Some((done, stats)),
+            Some((d, s)) => {
+                d.absorb(done);
+                s.absorb(&stats);
+                // The same memtables, read once a pass.
+                s.input_files = stats.input_files;
+            }
+        }
+    }
+    Ok(all.expect("two partitions"))
 }
 
 /// Where a compaction writes the values its policy's hooks relocate
@@ -426,7 +539,7 @@ pub fn run_compaction<'h>(
     edit.new_tables = done.key_tables;
     for t in &mut edit.new_tables {
         // The outputs join the plan's run; in L0 each is a run of its own.
-        t.run = if output_level == 0 { 0 } else { output_run };
+        t.run = if is_l0(output_level) { 0 } else { output_run };
     }
     if let Some(values) = moved {
         stats.output_files += values.tables.len() as u64;

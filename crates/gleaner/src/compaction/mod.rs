@@ -14,6 +14,7 @@ pub mod plan;
 pub mod read_ahead;
 pub mod relocate;
 pub mod router;
+pub mod split;
 pub(crate) mod strategy;
 #[cfg(test)]
 mod strategy_sim;
@@ -28,12 +29,14 @@ pub use iterator::{
     CompactionIterator, DropCounter, DropEvent, DropListener, DropReason, FanOut, TeeListener,
 };
 pub use job::{
-    CompactionResult, JobStats, RelocationSetup, Separation, flush_memtables, run_compaction,
+    CompactionResult, JobStats, RelocationSetup, Separation, flush_memtables, flush_split,
+    run_compaction,
 };
 pub use output::{FinishedOutputs, OutputConfig, TableOutputs};
 pub use pending::PendingFiles;
 pub use plan::{CompactionPlan, CompactionReason, PickerConfig, RunInputs, RunningCompaction};
 pub use relocate::RelocationStats;
+pub use split::FlushPart;
 pub use value_output::{
     ClassedFinish, ClassedValueOutputs, MAX_OPEN_EXPIRY_GROUPS, ValueOutputConfig, ValueOutputs,
 };

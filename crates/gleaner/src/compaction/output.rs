@@ -63,6 +63,24 @@ pub struct FinishedOutputs {
     pub pending: PendingFiles,
 }
 
+impl FinishedOutputs {
+    /// Adds `other`'s outputs to these (the passes of one job).
+    pub fn absorb(&mut self, other: FinishedOutputs) {
+        self.key_tables.extend(other.key_tables);
+        self.key_bytes += other.key_bytes;
+        self.value_tables.extend(other.value_tables);
+        self.value_bytes += other.value_bytes;
+        for (a, b) in self
+            .value_bytes_by_class
+            .iter_mut()
+            .zip(other.value_bytes_by_class)
+        {
+            *a += b;
+        }
+        self.pending.absorb(other.pending);
+    }
+}
+
 /// Builds a run of output tables for one level.
 pub struct TableOutputs {
     cfg: OutputConfig,

@@ -45,6 +45,12 @@ pub(crate) fn check_options(opts: &Options) -> crate::error::Result<()> {
         if !opts.is_overridden(name) || own_options(style).contains(&name) {
             continue;
         }
+        // A partitioned tree's cold partition is tiered, whatever the style option says.
+        if opts.partitioning().is_partitioned()
+            && own_options(CompactionStyle::Tiered).contains(&name)
+        {
+            continue;
+        }
         let Some(reader) = CompactionStyle::ALL
             .into_iter()
             .find(|s| own_options(*s).contains(&name))

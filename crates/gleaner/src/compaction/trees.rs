@@ -34,13 +34,6 @@ impl TreeStrategies {
     }
 
     /// Tiered for the cold partition, leveled for the hot one.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "an open builds it once option `partitioning` reaches the open"
-        )
-    )]
     pub(crate) fn partitioned(opts: &Options) -> Self {
         TreeStrategies {
             strategies: vec![Box::new(Tiered::new(opts)), Box::new(Leveled)],

@@ -20,7 +20,7 @@ use crate::compaction::{
     CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropFileConfig,
     DropKeyCollector, DropListener, FanOut, GarbageListener, JobStats, OutputConfig,
     RelocationSetup, RunningCompaction, Separation, ValueOutputConfig, WrittenDropKeys,
-    flush_memtables, run_compaction,
+    flush_split, run_compaction,
 };
 use crate::error::{Error, Result};
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
@@ -276,7 +276,7 @@ impl DbInner {
 
     /// Claims unclaimed immutable memtables (oldest first, under the state lock), if any.
     pub(super) fn claim_flush(st: &mut DbState) -> Option<Vec<Arc<MemTable>>> {
-        if st.bg_error.is_some() || st.flush_claimed >= st.imm.len() {
+        if st.bg_error.is_some() || st.moving || st.flush_claimed >= st.imm.len() {
             return None;
         }
         let from = st.flush_claimed;
@@ -436,12 +436,14 @@ impl DbInner {
         let readers = self.snapshots.reader_times(&self.time);
         let judged_at = readers.now();
         let mut drops = DropCounter::default();
-        let out = self.output_config(IoClass::Flush, u64::MAX);
-        let separation = Some(Separation {
-            values: self.value_output_config(IoClass::Flush),
-            router: Arc::clone(&self.policy.router),
-            origin: crate::gc::RouteOrigin::Flush,
-        });
+        let out = || self.output_config(IoClass::Flush, u64::MAX);
+        let separation = || {
+            Some(Separation {
+                values: self.value_output_config(IoClass::Flush),
+                router: Arc::clone(&self.policy.router),
+                origin: crate::gc::RouteOrigin::Flush,
+            })
+        };
         // Memtables hold handles only where a GC wrote them back (write-back commits); a flush that
         // drops one (the key was overwritten again before the flush) makes its record garbage,
         // counted here as a compaction counts its drops, each in detail (a GC job does not wait
@@ -462,6 +464,11 @@ impl DbInner {
             .records_drop_keys()
             .then(DropKeyCollector::default);
         let flush_version = Arc::clone(&self.state.lock().version);
+        // The routing of the version the edit installs into: nothing changes a routing while
+        // a flush runs (the jobs that move keys between partitions exclude flushes).
+        let routing = flush_version
+            .is_partitioned()
+            .then(|| Arc::new(flush_version.routing().clone()));
         let ctx = flush_context(&flush_version, &self.tables);
         let (done, stats) = {
             // Versions a flush drops were overwritten while in the memtable; the policy may
@@ -474,13 +481,14 @@ impl DbInner {
             if let Some(k) = drop_keys.as_mut() {
                 listeners.push(k);
             }
-            flush_memtables(
+            flush_split(
                 mems,
                 readers,
                 out,
                 separation,
                 &mut FanOut(listeners),
                 !self.policy.updates_handles_on_read,
+                routing,
             )?
         };
         let written = match drop_keys {

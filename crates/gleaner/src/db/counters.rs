@@ -149,6 +149,14 @@ pub struct Counters {
     pub gc_paced_micros: AtomicU64,
     /// Microseconds GC spent writing outputs.
     pub gc_write_micros: AtomicU64,
+    /// Moves of key ranges between the partitions of the index tree.
+    pub partition_moves: AtomicU64,
+    /// Entries (versions and tombstones) those moved into the hot partition.
+    pub entries_moved_to_hot: AtomicU64,
+    /// Entries those moved into the cold partition.
+    pub entries_moved_to_cold: AtomicU64,
+    /// Bytes of key tables those wrote.
+    pub partition_move_bytes: AtomicU64,
     /// WAL records replayed at open.
     pub recovered_records: AtomicU64,
     /// WAL bytes dropped at open (torn tail or skipped damage).

@@ -11,7 +11,10 @@ mod gc_backoff;
 mod handle_updates;
 mod inline;
 mod iter;
+pub(crate) mod migrate;
 mod open;
+#[cfg(test)]
+mod partition_tests;
 mod prefetch;
 #[cfg(test)]
 mod range_del_tests;
@@ -95,6 +98,8 @@ struct DbState {
     compaction_retry_at: Option<std::time::Instant>,
     bg_error: Option<Error>,
     shutting_down: bool,
+    /// A move of key ranges between partitions is running (`db/migrate.rs`): no flush starts.
+    moving: bool,
 }
 
 impl DbState {
@@ -454,6 +459,22 @@ impl Db {
         let _call = self.inner.begin_foreground()?;
         self.inner.check_writable("compact_range")?;
         self.inner.compact_range(begin, end)
+    }
+
+    /// Moves the keys of a partitioned index tree so that exactly those under `hot_prefixes`
+    /// are in the hot partition, on the caller's thread (tests and tools; not API: the hotness
+    /// detection decides this in use).
+    ///
+    /// Errors: [`Error::InvalidArgument`] when the tree is not partitioned; those of
+    /// [`Db::compact_range`].
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn move_hot_prefixes(&self, hot_prefixes: &[&[u8]]) -> Result<migrate::MoveStats> {
+        let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("move_hot_prefixes")?;
+        self.inner.move_to_routing(crate::version::routing::Routing::of_prefixes(
+            hot_prefixes.iter().copied(),
+        ))
     }
 
     /// Runs garbage collection on the caller's thread until the policy finds no value table
@@ -920,6 +941,39 @@ impl DbInner {
             recovery: RecoveryStats {
                 wal_records: g(&c.recovered_records),
                 wal_dropped_bytes: g(&c.recovered_dropped_bytes),
+            },
+            partitions: {
+                use crate::version::routing::{COLD, HOT};
+                let tables = |p: usize| -> (usize, u64) {
+                    if p >= version.partitions() {
+                        return (0, 0);
+                    }
+                    version.partition_levels(p).fold((0, 0), |(n, b), l| {
+                        (n + version.table_count(l), b + version.level_bytes(l))
+                    })
+                };
+                let ((cold_tables, cold_bytes), (hot_tables, hot_bytes)) =
+                    (tables(COLD), tables(HOT));
+                PartitionStats {
+                    partitioned: version.is_partitioned(),
+                    hot_ranges: version.routing().ranges().len(),
+                    cold_tables: if version.is_partitioned() {
+                        cold_tables
+                    } else {
+                        0
+                    },
+                    cold_bytes: if version.is_partitioned() {
+                        cold_bytes
+                    } else {
+                        0
+                    },
+                    hot_tables,
+                    hot_bytes,
+                    moves: g(&c.partition_moves),
+                    entries_moved_to_hot: g(&c.entries_moved_to_hot),
+                    entries_moved_to_cold: g(&c.entries_moved_to_cold),
+                    move_bytes: g(&c.partition_move_bytes),
+                }
             },
             background_error: bg_error,
         }

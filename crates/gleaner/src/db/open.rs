@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use super::background::table_options;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
 use crate::cache::{BlockCache, TableCache, ValueCache, ValueTableCache};
-use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_memtables};
+use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_split};
 use crate::error::{Error, Result};
 use crate::filename::{
     CURRENT, FileType, LOCK, OPTIONS, manifest_file_name, parse_file_name, table_file_name,
@@ -89,8 +89,13 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
         Arc::clone(&rec.values),
         BTreeSet::new(),
     );
+    // Replayed keys go to the partitions the recovered routing names.
+    let routing = {
+        let v = rec.versions.current();
+        v.is_partitioned().then(|| Arc::new(v.routing().clone()))
+    };
     let mut flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
-        let out = crate::compaction::OutputConfig {
+        let out = || crate::compaction::OutputConfig {
             fs: Arc::clone(fs),
             dir: dir.clone(),
             stats: Arc::clone(io),
@@ -102,7 +107,8 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             max_grandparent_overlap: u64::MAX,
             input_readahead: 0,
         };
-        let values = crate::compaction::ValueOutputConfig {
+        let largest_seq = mem.largest_seq();
+        let values = || crate::compaction::ValueOutputConfig {
             fs: Arc::clone(fs),
             dir: dir.clone(),
             stats: Arc::clone(io),
@@ -113,16 +119,18 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             direct: opts.use_direct_io_for_background_writes(),
             policy: Arc::from(rec.policy.set.name.as_str()),
             expiry_group_ms: opts.expiry_group_ms(),
-            now: mem.largest_seq(),
+            now: largest_seq,
         };
         // The policy's router places replayed values (it knows them as such: no hotness is
         // known yet, and a router keeps them in the default class).
-        let separation = Some(crate::compaction::Separation {
-            values,
-            router: Arc::clone(&rec.policy.set.router),
-            origin: crate::gc::RouteOrigin::Recovery,
-        });
-        let (done, _) = flush_memtables(
+        let separation = || {
+            Some(crate::compaction::Separation {
+                values: values(),
+                router: Arc::clone(&rec.policy.set.router),
+                origin: crate::gc::RouteOrigin::Recovery,
+            })
+        };
+        let (done, _) = flush_split(
             &[mem],
             // Nothing expires here: the database's time starts once it is open.
             crate::expiry::ReaderTimes::at(0),
@@ -132,6 +140,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
             // Replayed aliases stay: the first compaction under a policy that writes none
             // drops them, and until then relocation leaves the records they name in place.
             false,
+            routing.clone(),
         )?;
         edit.new_tables.extend(done.key_tables);
         edit.new_value_tables.extend(done.value_tables);
@@ -337,7 +346,7 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
         next_file_number: Arc::clone(&next_file_number),
         max_manifest_size: opts.max_manifest_size(),
         num_levels,
-        partitioned: false,
+        partitioned: opts.partitioning().is_partitioned(),
     };
     let (versions, recovered) = if exists {
         let (vs, counters) = VersionSet::recover(cfg)?;
@@ -523,13 +532,18 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         compaction_retry_at: None,
         bg_error: None,
         shutting_down: false,
+        moving: false,
     };
     let PolicyRuntime {
         set: policy,
         files: policy_files,
         tasks: policy_tasks,
     } = policy;
-    let strategy = crate::compaction::trees::TreeStrategies::unpartitioned(&opts);
+    let strategy = if opts.partitioning().is_partitioned() {
+        crate::compaction::trees::TreeStrategies::partitioned(&opts)
+    } else {
+        crate::compaction::trees::TreeStrategies::unpartitioned(&opts)
+    };
     let policy_updates_handles = policy.updates_handles_on_read;
     let space = opts
         .space_budget()

@@ -462,7 +462,7 @@ impl DbInner {
         let mut st = self.state.lock();
         loop {
             st.check_usable()?;
-            let l0 = st.version.table_count(0);
+            let l0 = st.version.l0_backlog();
             if !may_wait {
                 if l0 >= self.opts.l0_slowdown_trigger() as usize {
                     return Ok(None);

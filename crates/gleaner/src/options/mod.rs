@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 use crate::io::{FileSystem, PosixFs};
 
 pub use file::{parse_options_file, render_options_file};
-pub use value::{CompactionStyle, Compression, GcPolicyKind, OptionValue, Switch, WalRecoveryMode};
+pub use value::{
+    CompactionStyle, Compression, GcPolicyKind, OptionValue, Partitioning, Switch, WalRecoveryMode,
+};
 
 /// Longest key accepted by any write: 64 KiB (what a key table can hold).
 pub const MAX_KEY_SIZE: usize = crate::table::format::MAX_USER_KEY_LEN;
@@ -42,6 +44,8 @@ pub const DEFAULT_L0_SLOWDOWN_TRIGGER: u32 = 20;
 pub const DEFAULT_L0_STOP_TRIGGER: u32 = 36;
 /// Default `compaction_style`: leveled.
 pub const DEFAULT_COMPACTION_STYLE: CompactionStyle = CompactionStyle::Leveled;
+/// Default `partitioning`: none.
+pub const DEFAULT_PARTITIONING: Partitioning = Partitioning::None;
 /// Default `tiered_run_trigger`: merging starts at 4 sorted runs (RocksDB's universal
 /// compaction starts at its `level0_file_num_compaction_trigger`, 4).
 pub const DEFAULT_TIERED_RUN_TRIGGER: u32 = 4;
@@ -314,6 +318,16 @@ options_table! {
     /// `level_base_size`, `level_multiplier` and `l0_compaction_trigger` are read by leveled
     /// compaction only, but kept under tiered for a switch back.
     (compaction_style, with_compaction_style, CompactionStyle, DEFAULT_COMPACTION_STYLE, persisted: true);
+    /// Whether the index tree is split into partitions: `none` (the default), or `dpkv`, DP-KV's
+    /// hot and cold partitions (docs/architecture.md, "Partitions"): keys in the hot key ranges
+    /// live in a leveled tree, the rest in a size-tiered one (with `tiered_*`'s parameters;
+    /// `compaction_style` is then not read), each with `num_levels` levels, over one WAL,
+    /// memtable and set of value tables. Being built (issue 29): the tree, its recovery and
+    /// the moves of key ranges between the partitions are, the detection of hot key ranges
+    /// that sets them is not yet, so every key stays in the cold partition. Saved in OPTIONS;
+    /// reopening with `none` is refused while the hot partition holds a table, and exact
+    /// otherwise; reopening a `none` database with `dpkv` finds every key cold.
+    (partitioning, with_partitioning, Partitioning, DEFAULT_PARTITIONING, persisted: true);
     /// Tiered compaction: the number of sorted runs in the whole tree (each L0 table counts as
     /// one) at which it starts merging runs of similar size; below it nothing is merged. At
     /// 4 × this many runs (at most `l0_stop_trigger`) the newest runs are merged whatever their
@@ -715,7 +729,7 @@ impl Options {
             },
         )?;
         range("tiered_run_trigger", self.tiered_run_trigger, 2, 1000)?;
-        if self.compaction_style == CompactionStyle::Tiered
+        if (self.compaction_style == CompactionStyle::Tiered || self.partitioning.is_partitioned())
             && self.tiered_run_trigger > self.l0_slowdown_trigger
         {
             return Err(Error::invalid(format!(

@@ -285,6 +285,49 @@ impl OptionValue for CompactionStyle {
     }
 }
 
+/// Whether the index tree is split into a hot and a cold partition (option `partitioning`;
+/// docs/architecture.md, "Partitions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Partitioning {
+    /// One tree (the default), compacted as option `compaction_style` says.
+    #[default]
+    None,
+    /// DP-KV's: key ranges found hot live in a leveled partition, the rest in a size-tiered
+    /// one.
+    Dpkv,
+}
+
+impl Partitioning {
+    /// Every value.
+    pub const ALL: [Partitioning; 2] = [Partitioning::None, Partitioning::Dpkv];
+
+    /// The value's name in options.
+    pub fn name(self) -> &'static str {
+        match self {
+            Partitioning::None => "none",
+            Partitioning::Dpkv => "dpkv",
+        }
+    }
+
+    /// Whether the tree has partitions.
+    pub fn is_partitioned(self) -> bool {
+        self != Partitioning::None
+    }
+}
+
+impl OptionValue for Partitioning {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        Partitioning::ALL
+            .into_iter()
+            .find(|s| s.name() == t)
+            .ok_or_else(|| "expected `none` or `dpkv`".to_string())
+    }
+    fn format_option(&self) -> String {
+        self.name().to_string()
+    }
+}
+
 /// What WAL recovery does with a damaged record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {

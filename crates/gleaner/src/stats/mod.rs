@@ -211,6 +211,31 @@ pub struct RecoveryStats {
     pub wal_dropped_bytes: u64,
 }
 
+/// The partitions of the index tree (option `partitioning`; all zero without).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionStats {
+    /// Whether the index tree is partitioned.
+    pub partitioned: bool,
+    /// Key ranges routed to the hot partition.
+    pub hot_ranges: usize,
+    /// Key tables of the cold partition.
+    pub cold_tables: usize,
+    /// Bytes of those.
+    pub cold_bytes: u64,
+    /// Key tables of the hot partition.
+    pub hot_tables: usize,
+    /// Bytes of those.
+    pub hot_bytes: u64,
+    /// Moves of key ranges between the partitions, since the open.
+    pub moves: u64,
+    /// Entries (versions and tombstones) moved into the hot partition, since the open.
+    pub entries_moved_to_hot: u64,
+    /// Entries moved into the cold partition, since the open.
+    pub entries_moved_to_cold: u64,
+    /// Bytes of key tables the moves wrote, since the open.
+    pub move_bytes: u64,
+}
+
 /// One value table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueTableStats {
@@ -478,6 +503,9 @@ pub struct DbStats {
     pub gc: GcStats,
     /// Space on disk and live data.
     pub space: SpaceStats,
+    /// The partitions of the index tree.
+    #[serde(default)]
+    pub partitions: PartitionStats,
     /// The failure that made the database read-only, if any.
     pub background_error: Option<String>,
 }

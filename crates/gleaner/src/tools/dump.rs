@@ -435,7 +435,7 @@ impl Dumper<'_> {
         }
         for t in &e.new_tables {
             // An L0 table is a sorted run of its own; deeper, the run the record names.
-            let run = if t.level == 0 {
+            let run = if crate::version::routing::is_l0(t.level as usize) {
                 "own".to_string()
             } else {
                 t.run.to_string()

@@ -35,6 +35,11 @@ pub fn partition_of_level(level: usize) -> usize {
     level / PARTITION_STRIDE
 }
 
+/// Whether `level` is the L0 of its partition, where every table is a run of its own.
+pub fn is_l0(level: usize) -> bool {
+    level.is_multiple_of(PARTITION_STRIDE)
+}
+
 /// Level `level` of partition `partition`.
 pub fn level_in(partition: usize, level: usize) -> usize {
     partition * PARTITION_STRIDE + level
@@ -152,6 +157,68 @@ impl Routing {
         }
     }
 
+    /// The parts of keys `start..end` in partition `p`, in key order.
+    pub fn pieces(&self, p: usize, start: &[u8], end: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut at = start.to_vec();
+        for r in &self.ranges {
+            if at.as_slice() >= end {
+                break;
+            }
+            if r.end.as_deref().is_some_and(|e| e <= at.as_slice()) {
+                continue;
+            }
+            // `at..r.start` is cold, `max(at, r.start)..r.end` hot.
+            let hot_start = r.start.as_slice().max(at.as_slice()).min(end).to_vec();
+            if p == COLD && at < hot_start {
+                out.push((at.clone(), hot_start.clone()));
+            }
+            let hot_end = match &r.end {
+                Some(e) => e.as_slice().min(end).to_vec(),
+                None => end.to_vec(),
+            };
+            if p == HOT && hot_start < hot_end {
+                out.push((hot_start, hot_end.clone()));
+            }
+            at = hot_end;
+        }
+        if p == COLD && at.as_slice() < end {
+            out.push((at, end.to_vec()));
+        }
+        out
+    }
+
+    /// The key ranges whose partition differs between this routing and `other`, sorted and
+    /// joined where they touch.
+    pub fn changed(&self, other: &Routing) -> Vec<KeyRange> {
+        // Between two consecutive bounds of either routing, every key has the partition its
+        // first key has, in both.
+        let mut bounds: Vec<&[u8]> = vec![&[]];
+        for r in self.ranges.iter().chain(&other.ranges) {
+            bounds.push(&r.start);
+            if let Some(e) = &r.end {
+                bounds.push(e);
+            }
+        }
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut out: Vec<KeyRange> = Vec::new();
+        for (i, &start) in bounds.iter().enumerate() {
+            if self.partition_of(start) == other.partition_of(start) {
+                continue;
+            }
+            let end = bounds.get(i + 1).map(|e| e.to_vec());
+            match out.last_mut() {
+                Some(last) if last.end.as_deref() == Some(start) => last.end = end,
+                _ => out.push(KeyRange {
+                    start: start.to_vec(),
+                    end,
+                }),
+            }
+        }
+        out
+    }
+
     /// Appends the routing's encoding: the count, then each range's start, and its end with a
     /// flag (docs/format.md, manifest field 18).
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -250,6 +317,41 @@ mod tests {
         assert!(routing.holds_all(COLD, b"user40", b"user69"));
         assert!(!routing.holds_all(COLD, b"user40", b"user70"));
         assert!(Routing::default().holds_all(COLD, b"", b"\xff"));
+    }
+
+    #[test]
+    fn a_key_range_splits_into_each_partition_s_pieces() {
+        let routing = Routing::new(vec![r("c", Some("e")), r("g", Some("h")), r("x", None)]);
+        let pieces = |p: usize, s: &str, e: &str| -> Vec<(String, String)> {
+            routing
+                .pieces(p, s.as_bytes(), e.as_bytes())
+                .into_iter()
+                .map(|(a, b)| (String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap()))
+                .collect()
+        };
+        let v = |l: &[(&str, &str)]| -> Vec<(String, String)> {
+            l.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        };
+        assert_eq!(pieces(HOT, "a", "z"), v(&[("c", "e"), ("g", "h"), ("x", "z")]));
+        assert_eq!(pieces(COLD, "a", "z"), v(&[("a", "c"), ("e", "g"), ("h", "x")]));
+        assert_eq!(pieces(HOT, "d", "gg"), v(&[("d", "e"), ("g", "gg")]));
+        assert_eq!(pieces(COLD, "d", "gg"), v(&[("e", "g")]));
+        assert_eq!(pieces(COLD, "ca", "cb"), v(&[]));
+        assert_eq!(pieces(HOT, "ca", "cb"), v(&[("ca", "cb")]));
+        assert_eq!(pieces(COLD, "m", "n"), v(&[("m", "n")]));
+    }
+
+    #[test]
+    fn the_changed_ranges_are_where_the_partitions_differ() {
+        let a = Routing::new(vec![r("b", Some("d")), r("m", Some("p"))]);
+        let b = Routing::new(vec![r("c", Some("f")), r("m", Some("p")), r("x", None)]);
+        assert_eq!(
+            a.changed(&b),
+            [r("b", Some("c")), r("d", Some("f")), r("x", None)]
+        );
+        assert_eq!(b.changed(&a), a.changed(&b));
+        assert!(a.changed(&a).is_empty());
+        assert_eq!(Routing::default().changed(&a), a.ranges());
     }
 
     #[test]

@@ -455,7 +455,7 @@ impl VersionSet {
 pub fn new_table(level: usize, run: RunId, f: &super::file_meta::FileMetaData) -> NewTable {
     NewTable {
         level: level as u32,
-        run: if level == 0 { 0 } else { run },
+        run: if super::routing::is_l0(level) { 0 } else { run },
         meta: f.meta().clone(),
     }
 }

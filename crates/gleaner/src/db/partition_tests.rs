@@ -1,0 +1,299 @@
+//! A partitioned index tree through `Db` (issue 29): flushes split by the routing, moves of key
+//! ranges between the partitions keep every read, snapshot and iterator exact, each
+//! partition's tables hold only its keys, and a crash at any point of a move recovers the
+//! old routing or the new one with every acknowledged write.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::io::{FaultFs, TornMode};
+use crate::key::user_key;
+use crate::options::Partitioning;
+use crate::table::ReadCtx;
+use crate::version::routing::{COLD, HOT, KeyRange, Routing, partition_of_level};
+use crate::{Db, Options, ReadOptions};
+
+const DIR: &str = "/part";
+
+fn options(fs: &FaultFs, partitioning: Partitioning) -> Options {
+    Options::default()
+        .with_file_system(Arc::new(fs.clone()))
+        .with_partitioning(partitioning)
+        .with_memtable_size(32 << 10)
+        .with_key_table_size(16 << 10)
+        .with_min_separated_value_size(100)
+        .with_inline_background_work(true)
+}
+
+fn open(fs: &FaultFs) -> Db {
+    Db::open(Path::new(DIR), options(fs, Partitioning::Dpkv)).expect("open")
+}
+
+fn key(i: u32) -> String {
+    format!("user{i:04}")
+}
+
+/// Values of several sizes, some separated (≥ 100 bytes), each naming its key and round.
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{i}:{round}:").into_bytes();
+    v.resize(20 + (i as usize * 37 + round as usize * 11) % 300, b'v');
+    v
+}
+
+fn hot(prefix: &str) -> Routing {
+    Routing::new(vec![KeyRange::of_prefix(prefix.as_bytes())])
+}
+
+/// Writes `round` over keys `0..n` (every third deleted, a range of ten deleted), keeping
+/// `model` in step.
+fn write_round(db: &Db, model: &mut BTreeMap<String, Vec<u8>>, n: u32, round: u32) {
+    for i in 0..n {
+        if (i + round).is_multiple_of(3) {
+            db.delete(key(i)).expect("delete");
+            model.remove(&key(i));
+        } else {
+            db.put(key(i), value(i, round)).expect("put");
+            model.insert(key(i), value(i, round));
+        }
+    }
+    let (lo, hi) = (key(round * 50 % n), key(round * 50 % n + 10));
+    db.delete_range(&lo, &hi).expect("delete range");
+    model.retain(|k, _| !(lo.as_str() <= k.as_str() && k.as_str() < hi.as_str()));
+}
+
+/// Every key of `0..n` reads as the model says, and a full scan both ways yields the model.
+fn check(db: &Db, model: &BTreeMap<String, Vec<u8>>, n: u32) {
+    for i in 0..n {
+        assert_eq!(
+            db.get(key(i)).expect("get"),
+            model.get(&key(i)).cloned(),
+            "{}",
+            key(i)
+        );
+    }
+    let mut it = db.iter(&ReadOptions::default()).expect("iter");
+    it.seek_to_first().expect("seek");
+    let mut forward = Vec::new();
+    while it.valid() {
+        forward.push((
+            String::from_utf8(it.key().to_vec()).expect("utf-8"),
+            it.value().to_vec(),
+        ));
+        it.next().expect("next");
+    }
+    let expected: Vec<(String, Vec<u8>)> =
+        model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(forward, expected, "forward scan");
+    it.seek_to_last().expect("seek");
+    let mut backward = Vec::new();
+    while it.valid() {
+        backward.push(String::from_utf8(it.key().to_vec()).expect("utf-8"));
+        it.prev().expect("prev");
+    }
+    backward.reverse();
+    let keys: Vec<&String> = model.keys().collect();
+    assert_eq!(backward.iter().collect::<Vec<_>>(), keys, "backward scan");
+}
+
+/// Every entry of every table is of the partition whose levels hold the table; returns the
+/// tables of each partition.
+fn check_placement(db: &Db) -> [usize; 2] {
+    let version = Arc::clone(&db.inner.state.lock().version);
+    let ctx = ReadCtx {
+        class: crate::io::IoClass::Other,
+        fill_cache: false,
+        readahead: 0,
+        readahead_ramp: false,
+    };
+    let mut tables = [0; 2];
+    for (level, f) in version.all_files() {
+        let p = partition_of_level(level);
+        tables[p] += 1;
+        let table = db
+            .inner
+            .tables
+            .get(f.number, f.file_size, ctx.class)
+            .expect("table");
+        let mut it = table.iter(ctx);
+        crate::iter::InternalIterator::seek_to_first(&mut it).expect("seek");
+        while crate::iter::InternalIterator::valid(&it) {
+            let k = crate::iter::InternalIterator::key(&it);
+            assert_eq!(
+                version.partition_of(user_key(k)),
+                p,
+                "table {} of level {level} holds {:?}",
+                f.number,
+                String::from_utf8_lossy(user_key(k))
+            );
+            crate::iter::InternalIterator::next(&mut it).expect("next");
+        }
+    }
+    tables
+}
+
+#[test]
+fn flushes_split_by_the_routing_and_moves_keep_every_read_exact() {
+    let fs = FaultFs::new(1);
+    let db = open(&fs);
+    let n = 800;
+    let mut model = BTreeMap::new();
+    write_round(&db, &mut model, n, 1);
+    db.flush().expect("flush");
+    assert_eq!(check_placement(&db)[HOT], 0, "nothing is hot yet");
+    // user01xx and user02xx move to the hot partition.
+    let before = db.snapshot();
+    let at_snapshot = model.clone();
+    let moved = db
+        .inner
+        .move_to_routing(Routing::of_prefixes([&b"user01"[..], b"user02"]))
+        .expect("move");
+    assert!(moved.entries_to_hot > 100, "{moved:?}");
+    assert_eq!(moved.entries_to_cold, 0);
+    let placed = check_placement(&db);
+    assert!(placed[HOT] > 0 && placed[COLD] > 0, "{placed:?}");
+    check(&db, &model, n);
+    // The snapshot taken before reads what it read: the versions moved with their sequence
+    // numbers.
+    for i in 0..n {
+        let got = db
+            .get_with(
+                key(i),
+                &ReadOptions {
+                    snapshot: Some(&before),
+                    ..ReadOptions::default()
+                },
+            )
+            .expect("get");
+        assert_eq!(got, at_snapshot.get(&key(i)).cloned(), "{}", key(i));
+    }
+    drop(before);
+    // New writes are flushed into the partition of their keys, and compactions of both
+    // partitions keep them there.
+    for round in 2..5 {
+        write_round(&db, &mut model, n, round);
+        db.flush().expect("flush");
+        check_placement(&db);
+        check(&db, &model, n);
+    }
+    db.compact_range(None, None).expect("compact");
+    check_placement(&db);
+    check(&db, &model, n);
+    // The hot range moves: user02 back to cold, user05 to hot.
+    let moved = db
+        .inner
+        .move_to_routing(Routing::of_prefixes([&b"user01"[..], b"user05"]))
+        .expect("move");
+    assert!(
+        moved.entries_to_hot > 0 && moved.entries_to_cold > 0,
+        "{moved:?}"
+    );
+    check_placement(&db);
+    check(&db, &model, n);
+    let stats = db.stats();
+    assert_eq!(stats.partitions.moves, 2);
+    assert!(stats.partitions.partitioned && stats.partitions.hot_tables > 0);
+    assert_eq!(stats.partitions.hot_ranges, 2);
+    db.close().expect("close");
+    // Reopened: the same routing and data.
+    let db = open(&fs);
+    assert_eq!(
+        db.inner.state.lock().version.routing(),
+        &Routing::of_prefixes([&b"user01"[..], b"user05"])
+    );
+    check_placement(&db);
+    check(&db, &model, n);
+    db.close().expect("close");
+    // Unpartitioned while the hot partition holds tables: refused, naming the option.
+    let e = Db::open(Path::new(DIR), options(&fs, Partitioning::None))
+        .expect_err("hot tables")
+        .to_string();
+    assert!(e.contains("`partitioning`"), "{e}");
+    // Everything moved back to the cold partition, the unpartitioned open is exact.
+    let db = open(&fs);
+    db.inner
+        .move_to_routing(Routing::default())
+        .expect("move back");
+    assert_eq!(check_placement(&db)[HOT], 0);
+    db.close().expect("close");
+    let db = Db::open(Path::new(DIR), options(&fs, Partitioning::None)).expect("unpartitioned");
+    check(&db, &model, n);
+    db.close().expect("close");
+}
+
+#[test]
+fn a_move_is_refused_in_an_unpartitioned_tree() {
+    let fs = FaultFs::new(2);
+    let db = Db::open(Path::new(DIR), options(&fs, Partitioning::None)).expect("open");
+    let e = db.inner.move_to_routing(hot("user1")).expect_err("refused");
+    assert!(e.to_string().contains("`partitioning`"), "{e}");
+}
+
+#[test]
+fn a_crash_anywhere_in_a_move_recovers_one_routing_or_the_other_with_every_write() {
+    let n = 300;
+    // How many mutating operations a whole move takes, measured once.
+    let ops = {
+        let fs = FaultFs::new(3);
+        let db = open(&fs);
+        let mut model = BTreeMap::new();
+        write_round(&db, &mut model, n, 1);
+        db.flush().expect("flush");
+        let before = fs.mutating_ops();
+        db.inner.move_to_routing(hot("user01")).expect("move");
+        fs.mutating_ops() - before
+    };
+    assert!(ops > 3, "{ops}");
+    for crash_after in 0..ops {
+        let fs = FaultFs::new(100 + crash_after);
+        let db = open(&fs);
+        let mut model = BTreeMap::new();
+        write_round(&db, &mut model, n, 1);
+        db.flush().expect("flush");
+        fs.set_crash_after(crash_after);
+        let moved = db.inner.move_to_routing(hot("user01"));
+        drop(db);
+        fs.crash(TornMode::KeepPrefixWithGarbage);
+        let db = open(&fs);
+        let routing = db.inner.state.lock().version.routing().clone();
+        assert!(
+            routing == Routing::default() || routing == hot("user01"),
+            "after {crash_after} ops: {routing:?}"
+        );
+        if moved.is_ok() {
+            assert_eq!(routing, hot("user01"), "an acknowledged move is durable");
+        }
+        check_placement(&db);
+        check(&db, &model, n);
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn a_range_delete_flushed_into_the_hot_l0_covers_the_older_hot_tables() {
+    // The hot L0 holds several tables, each a run of its own: a read asks every one that may
+    // hold the key, the tombstone's table first.
+    let fs = FaultFs::new(1);
+    let db = Db::open(
+        Path::new(DIR),
+        options(&fs, Partitioning::Dpkv).with_l0_compaction_trigger(8),
+    )
+    .expect("open");
+    db.put(key(1), "x").expect("put");
+    db.flush().expect("flush");
+    db.inner.move_to_routing(hot("user01")).expect("move");
+    for round in 0..3 {
+        db.put(key(151), value(151, round)).expect("put");
+        db.put(key(155), value(155, round)).expect("put");
+        db.flush().expect("flush");
+    }
+    db.delete_range(key(150), key(160)).expect("delete range");
+    db.flush().expect("flush");
+    let version = Arc::clone(&db.inner.state.lock().version);
+    let hot_l0 = crate::version::routing::level_in(HOT, 0);
+    assert!(version.table_count(hot_l0) >= 2);
+    assert_eq!(version.runs(hot_l0).len(), version.table_count(hot_l0));
+    assert_eq!(db.get(key(151)).expect("get"), None);
+    assert_eq!(db.get(key(155)).expect("get"), None);
+    assert_eq!(db.get(key(1)).expect("get"), Some(b"x".to_vec()));
+}
