@@ -52,6 +52,8 @@ pub(super) enum WorkerKind {
     Gc(u32),
     /// Deletes obsolete tables and WALs, so no job's thread waits on `unlink`.
     Purge,
+    /// Runs the hotness detector's ticks (partitioned trees).
+    Hotness,
 }
 
 /// Key-table format options from database options.
@@ -154,7 +156,8 @@ impl DbInner {
                 self.opts.compaction_threads() as usize,
             ))
             .chain((0..self.gc_worker_count()).map(WorkerKind::Gc))
-            .chain(std::iter::once(WorkerKind::Purge));
+            .chain(std::iter::once(WorkerKind::Purge))
+            .chain(self.detector.is_some().then_some(WorkerKind::Hotness));
         for (i, kind) in kinds.enumerate() {
             let inner = Arc::clone(self);
             let name = match kind {
@@ -177,6 +180,7 @@ impl DbInner {
                 WorkerKind::Compaction => self.wait_for_compaction(),
                 WorkerKind::Gc(n) => self.wait_for_gc(n).map(Work::Gc),
                 WorkerKind::Purge => return self.purge_loop(),
+                WorkerKind::Hotness => return self.hotness_loop(),
             };
             let Some(work) = work else { return };
             self.run_work(work);

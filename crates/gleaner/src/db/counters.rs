@@ -149,6 +149,10 @@ pub struct Counters {
     pub gc_paced_micros: AtomicU64,
     /// Microseconds GC spent writing outputs.
     pub gc_write_micros: AtomicU64,
+    /// Point reads of keys the hot partition holds (partitioned trees).
+    pub hot_gets: AtomicU64,
+    /// Point reads of keys the cold partition holds.
+    pub cold_gets: AtomicU64,
     /// Moves of key ranges between the partitions of the index tree.
     pub partition_moves: AtomicU64,
     /// Entries (versions and tombstones) those moved into the hot partition.

@@ -77,6 +77,7 @@ impl IterSource {
             .add_iterators(&self.tables, self.ctx, &mut children, &mut largest_seqs)?;
         Ok(DbIterator {
             inner: MergingIterator::new(children, compare_internal),
+            detector: None,
             range_tombstones: FragmentedTombstones::union(&parts),
             child_largest_seqs: largest_seqs,
             entries_visited: 0,
@@ -170,7 +171,10 @@ impl DbInner {
     }
 
     pub(super) fn new_iterator(&self, opts: &ReadOptions<'_>) -> Result<DbIterator> {
-        self.iter_source(opts)?.build()
+        let mut it = self.iter_source(opts)?.build()?;
+        // The user's iterator records its seeks (the ones reading ahead for it do not).
+        it.detector = self.detector.clone();
+        Ok(it)
     }
 }
 
@@ -186,6 +190,8 @@ impl DbInner {
 /// ahead within a value table.
 pub struct DbIterator {
     inner: MergingIterator,
+    /// The hotness detector a seek is recorded in (partitioned trees).
+    detector: Option<Arc<crate::partition::detector::HotnessDetector>>,
     /// The range tombstones of every source, when any holds some.
     range_tombstones: Option<Arc<FragmentedTombstones>>,
     /// Per child of `inner`, the largest sequence number it holds: a child older than a
@@ -516,6 +522,9 @@ impl DbIterator {
 
     /// Positions at the first key at or after `target` (clamped to the bounds).
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if let Some(d) = &self.detector {
+            d.record(target);
+        }
         let target = match &self.lower {
             Some(lower) if target < lower.as_slice() => lower.clone(),
             _ => target.to_vec(),

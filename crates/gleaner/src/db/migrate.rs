@@ -146,6 +146,55 @@ impl DbInner {
         Ok(stats)
     }
 
+    /// One tick of the hotness detector: it judges the statistics, and when the hot prefixes
+    /// it found route keys otherwise than the version does, the keys move. Nothing without a
+    /// detector, or when the tick had too few accesses to judge.
+    ///
+    /// Errors: those of [`DbInner::move_to_routing`].
+    pub(super) fn hotness_tick(&self) -> Result<MoveStats> {
+        let Some(detector) = &self.detector else {
+            return Ok(MoveStats::default());
+        };
+        let Some(target) = detector.tick() else {
+            return Ok(MoveStats::default());
+        };
+        if *self.state.lock().version.routing() == target {
+            return Ok(MoveStats::default());
+        }
+        self.move_to_routing(target)
+    }
+
+    /// The hotness worker: a tick every `dpkv_decay_interval`, until shutdown. A failed move
+    /// is logged and tried again at the next tick (a failed manifest write has made the
+    /// database read-only, and the ticks then stop moving anything).
+    pub(super) fn hotness_loop(&self) {
+        let Some(detector) = &self.detector else {
+            return;
+        };
+        loop {
+            {
+                let mut st = self.state.lock();
+                loop {
+                    if st.shutting_down {
+                        return;
+                    }
+                    let wait = detector.until_tick();
+                    if wait.is_zero() {
+                        break;
+                    }
+                    self.bg_cv.wait_for(&mut st, wait.min(IDLE_WAIT));
+                }
+            }
+            match self.hotness_tick() {
+                Ok(_) | Err(Error::Closed) => {}
+                Err(e) => log::warn!(
+                    "{}: moving key ranges between partitions failed: {e}",
+                    self.dir.display()
+                ),
+            }
+        }
+    }
+
     /// Writes the move's tables: for each input with an entry that leaves, its other entries
     /// in its place, and the leaving entries of every input merged into the other partition's
     /// L0. Returns the edit (with `target`), the figures and the files written.

@@ -171,6 +171,9 @@ struct DbInner {
     /// The compaction strategies, one per partition of the index tree (option
     /// `compaction_style`'s alone when it is not partitioned): what to compact next.
     strategy: crate::compaction::trees::TreeStrategies,
+    /// The hotness detector of a partitioned tree (`None` unpartitioned): what decides the
+    /// routing.
+    detector: Option<Arc<crate::partition::detector::HotnessDetector>>,
     /// The GC policy's roles.
     policy: PolicySet,
     /// The policy's own files (`stats()` counts the damaged ones it read).
@@ -391,6 +394,15 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
+        if let Some(d) = &self.inner.detector {
+            // A user batch was validated whole above; the engine's own handle writes are not
+            // accesses.
+            for op in batch.iter().flatten() {
+                if !matches!(op, crate::batch::BatchOp::PutHandle { .. }) {
+                    d.record(op.key());
+                }
+            }
+        }
         // Held until the write is logged: until then its bytes count as on disk.
         let _admitted = self.inner.throttle_write(&batch)?;
         self.inner.write_impl(Some(batch), opts.sync)
@@ -472,9 +484,24 @@ impl Db {
     pub fn move_hot_prefixes(&self, hot_prefixes: &[&[u8]]) -> Result<migrate::MoveStats> {
         let _call = self.inner.begin_foreground()?;
         self.inner.check_writable("move_hot_prefixes")?;
-        self.inner.move_to_routing(crate::version::routing::Routing::of_prefixes(
-            hot_prefixes.iter().copied(),
-        ))
+        self.inner
+            .move_to_routing(crate::version::routing::Routing::of_prefixes(
+                hot_prefixes.iter().copied(),
+            ))
+    }
+
+    /// Runs one tick of the hotness detector on the caller's thread, moving keys when the hot
+    /// prefixes it finds route them otherwise (tests drive the clock so; in use a background
+    /// thread ticks every `dpkv_decay_interval`, and with inline background work only this
+    /// does, so a run replays).
+    ///
+    /// Errors: those of [`Db::compact_range`].
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn hotness_tick(&self) -> Result<migrate::MoveStats> {
+        let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("hotness_tick")?;
+        self.inner.hotness_tick()
     }
 
     /// Runs garbage collection on the caller's thread until the policy finds no value table
@@ -669,6 +696,11 @@ impl DbInner {
         self.policy_tasks.stop_and_join();
         // No job is left to use GC's read threads: they end now.
         self.gc_io.shutdown();
+        // The hotness statistics whole, so the next open starts from them exactly (advisory: a
+        // failure is logged, never the close's).
+        if let Some(d) = &self.detector {
+            d.checkpoint();
+        }
         // Wait out an in-flight group commit (its leader holds the WAL), then sync and retire
         // the WAL so every acknowledged write is durable.
         let mut result = Ok(());
@@ -954,7 +986,26 @@ impl DbInner {
                 };
                 let ((cold_tables, cold_bytes), (hot_tables, hot_bytes)) =
                     (tables(COLD), tables(HOT));
+                let d = self
+                    .detector
+                    .as_ref()
+                    .map(|d| d.figures())
+                    .unwrap_or_default();
                 PartitionStats {
+                    hot_gets: g(&c.hot_gets),
+                    cold_gets: g(&c.cold_gets),
+                    trie_bytes: d.trie_bytes,
+                    trie_nodes: d.trie_nodes,
+                    sketch_bytes: d.sketch_bytes,
+                    hot_prefixes: d.hot_prefixes,
+                    accesses: d.accesses,
+                    trie_accesses: d.trie_accesses,
+                    accesses_skipped: d.skipped,
+                    ticks: d.ticks,
+                    save_errors: d.save_errors,
+                    restored_snapshot: d.restored_snapshot,
+                    restored_records: d.restored_records,
+                    damaged_files: d.damaged_files,
                     partitioned: version.is_partitioned(),
                     hot_ranges: version.routing().ranges().len(),
                     cold_tables: if version.is_partitioned() {

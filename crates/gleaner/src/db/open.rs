@@ -195,7 +195,8 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
         last_seq,
         wal: Some(Wal { writer: wal_writer }),
     };
-    let inner = assemble(rec, live, false)?;
+    let detector = hotness_detector(&rec, false)?;
+    let inner = assemble(rec, live, false, detector)?;
     inner.spawn_workers()?;
     // Compaction may be due right away (e.g. many L0 tables from replay).
     inner.bg_cv.notify_all();
@@ -220,7 +221,53 @@ pub(super) fn open_read_only(path: &Path, opts: Options) -> Result<Arc<DbInner>>
         last_seq,
         wal: None,
     };
-    assemble(rec, live, true)
+    let detector = hotness_detector(&rec, true)?;
+    assemble(rec, live, true, detector)
+}
+
+/// The hotness detector of a partitioned tree, from the statistics its files hold (a damaged
+/// or missing file costs what it had learned). A read-write open then starts the files afresh
+/// (`partition/persist.rs`); a read-only one writes nothing.
+///
+/// Errors: a read-write open cannot write the files.
+fn hotness_detector(
+    rec: &Recovery,
+    read_only: bool,
+) -> Result<Option<Arc<crate::partition::detector::HotnessDetector>>> {
+    use crate::partition::{detector::HotnessDetector, persist, trie::HotnessConfig};
+    if !rec.opts.partitioning().is_partitioned() {
+        return Ok(None);
+    }
+    let config = HotnessConfig {
+        hot_density: rec.opts.dpkv_hot_density(),
+        trie_bytes: rec.opts.dpkv_trie_bytes() as usize,
+        ..HotnessConfig::default()
+    };
+    let (trie, generation, restored) =
+        persist::restore(rec.fs.as_ref(), &rec.dir, &rec.io, &config);
+    for damage in &restored.damage {
+        log::warn!(
+            "{}: hotness statistics unusable ({damage}); they are learned again",
+            rec.dir.display()
+        );
+    }
+    let store = if read_only {
+        None
+    } else {
+        Some(persist::HotnessStore::start(
+            Arc::clone(&rec.fs),
+            &rec.dir,
+            Arc::clone(&rec.io),
+            &trie,
+            generation,
+        )?)
+    };
+    Ok(Some(Arc::new(HotnessDetector::new(
+        trie,
+        restored,
+        store,
+        std::time::Duration::from_secs_f64(rec.opts.dpkv_decay_interval()),
+    ))))
 }
 
 /// Directory and lock checks, the options merge, manifest recovery and the check that every
@@ -485,7 +532,12 @@ struct Live {
 }
 
 /// Builds the database handle's shared state. No I/O.
-fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> {
+fn assemble(
+    rec: Recovery,
+    live: Live,
+    read_only: bool,
+    detector: Option<Arc<crate::partition::detector::HotnessDetector>>,
+) -> Result<Arc<DbInner>> {
     let Recovery {
         dir,
         opts,
@@ -512,7 +564,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         level_multiplier: u64::from(opts.level_multiplier()),
         target_file_size: opts.key_table_size(),
     };
-    let compact_pointers = (0..num_levels)
+    let compact_pointers = (0..live.version.num_levels())
         .map(|l| versions.compact_pointer(l).map(<[u8]>::to_vec))
         .collect();
     let state = DbState {
@@ -571,6 +623,7 @@ fn assemble(rec: Recovery, live: Live, read_only: bool) -> Result<Arc<DbInner>> 
         gc_io,
         picker,
         strategy,
+        detector,
         policy,
         policy_files,
         // Handed over last: until the database exists, a failure stops the tasks.

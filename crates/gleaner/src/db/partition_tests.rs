@@ -297,3 +297,118 @@ fn a_range_delete_flushed_into_the_hot_l0_covers_the_older_hot_tables() {
     assert_eq!(db.get(key(155)).expect("get"), None);
     assert_eq!(db.get(key(1)).expect("get"), Some(b"x".to_vec()));
 }
+
+/// A deterministic generator (xorshift), so the test replays.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// One detector interval: `count` reads, 80 % of them of 100 keys of region `hot` (keys
+/// `hot·1000 ..`), the rest uniform over all 10,000; then a tick. Returns the hot partition's
+/// reads during the interval.
+fn interval(db: &Db, rng: &mut Rng, count: usize, hot: u64) -> u64 {
+    let before = db.stats().partitions.hot_gets;
+    for _ in 0..count {
+        let i = if rng.below(100) < 80 {
+            hot * 1000 + rng.below(100) * 10
+        } else {
+            rng.below(10_000)
+        };
+        db.get(key(i as u32)).expect("get");
+    }
+    let hot_reads = db.stats().partitions.hot_gets - before;
+    db.hotness_tick().expect("tick");
+    hot_reads
+}
+
+#[test]
+fn the_detector_finds_the_hot_region_and_follows_it_when_it_moves() {
+    let fs = FaultFs::new(5);
+    let trie_bytes = 64 << 10;
+    let opts = || {
+        options(&fs, Partitioning::Dpkv)
+            .with_dpkv_trie_bytes(trie_bytes)
+            .with_dpkv_decay_interval(3600.0)
+    };
+    let db = Db::open(Path::new(DIR), opts()).expect("open");
+    let n = 10_000;
+    let mut model = BTreeMap::new();
+    for i in 0..n {
+        db.put(key(i), value(i, 1)).expect("put");
+        model.insert(key(i), value(i, 1));
+    }
+    db.flush().expect("flush");
+    let mut rng = Rng(7);
+    // Region user3 is hot: within a few ticks its keys move to the hot partition, and its reads
+    // are served there.
+    let mut found = None;
+    for tick in 0..12 {
+        interval(&db, &mut rng, 20_000, 3);
+        if db.inner.state.lock().version.partition_of(b"user3050") == HOT {
+            found = Some(tick);
+            break;
+        }
+    }
+    assert!(
+        found.is_some(),
+        "user3 never became hot: {:?}",
+        db.stats().partitions
+    );
+    let hot_reads = interval(&db, &mut rng, 20_000, 3);
+    assert!(
+        hot_reads >= 20_000 * 3 / 4,
+        "{hot_reads} of the reads served hot"
+    );
+    let v = Arc::clone(&db.inner.state.lock().version);
+    assert_eq!(v.partition_of(b"user7050"), COLD);
+    assert_eq!(v.partition_of(b"user1000"), COLD);
+    assert!(check_placement(&db)[HOT] > 0);
+    check(&db, &model, n);
+    // The hot spot moves to user7: user7 moves in, user3 out.
+    let mut moved = false;
+    for _ in 0..16 {
+        interval(&db, &mut rng, 20_000, 7);
+        let v = Arc::clone(&db.inner.state.lock().version);
+        if v.partition_of(b"user7050") == HOT && v.partition_of(b"user3050") == COLD {
+            moved = true;
+            break;
+        }
+    }
+    assert!(
+        moved,
+        "did not follow the move: {:?}",
+        db.stats().partitions
+    );
+    let p = db.stats().partitions;
+    assert!(
+        p.entries_moved_to_hot > 0 && p.entries_moved_to_cold > 0,
+        "{p:?}"
+    );
+    assert!(p.trie_bytes <= trie_bytes && p.trie_nodes > 1, "{p:?}");
+    assert!(p.ticks >= 2 && p.hot_prefixes >= 1, "{p:?}");
+    let hot_reads = interval(&db, &mut rng, 20_000, 7);
+    assert!(
+        hot_reads >= 20_000 * 3 / 4,
+        "{hot_reads} of the reads served hot"
+    );
+    check_placement(&db);
+    check(&db, &model, n);
+    let routing = db.inner.state.lock().version.routing().clone();
+    db.close().expect("close");
+    // Reopened: the statistics come back from their files, so an idle tick (too few
+    // accesses to judge) keeps the routing rather than draining the hot partition.
+    let db = Db::open(Path::new(DIR), opts()).expect("reopen");
+    let p = db.stats().partitions;
+    assert!(p.restored_snapshot && p.damaged_files == 0, "{p:?}");
+    assert_eq!(p.hot_prefixes, routing.ranges().len() as u64, "{p:?}");
+    db.hotness_tick().expect("tick");
+    assert_eq!(db.inner.state.lock().version.routing(), &routing);
+    check(&db, &model, n);
+}

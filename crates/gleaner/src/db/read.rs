@@ -46,7 +46,15 @@ impl DbInner {
             )));
         }
         Counters::add(&self.counters.gets, 1);
+        if let Some(d) = &self.detector {
+            d.record(key);
+        }
         let (sv, seq) = self.read_state(opts);
+        if sv.version.is_partitioned() {
+            let hot = sv.version.partition_of(key) == crate::version::routing::HOT;
+            let c = &self.counters;
+            Counters::add(if hot { &c.hot_gets } else { &c.cold_gets }, 1);
+        }
         let ctx = ReadCtx {
             class: IoClass::UserRead,
             fill_cache: opts.fill_cache,

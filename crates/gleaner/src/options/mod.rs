@@ -46,6 +46,12 @@ pub const DEFAULT_L0_STOP_TRIGGER: u32 = 36;
 pub const DEFAULT_COMPACTION_STYLE: CompactionStyle = CompactionStyle::Leveled;
 /// Default `partitioning`: none.
 pub const DEFAULT_PARTITIONING: Partitioning = Partitioning::None;
+/// Default `dpkv_decay_interval`: 10 seconds between the hotness detector's ticks.
+pub const DEFAULT_DPKV_DECAY_INTERVAL: f64 = 10.0;
+/// Default `dpkv_hot_density`: a prefix taking 4 times its share of the key space's accesses.
+pub const DEFAULT_DPKV_HOT_DENSITY: f64 = 4.0;
+/// Default `dpkv_trie_bytes`: 1 MiB of prefix-trie nodes.
+pub const DEFAULT_DPKV_TRIE_BYTES: u64 = 1 << 20;
 /// Default `tiered_run_trigger`: merging starts at 4 sorted runs (RocksDB's universal
 /// compaction starts at its `level0_file_num_compaction_trigger`, 4).
 pub const DEFAULT_TIERED_RUN_TRIGGER: u32 = 4;
@@ -328,6 +334,18 @@ options_table! {
     /// reopening with `none` is refused while the hot partition holds a table, and exact
     /// otherwise; reopening a `none` database with `dpkv` finds every key cold.
     (partitioning, with_partitioning, Partitioning, DEFAULT_PARTITIONING, persisted: true);
+    /// `partitioning=dpkv`: seconds between the hotness detector's ticks (the paper's T): each
+    /// halves every access count, judges the prefixes, saves them (files `HOTNESS`,
+    /// `HOTNESS.log`) and moves the keys whose partition changed. Default 10; from 0.01 to
+    /// 86,400.
+    (dpkv_decay_interval, with_dpkv_decay_interval, f64, DEFAULT_DPKV_DECAY_INTERVAL, persisted: true);
+    /// `partitioning=dpkv`: the access density (a prefix's share of the accesses divided by
+    /// its share of the key space) at which a prefix whose children are alike is hot. Default
+    /// 4; from 1 to 1,000,000.
+    (dpkv_hot_density, with_dpkv_hot_density, f64, DEFAULT_DPKV_HOT_DENSITY, persisted: true);
+    /// `partitioning=dpkv`: most bytes of the prefix trie's nodes (reported in
+    /// `stats().partitions.trie_bytes`). Default 1 MiB; from 4 KiB to 64 MiB.
+    (dpkv_trie_bytes, with_dpkv_trie_bytes, u64, DEFAULT_DPKV_TRIE_BYTES, persisted: true);
     /// Tiered compaction: the number of sorted runs in the whole tree (each L0 table counts as
     /// one) at which it starts merging runs of similar size; below it nothing is merged. At
     /// 4 × this many runs (at most `l0_stop_trigger`) the newest runs are merged whatever their
@@ -739,6 +757,19 @@ impl Options {
             )));
         }
         range("tiered_size_ratio", self.tiered_size_ratio, 0.0, 100.0)?;
+        range(
+            "dpkv_decay_interval",
+            self.dpkv_decay_interval,
+            0.01,
+            86_400.0,
+        )?;
+        range("dpkv_hot_density", self.dpkv_hot_density, 1.0, 1e6)?;
+        range(
+            "dpkv_trie_bytes",
+            self.dpkv_trie_bytes,
+            4 << 10,
+            crate::partition::trie::MAX_TRIE_BYTES as u64,
+        )?;
         range(
             "tiered_max_space_amplification",
             self.tiered_max_space_amplification,

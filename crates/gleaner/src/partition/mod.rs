@@ -6,7 +6,9 @@
 //!   clock;
 //! - `trie_codec.rs`: their bytes, checked against the configuration they restore into;
 //! - `persist.rs`: the full snapshot and incremental log that keep them across restarts
-//!   (paper §4.3).
+//!   (paper §4.3);
+//! - `detector.rs`: the statistics as the engine runs them: accesses recorded, ticks that
+//!   judge, save and name the routing the index tree should have.
 //!
 //! The partitions and the migration between them are built on top of these (issue 29); until
 //! they are, nothing outside the tests calls them.
@@ -15,6 +17,7 @@
     reason = "the partitioned index tree that reads the statistics is being built on them"
 )]
 
+pub mod detector;
 pub mod persist;
 pub mod sketch;
 pub mod trie;

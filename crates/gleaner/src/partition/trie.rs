@@ -172,6 +172,13 @@ impl HotnessTrie {
         &self.hot
     }
 
+    /// Whether the next tick has accesses enough to judge: after its decay, at least
+    /// `min_count` at the root. A tick without finds nothing hot for want of evidence, not
+    /// because nothing is.
+    pub fn judged(&self) -> bool {
+        self.node(0).count / 2.0 >= self.config.min_count
+    }
+
     /// Whether `key` lies under a hot prefix of the last tick.
     pub fn is_hot(&self, key: &[u8]) -> bool {
         // The greatest prefix not above the key is the only one that can be its prefix: hot

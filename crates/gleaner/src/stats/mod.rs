@@ -234,6 +234,34 @@ pub struct PartitionStats {
     pub entries_moved_to_cold: u64,
     /// Bytes of key tables the moves wrote, since the open.
     pub move_bytes: u64,
+    /// Point reads of keys of the hot partition, since the open.
+    pub hot_gets: u64,
+    /// Point reads of keys of the cold partition, since the open.
+    pub cold_gets: u64,
+    /// Estimated bytes of the hotness detector's prefix trie (at most `dpkv_trie_bytes`).
+    pub trie_bytes: u64,
+    /// Nodes of the trie.
+    pub trie_nodes: u64,
+    /// Bytes of the per-key sketch gating it.
+    pub sketch_bytes: u64,
+    /// Hot prefixes the last tick found.
+    pub hot_prefixes: u64,
+    /// Accesses recorded since the open (reads, writes and seeks of keys).
+    pub accesses: u64,
+    /// Of those, the ones that passed the per-key gate into the trie.
+    pub trie_accesses: u64,
+    /// Accesses not recorded because another thread held the statistics.
+    pub accesses_skipped: u64,
+    /// Detector ticks since the open.
+    pub ticks: u64,
+    /// Ticks whose statistics could not be saved.
+    pub save_errors: u64,
+    /// Whether the open restored the statistics' snapshot.
+    pub restored_snapshot: bool,
+    /// Incremental log records the open replayed.
+    pub restored_records: u64,
+    /// Hotness files the open found damaged (their statistics are learned again).
+    pub damaged_files: u64,
 }
 
 /// One value table.

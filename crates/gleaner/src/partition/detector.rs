@@ -1,0 +1,157 @@
+//! DP-KV's hotness detector as the engine runs it: every read and write of a key is recorded
+//! in the prefix statistics (`trie.rs`), every `dpkv_decay_interval` a tick judges them, saves
+//! what it found (`persist.rs`), and names the routing the index tree should have: the key
+//! ranges of the hot prefixes. The engine then moves the keys (`db/migrate.rs`).
+//!
+//! Recording never waits: an access that finds the statistics locked by another thread is
+//! skipped and counted (the statistics are a sample; a reader is never held up by them).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::persist::{HotnessStore, Restored};
+use super::trie::HotnessTrie;
+use crate::version::routing::Routing;
+
+/// Ticks between two full snapshots of the statistics (the log records each tick between).
+pub const CHECKPOINT_TICKS: u64 = 16;
+
+/// The detector of one database.
+#[derive(Debug)]
+pub struct HotnessDetector {
+    trie: Mutex<HotnessTrie>,
+    /// Where ticks are saved (a read-write open's; `None` read-only or after the files failed).
+    store: Mutex<Option<HotnessStore>>,
+    interval: Duration,
+    next_tick: Mutex<Instant>,
+    restored: Restored,
+    skipped: AtomicU64,
+    ticks: AtomicU64,
+    save_errors: AtomicU64,
+}
+
+/// What the detector reports in `stats()`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DetectorFigures {
+    /// Estimated bytes of the trie's nodes (at most `dpkv_trie_bytes`).
+    pub trie_bytes: u64,
+    /// Nodes of the trie.
+    pub trie_nodes: u64,
+    /// Bytes of the per-key sketch.
+    pub sketch_bytes: u64,
+    /// Hot prefixes the last tick found.
+    pub hot_prefixes: u64,
+    /// Accesses recorded since the open.
+    pub accesses: u64,
+    /// Of those, the ones that passed the per-key gate into the trie.
+    pub trie_accesses: u64,
+    /// Accesses not recorded because another thread held the statistics.
+    pub skipped: u64,
+    /// Ticks since the open.
+    pub ticks: u64,
+    /// Ticks whose saving failed (the statistics go on in memory).
+    pub save_errors: u64,
+    /// Whether the open restored a snapshot, and how many log records it replayed.
+    pub restored_snapshot: bool,
+    /// Log records replayed at the open.
+    pub restored_records: u64,
+    /// Hotness files found damaged at the open (learned again).
+    pub damaged_files: u64,
+}
+
+impl HotnessDetector {
+    /// A detector starting from `trie` (what the open restored, as `restored` reports),
+    /// saving into `store`, ticking every `interval`.
+    pub fn new(
+        trie: HotnessTrie,
+        restored: Restored,
+        store: Option<HotnessStore>,
+        interval: Duration,
+    ) -> Self {
+        HotnessDetector {
+            trie: Mutex::new(trie),
+            store: Mutex::new(store),
+            interval,
+            next_tick: Mutex::new(Instant::now() + interval),
+            restored,
+            skipped: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
+            save_errors: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one access of `key`, unless another thread holds the statistics.
+    pub fn record(&self, key: &[u8]) {
+        match self.trie.try_lock() {
+            Some(mut t) => t.record(key),
+            None => {
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// How long until the next tick is due (zero when it is).
+    pub fn until_tick(&self) -> Duration {
+        self.next_tick
+            .lock()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Runs a tick: decays and judges the statistics, saves them, and returns the routing the
+    /// hot prefixes ask for, or `None` when the tick had too few accesses to judge (an idle
+    /// spell is not a cooling one: the routing stays). Schedules the next tick.
+    pub fn tick(&self) -> Option<Routing> {
+        *self.next_tick.lock() = Instant::now() + self.interval;
+        let (outcome, informed, trie_copy) = {
+            let mut t = self.trie.lock();
+            let informed = t.judged();
+            let outcome = t.tick();
+            (outcome, informed, t.clone())
+        };
+        let ticks = self.ticks.fetch_add(1, Ordering::Relaxed) + 1;
+        if ticks.is_multiple_of(CHECKPOINT_TICKS) {
+            drop(trie_copy);
+            self.checkpoint();
+        } else if let Some(store) = self.store.lock().as_mut()
+            && let Err(e) = store.save_tick(&trie_copy)
+        {
+            self.save_errors.fetch_add(1, Ordering::Relaxed);
+            log::warn!("hotness statistics not saved ({e}); they go on in memory");
+        }
+        informed.then(|| Routing::of_prefixes(outcome.hot.iter().map(Vec::as_slice)))
+    }
+
+    /// Saves the statistics whole (a snapshot, and a fresh log): at close, and every
+    /// [`CHECKPOINT_TICKS`] ticks, so a restart replays few records over an exact trie. A
+    /// failure is logged and counted.
+    pub fn checkpoint(&self) {
+        let trie = self.trie.lock().clone();
+        if let Some(store) = self.store.lock().as_mut()
+            && let Err(e) = store.checkpoint(&trie)
+        {
+            self.save_errors.fetch_add(1, Ordering::Relaxed);
+            log::warn!("hotness statistics not saved ({e}); they go on in memory");
+        }
+    }
+
+    /// The figures for `stats()`.
+    pub fn figures(&self) -> DetectorFigures {
+        let t = self.trie.lock();
+        DetectorFigures {
+            trie_bytes: t.bytes() as u64,
+            trie_nodes: t.nodes() as u64,
+            sketch_bytes: t.sketch_bytes() as u64,
+            hot_prefixes: t.hot_prefixes().len() as u64,
+            accesses: t.accesses,
+            trie_accesses: t.trie_accesses,
+            skipped: self.skipped.load(Ordering::Relaxed),
+            ticks: self.ticks.load(Ordering::Relaxed),
+            save_errors: self.save_errors.load(Ordering::Relaxed),
+            restored_snapshot: self.restored.snapshot,
+            restored_records: self.restored.log_records,
+            damaged_files: self.restored.damage.len() as u64,
+        }
+    }
+}
