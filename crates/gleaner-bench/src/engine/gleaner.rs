@@ -55,9 +55,14 @@ fn compression(c: Compression) -> gleaner::Compression {
     }
 }
 
-/// The options a policy name stands for: an ablation variant (`tdb`, `tdb-rw`, ...) becomes
+/// The options a policy name stands for: `dpkv` is DP-KV's partitioned index tree under the
+/// default GC policy (`gc_policy=scavenger,partitioning=dpkv`: the paper is no GC scheme, so
+/// it composes with one); an ablation variant (`tdb`, `tdb-rw`, ...) becomes
 /// `gc_policy=terarkdb` plus one switch per letter; any other name is passed as `gc_policy`.
 fn policy_options(policy: &str) -> Result<Vec<(&'static str, &str)>, String> {
+    if policy == "dpkv" {
+        return Ok(vec![("gc_policy", "scavenger"), ("partitioning", "dpkv")]);
+    }
     let letters = match policy.strip_prefix("tdb") {
         Some("") => "",
         Some(rest) => match rest.strip_prefix('-') {
@@ -168,7 +173,27 @@ impl Engine for GleanerEngine {
     }
 
     fn gc_counters(&self) -> Option<GcCounters> {
-        let g = self.db.stats().gc;
+        let stats = self.db.stats();
+        let g = stats.gc;
+        let mut policy = g.policy_stats.clone();
+        // A partitioned tree's figures ride along (they are the partitioning's, not the GC
+        // policy's): the moves' volume, the detector's memory, and where reads were served.
+        let p = stats.partitions;
+        if p.partitioned {
+            for (name, value) in [
+                ("partition_moves", p.moves),
+                ("partition_entries_to_hot", p.entries_moved_to_hot),
+                ("partition_entries_to_cold", p.entries_moved_to_cold),
+                ("partition_move_bytes", p.move_bytes),
+                ("partition_hot_gets", p.hot_gets),
+                ("partition_cold_gets", p.cold_gets),
+                ("partition_hot_bytes", p.hot_bytes),
+                ("partition_trie_bytes", p.trie_bytes),
+                ("partition_hot_prefixes", p.hot_prefixes),
+            ] {
+                policy.insert(name.to_string(), value);
+            }
+        }
         Some(GcCounters {
             jobs: g.jobs,
             value_bytes_read: g.value_bytes_read,
@@ -188,7 +213,7 @@ impl Engine for GleanerEngine {
             lookup_micros: g.lookup_micros,
             paced_micros: g.paced_micros,
             write_micros: g.write_micros,
-            policy: g.policy_stats,
+            policy,
         })
     }
 
@@ -278,6 +303,22 @@ mod tests {
 
     fn common(shape: crate::shape::Shape, dataset: u64) -> CommonConfig {
         crate::shape::sizes(shape, dataset).common(1 << 20, false)
+    }
+
+    #[test]
+    fn dpkv_is_the_partitioned_tree_under_the_default_policy() {
+        let spec: EngineSpec = "gleaner:dpkv".parse().expect("spec");
+        let o = options(&spec, None).expect("options");
+        assert_eq!(o.partitioning(), gleaner::Partitioning::Dpkv);
+        assert_eq!(o.gc_policy(), gleaner::GcPolicyKind::Scavenger);
+        // Its options compose, and another policy may be asked for after it.
+        let tuned: EngineSpec = "gleaner:dpkv,dpkv_hot_density=8,gc_policy=titan"
+            .parse()
+            .expect("spec");
+        let o = options(&tuned, None).expect("options");
+        assert_eq!(o.dpkv_hot_density(), 8.0);
+        assert_eq!(o.gc_policy(), gleaner::GcPolicyKind::Titan);
+        assert_eq!(o.partitioning(), gleaner::Partitioning::Dpkv);
     }
 
     #[test]
