@@ -133,6 +133,29 @@ fn sigkill_cycles_alternating_compaction_styles_keep_every_acknowledged_write() 
     assert!(ops_acked(&out) > 12, "too few operations\n{}", text(&out));
 }
 
+/// Kill-verify cycles of DP-KV's partitioned tree (`--style dpkv`): its detector ticks every
+/// 500 accesses and moves the keys between the partitions, so kills land amid flushes split by
+/// the routing, moves, and the detector's saves; every restart recovers the routing with its
+/// tables and the statistics from their files.
+#[test]
+fn sigkill_cycles_of_a_partitioned_tree_keep_every_acknowledged_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = stress(
+        &[
+            "loop", "--seed", "29", "--cycles", "8", "--min-ms", "150", "--max-ms", "700",
+            "--style", "dpkv",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "crash loop failed\n{}", text(&out));
+    assert!(ops_acked(&out) > 8, "too few operations\n{}", text(&out));
+    assert!(
+        dir.path().join("db").join("HOTNESS").exists(),
+        "the detector saved its statistics\n{}",
+        text(&out)
+    );
+}
+
 /// The verifier is not vacuous: deleting one acknowledged key behind its back makes `verify`
 /// exit 1 and name that key.
 #[test]

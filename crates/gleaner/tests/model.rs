@@ -426,6 +426,13 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
     let mut expiring = Expiries::new();
     // Expired versions flushes and compactions dropped, over every open of the run.
     let mut dropped_expired = 0;
+    // Entries moved into the hot and into the cold partition, over every open.
+    let mut moved = (0, 0);
+    let mut count_moves = |db: &Db| {
+        let p = db.stats().partitions;
+        moved.0 += p.entries_moved_to_hot;
+        moved.1 += p.entries_moved_to_cold;
+    };
     let mut snaps: Vec<(Snapshot, Map)> = Vec::new();
     let mut run = Run {
         name,
@@ -434,6 +441,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
     };
     // The most sorted runs seen in one level below L0 (sampled after flushes).
     let mut most_runs = 0;
+    let partitioned = opts.partitioning().is_partitioned();
     for step in 0..ops {
         run.step = step;
         // Sampled often: background compactions merge runs between two samples, and a run
@@ -453,6 +461,20 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
             now += rng.random_range(0..300);
             clock.set(now);
             expire(&mut model, &mut expiring, now);
+        }
+        if partitioned && rng.random_bool(0.02) {
+            // The hot key ranges change, as the detector would make them: keys move between
+            // the partitions, both ways, amid everything else.
+            let prefixes: Vec<Vec<u8>> = (0..rng.random_range(0..4))
+                .map(|_| match rng.random_range(0..3) {
+                    0 => format!("key0{}", rng.random_range(0..3)).into_bytes(),
+                    1 => format!("key0{:02}", rng.random_range(0..30)).into_bytes(),
+                    _ => b"long-".to_vec(),
+                })
+                .collect();
+            let refs: Vec<&[u8]> = prefixes.iter().map(Vec::as_slice).collect();
+            db.move_hot_prefixes(&refs)
+                .unwrap_or_else(|e| panic!("{}: move_hot_prefixes: {e}", run.ctx()));
         }
         match rng.random_range(0..100) {
             0..=34 => {
@@ -638,6 +660,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 }
                 snaps.clear();
                 dropped_expired += db.stats().compaction.dropped_expired;
+                count_moves(&db);
                 db.close()
                     .unwrap_or_else(|e| panic!("{}: close: {e}", run.ctx()));
                 drop(db);
@@ -656,6 +679,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         assert_eq!(all, model, "{}: final contents (round {round})", run.ctx());
         snaps.clear();
         dropped_expired += db.stats().compaction.dropped_expired;
+        count_moves(&db);
         db.close().expect("close");
         drop(db);
         db = Db::open(&path, opts.clone()).expect("reopen");
@@ -669,8 +693,10 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
     );
     let stats = db.stats();
     // Leveled compaction keeps one run per level; tiered compaction must have kept several
-    // overlapping runs in a level at times, or its multi-run paths went untested.
-    let tiered = opts.compaction_style() == gleaner::CompactionStyle::Tiered;
+    // overlapping runs in a level at times, or its multi-run paths went untested. A
+    // partitioned tree's cold partition is tiered, and key ranges must have moved both ways
+    // (the partitions' moves went untested otherwise).
+    let tiered = opts.compaction_style() == gleaner::CompactionStyle::Tiered || partitioned;
     assert!(
         if tiered {
             most_runs >= 2 || ops < 1000
@@ -680,7 +706,16 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         "{}: at most {most_runs} runs in a level below L0",
         run.ctx()
     );
-    assert_eq!(stats.compaction.style, opts.compaction_style().name());
+    if partitioned {
+        assert!(
+            (moved.0 > 0 && moved.1 > 0) || ops < 1000,
+            "{}: keys must move both ways: {moved:?}",
+            run.ctx()
+        );
+        assert_eq!(stats.compaction.style, "tiered+leveled");
+    } else {
+        assert_eq!(stats.compaction.style, opts.compaction_style().name());
+    }
     assert!(
         stats.total_table_bytes > 0 || ops < 100,
         "{}: the run must have built key tables: {stats:?}",

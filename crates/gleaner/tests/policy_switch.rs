@@ -21,7 +21,7 @@ use rand::{Rng, SeedableRng};
 use rounds::{KEYS, assert_reads, build, key, value};
 
 use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
-use gleaner::{CompactionStyle, Db, GcPolicyKind, Options, ReadOptions, Snapshot};
+use gleaner::{CompactionStyle, Db, GcPolicyKind, Options, Partitioning, ReadOptions, Snapshot};
 
 /// Options every test here starts from: background work inline and GC only when asked, so the
 /// test decides what runs when.
@@ -292,10 +292,13 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
         .iter()
         .position(|p| *p == policy)
         .expect("a matrix policy") as u64;
-    let style = if (seed.rotate_left(index as u32 * 7) >> index) & 1 == 0 {
-        CompactionStyle::Leveled
-    } else {
-        CompactionStyle::Tiered
+    // Leveled, tiered, or DP-KV's partitioned tree (tiered cold, leveled hot), its detector
+    // ticking every 200 accesses and finding the near-uniform keys hot: they move to the hot
+    // partition early.
+    let (style, partitioning) = match (seed.rotate_left(index as u32 * 7) >> index) % 3 {
+        0 => (CompactionStyle::Leveled, Partitioning::None),
+        1 => (CompactionStyle::Tiered, Partitioning::None),
+        _ => (CompactionStyle::Leveled, Partitioning::Dpkv),
     };
     let registered = base(fs).with_custom_policy(Arc::new(common::custom::inheritance()));
     let o = match policy {
@@ -303,6 +306,9 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
         p => registered.with_gc_policy(p),
     }
     .with_compaction_style(style)
+    .with_partitioning(partitioning)
+    .with_dpkv_tick_accesses(200)
+    .with_dpkv_hot_density(1.0)
     .with_memtable_size(16 << 10)
     .with_key_table_size(4 << 10)
     .with_level_base_size(16 << 10)
@@ -630,6 +636,34 @@ fn switch(state: &FaultFs, model: &Map, from: GcPolicyKind, to: GcPolicyKind, se
     let path = Path::new("/matrix");
     let mut model = model.clone();
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5a5a);
+    let partitioned =
+        |p: GcPolicyKind| matrix_options(&fs, p, seed).partitioning().is_partitioned();
+    if partitioned(from) && !partitioned(to) {
+        // Partitioning off: refused while the hot partition holds tables, naming the option;
+        // exact once every key is moved back to the cold partition.
+        let db = Db::open(path, matrix_options(&fs, from, seed))
+            .unwrap_or_else(|e| panic!("{ctx}: open to drain: {e}"));
+        let hot = db.stats().partitions.hot_tables;
+        db.close().expect("close");
+        drop(db);
+        if hot > 0 {
+            let e = Db::open(path, matrix_options(&fs, to, seed))
+                .expect_err("hot tables refuse an unpartitioned open")
+                .to_string();
+            assert!(e.contains("`partitioning`"), "{ctx}: {e}");
+        }
+        // A detector that finds nothing hot, so it keeps the drained routing.
+        let db = Db::open(
+            path,
+            matrix_options(&fs, from, seed).with_dpkv_hot_density(1e6),
+        )
+        .unwrap_or_else(|e| panic!("{ctx}: open to drain: {e}"));
+        db.move_hot_prefixes(&[])
+            .unwrap_or_else(|e| panic!("{ctx}: drain: {e}"));
+        assert_eq!(db.stats().partitions.hot_tables, 0, "{ctx}: drained");
+        check_model(&db, &model, &format!("{ctx}: drained"));
+        db.close().expect("close");
+    }
     {
         let ro = Db::open_read_only(path, matrix_options(&fs, to, seed))
             .unwrap_or_else(|e| panic!("{ctx}: read-only open: {e}"));
@@ -658,6 +692,16 @@ fn switch(state: &FaultFs, model: &Map, from: GcPolicyKind, to: GcPolicyKind, se
     sim::check_recovered_state(db, path, &opts_to, &ctx);
 
     let back = format!("{ctx} -> {}", from.name());
+    if partitioned(to) && !partitioned(from) {
+        let db = Db::open(
+            path,
+            matrix_options(&fs, to, seed).with_dpkv_hot_density(1e6),
+        )
+        .unwrap_or_else(|e| panic!("{back}: open to drain: {e}"));
+        db.move_hot_prefixes(&[])
+            .unwrap_or_else(|e| panic!("{back}: drain: {e}"));
+        db.close().expect("close");
+    }
     let opts_from = matrix_options(&fs, from, seed);
     let db = Db::open(path, opts_from.clone()).unwrap_or_else(|e| panic!("{back}: open: {e}"));
     check_model(&db, &model, &format!("{back}: reopened"));

@@ -10,8 +10,9 @@
 //! `--gc` picks the GC variant (`scavenger`, `tdb`, `tdb-r`, ..., `tdb-rlw`, `titan`, `blobdb`,
 //! `novkv`); `loop --gc all` runs them in turn on the same database, one per cycle, so every
 //! reopen after a kill switches policies (docs/gc.md, "Switching policies"). `--style` picks
-//! the compaction style (`leveled`, `tiered`); `loop --style alternate` changes it at every
-//! cycle, so every reopen after a kill switches styles too.
+//! the compaction style (`leveled`, `tiered`) or DP-KV's partitioned tree (`dpkv`); `loop
+//! --style alternate` changes the compaction style at every cycle, so every reopen after a
+//! kill switches styles too.
 //!
 //! Some puts expire. Time is the stream's own: the database reads a manual clock that `write`
 //! sets to [`time_at`] each operation's number before writing it, and `verify` to that of the
@@ -38,7 +39,8 @@ use crc32c::crc32c;
 use gleaner::expiry::ManualClock;
 use gleaner::options::OptionValue;
 use gleaner::{
-    CompactionStyle, Db, GcPolicyKind, Options, ReadOptions, Switch, WriteBatch, WriteOptions,
+    CompactionStyle, Db, GcPolicyKind, Options, Partitioning, ReadOptions, Switch, WriteBatch,
+    WriteOptions,
 };
 
 /// Number of distinct keys the stream writes; small so that overwrites and deletes of live keys
@@ -122,9 +124,11 @@ enum Cmd {
         /// `l`, `w` (Scavenger's techniques switched on).
         #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
         gc: String,
-        /// Compaction style: `leveled` or `tiered`.
-        #[arg(long, default_value = "leveled", value_parser = CompactionStyle::parse_option)]
-        style: CompactionStyle,
+        /// Compaction style: `leveled` or `tiered`, or `dpkv`: DP-KV's partitioned tree
+        /// (tiered cold, leveled hot), its detector ticking every 500 accesses and finding
+        /// the stream's near-uniform keys hot, so keys move between the partitions.
+        #[arg(long, default_value = "leveled", value_parser = Style::parse)]
+        style: Style,
     },
     /// Check the database against the replayed stream; exit 1 on a mismatch.
     Verify {
@@ -138,8 +142,8 @@ enum Cmd {
         #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
         gc: String,
         /// Compaction style to open the database with (as for `write`).
-        #[arg(long, default_value = "leveled", value_parser = CompactionStyle::parse_option)]
-        style: CompactionStyle,
+        #[arg(long, default_value = "leveled", value_parser = Style::parse)]
+        style: Style,
     },
     /// Driver: start `write`, SIGKILL it after a random delay, verify; `--cycles` times.
     Loop {
@@ -457,14 +461,53 @@ fn parse_loop_gc(name: &str) -> Result<String, String> {
     }
 }
 
-/// As [`CompactionStyle::parse_option`], or `alternate`.
+/// As [`Style::parse`], or `alternate`.
 fn parse_loop_style(name: &str) -> Result<String, String> {
     if name == "alternate" {
         Ok(name.to_string())
     } else {
-        CompactionStyle::parse_option(name)
+        Style::parse(name)
             .map(|s| s.name().to_string())
             .map_err(|e| format!("{e}, or `alternate`"))
+    }
+}
+
+/// How the index tree is shaped: a compaction style, or DP-KV's partitioned tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Tree(CompactionStyle),
+    Dpkv,
+}
+
+impl Style {
+    fn parse(name: &str) -> Result<Style, String> {
+        if name == "dpkv" {
+            return Ok(Style::Dpkv);
+        }
+        CompactionStyle::parse_option(name)
+            .map(Style::Tree)
+            .map_err(|e| format!("{e}, or `dpkv`"))
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Style::Tree(s) => s.name(),
+            Style::Dpkv => "dpkv",
+        }
+    }
+
+    /// `opts` with this shape, set explicitly (left unset, the OPTIONS file of an earlier
+    /// cycle would choose).
+    fn apply(self, opts: Options) -> Options {
+        match self {
+            Style::Tree(s) => opts
+                .with_compaction_style(s)
+                .with_partitioning(Partitioning::None),
+            Style::Dpkv => opts
+                .with_partitioning(Partitioning::Dpkv)
+                .with_dpkv_tick_accesses(500)
+                .with_dpkv_hot_density(1.0),
+        }
     }
 }
 
@@ -472,7 +515,7 @@ fn parse_loop_style(name: &str) -> Result<String, String> {
 struct Setup {
     /// A name [`parse_gc_variant`] returned.
     gc: String,
-    style: CompactionStyle,
+    style: Style,
 }
 
 /// `opts` with GC variant `variant` (a name [`parse_gc_variant`] returned). Every switch is set
@@ -558,8 +601,9 @@ fn with_gc_variant(opts: Options, variant: &str) -> Options {
 fn open_db(dir: &Path, setup: &Setup, clock: &Arc<ManualClock>) -> Res<Db> {
     // The style is set explicitly, as every GC switch is: left unset, it would come from the
     // OPTIONS file, i.e. from what an earlier cycle ran.
-    let opts = with_gc_variant(stress_options(), &setup.gc)
-        .with_compaction_style(setup.style)
+    let opts = setup
+        .style
+        .apply(with_gc_variant(stress_options(), &setup.gc))
         .with_clock(clock.clone());
     Db::open(dir.join("db"), opts)
         .map_err(|e| Failure::Mismatch(format!("cannot open {}: {e}", dir.join("db").display())))
@@ -803,9 +847,11 @@ impl LoopPlan {
             &self.gc
         };
         let style = if self.style == "alternate" {
-            CompactionStyle::ALL[((cycle - 1) % CompactionStyle::ALL.len() as u64) as usize]
+            Style::Tree(
+                CompactionStyle::ALL[((cycle - 1) % CompactionStyle::ALL.len() as u64) as usize],
+            )
         } else {
-            CompactionStyle::parse_option(&self.style).unwrap_or_default()
+            Style::parse(&self.style).unwrap_or(Style::Tree(CompactionStyle::default()))
         };
         Setup {
             gc: gc.to_string(),

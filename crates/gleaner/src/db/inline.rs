@@ -61,6 +61,11 @@ impl DbInner {
             return;
         }
         self.run_inline_jobs(Scope::All);
+        // The hotness detector's tick by its access clock, and the compactions its move asks
+        // for.
+        if self.inline_hotness_tick() {
+            self.run_inline_jobs(Scope::All);
+        }
         // Handle updates on read wait for this point, so that a seeded
         // workload writes them at the same moments on every run. After the turn is let go:
         // they take the WAL, which comes before the turn in the lock order (and they never

@@ -25,7 +25,7 @@ use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::user_key;
 use crate::merge::MergingIterator;
-use crate::range_del::RangeTombstone;
+use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::table::ReadCtx;
 use crate::version::routing::{
     COLD, HOT, KeyRange, MAX_PARTITIONS, Routing, level_in, partition_of_level,
@@ -164,7 +164,28 @@ impl DbInner {
         self.move_to_routing(target)
     }
 
-    /// The hotness worker: a tick every `dpkv_decay_interval`, until shutdown. A failed move
+    /// With inline background work: a tick when the access clock says one is due (a clock of
+    /// time would not replay), then the work the move left. A failure is logged; the next due
+    /// tick tries again.
+    pub(super) fn inline_hotness_tick(&self) -> bool {
+        let Some(d) = &self.detector else {
+            return false;
+        };
+        if !d.counts_accesses() || !d.tick_due() {
+            return false;
+        }
+        match self.hotness_tick() {
+            Ok(_) | Err(Error::Closed) | Err(Error::ReadOnly(_)) => {}
+            Err(e) => log::warn!(
+                "{}: moving key ranges between partitions failed: {e}",
+                self.dir.display()
+            ),
+        }
+        true
+    }
+
+    /// The hotness worker: a tick every `dpkv_decay_interval` (or `dpkv_tick_accesses`
+    /// accesses), until shutdown. A failed move
     /// is logged and tried again at the next tick (a failed manifest write has made the
     /// database read-only, and the ticks then stop moving anything).
     pub(super) fn hotness_loop(&self) {
@@ -178,11 +199,15 @@ impl DbInner {
                     if st.shutting_down {
                         return;
                     }
-                    let wait = detector.until_tick();
-                    if wait.is_zero() {
+                    if detector.tick_due() {
                         break;
                     }
-                    self.bg_cv.wait_for(&mut st, wait.min(IDLE_WAIT));
+                    let wait = if detector.counts_accesses() {
+                        IDLE_WAIT
+                    } else {
+                        detector.until_tick().min(IDLE_WAIT)
+                    };
+                    self.bg_cv.wait_for(&mut st, wait);
                 }
             }
             match self.hotness_tick() {
@@ -298,9 +323,15 @@ impl DbInner {
             }
             let mut merged = MergingIterator::new(children, crate::key::compare_internal);
             merged.seek_to_first()?;
+            // The same tombstone may come from several inputs (a copy stays where a move found
+            // it): fragmented together, each piece is written once.
+            let tombstones: Vec<RangeTombstone> =
+                FragmentedTombstones::new(std::mem::take(&mut leaving_tombstones[to]))
+                    .tombstones()
+                    .collect();
             let mut outputs =
                 TableOutputs::new(out(level_in(to, 0)), level_in(to, 0) as u32, Vec::new())
-                    .with_range_tombstones(std::mem::take(&mut leaving_tombstones[to]));
+                    .with_range_tombstones(tombstones);
             while merged.valid() {
                 outputs.add(merged.key(), merged.value())?;
                 merged.next()?;

@@ -929,7 +929,10 @@ impl DbInner {
                 dropped_tombstones: g(&c.dropped_tombstones),
                 tables_deleted: g(&c.tables_deleted),
                 running,
-                style: self.strategy.of(0).style().name().to_string(),
+                style: (0..self.strategy.partitions())
+                    .map(|p| self.strategy.of(p).style().name())
+                    .collect::<Vec<_>>()
+                    .join("+"),
                 errors: g(&c.compaction_errors),
                 last_error: self.last_compaction_error.lock().clone(),
             },

@@ -267,6 +267,7 @@ fn hotness_detector(
         restored,
         store,
         std::time::Duration::from_secs_f64(rec.opts.dpkv_decay_interval()),
+        rec.opts.dpkv_tick_accesses(),
     ))))
 }
 

@@ -339,6 +339,11 @@ options_table! {
     /// `HOTNESS.log`) and moves the keys whose partition changed. Default 10; from 0.01 to
     /// 86,400.
     (dpkv_decay_interval, with_dpkv_decay_interval, f64, DEFAULT_DPKV_DECAY_INTERVAL, persisted: true);
+    /// `partitioning=dpkv`: when above 0, the detector ticks after every this many recorded
+    /// accesses instead of every `dpkv_decay_interval`: a clock of operations, which replays
+    /// (with `inline_background_work`, where no thread keeps time, the only clock there is).
+    /// Default 0 (by time); at most 2^32.
+    (dpkv_tick_accesses, with_dpkv_tick_accesses, u64, 0, persisted: true);
     /// `partitioning=dpkv`: the access density (a prefix's share of the accesses divided by
     /// its share of the key space) at which a prefix whose children are alike is hot. Default
     /// 4; from 1 to 1,000,000.
@@ -764,6 +769,7 @@ impl Options {
             86_400.0,
         )?;
         range("dpkv_hot_density", self.dpkv_hot_density, 1.0, 1e6)?;
+        range("dpkv_tick_accesses", self.dpkv_tick_accesses, 0, 1 << 32)?;
         range(
             "dpkv_trie_bytes",
             self.dpkv_trie_bytes,

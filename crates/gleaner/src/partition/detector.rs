@@ -26,6 +26,10 @@ pub struct HotnessDetector {
     store: Mutex<Option<HotnessStore>>,
     interval: Duration,
     next_tick: Mutex<Instant>,
+    /// Above 0: tick after this many accesses instead of by time.
+    tick_accesses: u64,
+    /// Accesses since the last tick.
+    since_tick: AtomicU64,
     restored: Restored,
     skipped: AtomicU64,
     ticks: AtomicU64,
@@ -63,18 +67,22 @@ pub struct DetectorFigures {
 
 impl HotnessDetector {
     /// A detector starting from `trie` (what the open restored, as `restored` reports),
-    /// saving into `store`, ticking every `interval`.
+    /// saving into `store`, ticking every `interval`, or after every `tick_accesses` accesses
+    /// when that is above 0.
     pub fn new(
         trie: HotnessTrie,
         restored: Restored,
         store: Option<HotnessStore>,
         interval: Duration,
+        tick_accesses: u64,
     ) -> Self {
         HotnessDetector {
             trie: Mutex::new(trie),
             store: Mutex::new(store),
             interval,
             next_tick: Mutex::new(Instant::now() + interval),
+            tick_accesses,
+            since_tick: AtomicU64::new(0),
             restored,
             skipped: AtomicU64::new(0),
             ticks: AtomicU64::new(0),
@@ -84,6 +92,7 @@ impl HotnessDetector {
 
     /// Records one access of `key`, unless another thread holds the statistics.
     pub fn record(&self, key: &[u8]) {
+        self.since_tick.fetch_add(1, Ordering::Relaxed);
         match self.trie.try_lock() {
             Some(mut t) => t.record(key),
             None => {
@@ -92,11 +101,25 @@ impl HotnessDetector {
         }
     }
 
-    /// How long until the next tick is due (zero when it is).
+    /// How long until the next tick is due by time (zero when it is).
     pub fn until_tick(&self) -> Duration {
         self.next_tick
             .lock()
             .saturating_duration_since(Instant::now())
+    }
+
+    /// Whether ticks count accesses rather than time.
+    pub fn counts_accesses(&self) -> bool {
+        self.tick_accesses > 0
+    }
+
+    /// Whether a tick is due: by accesses when they are counted, else by time.
+    pub fn tick_due(&self) -> bool {
+        if self.counts_accesses() {
+            self.since_tick.load(Ordering::Relaxed) >= self.tick_accesses
+        } else {
+            self.until_tick().is_zero()
+        }
     }
 
     /// Runs a tick: decays and judges the statistics, saves them, and returns the routing the
@@ -104,6 +127,7 @@ impl HotnessDetector {
     /// spell is not a cooling one: the routing stays). Schedules the next tick.
     pub fn tick(&self) -> Option<Routing> {
         *self.next_tick.lock() = Instant::now() + self.interval;
+        self.since_tick.store(0, Ordering::Relaxed);
         let (outcome, informed, trie_copy) = {
             let mut t = self.trie.lock();
             let informed = t.judged();

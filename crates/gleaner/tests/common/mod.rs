@@ -1,5 +1,6 @@
 //! Shared by the integration tests: the GC technique combinations every GC-related test runs
-//! under, and the compaction styles the model and crash suites rotate through.
+//! under, and the compaction styles (and DP-KV's partitioned tree) the model, crash, fault and
+//! stress suites rotate through.
 
 pub mod custom;
 pub mod dump;
@@ -7,7 +8,7 @@ pub mod reads;
 
 use std::sync::Arc;
 
-use gleaner::{CompactionStyle, GcPolicyKind, Options, Switch};
+use gleaner::{CompactionStyle, GcPolicyKind, Options, Partitioning, Switch};
 
 /// Sets one technique's switch.
 type SetSwitch = fn(Options, Switch) -> Options;
@@ -139,15 +140,29 @@ pub fn runs_gc_jobs(variant: &str) -> bool {
     variant != "blobdb"
 }
 
-/// Every compaction style, as `(name, options transformer)`.
+/// Every compaction style, as `(name, options transformer)`, and `dpkv`, the partitioned tree
+/// (a tiered cold and a leveled hot partition). Its detector ticks on a clock of accesses
+/// (every 400: a suite's workload ticks many times, and replays), and judges a prefix hot from
+/// the average density on: the suites' near-uniform keys then move to the hot partition at the
+/// first tick with enough accesses, and back and forth as the counts of their prefixes drift.
+/// (The model suite also moves random prefixes itself, both ways.)
 pub fn compaction_styles() -> Vec<(String, Tune)> {
-    CompactionStyle::ALL
+    let mut out: Vec<(String, Tune)> = CompactionStyle::ALL
         .into_iter()
         .map(|style| {
             let tune: Tune = Box::new(move |o: Options| o.with_compaction_style(style));
             (style.name().to_string(), tune)
         })
-        .collect()
+        .collect();
+    out.push((
+        "dpkv".to_string(),
+        Box::new(|o: Options| {
+            o.with_partitioning(Partitioning::Dpkv)
+                .with_dpkv_tick_accesses(400)
+                .with_dpkv_hot_density(1.0)
+        }),
+    ));
+    out
 }
 
 /// The compaction styles combination `index` of a suite runs under. By default one: the styles
