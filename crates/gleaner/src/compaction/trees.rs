@@ -53,6 +53,10 @@ impl TreeStrategies {
     /// The next compaction the trees' shapes ask for: the partition whose most urgent level is
     /// the most urgent is asked first, then the other.
     pub(crate) fn choose(&self, version: &Version, ctx: &PlanContext<'_>) -> Choice {
+        if !version.is_partitioned() {
+            // One tree: the version is its own, planned as it is (no copy of its runs).
+            return self.of(0).choose(version, ctx);
+        }
         let mut order: Vec<(usize, f64)> = (0..self.partitions())
             .map(|p| {
                 let top = self
@@ -88,6 +92,9 @@ impl TreeStrategies {
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
     ) -> ManualStep {
+        if !version.is_partitioned() {
+            return self.of(p).manual(version, ctx, level, lo, hi);
+        }
         let (tree, local) = (version.tree(p), local(ctx, p));
         match self
             .of(p)
@@ -109,6 +116,9 @@ impl TreeStrategies {
         ctx: &PlanContext<'_>,
         number: u64,
     ) -> Option<CompactionPlan> {
+        if !version.is_partitioned() {
+            return self.of(0).forced(version, ctx, number);
+        }
         let (level, _) = version.all_files().find(|(_, f)| f.number == number)?;
         let p = partition_of_level(level);
         let (tree, local) = (version.tree(p), local(ctx, p));
@@ -120,6 +130,9 @@ impl TreeStrategies {
     /// Compaction urgency of every level of the version (≥ 1 means due); 0 for the levels
     /// between the partitions' trees.
     pub(crate) fn scores(&self, version: &Version, cfg: &PickerConfig) -> Vec<f64> {
+        if !version.is_partitioned() {
+            return self.of(0).scores(version, cfg);
+        }
         let mut out = vec![0.0; version.num_levels()];
         for p in 0..self.partitions().min(version.partitions()) {
             for (l, s) in self.of(p).scores(&version.tree(p), cfg).into_iter().enumerate() {

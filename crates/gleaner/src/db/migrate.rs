@@ -271,9 +271,26 @@ impl DbInner {
             // Every tombstone meeting a changing range goes along, whether or not an entry of
             // this table leaves: it may cover versions in other tables that do.
             leaving_tombstones[to].extend(clip(&tombstones, changed));
+            // What stays of its tombstones: the pieces in its partition under the new routing
+            // (the rest covers no key there any more, and would keep a drained partition from
+            // emptying).
+            let staying_tombstones: Vec<RangeTombstone> = tombstones
+                .iter()
+                .flat_map(|t| {
+                    target
+                        .pieces(from, &t.start, &t.end)
+                        .into_iter()
+                        .map(move |(start, end)| RangeTombstone {
+                            start,
+                            end,
+                            seq: t.seq,
+                        })
+                })
+                .collect();
+            let tombstones_stay = staying_tombstones == tombstones;
             // The entries that stay, in a table (or tables) of their own in the input's run.
             let mut staying = TableOutputs::new(out(*level), *level as u32, Vec::new())
-                .with_range_tombstones(tombstones.clone());
+                .with_range_tombstones(staying_tombstones);
             let mut left = 0u64;
             let mut it = table.iter(ctx);
             it.seek_to_first()?;
@@ -286,7 +303,7 @@ impl DbInner {
                 it.next()?;
             }
             let staying = staying.finish()?;
-            if left == 0 {
+            if left == 0 && tombstones_stay {
                 // Nothing leaves (its extent only spans a range): it stays as it is, and the
                 // rewrite is deleted with `staying.pending`.
                 continue;

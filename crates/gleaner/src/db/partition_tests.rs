@@ -412,3 +412,25 @@ fn the_detector_finds_the_hot_region_and_follows_it_when_it_moves() {
     assert_eq!(db.inner.state.lock().version.routing(), &routing);
     check(&db, &model, n);
 }
+
+#[test]
+fn a_table_of_tombstones_alone_leaves_a_drained_partition() {
+    // A range delete flushed into the hot partition is a table of tombstones alone: no entry
+    // of it leaves when the keys move back, but nothing of it covers a hot key any more.
+    let fs = FaultFs::new(6);
+    let db = open(&fs);
+    db.put(key(150), "x").expect("put");
+    db.put(key(900), "y").expect("put");
+    db.flush().expect("flush");
+    db.inner.move_to_routing(hot("user01")).expect("move");
+    db.delete_range(key(140), key(160)).expect("delete range");
+    db.flush().expect("flush");
+    assert!(db.stats().partitions.hot_tables > 0);
+    db.inner.move_to_routing(Routing::default()).expect("drain");
+    assert_eq!(db.stats().partitions.hot_tables, 0, "drained");
+    assert_eq!(db.get(key(150)).expect("get"), None);
+    assert_eq!(db.get(key(900)).expect("get"), Some(b"y".to_vec()));
+    db.close().expect("close");
+    let db = Db::open(Path::new(DIR), options(&fs, Partitioning::None)).expect("unpartitioned");
+    assert_eq!(db.get(key(150)).expect("get"), None);
+}
