@@ -28,7 +28,7 @@ use crate::merge::MergingIterator;
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::table::ReadCtx;
 use crate::version::routing::{
-    COLD, HOT, KeyRange, MAX_PARTITIONS, Routing, level_in, partition_of_level,
+    COLD, HOT, KeyRange, MAX_PARTITIONS, MAX_ROUTED_RANGES, Routing, level_in, partition_of_level,
 };
 use crate::version::{FileMetaData, NewTable, VersionEdit};
 
@@ -83,6 +83,14 @@ impl DbInner {
                         "key ranges move between partitions only in a partitioned index tree \
                          (option `partitioning`)",
                     ));
+                }
+                if target.ranges().len() > MAX_ROUTED_RANGES {
+                    // The manifest refuses more at the next open.
+                    return Err(Error::invalid(format!(
+                        "a routing of {} key ranges, more than the {MAX_ROUTED_RANGES} a \
+                         manifest records: lower `dpkv_trie_bytes` or raise `dpkv_hot_density`",
+                        target.ranges().len()
+                    )));
                 }
                 let changed = st.version.routing().changed(&target);
                 if changed.is_empty() && *st.version.routing() == target {

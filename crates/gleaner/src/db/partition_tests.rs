@@ -434,3 +434,24 @@ fn a_table_of_tombstones_alone_leaves_a_drained_partition() {
     let db = Db::open(Path::new(DIR), options(&fs, Partitioning::None)).expect("unpartitioned");
     assert_eq!(db.get(key(150)).expect("get"), None);
 }
+
+#[test]
+fn a_routing_the_manifest_could_not_record_is_refused_before_anything_moves() {
+    let fs = FaultFs::new(8);
+    let db = open(&fs);
+    db.put(key(1), "x").expect("put");
+    let too_many = crate::version::routing::MAX_ROUTED_RANGES + 1;
+    // Every other number: ranges that do not touch, so none joins its neighbour.
+    let prefixes: Vec<Vec<u8>> = (0..too_many)
+        .map(|i| format!("k{:08}", 2 * i).into_bytes())
+        .collect();
+    let e = db
+        .inner
+        .move_to_routing(Routing::of_prefixes(prefixes.iter().map(Vec::as_slice)))
+        .expect_err("too many ranges");
+    assert!(matches!(e, crate::Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("dpkv_trie_bytes"), "{e}");
+    assert!(db.inner.state.lock().version.routing().is_empty());
+    db.close().expect("close");
+    open(&fs).close().expect("reopens");
+}

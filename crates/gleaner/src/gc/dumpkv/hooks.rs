@@ -31,9 +31,10 @@ pub struct LifetimeHooks {
 }
 
 /// Whether a job is a compaction out of L0 (leveled: L0 to L1; tiered: a merge taking L0
-/// runs): where histories are folded.
+/// runs), of either partition of a partitioned tree: where histories are folded.
 fn out_of_l0(ctx: &CompactionContext<'_>) -> bool {
-    ctx.input_level == Some(0)
+    ctx.input_level
+        .is_some_and(|l| crate::version::routing::is_l0(l as usize))
 }
 
 impl CompactionHooks for LifetimeHooks {
