@@ -13,7 +13,7 @@ use super::output::{FinishedOutputs, OutputConfig, TableOutputs};
 use super::pending::PendingFiles;
 use super::plan::CompactionPlan;
 use super::relocate::{AliasTables, RelocationStats, Relocator};
-use super::split::{FlushPart, PartitionShare};
+use super::split::{FlushPart, PartitionShare, tombstone_pieces};
 use crate::version::routing::{MAX_PARTITIONS, Routing};
 use super::value_output::{ClassedValueOutputs, ValueOutputConfig};
 use crate::cache::{TableCache, ValueTableCache};
@@ -25,7 +25,7 @@ use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo, ValueKind, compare_internal};
 use crate::memtable::MemTable;
 use crate::merge::MergingIterator;
-use crate::range_del::{FragmentedTombstones, RangeTombstone};
+use crate::range_del::FragmentedTombstones;
 use crate::table::ReadCtx;
 use crate::value::{MAX_HANDLE_LEN, StoredHandle};
 use crate::version::routing::{is_l0, level_in};
@@ -260,19 +260,7 @@ pub fn flush_memtables(
         .map(|t| t.collapse(&snapshots, |_, _| false))
         .unwrap_or_default();
     if let Some(p) = &part {
-        kept = kept
-            .into_iter()
-            .flat_map(|t| {
-                p.routing
-                    .pieces(p.partition, &t.start, &t.end)
-                    .into_iter()
-                    .map(move |(start, end)| RangeTombstone {
-                        start,
-                        end,
-                        seq: t.seq,
-                    })
-            })
-            .collect();
+        kept = tombstone_pieces(&p.routing, p.partition, &kept);
     }
     let mut it = CompactionIterator::new(merged, snapshots, Box::new(|_| false), "memtable".into())
         .dropping_aliases(drop_aliases)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::user_key;
+use crate::range_del::RangeTombstone;
 use crate::version::routing::Routing;
 
 /// Which partition's share of a flush, and by what routing.
@@ -16,6 +17,28 @@ pub struct FlushPart {
     pub routing: Arc<Routing>,
     /// The partition written.
     pub partition: usize,
+}
+
+/// The pieces of `tombstones` over keys `routing` sends to `partition`, each at its
+/// tombstone's sequence number, in order: what of them covers a key there.
+pub(crate) fn tombstone_pieces<'a>(
+    routing: &Routing,
+    partition: usize,
+    tombstones: impl IntoIterator<Item = &'a RangeTombstone>,
+) -> Vec<RangeTombstone> {
+    tombstones
+        .into_iter()
+        .flat_map(|t| {
+            routing
+                .pieces(partition, &t.start, &t.end)
+                .into_iter()
+                .map(move |(start, end)| RangeTombstone {
+                    start,
+                    end,
+                    seq: t.seq,
+                })
+        })
+        .collect()
 }
 
 /// The entries of `inner` whose keys `part` routes to its partition, in `inner`'s order.

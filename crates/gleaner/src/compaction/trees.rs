@@ -57,11 +57,15 @@ impl TreeStrategies {
             // One tree: the version is its own, planned as it is (no copy of its runs).
             return self.of(0).choose(version, ctx);
         }
-        let mut order: Vec<(usize, f64)> = (0..self.partitions())
-            .map(|p| {
+        // Each tree copied once, for its urgency and its plan.
+        let trees: Vec<Version> = (0..self.partitions()).map(|p| version.tree(p)).collect();
+        let mut order: Vec<(usize, f64)> = trees
+            .iter()
+            .enumerate()
+            .map(|(p, tree)| {
                 let top = self
                     .of(p)
-                    .scores(&version.tree(p), ctx.cfg)
+                    .scores(tree, ctx.cfg)
                     .into_iter()
                     .fold(0.0, f64::max);
                 (p, top)
@@ -69,14 +73,12 @@ impl TreeStrategies {
             .collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1));
         for (p, _) in order {
-            let (tree, local) = (version.tree(p), local(ctx, p));
-            let choice = self.of(p).choose(&tree, &local.ctx(ctx.cfg));
-            let shifted = match choice {
+            let local = local(ctx, p);
+            match self.of(p).choose(&trees[p], &local.ctx(ctx.cfg)) {
                 Choice::Nothing => continue,
-                Choice::Merge(plan) => Choice::Merge(renumber(plan, p)),
-                Choice::Move(plan) => Choice::Move(renumber(plan, p)),
-            };
-            return shifted;
+                Choice::Merge(plan) => return Choice::Merge(renumber(plan, p)),
+                Choice::Move(plan) => return Choice::Move(renumber(plan, p)),
+            }
         }
         Choice::Nothing
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{Counters, DbInner, IDLE_WAIT};
-use crate::compaction::split::PartitionShare;
+use crate::compaction::split::{PartitionShare, tombstone_pieces};
 use crate::compaction::{FlushPart, PendingFiles, RunningCompaction, TableOutputs};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
@@ -282,19 +282,7 @@ impl DbInner {
             // What stays of its tombstones: the pieces in its partition under the new routing
             // (the rest covers no key there any more, and would keep a drained partition from
             // emptying).
-            let staying_tombstones: Vec<RangeTombstone> = tombstones
-                .iter()
-                .flat_map(|t| {
-                    target
-                        .pieces(from, &t.start, &t.end)
-                        .into_iter()
-                        .map(move |(start, end)| RangeTombstone {
-                            start,
-                            end,
-                            seq: t.seq,
-                        })
-                })
-                .collect();
+            let staying_tombstones = tombstone_pieces(target, from, &tombstones);
             let tombstones_stay = staying_tombstones == tombstones;
             // The entries that stay, in a table (or tables) of their own in the input's run.
             let mut staying = TableOutputs::new(out(*level), *level as u32, Vec::new())

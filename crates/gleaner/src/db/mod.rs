@@ -723,6 +723,40 @@ impl DbInner {
 }
 
 impl DbInner {
+    /// `stats().partitions`: all zero for an unpartitioned tree.
+    fn partition_stats(&self, version: &Version) -> crate::stats::PartitionStats {
+        use crate::version::routing::{COLD, HOT};
+        if !version.is_partitioned() {
+            return crate::stats::PartitionStats::default();
+        }
+        let tables = |p: usize| {
+            version.partition_levels(p).fold((0, 0), |(n, b), l| {
+                (n + version.table_count(l), b + version.level_bytes(l))
+            })
+        };
+        let ((cold_tables, cold_bytes), (hot_tables, hot_bytes)) = (tables(COLD), tables(HOT));
+        let (c, g) = (&self.counters, Counters::get);
+        let mut stats = crate::stats::PartitionStats {
+            partitioned: true,
+            hot_ranges: version.routing().ranges().len(),
+            cold_tables,
+            cold_bytes,
+            hot_tables,
+            hot_bytes,
+            moves: g(&c.partition_moves),
+            entries_moved_to_hot: g(&c.entries_moved_to_hot),
+            entries_moved_to_cold: g(&c.entries_moved_to_cold),
+            move_bytes: g(&c.partition_move_bytes),
+            hot_gets: g(&c.hot_gets),
+            cold_gets: g(&c.cold_gets),
+            ..Default::default()
+        };
+        if let Some(d) = &self.detector {
+            d.report(&mut stats);
+        }
+        stats
+    }
+
     fn stats(&self) -> crate::stats::DbStats {
         use crate::stats::*;
         let c = &self.counters;
@@ -977,58 +1011,7 @@ impl DbInner {
                 wal_records: g(&c.recovered_records),
                 wal_dropped_bytes: g(&c.recovered_dropped_bytes),
             },
-            partitions: {
-                use crate::version::routing::{COLD, HOT};
-                let tables = |p: usize| -> (usize, u64) {
-                    if p >= version.partitions() {
-                        return (0, 0);
-                    }
-                    version.partition_levels(p).fold((0, 0), |(n, b), l| {
-                        (n + version.table_count(l), b + version.level_bytes(l))
-                    })
-                };
-                let ((cold_tables, cold_bytes), (hot_tables, hot_bytes)) =
-                    (tables(COLD), tables(HOT));
-                let d = self
-                    .detector
-                    .as_ref()
-                    .map(|d| d.figures())
-                    .unwrap_or_default();
-                PartitionStats {
-                    hot_gets: g(&c.hot_gets),
-                    cold_gets: g(&c.cold_gets),
-                    trie_bytes: d.trie_bytes,
-                    trie_nodes: d.trie_nodes,
-                    sketch_bytes: d.sketch_bytes,
-                    hot_prefixes: d.hot_prefixes,
-                    accesses: d.accesses,
-                    trie_accesses: d.trie_accesses,
-                    accesses_skipped: d.skipped,
-                    ticks: d.ticks,
-                    save_errors: d.save_errors,
-                    restored_snapshot: d.restored_snapshot,
-                    restored_records: d.restored_records,
-                    damaged_files: d.damaged_files,
-                    partitioned: version.is_partitioned(),
-                    hot_ranges: version.routing().ranges().len(),
-                    cold_tables: if version.is_partitioned() {
-                        cold_tables
-                    } else {
-                        0
-                    },
-                    cold_bytes: if version.is_partitioned() {
-                        cold_bytes
-                    } else {
-                        0
-                    },
-                    hot_tables,
-                    hot_bytes,
-                    moves: g(&c.partition_moves),
-                    entries_moved_to_hot: g(&c.entries_moved_to_hot),
-                    entries_moved_to_cold: g(&c.entries_moved_to_cold),
-                    move_bytes: g(&c.partition_move_bytes),
-                }
-            },
+            partitions: self.partition_stats(&version),
             background_error: bg_error,
         }
     }

@@ -225,50 +225,20 @@ pub(super) fn open_read_only(path: &Path, opts: Options) -> Result<Arc<DbInner>>
     assemble(rec, live, true, detector)
 }
 
-/// The hotness detector of a partitioned tree, from the statistics its files hold (a damaged
-/// or missing file costs what it had learned). A read-write open then starts the files afresh
-/// (`partition/persist.rs`); a read-only one writes nothing.
+/// The hotness detector of a partitioned tree (`None` otherwise): `partition/detector.rs`.
 ///
-/// Errors: a read-write open cannot write the files.
+/// Errors: a read-write open cannot write the detector's files.
 fn hotness_detector(
     rec: &Recovery,
     read_only: bool,
 ) -> Result<Option<Arc<crate::partition::detector::HotnessDetector>>> {
-    use crate::partition::{detector::HotnessDetector, persist, trie::HotnessConfig};
     if !rec.opts.partitioning().is_partitioned() {
         return Ok(None);
     }
-    let config = HotnessConfig {
-        hot_density: rec.opts.dpkv_hot_density(),
-        trie_bytes: rec.opts.dpkv_trie_bytes() as usize,
-        ..HotnessConfig::default()
-    };
-    let (trie, generation, restored) =
-        persist::restore(rec.fs.as_ref(), &rec.dir, &rec.io, &config);
-    for damage in &restored.damage {
-        log::warn!(
-            "{}: hotness statistics unusable ({damage}); they are learned again",
-            rec.dir.display()
-        );
-    }
-    let store = if read_only {
-        None
-    } else {
-        Some(persist::HotnessStore::start(
-            Arc::clone(&rec.fs),
-            &rec.dir,
-            Arc::clone(&rec.io),
-            &trie,
-            generation,
-        )?)
-    };
-    Ok(Some(Arc::new(HotnessDetector::new(
-        trie,
-        restored,
-        store,
-        std::time::Duration::from_secs_f64(rec.opts.dpkv_decay_interval()),
-        rec.opts.dpkv_tick_accesses(),
-    ))))
+    crate::partition::detector::HotnessDetector::open(
+        &rec.opts, &rec.fs, &rec.dir, &rec.io, read_only,
+    )
+    .map(|d| Some(Arc::new(d)))
 }
 
 /// Directory and lock checks, the options merge, manifest recovery and the check that every

@@ -6,13 +6,19 @@
 //! Recording never waits: an access that finds the statistics locked by another thread is
 //! skipped and counted (the statistics are a sample; a reader is never held up by them).
 
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::persist::{HotnessStore, Restored};
-use super::trie::HotnessTrie;
+use super::persist::{self, HotnessStore, Restored};
+use super::trie::{HotnessConfig, HotnessTrie};
+use crate::error::Result;
+use crate::io::{FileSystem, IoStats};
+use crate::options::Options;
+use crate::stats::PartitionStats;
 use crate::version::routing::Routing;
 
 /// Ticks between two full snapshots of the statistics (the log records each tick between).
@@ -36,36 +42,51 @@ pub struct HotnessDetector {
     save_errors: AtomicU64,
 }
 
-/// What the detector reports in `stats()`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DetectorFigures {
-    /// Estimated bytes of the trie's nodes (at most `dpkv_trie_bytes`).
-    pub trie_bytes: u64,
-    /// Nodes of the trie.
-    pub trie_nodes: u64,
-    /// Bytes of the per-key sketch.
-    pub sketch_bytes: u64,
-    /// Hot prefixes the last tick found.
-    pub hot_prefixes: u64,
-    /// Accesses recorded since the open.
-    pub accesses: u64,
-    /// Of those, the ones that passed the per-key gate into the trie.
-    pub trie_accesses: u64,
-    /// Accesses not recorded because another thread held the statistics.
-    pub skipped: u64,
-    /// Ticks since the open.
-    pub ticks: u64,
-    /// Ticks whose saving failed (the statistics go on in memory).
-    pub save_errors: u64,
-    /// Whether the open restored a snapshot, and how many log records it replayed.
-    pub restored_snapshot: bool,
-    /// Log records replayed at the open.
-    pub restored_records: u64,
-    /// Hotness files found damaged at the open (learned again).
-    pub damaged_files: u64,
-}
-
 impl HotnessDetector {
+    /// The detector `opts` ask for, from the statistics the files in `dir` hold (a damaged or
+    /// missing file costs what it had learned, logged). A read-write open then starts the
+    /// files afresh (`persist.rs`); a read-only one writes nothing.
+    ///
+    /// Errors: a read-write open cannot write the files.
+    pub fn open(
+        opts: &Options,
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        io: &Arc<IoStats>,
+        read_only: bool,
+    ) -> Result<Self> {
+        let config = HotnessConfig {
+            hot_density: opts.dpkv_hot_density(),
+            trie_bytes: opts.dpkv_trie_bytes() as usize,
+            ..HotnessConfig::default()
+        };
+        let (trie, generation, restored) = persist::restore(fs.as_ref(), dir, io, &config);
+        for damage in &restored.damage {
+            log::warn!(
+                "{}: hotness statistics unusable ({damage}); they are learned again",
+                dir.display()
+            );
+        }
+        let store = if read_only {
+            None
+        } else {
+            Some(HotnessStore::start(
+                Arc::clone(fs),
+                dir,
+                Arc::clone(io),
+                &trie,
+                generation,
+            )?)
+        };
+        Ok(HotnessDetector::new(
+            trie,
+            restored,
+            store,
+            Duration::from_secs_f64(opts.dpkv_decay_interval()),
+            opts.dpkv_tick_accesses(),
+        ))
+    }
+
     /// A detector starting from `trie` (what the open restored, as `restored` reports),
     /// saving into `store`, ticking every `interval`, or after every `tick_accesses` accesses
     /// when that is above 0.
@@ -160,22 +181,21 @@ impl HotnessDetector {
         }
     }
 
-    /// The figures for `stats()`.
-    pub fn figures(&self) -> DetectorFigures {
+    /// Writes its figures into `stats` (`stats().partitions`: the trie's memory and finding,
+    /// the accesses, the ticks, what the open restored).
+    pub fn report(&self, stats: &mut PartitionStats) {
         let t = self.trie.lock();
-        DetectorFigures {
-            trie_bytes: t.bytes() as u64,
-            trie_nodes: t.nodes() as u64,
-            sketch_bytes: t.sketch_bytes() as u64,
-            hot_prefixes: t.hot_prefixes().len() as u64,
-            accesses: t.accesses,
-            trie_accesses: t.trie_accesses,
-            skipped: self.skipped.load(Ordering::Relaxed),
-            ticks: self.ticks.load(Ordering::Relaxed),
-            save_errors: self.save_errors.load(Ordering::Relaxed),
-            restored_snapshot: self.restored.snapshot,
-            restored_records: self.restored.log_records,
-            damaged_files: self.restored.damage.len() as u64,
-        }
+        stats.trie_bytes = t.bytes() as u64;
+        stats.trie_nodes = t.nodes() as u64;
+        stats.sketch_bytes = t.sketch_bytes() as u64;
+        stats.hot_prefixes = t.hot_prefixes().len() as u64;
+        stats.accesses = t.accesses;
+        stats.trie_accesses = t.trie_accesses;
+        stats.accesses_skipped = self.skipped.load(Ordering::Relaxed);
+        stats.ticks = self.ticks.load(Ordering::Relaxed);
+        stats.save_errors = self.save_errors.load(Ordering::Relaxed);
+        stats.restored_snapshot = self.restored.snapshot;
+        stats.restored_records = self.restored.log_records;
+        stats.damaged_files = self.restored.damage.len() as u64;
     }
 }

@@ -779,7 +779,7 @@ mod tests {
     }
 
     /// The table `search` asks first about `key` and that answers (every table answers).
-    fn first_hit(v: &Version, key: &str) -> Option<u64> {
+    pub(super) fn first_hit(v: &Version, key: &str) -> Option<u64> {
         v.search_with(
             key.as_bytes(),
             |f| Ok(Some((1, f.number))),
@@ -1051,6 +1051,7 @@ mod tests {
 
 #[cfg(test)]
 mod partition_tests {
+    use super::tests::first_hit;
     use super::*;
     use crate::version::edit::NewTable;
     use crate::version::routing::{HOT, KeyRange, level_in};
@@ -1075,16 +1076,6 @@ mod partition_tests {
                 0,
             )
             .expect("valid")
-    }
-
-    fn first_hit(v: &Version, key: &str) -> Option<u64> {
-        v.search_with(
-            key.as_bytes(),
-            |f| Ok(Some((1, f.number))),
-            |_| Ok(None),
-            |_| 0,
-        )
-        .expect("search")
     }
 
     #[test]
