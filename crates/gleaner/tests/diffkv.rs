@@ -23,7 +23,7 @@ use common::dump::{Layout, manifest_dump, newest_entries};
 use common::reads::{assert_reads as check, own_figure as own};
 use gleaner::gc::diffkv::{CLASS_VLOG_COLD, CLASS_VLOG_HOT, CLASS_VTREE, TableMeta};
 use gleaner::io::FaultFs;
-use gleaner::{Db, GcPolicyKind, Options};
+use gleaner::{Db, GcPolicyKind, Options, Partitioning};
 
 const SMALL_MAX: u64 = 100;
 const LARGE_MIN: u64 = 2_000;
@@ -518,4 +518,79 @@ fn bad_options_are_refused_by_name() {
     )
     .expect_err("refused");
     assert!(err.to_string().contains("diffkv_max_sorted_runs"), "{err}");
+}
+
+/// Each partition of a partitioned index tree has a vTree of its own: a medium value merges
+/// into the deepest level of its key's partition, the cold partition's too while the hot one
+/// is the deeper (the merges once counted levels in the whole tree, and the cold partition's
+/// never merged); the values of keys moved into the hot partition join its vTree at its first
+/// merge through them, even when the moved table reaches the bottom by a trivial move.
+#[test]
+fn each_partition_merges_medium_values_into_a_vtree_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    // Keys move only when the test says: the detector does not tick.
+    let opts = options()
+        .with_partitioning(Partitioning::Dpkv)
+        .with_dpkv_decay_interval(86_400.0);
+    let keys = 1800;
+    let hot = |i: u32| (1000..1200).contains(&i);
+    let mut model = BTreeMap::new();
+    let db = Db::open(&path, opts.clone()).expect("open");
+    db.move_hot_prefixes(&[b"key010", b"key011"]).expect("move");
+    for round in 0..4 {
+        for i in (0..keys).filter(|i| size_class(*i) < 2 && (round == 0 || i % 4 != round)) {
+            db.put(key(i), value(i, round)).expect("put");
+            model.insert(key(i), value(i, round));
+        }
+        db.flush().expect("flush");
+    }
+    db.compact_range(None, None).expect("compact");
+    check(&db, &model, "after the rounds");
+    db.close().expect("close");
+    let placed = |ctx: &str, hot: &dyn Fn(u32) -> bool| {
+        let layout = Layout::read(&path);
+        let deepest = |p: u32| {
+            layout
+                .key_tables
+                .values()
+                .copied()
+                .filter(|l| l / 12 == p)
+                .max()
+        };
+        let (cold_bottom, hot_bottom) = (deepest(0).expect("cold"), deepest(1).expect("hot"));
+        assert!(
+            hot_bottom > cold_bottom,
+            "{ctx}: L{cold_bottom}, L{hot_bottom}"
+        );
+        let mut merged = [0, 0];
+        for (k, (key_table, handle)) in newest_entries(&path) {
+            let i: u32 = k["key".len()..].parse().expect("key number");
+            let level = layout.key_tables[&key_table];
+            let partition = level / 12;
+            assert_eq!(partition, u32::from(hot(i)), "{ctx}: {k} at L{level}");
+            let Some((table, _)) = handle.filter(|_| size_class(i) == 1) else {
+                continue;
+            };
+            let m = meta(&layout, table);
+            if level == [cold_bottom, hot_bottom][partition as usize] && !m.by_gc {
+                assert_eq!(
+                    m.level, level,
+                    "{ctx}: {k} merged into its partition's bottom"
+                );
+                merged[partition as usize] += 1;
+            }
+        }
+        assert!(merged[0] > 0 && merged[1] > 0, "{ctx}: {merged:?}");
+    };
+    placed("after the rounds", &hot);
+    // Keys 1100..1199 move cold; 1500..1599 hot. Their values sit in the other partition's
+    // vTree until a merge there takes them.
+    let hot_now = |i: u32| (1000..1100).contains(&i) || (1500..1600).contains(&i);
+    let db = Db::open(&path, opts).expect("reopen");
+    db.move_hot_prefixes(&[b"key010", b"key015"]).expect("move");
+    db.compact_range(None, None).expect("compact");
+    check(&db, &model, "after the move");
+    db.close().expect("close");
+    placed("after the move", &hot_now);
 }

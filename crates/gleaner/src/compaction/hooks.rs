@@ -31,6 +31,9 @@ pub struct CompactionContext<'a> {
     pub smallest_user_key: &'a [u8],
     /// The largest user key of the job's inputs.
     pub largest_user_key: &'a [u8],
+    /// The value tables the handles in the job's input tables name, ascending, each once: of a
+    /// trivial move, every table the moved handles point into. Empty for a flush.
+    pub named_value_tables: &'a [u64],
     /// The key tables of `version`, for [`CompactionContext::version_before`]; `None` where
     /// the job offers no lookups (unit tests of a hook).
     pub tables: Option<&'a TableCache>,

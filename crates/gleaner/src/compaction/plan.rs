@@ -133,6 +133,17 @@ impl CompactionPlan {
         (lo.to_vec(), hi.to_vec())
     }
 
+    /// The value tables the inputs' handles name (their dependences), ascending, each once.
+    pub fn named_value_tables(&self) -> Vec<u64> {
+        let mut named: Vec<u64> = self
+            .all_inputs()
+            .flat_map(|f| f.dependence.iter().map(|d| d.value_table))
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        named
+    }
+
     /// Total bytes of all inputs.
     pub fn input_bytes(&self) -> u64 {
         self.all_inputs().map(|f| f.file_size).sum()

@@ -597,12 +597,13 @@ impl DbInner {
         let rewrite;
         let plan = if job.plan.trivial_move && {
             let (lo, hi) = job.plan.user_range();
+            let named = job.plan.named_value_tables();
             !self.policy.hooks.allows_trivial_move(&compaction_context(
                 &job.version,
                 &self.tables,
                 &job.plan,
-                &lo,
-                &hi,
+                (&lo, &hi),
+                &named,
             ))
         } {
             rewrite = CompactionPlan {
@@ -644,7 +645,8 @@ impl DbInner {
             .records_drop_keys()
             .then(DropKeyCollector::default);
         let (lo, hi) = plan.user_range();
-        let ctx = compaction_context(&job.version, &self.tables, plan, &lo, &hi);
+        let named = plan.named_value_tables();
+        let ctx = compaction_context(&job.version, &self.tables, plan, (&lo, &hi), &named);
         let result = {
             let mut hooks = self.policy.hooks.begin(&ctx);
             let mut listeners: Vec<&mut dyn DropListener> = vec![&mut garbage];
@@ -900,6 +902,7 @@ fn flush_context<'a>(version: &'a Version, tables: &'a TableCache) -> Compaction
         trivial_move: false,
         smallest_user_key: &[],
         largest_user_key: &[],
+        named_value_tables: &[],
     }
 }
 
@@ -908,8 +911,8 @@ fn compaction_context<'a>(
     version: &'a Version,
     tables: &'a TableCache,
     plan: &CompactionPlan,
-    lo: &'a [u8],
-    hi: &'a [u8],
+    (lo, hi): (&'a [u8], &'a [u8]),
+    named_value_tables: &'a [u64],
 ) -> CompactionContext<'a> {
     // Older than the outputs: the runs of the output level after the one they join, and
     // every deeper level of its partition.
@@ -935,5 +938,6 @@ fn compaction_context<'a>(
         trivial_move: plan.trivial_move,
         smallest_user_key: lo,
         largest_user_key: hi,
+        named_value_tables,
     }
 }

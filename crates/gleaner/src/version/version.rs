@@ -197,6 +197,15 @@ impl Version {
         self.levels.iter().rposition(|runs| !runs.is_empty())
     }
 
+    /// The deepest level of partition `p` holding any table (numbered as in the whole tree).
+    pub fn deepest_nonempty_level_of(&self, p: usize) -> Option<usize> {
+        let levels = self.partition_levels(p);
+        let end = levels.end.min(self.levels.len());
+        (levels.start..end)
+            .rev()
+            .find(|&l| !self.levels[l].is_empty())
+    }
+
     /// Tables of `level` whose user-key range intersects `[lo, hi]` (inclusive; `None` is
     /// unbounded), in the level's order.
     pub fn overlapping_files(

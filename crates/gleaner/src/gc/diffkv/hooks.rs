@@ -19,7 +19,7 @@ use crate::compaction::iterator::{DropEvent, DropListener};
 use crate::gc::hooks::CompactionHooks;
 use crate::key::ParsedKey;
 use crate::value::StoredHandle;
-use crate::version::Version;
+use crate::version::{Version, routing};
 
 /// The merge settings (options `diffkv_max_sorted_runs`, `diffkv_gc_ratio`,
 /// `diffkv_merge_levels`).
@@ -65,59 +65,79 @@ pub struct MergeHooks {
     pub figures: Figures,
 }
 
-/// The vTables of `version`, each at its vTree level (a vTable GC wrote counts at the deepest
-/// level `bottom`). Tables of other policies are not in the vTree: GC collects them.
-fn vtables(version: &Version, bottom: u32) -> Vec<VTable<'_>> {
+/// The vTables of `version` in partition `partition`'s vTree, each at its level there (a vTable
+/// GC wrote counts at the deepest level `bottom`; one a flush wrote at L0, whichever
+/// partition's), and the numbers of the vTables another partition's compaction wrote: their
+/// values' keys have since moved into this partition (docs/architecture.md, "Partitions"), and
+/// they merge into this vTree at its first merge through those keys. Tables of other policies
+/// are not in the vTree: GC collects them.
+fn vtables(version: &Version, partition: usize, bottom: u32) -> (Vec<VTable<'_>>, Vec<u64>) {
     let values = version.values();
-    values
-        .tables()
-        .filter(|t| t.class == CLASS_VTREE)
-        .filter_map(|t| {
-            let meta = TableMeta::of(t)?;
-            let garbage = values.garbage(t.number).bytes;
-            Some(VTable {
-                group: match meta.written_at {
-                    Some(at) => (at, 0),
-                    None => (0, t.number),
-                },
-                live_bytes: t.record_bytes.saturating_sub(garbage),
-                number: t.number,
-                level: if meta.by_gc { bottom } else { meta.level },
-                smallest: &t.smallest_key,
-                largest: &t.largest_key,
-                garbage_ratio: if t.record_bytes == 0 {
-                    0.0
-                } else {
-                    garbage as f64 / t.record_bytes as f64
-                },
-            })
-        })
-        .collect()
+    let first = routing::level_in(partition, 0) as u32;
+    let mut own = Vec::new();
+    let mut foreign = Vec::new();
+    for t in values.tables().filter(|t| t.class == CLASS_VTREE) {
+        let Some(meta) = TableMeta::of(t) else {
+            continue;
+        };
+        let level = if meta.by_gc {
+            bottom
+        } else if meta.level == 0 {
+            0
+        } else if routing::partition_of_level(meta.level as usize) == partition {
+            meta.level - first
+        } else {
+            foreign.push(t.number);
+            continue;
+        };
+        let garbage = values.garbage(t.number).bytes;
+        own.push(VTable {
+            group: match meta.written_at {
+                Some(at) => (at, 0),
+                None => (0, t.number),
+            },
+            live_bytes: t.record_bytes.saturating_sub(garbage),
+            number: t.number,
+            level,
+            smallest: &t.smallest_key,
+            largest: &t.largest_key,
+            garbage_ratio: if t.record_bytes == 0 {
+                0.0
+            } else {
+                garbage as f64 / t.record_bytes as f64
+            },
+        });
+    }
+    (own, foreign)
 }
 
-/// What one merging compaction moves: the vTables whose values it moves (with the tag that
-/// moves them, if not their level), and their key ranges (for trivial moves).
+/// What one merging compaction moves: the vTables whose values it moves, with the tag that
+/// moves them if not their level.
 struct MergePlan {
     from: HashMap<u64, Option<Tag>>,
-    ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// The vTables a compaction writing `output_level` of `version` moves values out of, or
-/// `None` when it does not merge (lazy merge).
+/// `None` when it does not merge (lazy merge). Each partition of a partitioned tree has a
+/// vTree of its own, whose levels mirror its tree's: the plan counts levels within the
+/// output's partition.
 fn plan(
     version: &Version,
     output_level: u32,
     settings: MergeSettings,
     figures: &Figures,
 ) -> Option<MergePlan> {
+    let partition = routing::partition_of_level(output_level as usize);
+    let first = routing::level_in(partition, 0);
+    let output_level = output_level - first as u32;
     let deepest = version
-        .deepest_nonempty_level()
-        .map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        .deepest_nonempty_level_of(partition)
+        .map(|l| u32::try_from(l - first).unwrap_or(u32::MAX));
     if !merges_into(output_level, deepest, settings.merge_levels) {
         return None;
     }
     let bottom = deepest.unwrap_or(0).max(output_level);
-    let tables = vtables(version, bottom);
+    let (tables, foreign) = vtables(version, partition, bottom);
     let from_level = merge_from(Some(bottom), settings.merge_levels);
     let depths = merge_level_depths(&tables, from_level);
     let tagged = tags(&tables, from_level, settings.max_runs, settings.gc_ratio);
@@ -142,10 +162,7 @@ fn plan(
                 let tag = tagged.get(&t.number).copied().filter(|_| !by_level);
                 (t.number, tag)
             })
-            .collect(),
-        ranges: moving
-            .iter()
-            .map(|t| (t.smallest.to_vec(), t.largest.to_vec()))
+            .chain(foreign.into_iter().map(|n| (n, None)))
             .collect(),
     })
 }
@@ -168,22 +185,19 @@ impl CompactionHooks for MergeHooks {
         })
     }
 
-    /// A table moved into a merge level whose keys name values that merge is rewritten.
+    /// A table moved into a merge level whose handles name vTables that merge is rewritten.
     fn allows_trivial_move(&self, ctx: &CompactionContext<'_>) -> bool {
-        let Some(MergePlan { ranges, .. }) = plan(ctx.version, ctx.output_level, self.settings, &self.figures)
+        let Some(MergePlan { from }) = plan(ctx.version, ctx.output_level, self.settings, &self.figures)
         else {
             return true;
         };
-        let (lo, hi) = (ctx.smallest_user_key, ctx.largest_user_key);
-        let overlaps = ranges
-            .iter()
-            .any(|(s, l)| s.as_slice() <= hi && lo <= l.as_slice());
-        if overlaps {
+        let merges = ctx.named_value_tables.iter().any(|n| from.contains_key(n));
+        if merges {
             self.figures
                 .trivial_moves_rewritten
                 .fetch_add(1, Ordering::Relaxed);
         }
-        !overlaps
+        !merges
     }
 
     fn compaction_finished(&self, ctx: &CompactionContext<'_>, stats: &JobStats) {

@@ -247,6 +247,7 @@ mod tests {
             trivial_move: false,
             smallest_user_key: &[],
             largest_user_key: &[],
+            named_value_tables: &[],
             tables: None,
         };
         // With hotness, every flush and compaction feeds the DropCache; without, nothing.
