@@ -185,6 +185,8 @@ impl Engine for GleanerEngine {
                 ("partition_entries_to_hot", p.entries_moved_to_hot),
                 ("partition_entries_to_cold", p.entries_moved_to_cold),
                 ("partition_move_bytes", p.move_bytes),
+                ("partition_move_micros", p.move_micros),
+                ("partition_move_wait_micros", p.move_wait_micros),
                 ("partition_hot_gets", p.hot_gets),
                 ("partition_cold_gets", p.cold_gets),
                 ("partition_hot_bytes", p.hot_bytes),

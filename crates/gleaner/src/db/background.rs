@@ -13,6 +13,7 @@ use std::time::Duration;
 use std::collections::BTreeSet;
 
 use super::IDLE_WAIT;
+use super::migrate::MoveGate;
 use super::{Counters, DbInner, DbState, ObsoleteFile};
 use crate::cache::TableCache;
 use crate::compaction::strategy::{ManualStep, PlanContext};
@@ -280,7 +281,10 @@ impl DbInner {
 
     /// Claims unclaimed immutable memtables (oldest first, under the state lock), if any.
     pub(super) fn claim_flush(st: &mut DbState) -> Option<Vec<Arc<MemTable>>> {
-        if st.bg_error.is_some() || st.moving || st.flush_claimed >= st.imm.len() {
+        if st.bg_error.is_some()
+            || st.move_gate.as_ref().is_some_and(MoveGate::pauses_flushes)
+            || st.flush_claimed >= st.imm.len()
+        {
             return None;
         }
         let from = st.flush_claimed;
@@ -317,6 +321,9 @@ impl DbInner {
                     .into_iter()
                     .find_map(|n| self.strategy.forced(&st.version, &ctx, n))
             })?;
+        if MoveGate::blocks(st, &plan) {
+            return None;
+        }
         Some(Self::register_compaction(st, plan))
     }
 
@@ -780,7 +787,9 @@ impl DbInner {
     /// [`DbInner::compact_range`] without the flush: the key tables only (tests use it to keep
     /// entries in the memtable across a compaction).
     pub(super) fn compact_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        // Each partition's tree in turn: a key's versions are all in one of them.
+        // Each partition's tree in turn: a key's versions are all in one of them, and no move
+        // runs meanwhile (one between the passes could carry keys into a tree already done).
+        let _hold = self.hold_moves()?;
         for p in 0..self.strategy.partitions() {
             self.compact_tree(p, begin, end)?;
         }
@@ -809,6 +818,9 @@ impl DbInner {
                         ManualStep::Done => return Ok(()),
                         ManualStep::Next => level += 1,
                         ManualStep::Busy => {
+                            self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+                        }
+                        ManualStep::Run { plan, .. } if MoveGate::blocks(&st, &plan) => {
                             self.progress_cv.wait_for(&mut st, IDLE_WAIT);
                         }
                         ManualStep::Run { plan, next_level } => {

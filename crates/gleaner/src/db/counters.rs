@@ -161,6 +161,10 @@ pub struct Counters {
     pub entries_moved_to_cold: AtomicU64,
     /// Bytes of key tables those wrote.
     pub partition_move_bytes: AtomicU64,
+    /// Microseconds moves spent writing, flushes paused.
+    pub partition_move_micros: AtomicU64,
+    /// Microseconds moves waited for compactions and a flush to drain.
+    pub partition_move_wait_micros: AtomicU64,
     /// WAL records replayed at open.
     pub recovered_records: AtomicU64,
     /// WAL bytes dropped at open (torn tail or skipped damage).

@@ -11,19 +11,20 @@
 //! keys no table there holds (the routing kept them out), which is what lets old sequence
 //! numbers sit in L0 above older runs: no key's versions change order.
 //!
-//! While it runs no flush starts (a flush splits by the routing it started with) and no
-//! compaction touches the changing ranges; writes go on into the memtables.
+//! While it runs no compaction touching the changing ranges starts, and while it writes no
+//! flush starts (a flush splits by the routing it started with); writes go on into the
+//! memtables ([`MoveGate`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{Counters, DbInner, IDLE_WAIT};
 use crate::compaction::split::{PartitionShare, tombstone_pieces};
-use crate::compaction::{FlushPart, PendingFiles, RunningCompaction, TableOutputs};
+use crate::compaction::{CompactionPlan, FlushPart, PendingFiles, RunningCompaction, TableOutputs};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::iter::InternalIterator;
-use crate::key::user_key;
+use crate::key::{MAX_SEQUENCE, make_lookup_key, user_key};
 use crate::merge::MergingIterator;
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::table::ReadCtx;
@@ -47,36 +48,96 @@ pub struct MoveStats {
     pub bytes_written: u64,
 }
 
-/// Clears the flush exclusion when the move ends, however it ends.
-struct FlushPause<'a> {
-    db: &'a DbInner,
-    running: Vec<RunningCompaction>,
+/// A move under way, in the database's state: from the moment it is raised no compaction
+/// touching the changing ranges starts, so those running drain while flushes go on; once none
+/// is left, flushes pause too (a flush splits by the routing it starts with) until the move is
+/// installed. A move thus waits for at most the compactions running when it began and one
+/// flush, however busy the tree, and writes stall only if the memtables fill while it writes.
+#[derive(Debug)]
+pub(super) struct MoveGate {
+    /// The key ranges changing partition, sorted.
+    changed: Vec<KeyRange>,
+    /// The levels of each partition's tree.
+    tree_levels: usize,
+    /// The move writes its tables: no flush starts.
+    flushes_paused: bool,
 }
 
-impl Drop for FlushPause<'_> {
+impl MoveGate {
+    /// Whether flushes wait for the move.
+    pub(super) fn pauses_flushes(&self) -> bool {
+        self.flushes_paused
+    }
+
+    /// Whether compaction `plan` must wait for the move under way in `st`, if any: it touches
+    /// a range changing partition.
+    pub(super) fn blocks(st: &super::DbState, plan: &CompactionPlan) -> bool {
+        st.move_gate.as_ref().is_some_and(|g| {
+            let r = plan.running(0);
+            g.changed.iter().any(|c| touches(&r, c, g.tree_levels))
+        })
+    }
+}
+
+/// Lowers the gate and drops the move's claims when the move ends, however it ends.
+struct GateGuard<'a> {
+    db: &'a DbInner,
+    claims: Vec<RunningCompaction>,
+}
+
+impl Drop for GateGuard<'_> {
     fn drop(&mut self) {
         let mut st = self.db.state.lock();
-        st.moving = false;
-        st.running.retain(|r| !self.running.contains(r));
+        st.move_gate = None;
+        st.running.retain(|r| !self.claims.contains(r));
         drop(st);
         self.db.bg_cv.notify_all();
         self.db.progress_cv.notify_all();
     }
 }
 
+/// Keeps moves from starting while a manual compaction runs ([`DbInner::hold_moves`]).
+pub(super) struct MoveHold<'a> {
+    db: &'a DbInner,
+}
+
+impl Drop for MoveHold<'_> {
+    fn drop(&mut self) {
+        self.db.state.lock().move_holds -= 1;
+        self.db.progress_cv.notify_all();
+    }
+}
+
 impl DbInner {
+    /// Keeps moves from starting until the hold is dropped, once a move under way (if any)
+    /// has ended: a manual compaction's passes over the partitions then all see one routing.
+    ///
+    /// Errors: the database is closing or read-only.
+    pub(super) fn hold_moves(&self) -> Result<MoveHold<'_>> {
+        let mut st = self.state.lock();
+        while st.move_gate.is_some() {
+            st.check_usable()?;
+            self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+        }
+        st.move_holds += 1;
+        Ok(MoveHold { db: self })
+    }
+
     /// Moves every key whose partition differs between the version's routing and `target`
     /// into its partition under `target`, and installs `target` with the moved tables in one
-    /// manifest edit. Waits for a running flush, and for compactions touching the ranges that
-    /// change, to finish first.
+    /// manifest edit. Raises the move gate ([`MoveGate`]) once no other move or manual
+    /// compaction runs, then waits for the compactions touching the changing ranges and for a
+    /// running flush to finish.
     ///
-    /// Errors: [`Error::InvalidArgument`] when the tree is not partitioned; the database is
-    /// closing or read-only; reading or writing a table or the manifest fails (a failed
-    /// manifest write makes the database read-only, as a compaction's does).
+    /// Errors: [`Error::InvalidArgument`] when the tree is not partitioned, or `target` holds
+    /// more ranges than a manifest records; the database is closing or read-only; reading or
+    /// writing a table or the manifest fails (a failed manifest write makes the database
+    /// read-only, as a compaction's does).
     pub(super) fn move_to_routing(&self, target: Routing) -> Result<MoveStats> {
-        let (version, pause, changed) = {
+        let waited = std::time::Instant::now();
+        let (version, guard, changed) = {
             let mut st = self.state.lock();
-            loop {
+            let changed = loop {
                 st.check_usable()?;
                 if !st.version.is_partitioned() {
                     return Err(Error::invalid(
@@ -96,24 +157,53 @@ impl DbInner {
                 if changed.is_empty() && *st.version.routing() == target {
                     return Ok(MoveStats::default());
                 }
-                // No flush in flight, nor a compaction of either partition meeting a range
-                // that changes (their outputs would land after the edit, by the old routing).
-                let busy = st.moving
-                    || st.flush_claimed > 0
-                    || st.running.iter().any(|r| {
-                        changed
-                            .iter()
-                            .any(|c| touches(r, c, st.version.tree_levels()))
+                if st.move_gate.is_none() && st.move_holds == 0 {
+                    // Only moves change the routing: `changed` holds until the gate is lowered.
+                    st.move_gate = Some(MoveGate {
+                        changed: changed.clone(),
+                        tree_levels: st.version.tree_levels(),
+                        flushes_paused: false,
                     });
-                if !busy {
-                    st.moving = true;
-                    let running = claim_ranges(&mut st, &changed);
-                    let pause = FlushPause { db: self, running };
-                    break (Arc::clone(&st.version), pause, changed);
+                    break changed;
                 }
                 self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+            };
+            let mut claims: Vec<RunningCompaction> = Vec::new();
+            let drained = loop {
+                // Claims over every run there is now, renewed as flushes add runs, so pickers
+                // plan around the ranges (the gate refuses what they would not).
+                st.running.retain(|r| !claims.contains(r));
+                claims = claim_ranges(&mut st, &changed);
+                if let Err(e) = st.check_usable() {
+                    break Err(e);
+                }
+                let levels = st.version.tree_levels();
+                let touching = st
+                    .running
+                    .iter()
+                    .any(|r| !claims.contains(r) && changed.iter().any(|c| touches(r, c, levels)));
+                if !touching {
+                    let gate = st.move_gate.as_mut().expect("the move's gate is up");
+                    gate.flushes_paused = true;
+                    if st.flush_claimed == 0 {
+                        break Ok(());
+                    }
+                }
+                self.progress_cv.wait_for(&mut st, IDLE_WAIT);
+            };
+            let guard = GateGuard { db: self, claims };
+            if let Err(e) = drained {
+                drop(st);
+                drop(guard);
+                return Err(e);
             }
+            (Arc::clone(&st.version), guard, changed)
         };
+        Counters::add(
+            &self.counters.partition_move_wait_micros,
+            waited.elapsed().as_micros() as u64,
+        );
+        let started = std::time::Instant::now();
         let inputs: Vec<(usize, u64, Arc<FileMetaData>)> = (0..MAX_PARTITIONS)
             .flat_map(|p| version.partition_levels(p))
             .flat_map(|level| {
@@ -146,7 +236,11 @@ impl DbInner {
             self.install_super_version(&st);
         }
         drop(versions);
-        drop(pause);
+        drop(guard);
+        Counters::add(
+            &self.counters.partition_move_micros,
+            started.elapsed().as_micros() as u64,
+        );
         Counters::add(&self.counters.partition_moves, 1);
         Counters::add(&self.counters.entries_moved_to_hot, stats.entries_to_hot);
         Counters::add(&self.counters.entries_moved_to_cold, stats.entries_to_cold);
@@ -268,7 +362,6 @@ impl DbInner {
             let from = partition_of_level(*level);
             let to = other(from);
             let table = self.tables.get(f.number, f.file_size, ctx.class)?;
-            stats.tables_read += 1;
             let tombstones: Vec<RangeTombstone> = if f.range_deletions > 0 {
                 crate::version::recorded_tombstones(f, &table)?
                     .tombstones()
@@ -284,6 +377,11 @@ impl DbInner {
             // emptying).
             let staying_tombstones = tombstone_pieces(target, from, &tombstones);
             let tombstones_stay = staying_tombstones == tombstones;
+            if tombstones_stay && !holds_a_key_in(&table, ctx, f, changed)? {
+                // Nothing leaves (its extent only spans a range): it stays as it is, unread.
+                continue;
+            }
+            stats.tables_read += 1;
             // The entries that stay, in a table (or tables) of their own in the input's run.
             let mut staying = TableOutputs::new(out(*level), *level as u32, Vec::new())
                 .with_range_tombstones(staying_tombstones);
@@ -299,11 +397,11 @@ impl DbInner {
                 it.next()?;
             }
             let staying = staying.finish()?;
-            if left == 0 && tombstones_stay {
-                // Nothing leaves (its extent only spans a range): it stays as it is, and the
-                // rewrite is deleted with `staying.pending`.
-                continue;
-            }
+            debug_assert!(
+                left > 0 || !tombstones_stay,
+                "table {} was read for nothing",
+                f.number
+            );
             edit.deleted_files.push((*level as u32, f.number));
             let in_l0 = *level == level_in(from, 0);
             for t in staying.key_tables {
@@ -359,6 +457,25 @@ impl DbInner {
         }
         Ok((edit, stats, pending))
     }
+}
+
+/// Whether key table `f` holds an entry of a key in one of the `changed` ranges: one seek per
+/// range meeting its extent, not a read of the table.
+fn holds_a_key_in(
+    table: &Arc<crate::table::Table>,
+    ctx: ReadCtx,
+    f: &FileMetaData,
+    changed: &[KeyRange],
+) -> Result<bool> {
+    let (lo, hi) = (user_key(&f.smallest), user_key(&f.largest));
+    let mut it = table.iter(ctx);
+    for c in changed.iter().filter(|c| c.meets(Some(lo), Some(hi))) {
+        it.seek(&make_lookup_key(&c.start, MAX_SEQUENCE))?;
+        if it.valid() && c.contains(user_key(it.key())) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The other partition.

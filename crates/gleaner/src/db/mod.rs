@@ -98,8 +98,12 @@ struct DbState {
     compaction_retry_at: Option<std::time::Instant>,
     bg_error: Option<Error>,
     shutting_down: bool,
-    /// A move of key ranges between partitions is running (`db/migrate.rs`): no flush starts.
-    moving: bool,
+    /// A move of key ranges between partitions under way (`db/migrate.rs`): no compaction
+    /// touching the ranges starts, and while it writes no flush starts.
+    move_gate: Option<migrate::MoveGate>,
+    /// Manual compactions under way: no move starts until they end, so each pass of one sees
+    /// the routing the others saw (`DbInner::compact_levels`).
+    move_holds: usize,
 }
 
 impl DbState {
@@ -747,6 +751,8 @@ impl DbInner {
             entries_moved_to_hot: g(&c.entries_moved_to_hot),
             entries_moved_to_cold: g(&c.entries_moved_to_cold),
             move_bytes: g(&c.partition_move_bytes),
+            move_micros: g(&c.partition_move_micros),
+            move_wait_micros: g(&c.partition_move_wait_micros),
             hot_gets: g(&c.hot_gets),
             cold_gets: g(&c.cold_gets),
             ..Default::default()

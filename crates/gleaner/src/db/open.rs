@@ -555,7 +555,8 @@ fn assemble(
         compaction_retry_at: None,
         bg_error: None,
         shutting_down: false,
-        moving: false,
+        move_gate: None,
+        move_holds: 0,
     };
     let PolicyRuntime {
         set: policy,

@@ -455,3 +455,138 @@ fn a_routing_the_manifest_could_not_record_is_refused_before_anything_moves() {
     db.close().expect("close");
     open(&fs).close().expect("reopens");
 }
+
+/// A move whose range meets a table's extent but none of its keys leaves the table unread and
+/// unwritten.
+#[test]
+fn a_move_leaves_tables_without_a_moving_key_unread() {
+    let fs = FaultFs::new(12);
+    let db = open(&fs);
+    let n = 800;
+    let mut model = BTreeMap::new();
+    write_round(&db, &mut model, n, 1);
+    db.flush().expect("flush");
+    // "user00a…" sorts between user0099 and user0100: inside every table's extent, no key.
+    let moved = db.move_hot_prefixes(&[b"user00a"]).expect("move");
+    assert_eq!(moved, super::migrate::MoveStats::default());
+    assert_eq!(db.inner.state.lock().version.routing(), &hot("user00a"));
+    assert_eq!(check_placement(&db)[HOT], 0);
+    check(&db, &model, n);
+    db.close().expect("close");
+}
+
+/// Polls `done` (under the state lock) until it holds, for at most `secs`; whether it did.
+fn wait_until(db: &Db, secs: f64, done: impl Fn(&super::DbState) -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    let mut st = db.inner.state.lock();
+    while !done(&st) {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        db.inner
+            .progress_cv
+            .wait_for(&mut st, std::time::Duration::from_millis(5));
+    }
+    true
+}
+
+/// Background workers, a cold tree that merges at four runs, no detector ticks, no GC.
+fn background_options(fs: &FaultFs) -> Options {
+    options(fs, Partitioning::Dpkv)
+        .with_inline_background_work(false)
+        .with_gc_threads(0)
+        .with_memtable_size(1 << 20)
+        .with_tiered_run_trigger(4)
+        .with_dpkv_decay_interval(86_400.0)
+}
+
+/// A move waits for the compactions running on its ranges, and flushes go on meanwhile; no
+/// compaction on its ranges starts while it waits, so it cannot be starved by them.
+#[test]
+fn a_move_drains_the_compactions_on_its_ranges_while_flushes_go_on() {
+    let fs = FaultFs::new(13);
+    let db = Db::open(Path::new(DIR), background_options(&fs)).expect("open");
+    let n = 400;
+    let mut model = BTreeMap::new();
+    for round in 0..3 {
+        write_round(&db, &mut model, n, round);
+        db.flush().expect("flush");
+    }
+    // The fourth run starts a merge of all four, held at its first read.
+    let gate = fs.add_gate(crate::io::FaultOp::Read, Some(".sst"), 0);
+    write_round(&db, &mut model, n, 3);
+    db.flush().expect("flush");
+    assert!(
+        gate.wait_until_reached(std::time::Duration::from_secs(60)),
+        "a merge of the four runs"
+    );
+    std::thread::scope(|s| {
+        let mover = s.spawn(|| db.move_hot_prefixes(&[b"user01"]));
+        if !wait_until(&db, 60.0, |st| st.move_gate.is_some()) {
+            gate.open();
+            panic!("the move raised no gate in a minute");
+        }
+        // Flushes go on while the move waits for the merge; the new run would start no
+        // compaction on the moving range.
+        write_round(&db, &mut model, n, 4);
+        db.flush().expect("flush while the move waits");
+        let (waiting, pausing, running) = {
+            let st = db.inner.state.lock();
+            let g = st.move_gate.as_ref();
+            (
+                g.is_some() && !mover.is_finished(),
+                g.is_some_and(super::migrate::MoveGate::pauses_flushes),
+                format!("{:?}", st.running),
+            )
+        };
+        // Released before asserting: a failure must not leave the jobs held.
+        gate.open();
+        let moved = mover.join().expect("join").expect("move");
+        assert!(waiting, "the move waits for the merge");
+        assert!(!pausing, "flushes go on while it does");
+        // The held merge and the move's claims, one per partition.
+        assert_eq!(running.matches("RunningCompaction").count(), 3, "{running}");
+        assert!(moved.entries_to_hot > 0, "{moved:?}");
+    });
+    check_placement(&db);
+    check(&db, &model, n);
+    assert!(db.stats().partitions.move_wait_micros > 0);
+    db.close().expect("close");
+}
+
+/// A move waits for a manual compaction to end: one between its passes over the partitions
+/// could carry keys into a tree the compaction had done.
+#[test]
+fn a_move_waits_for_a_manual_compaction_to_end() {
+    let fs = FaultFs::new(14);
+    let db = Db::open(Path::new(DIR), background_options(&fs)).expect("open");
+    let n = 400;
+    let mut model = BTreeMap::new();
+    db.move_hot_prefixes(&[b"user01"]).expect("move");
+    for round in 0..2 {
+        write_round(&db, &mut model, n, round);
+        db.flush().expect("flush");
+    }
+    let gate = fs.add_gate(crate::io::FaultOp::Read, Some(".sst"), 0);
+    std::thread::scope(|s| {
+        let compactor = s.spawn(|| db.compact_range(None, None));
+        assert!(
+            gate.wait_until_reached(std::time::Duration::from_secs(60)),
+            "the manual compaction's first pass"
+        );
+        assert_eq!(db.inner.state.lock().move_holds, 1);
+        let mover = s.spawn(|| db.move_hot_prefixes(&[]));
+        // However long it is given, the move raises no gate while the compaction runs (half a
+        // second here: enough for a move that did not wait to raise it).
+        let raised = wait_until(&db, 0.5, |st| st.move_gate.is_some());
+        // Released before asserting: a failure must not leave the jobs held.
+        gate.open();
+        compactor.join().expect("join").expect("compact");
+        let moved = mover.join().expect("join").expect("move");
+        assert!(!raised, "a move began inside a manual compaction");
+        assert!(moved.entries_to_cold > 0, "{moved:?}");
+    });
+    assert_eq!(check_placement(&db)[HOT], 0);
+    check(&db, &model, n);
+    db.close().expect("close");
+}

@@ -234,6 +234,12 @@ pub struct PartitionStats {
     pub entries_moved_to_cold: u64,
     /// Bytes of key tables the moves wrote, since the open.
     pub move_bytes: u64,
+    /// Microseconds the moves spent reading and writing key tables and installing them, since
+    /// the open: the time flushes waited for them.
+    pub move_micros: u64,
+    /// Microseconds the moves waited, before that, for another move or a manual compaction,
+    /// for the compactions touching their ranges and for a running flush, since the open.
+    pub move_wait_micros: u64,
     /// Point reads of keys of the hot partition, since the open.
     pub hot_gets: u64,
     /// Point reads of keys of the cold partition, since the open.
