@@ -590,3 +590,50 @@ fn a_move_waits_for_a_manual_compaction_to_end() {
     check(&db, &model, n);
     db.close().expect("close");
 }
+
+/// In a partitioned tree every key of a table is routed to its partition: a routing changed
+/// without moving the keys (what a bug in a move would leave) is a problem naming the tables.
+#[test]
+fn keys_in_the_wrong_partition_are_problems() {
+    use crate::version::VersionEdit;
+    use crate::version::routing::Routing;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options::default()
+        .with_partitioning(crate::Partitioning::Dpkv)
+        .with_dpkv_decay_interval(86_400.0)
+        .with_memtable_size(4096)
+        .with_key_table_size(4096);
+    let db = Db::open(dir.path(), opts.clone()).expect("open");
+    db.move_hot_prefixes(&[b"key001"]).expect("move");
+    for i in 0..600 {
+        db.put(format!("key{i:05}"), format!("value-{i}"))
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    db.close().expect("close");
+    let report = crate::tools::check_db(dir.path(), &Options::default()).expect("check runs");
+    assert!(report.is_clean(), "{report:#?}");
+    // The routing alone changes: key001xx stays in the hot partition's tables, routed cold.
+    let db = Db::open(dir.path(), opts).expect("reopen");
+    db.inner
+        .versions
+        .lock()
+        .log_and_apply(VersionEdit {
+            routing: Some(Routing::of_prefixes([&b"key002"[..]])),
+            ..Default::default()
+        })
+        .expect("edit");
+    db.close().expect("close");
+    let report = crate::tools::check_db(dir.path(), &Options::default()).expect("check runs");
+    let misrouted: Vec<_> = report
+        .problems
+        .iter()
+        .filter(|p| p.detail.contains("the routing sends to the cold partition"))
+        .collect();
+    assert!(!misrouted.is_empty(), "{report:#?}");
+    assert!(
+        misrouted[0].detail.contains("key key001"),
+        "{}",
+        misrouted[0]
+    );
+}

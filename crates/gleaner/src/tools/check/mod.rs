@@ -39,6 +39,7 @@
 //! - every WAL numbered at or above the manifest's log number: every record reads and decodes;
 //!   a torn tail (what a crash mid-write leaves) is a warning, damage followed by intact records
 //!   is a problem;
+//! - in a partitioned index tree, every key of every key table is routed to the table's partition;
 //! - `OPTIONS`: its checksum, and that every saved option is one this version understands.
 //!
 //! Files whose names Gleaner does not use are ignored. Files Gleaner would delete at the next
@@ -59,9 +60,11 @@ use crate::filename::{
 };
 use crate::io::{CountedReader, FileSystem, IoStats, PathKind, ReadFileOptions};
 use crate::options::{GcPolicyKind, Options, parse_options_file};
+use crate::version::routing::partition_of_level;
 use crate::version::{FileMetaData, Version};
 
 use handles::HandleCheck;
+use table::Routed;
 
 mod handles;
 mod inheritance;
@@ -485,7 +488,12 @@ impl Checker {
         let now = crate::expiry::Clock::now_ms(&crate::expiry::SystemClock).max(r.time_floor);
         let mut handles = HandleCheck::new(self, &r.version, now);
         for (level, meta) in live.values() {
-            self.check_live_table(r.manifest_number, *level, meta, &mut handles);
+            // In a partitioned tree every key of a table is routed to the table's partition.
+            let routed = r.version.is_partitioned().then(|| Routed {
+                routing: r.version.routing(),
+                partition: partition_of_level(*level),
+            });
+            self.check_live_table(r.manifest_number, *level, meta, routed, &mut handles);
         }
         for &n in listing.tables.iter().filter(|n| !live.contains_key(n)) {
             self.warning(

@@ -13,7 +13,9 @@ use crate::io::IoClass;
 use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, ValueKind, compare_internal};
 use crate::table::{BlockIter, KeyTableLayout, ReadCtx, Table, TablePart};
+use crate::tools::text::render;
 use crate::version::FileMetaData;
+use crate::version::routing::{COLD, HOT, Routing};
 
 /// How the checker reads blocks: counted as "other", never filling a cache.
 const CHECK_CTX: ReadCtx = ReadCtx {
@@ -22,6 +24,23 @@ const CHECK_CTX: ReadCtx = ReadCtx {
     readahead: 0,
     readahead_ramp: false,
 };
+
+/// A table's partition in a partitioned tree, and the routing its keys must follow.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Routed<'a> {
+    pub routing: &'a Routing,
+    pub partition: usize,
+}
+
+/// The name of partition `p`.
+fn partition_name(p: usize) -> &'static str {
+    if p == HOT { "hot" } else { "cold" }
+}
+
+/// The partition other than `p`.
+fn other_partition(p: usize) -> usize {
+    if p == HOT { COLD } else { HOT }
+}
 
 /// What one part's structural walk found.
 #[derive(Default)]
@@ -39,6 +58,7 @@ impl Checker {
         manifest: u64,
         level: usize,
         meta: &FileMetaData,
+        routed: Option<Routed<'_>>,
         handles: &mut HandleCheck,
     ) {
         let name = table_file_name(meta.number);
@@ -48,14 +68,20 @@ impl Checker {
             return;
         }
         let mut found = TableHandles::default();
-        let complete =
-            match self.verify_table(&name, meta.number, Some(meta), &mut found, Some(handles)) {
-                Ok(complete) => complete,
-                Err(e) => {
-                    self.problem(Problem::from_error(&name, e));
-                    false
-                }
-            };
+        let complete = match self.verify_table(
+            &name,
+            meta.number,
+            Some(meta),
+            routed,
+            &mut found,
+            Some(handles),
+        ) {
+            Ok(complete) => complete,
+            Err(e) => {
+                self.problem(Problem::from_error(&name, e));
+                false
+            }
+        };
         handles.complete &= complete;
         self.report_table_handles(&name, Some(meta), found, complete);
     }
@@ -65,7 +91,7 @@ impl Checker {
     pub(super) fn check_table_file(&mut self, number: u64) {
         let name = table_file_name(number);
         let mut found = TableHandles::default();
-        if let Err(e) = self.verify_table(&name, number, None, &mut found, None) {
+        if let Err(e) = self.verify_table(&name, number, None, None, &mut found, None) {
             self.problem(Problem::from_error(&name, e));
         }
         self.report_table_handles(&name, None, found, false);
@@ -79,6 +105,7 @@ impl Checker {
         name: &str,
         number: u64,
         meta: Option<&FileMetaData>,
+        routed: Option<Routed<'_>>,
         found: &mut TableHandles,
         mut handles: Option<&mut HandleCheck>,
     ) -> Result<bool> {
@@ -103,6 +130,8 @@ impl Checker {
         let mut prev: Vec<u8> = Vec::new();
         let mut entries = 0u64;
         let mut deletions = 0u64;
+        // Entries of keys the routing sends to the other partition, and the first of them.
+        let mut misrouted: (u64, Option<(u64, String)>) = (0, None);
         it.seek_to_first()?;
         while it.valid() {
             let key = it.key();
@@ -141,6 +170,14 @@ impl Checker {
                     }
                 }
             }
+            if let Some(r) = routed
+                && r.routing.partition_of(parsed.user_key) != r.partition
+            {
+                misrouted.0 += 1;
+                misrouted
+                    .1
+                    .get_or_insert_with(|| (entries, render(parsed.user_key, false)));
+            }
             if first.is_none() {
                 first = Some(key.to_vec());
             }
@@ -151,6 +188,18 @@ impl Checker {
         }
         self.report.tables_checked += 1;
         self.report.entries_checked += entries;
+        if let (Some(r), (count, Some((at, key)))) = (routed, misrouted) {
+            self.problem(Problem::new(
+                name,
+                None,
+                format!(
+                    "{count} entries of keys the routing sends to the {} partition, in a table of \
+                     the {} one (the first: entry {at}, key {key})",
+                    partition_name(other_partition(r.partition)),
+                    partition_name(r.partition)
+                ),
+            ));
+        }
 
         let last = (entries > 0).then_some(prev);
         let props = table.properties();
