@@ -154,6 +154,15 @@ fn sigkill_cycles_of_a_partitioned_tree_keep_every_acknowledged_write() {
         "the detector saved its statistics\n{}",
         text(&out)
     );
+    // Keys moved: only a move routes any to the hot partition.
+    let db = Db::open(
+        dir.path().join("db"),
+        Options::default().with_partitioning(gleaner::Partitioning::Dpkv),
+    )
+    .expect("open");
+    let p = db.stats().partitions;
+    assert!(p.hot_ranges > 0, "no key moved: {p:?}\n{}", text(&out));
+    db.close().expect("close");
 }
 
 /// The verifier is not vacuous: deleting one acknowledged key behind its back makes `verify`

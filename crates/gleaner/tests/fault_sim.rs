@@ -92,6 +92,7 @@ fn count_operations(ops: &[(Op, bool)], tune: Tuned<'_>, fs_seed: u64) -> (u64, 
         ops.len(),
         "fault-free run"
     );
+    sim::assert_moved_keys(&db, "fault-free run");
     let counts = fs.fault_rule_matches();
     (counts[0], counts[1])
 }

@@ -733,6 +733,13 @@ fn stress(variant: &str, tune: &dyn Fn(Options) -> Options, seed: u64, secs: u64
         stats.gc.relocated_values
     );
 
+    // Under a partitioned tree, keys moved while everything else ran.
+    assert!(
+        !stats.partitions.partitioned || stats.partitions.moves > 0,
+        "seed {seed}, variant {variant}: no move between the partitions: {:?}",
+        stats.partitions
+    );
+
     // Nothing here injects a fault: a background GC job that failed (stats only, nothing else
     // would tell) is a bug, such as a drop set that disagrees with the garbage it names.
     assert!(

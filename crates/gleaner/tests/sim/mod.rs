@@ -626,6 +626,16 @@ pub const TORN_MODES: [TornMode; 3] = [
     TornMode::KeepPrefixWithGarbage,
 ];
 
+/// In a partitioned tree, that the run moved keys into the hot partition: a suite whose
+/// workload never moves any proves nothing about moves.
+pub fn assert_moved_keys(db: &Db, ctx: &str) {
+    let p = db.stats().partitions;
+    assert!(
+        !p.partitioned || p.entries_moved_to_hot > 0,
+        "{ctx}: the workload moves keys between the partitions: {p:?}"
+    );
+}
+
 /// Runs `ops` to the end without a crash; returns the file system's mutating operations, the
 /// operations fault rules see (reads included), and the digest of the mutating ones.
 pub fn crash_free_run(
@@ -657,6 +667,8 @@ pub fn crash_free_run(
         s.compaction,
         s.values
     );
+    // And, in a partitioned tree, moves: the crash points must fall inside them too.
+    assert_moved_keys(&db, ctx);
     db.close().expect("close");
     (fs.mutating_ops(), fs.operations(), fs.operation_digest())
 }
