@@ -170,6 +170,20 @@ pub struct PhaseResult {
     /// of its operations); absent for other phases and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_range: Option<DeleteRangeFigures>,
+    /// Per kind of operation (`get`, `put`, `seek`, `read-modify-write`, `range-delete`), in
+    /// phases that mix several (the figures above cover all of them); empty otherwise and in
+    /// older results.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_op: BTreeMap<String, OpFigures>,
+}
+
+/// One kind of operation of a phase that mixes several.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpFigures {
+    /// Operations of the kind completed.
+    pub ops: u64,
+    /// Their latencies.
+    pub latency_us: Latency,
 }
 
 /// The range deletes of one `delete-range` phase.

@@ -212,6 +212,16 @@ fn a_mixgraph_without_puts_has_its_reads_checked() {
     assert_eq!((m.name.as_str(), m.ops), ("mixgraph", 300));
     assert_eq!(m.user_bytes_written, 0);
     assert!(m.mb_per_sec > 0.0, "reads and seeks return data");
+    // Gets and seeks each have their latencies; together, every operation.
+    let kinds: Vec<&str> = m.by_op.keys().map(String::as_str).collect();
+    assert_eq!(kinds, ["get", "seek"]);
+    assert_eq!(m.by_op.values().map(|o| o.ops).sum::<u64>(), m.ops);
+    assert!(m.by_op.values().all(|o| o.latency_us.p50 > 0.0));
+    // A phase of one kind has none.
+    assert!(e.phases[0].by_op.is_empty());
+    // The report shows them.
+    let report = gleaner_bench::report::markdown(&results);
+    assert!(report.contains("| seek latency p99 (µs) |"), "{report}");
 }
 
 #[test]

@@ -175,6 +175,7 @@ fn phase(
         engine_io: None,
         tree: None,
         delete_range: None,
+        by_op: Default::default(),
         skipped: None,
     }
 }

@@ -99,8 +99,13 @@ fn finite_phase(p: &mut PhaseResult) {
     ] {
         fix(x);
     }
-    if let Some(d) = &mut p.delete_range {
-        let l = &mut d.latency_us;
+    let op_latencies = p.by_op.values_mut().map(|o| &mut o.latency_us);
+    for l in p
+        .delete_range
+        .iter_mut()
+        .map(|d| &mut d.latency_us)
+        .chain(op_latencies)
+    {
         for x in [&mut l.p50, &mut l.p99, &mut l.p999, &mut l.max, &mut l.mean] {
             fix(x);
         }

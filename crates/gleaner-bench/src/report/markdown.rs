@@ -5,7 +5,8 @@ use super::format::{self, NONE};
 use super::plots::PLOTS;
 use super::select::{PhaseKey, Reference};
 use crate::results::{
-    DeleteRangeFigures, EngineResult, GcFigures, PhaseResult, Results, TreeShape, WorkloadInfo,
+    DeleteRangeFigures, EngineResult, GcFigures, OpFigures, PhaseResult, Results, TreeShape,
+    WorkloadInfo,
 };
 
 /// Renders the report. Pure and deterministic: the same `Results` always gives the same text,
@@ -300,6 +301,36 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
         format::fixed(p.latency_us.p999, 1)
     });
     t.figure("latency max (µs)", |p| format::fixed(p.latency_us.max, 1));
+    // Each kind of operation of a phase that mixes several (mixgraph's gets, puts and seeks;
+    // YCSB's), since one slow kind hides in the phase's percentiles.
+    let kinds: std::collections::BTreeSet<String> = t
+        .phases
+        .iter()
+        .flatten()
+        .flat_map(|p| p.by_op.keys().cloned())
+        .collect();
+    for kind in kinds {
+        let of = |show: fn(&OpFigures) -> String| {
+            let kind = kind.clone();
+            move |p: &PhaseResult| p.by_op.get(&kind).map_or(NONE.to_string(), show)
+        };
+        t.figure(
+            &format!("{kind} operations"),
+            of(|o| format::thousands(o.ops)),
+        );
+        t.figure(
+            &format!("{kind} latency p50 (µs)"),
+            of(|o| format::fixed(o.latency_us.p50, 1)),
+        );
+        t.figure(
+            &format!("{kind} latency p99 (µs)"),
+            of(|o| format::fixed(o.latency_us.p99, 1)),
+        );
+        t.figure(
+            &format!("{kind} latency mean (µs)"),
+            of(|o| format::fixed(o.latency_us.mean, 1)),
+        );
+    }
     // The range deletes of a `delete-range` phase on their own; the rows above cover all of its
     // operations, the updates and reads between the range deletes included.
     if t.any(|p| p.delete_range.is_some()) {

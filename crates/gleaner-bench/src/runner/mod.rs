@@ -8,6 +8,7 @@ pub mod monitor;
 pub mod phase;
 pub mod watchdog;
 
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use self::monitor::Monitor;
 use self::phase::{PhasePlan, Workload, run_phase};
 use crate::engine::{self, CommonConfig, Engine, EngineResult, EngineSpec};
 use crate::results::{
-    DeleteRangeFigures, EngineResult as Figures, GcFigures, PhaseResult, Results, Space,
+    DeleteRangeFigures, EngineResult as Figures, GcFigures, OpFigures, PhaseResult, Results, Space,
     WorkloadInfo,
 };
 use crate::shape::{self, Shape};
@@ -477,6 +478,21 @@ fn run_one_phase(
         ops_per_sec: outcome.ops as f64 / seconds,
         mb_per_sec: (outcome.user_bytes_written + outcome.user_bytes_read) as f64 / 1e6 / seconds,
         latency_us: outcome.latency.summary(),
+        by_op: if outcome.by_op.len() > 1 {
+            outcome
+                .by_op
+                .iter()
+                .map(|(kind, l)| {
+                    let figures = OpFigures {
+                        ops: l.count(),
+                        latency_us: l.summary(),
+                    };
+                    (kind.to_string(), figures)
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        },
         device_bytes_read: io.read_bytes,
         device_bytes_written: io.write_bytes,
         user_bytes_written: outcome.user_bytes_written,

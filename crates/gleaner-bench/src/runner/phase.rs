@@ -1,6 +1,7 @@
 //! Running one phase against one engine: client threads claim operations in small batches,
 //! time each one, and before each one wait while the monitor has paused the workload.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,9 @@ pub struct PhaseOutcome {
     pub ops: u64,
     /// Latencies of the measured operations.
     pub latency: LatencyRecorder,
+    /// The same by kind of operation (`get`, `put`, `seek`, `read-modify-write`,
+    /// `range-delete`).
+    pub by_op: BTreeMap<&'static str, LatencyRecorder>,
     /// Latencies of the range deletes among them (`delete-range` phases; empty otherwise): its
     /// count is the number of range deletes completed.
     pub range_delete_latency: LatencyRecorder,
@@ -80,6 +84,10 @@ pub struct PhaseOutcome {
 struct ClientOutcome {
     ops: u64,
     latency: LatencyRecorder,
+    /// The kind of the operation under way (set by the operation itself).
+    kind: &'static str,
+    /// Latencies by kind of operation.
+    by_op: BTreeMap<&'static str, LatencyRecorder>,
     range_delete_latency: LatencyRecorder,
     range_keys_removed: u64,
     written: u64,
@@ -212,6 +220,9 @@ pub fn run_phase(
     for c in &outcomes {
         out.ops += c.ops;
         out.latency.merge(&c.latency);
+        for (kind, l) in &c.by_op {
+            out.by_op.entry(kind).or_default().merge(l);
+        }
         out.range_delete_latency.merge(&c.range_delete_latency);
         out.range_keys_removed += c.range_keys_removed;
         out.user_bytes_written += c.written;
@@ -358,6 +369,7 @@ fn client(ctx: &Ctx<'_>) -> ClientOutcome {
             }
             let nanos = began.elapsed().as_nanos() as u64;
             out.latency.record(nanos);
+            out.by_op.entry(out.kind).or_default().record(nanos);
             if ctx.plan.spec == PhaseSpec::DeleteRange
                 && RangeStep::at(position) == RangeStep::DeleteRange
             {
@@ -391,6 +403,7 @@ fn background_writer(ctx: &Ctx<'_>) -> ClientOutcome {
 }
 
 fn put(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> Result<(), String> {
+    out.kind = "put";
     g.values.fill(&mut g.rng, &mut g.value);
     let len = g.value.len();
     // Digest only when reads are checked later: hashing 16 KiB values would cost the null
@@ -420,6 +433,7 @@ fn put(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> 
 /// draws ([`key_range`]), removed from the engine and then from the live set while their
 /// stripes are locked, so a concurrent update of one of them lands wholly before or after.
 fn delete_range(ctx: &Ctx<'_>, g: &mut Gen<'_>, out: &mut ClientOutcome) -> Result<(), String> {
+    out.kind = "range-delete";
     let chosen = g.choose(ctx.live);
     let numbers = key_range(chosen, g.chooser.count(), g.w.delete_range_keys);
     if numbers.is_empty() {
@@ -442,6 +456,7 @@ fn delete_range(ctx: &Ctx<'_>, g: &mut Gen<'_>, out: &mut ClientOutcome) -> Resu
 }
 
 fn get(ctx: &Ctx<'_>, g: &mut Gen<'_>, number: u64, out: &mut ClientOutcome) -> Result<(), String> {
+    out.kind = "get";
     let found = ctx
         .engine
         .get(g.key(number))
@@ -467,6 +482,7 @@ fn scan(
     len: usize,
     out: &mut ClientOutcome,
 ) -> Result<(), String> {
+    out.kind = "seek";
     let (n, bytes) = ctx
         .engine
         .scan(g.key(number), len)
@@ -529,7 +545,9 @@ fn ycsb(
         OpKind::ReadModifyWrite => {
             let number = g.choose(ctx.live);
             get(ctx, g, number, out)?;
-            put(ctx, g, number, out)
+            put(ctx, g, number, out)?;
+            out.kind = "read-modify-write";
+            Ok(())
         }
     }
 }
