@@ -29,10 +29,20 @@ impl PyWriteBatch {
         }
     }
 
-    /// Adds a put of `value` under `key`.
-    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Adds a put of `value` under `key`, expiring at `expiry_ms` (ms since the epoch, the
+    /// database's clock: `Db.time_ms`) when given.
+    #[pyo3(signature = (key, value, *, expiry_ms = None))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        expiry_ms: Option<u64>,
+    ) -> PyResult<()> {
         let (key, value) = (bytes_of(key, "key")?, bytes_of(value, "value")?);
-        self.inner.lock().put(key, value);
+        match expiry_ms {
+            Some(at) => self.inner.lock().put_with_expiry(key, value, at),
+            None => self.inner.lock().put(key, value),
+        }
         Ok(())
     }
 

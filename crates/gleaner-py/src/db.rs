@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::batch::PyWriteBatch;
 use crate::convert::{bytes_of, opt_bytes, options_of, to_py_value};
-use crate::errors::{OrRaise, closed};
+use crate::errors::{OrRaise, closed, raise_named};
 use crate::iter::{PyIterator, Yields};
 use crate::snapshot::{PySnapshot, get_at};
 
@@ -180,18 +180,46 @@ impl PyDb {
         Ok(self.get(py, key, None)?.is_some())
     }
 
-    /// Writes `value` under `key`; with `sync=True` the write is on disk when it returns.
-    #[pyo3(signature = (key, value, *, sync = false))]
+    /// Writes `value` under `key`; with `sync=True` the write is on disk when it returns. With
+    /// `ttl_ms` the key expires that many milliseconds from now (the database's clock,
+    /// `time_ms`), with `expiry_ms` at that time (ms since the epoch): later reads find it
+    /// absent, snapshots taken before still read it. An expiry already past writes a version
+    /// that reads as a deletion.
+    #[pyo3(signature = (key, value, *, sync = false, ttl_ms = None, expiry_ms = None))]
     fn put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         sync: bool,
+        ttl_ms: Option<u64>,
+        expiry_ms: Option<u64>,
     ) -> PyResult<()> {
         let (key, value) = (bytes_of(key, "key")?, bytes_of(value, "value")?);
         self.shared.check_open(py, "put")?;
-        self.write_one(py, sync, |b| b.put(key, value))
+        let expiry = match (ttl_ms, expiry_ms) {
+            (Some(_), Some(_)) => {
+                return Err(raise_named(
+                    py,
+                    "InvalidArgumentError",
+                    "put: give ttl_ms or expiry_ms, not both".into(),
+                ));
+            }
+            (Some(ttl), None) => {
+                Some(gleaner::expiry::expiry_after(self.shared.db.time_ms(), ttl).or_raise(py)?)
+            }
+            (None, at) => at,
+        };
+        self.write_one(py, sync, |b| match expiry {
+            Some(at) => b.put_with_expiry(key, value, at),
+            None => b.put(key, value),
+        })
+    }
+
+    /// The database's time in milliseconds since the epoch: what expiry is judged by.
+    #[getter]
+    fn time_ms(&self) -> u64 {
+        self.shared.db.time_ms()
     }
 
     /// `db[key] = value`.
@@ -201,7 +229,7 @@ impl PyDb {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.put(py, key, value, false)
+        self.put(py, key, value, false, None, None)
     }
 
     /// Deletes `key` (nothing happens when it is absent).

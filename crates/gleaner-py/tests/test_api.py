@@ -272,3 +272,27 @@ def test_paths_and_repr(path, tmp_path):
         assert db.path.endswith("p")
         assert repr(db).startswith("<gleaner.Db")
         assert gleaner.__version__
+
+
+def test_expiring_keys(path):
+    with gleaner.Db(path) as db:
+        now = db.time_ms
+        assert now > 1_600_000_000_000
+        db.put(b"later", b"v", ttl_ms=3_600_000)
+        db.put(b"at", b"v", expiry_ms=now + 3_600_000, sync=True)
+        with db.snapshot() as snap:
+            # An expiry already past reads as a deletion, except at snapshots taken before.
+            db.put(b"later", b"gone", expiry_ms=now - 1)
+            assert b"later" not in db and db.get(b"later") is None
+            assert snap.get(b"later") == b"v"
+        assert db[b"at"] == b"v"
+        batch = gleaner.WriteBatch()
+        batch.put(b"b1", b"x", expiry_ms=now - 1)
+        batch.put(b"b2", b"y", expiry_ms=now + 3_600_000)
+        db.write(batch)
+        assert list(db.keys()) == [b"at", b"b2"]
+        with pytest.raises(gleaner.InvalidArgumentError, match="not both"):
+            db.put(b"k", b"v", ttl_ms=1, expiry_ms=1)
+        with pytest.raises(gleaner.InvalidArgumentError):
+            db.put(b"k", b"v", ttl_ms=2**63)
+        assert b"k" not in db
