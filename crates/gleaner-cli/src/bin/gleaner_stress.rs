@@ -125,7 +125,7 @@ enum Cmd {
         #[arg(long, default_value = "scavenger", value_parser = parse_gc_variant)]
         gc: String,
         /// Compaction style: `leveled` or `tiered`, or `dpkv`: DP-KV's partitioned tree
-        /// (tiered cold, leveled hot), its detector ticking every 500 accesses and finding
+        /// (tiered cold, leveled hot), its detector ticking every 100 accesses and finding
         /// the stream's near-uniform keys hot, so keys move between the partitions.
         #[arg(long, default_value = "leveled", value_parser = Style::parse)]
         style: Style,
@@ -505,7 +505,7 @@ impl Style {
                 .with_partitioning(Partitioning::None),
             Style::Dpkv => opts
                 .with_partitioning(Partitioning::Dpkv)
-                .with_dpkv_tick_accesses(500)
+                .with_dpkv_tick_accesses(100)
                 .with_dpkv_hot_density(1.0),
         }
     }

@@ -667,8 +667,11 @@ pub fn crash_free_run(
         s.compaction,
         s.values
     );
-    // And, in a partitioned tree, moves: the crash points must fall inside them too.
-    assert_moved_keys(&db, ctx);
+    // And, in a partitioned tree, moves: the crash points must fall inside them too. (Inline
+    // only: on threads the detector ticks when its thread runs, which a fast run may outpace.)
+    if schedule == Schedule::Inline {
+        assert_moved_keys(&db, ctx);
+    }
     db.close().expect("close");
     (fs.mutating_ops(), fs.operations(), fs.operation_digest())
 }
