@@ -24,6 +24,21 @@ pub struct Shared {
     pub path: String,
 }
 
+impl Drop for Shared {
+    /// The last of the handle, its snapshots and iterators is gone without `close()`: the
+    /// engine closes (waiting for background work, syncing) with the GIL released, as every
+    /// call that can block does.
+    fn drop(&mut self) {
+        let db = &self.db;
+        Python::with_gil(|py| {
+            py.allow_threads(|| {
+                // Errors at drop cannot be reported; `close()` reports them.
+                let _ = db.close();
+            })
+        });
+    }
+}
+
 impl Shared {
     /// `ClosedError` once the database is closed.
     pub fn check_open(&self, py: Python<'_>, what: &str) -> PyResult<()> {
@@ -67,7 +82,9 @@ impl PyDb {
         self.shared.check_open(py, "iter")?;
         let lower = opt_bytes(bounds.0, "start")?;
         let upper = opt_bytes(bounds.1, "end")?;
-        let snap = snapshot.map(|s| s.get().inner());
+        let snap = snapshot
+            .map(|s| s.get().inner_for(py, &self.shared))
+            .transpose()?;
         let db = &self.shared.db;
         let it = py
             .allow_threads(|| {
@@ -157,7 +174,7 @@ impl PyDb {
         let value = match snapshot {
             None => py.allow_threads(|| db.get(&key)),
             Some(s) => {
-                let snap = s.get().inner();
+                let snap = s.get().inner_for(py, &self.shared)?;
                 py.allow_threads(|| get_at(db, &snap, &key))
             }
         }
@@ -428,6 +445,7 @@ impl PyDb {
     /// The database's figures as a `dict` of `dict`s (docs/stats.md): levels, value tables,
     /// GC, compaction, I/O, partitions, …
     fn stats(&self, py: Python<'_>) -> PyResult<PyObject> {
+        self.shared.check_open(py, "stats")?;
         let db = &self.shared.db;
         let stats = py.allow_threads(|| db.stats());
         to_py_value(py, &stats)

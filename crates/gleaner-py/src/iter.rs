@@ -33,6 +33,9 @@ enum Phase {
     Yielded,
     /// Past the end.
     Done,
+    /// A step failed: every later one fails too (the error was raised once; the iterator's
+    /// position is lost).
+    Failed,
 }
 
 struct State {
@@ -77,13 +80,23 @@ impl PyIterator {
     /// Steps to the next entry and copies out what it yields: `None` at the end.
     fn step(&self) -> gleaner::Result<Option<Entry>> {
         let mut st = self.state.lock();
-        match (st.phase, self.reverse) {
+        let moved = match (st.phase, self.reverse) {
             (Phase::Done, _) => return Ok(None),
-            (Phase::Start, false) => st.it.seek_to_first()?,
-            (Phase::Start, true) => st.it.seek_to_last()?,
-            (Phase::Positioned, _) => {}
-            (Phase::Yielded, false) => st.it.next()?,
-            (Phase::Yielded, true) => st.it.prev()?,
+            (Phase::Failed, _) => {
+                return Err(gleaner::Error::InvalidArgument(
+                    "the iterator failed at an earlier step; make a new one".into(),
+                ));
+            }
+            (Phase::Start, false) => st.it.seek_to_first(),
+            (Phase::Start, true) => st.it.seek_to_last(),
+            (Phase::Positioned, _) => Ok(()),
+            (Phase::Yielded, false) => st.it.next(),
+            (Phase::Yielded, true) => st.it.prev(),
+        };
+        if let Err(e) = moved {
+            // The engine's iterator is invalid now: a later step must not pass for the end.
+            st.phase = Phase::Failed;
+            return Err(e);
         }
         if !st.it.valid() {
             st.phase = Phase::Done;
@@ -132,13 +145,16 @@ impl PyIterator {
         let reverse = self.reverse;
         py.allow_threads(|| {
             let mut st = self.state.lock();
-            if reverse {
-                st.it.seek_for_prev(&key)?;
+            let sought = if reverse {
+                st.it.seek_for_prev(&key)
             } else {
-                st.it.seek(&key)?;
-            }
-            st.phase = Phase::Positioned;
-            Ok(())
+                st.it.seek(&key)
+            };
+            st.phase = match sought {
+                Ok(()) => Phase::Positioned,
+                Err(_) => Phase::Failed,
+            };
+            sought
         })
         .or_raise(py)
     }

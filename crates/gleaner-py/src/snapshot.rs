@@ -34,9 +34,21 @@ impl PySnapshot {
         }
     }
 
-    /// The engine handle's cell.
-    pub fn inner(&self) -> SnapshotCell {
-        Arc::clone(&self.inner)
+    /// The engine handle's cell, for a read of the database behind `shared`: a snapshot of
+    /// another database is refused (its sequence number means nothing there, and that
+    /// database would not keep the versions it reads).
+    pub fn inner_for(&self, py: Python<'_>, shared: &Arc<Shared>) -> PyResult<SnapshotCell> {
+        if !Arc::ptr_eq(&self.shared, shared) {
+            return Err(crate::errors::raise_named(
+                py,
+                "InvalidArgumentError",
+                format!(
+                    "the snapshot is of the database at {}, not of this one at {}",
+                    self.shared.path, shared.path
+                ),
+            ));
+        }
+        Ok(Arc::clone(&self.inner))
     }
 
     /// The error a read at a released snapshot fails with.

@@ -211,6 +211,8 @@ def test_close_makes_every_handle_refuse_with_closed_error(path):
         db[b"x"] = b"y"
     with pytest.raises(gleaner.ClosedError):
         db.items()
+    with pytest.raises(gleaner.ClosedError):
+        db.stats()
     assert "closed" in repr(db)
     # Reopened, everything is there.
     with gleaner.Db(path) as db:
@@ -296,3 +298,26 @@ def test_expiring_keys(path):
         with pytest.raises(gleaner.InvalidArgumentError):
             db.put(b"k", b"v", ttl_ms=2**63)
         assert b"k" not in db
+
+
+def test_a_snapshot_of_another_database_is_refused(tmp_path):
+    with gleaner.Db(tmp_path / "a") as a, gleaner.Db(tmp_path / "b") as b:
+        a[b"k"] = b"a"
+        b[b"k"] = b"b"
+        with a.snapshot() as snap:
+            with pytest.raises(gleaner.InvalidArgumentError, match="not of this one"):
+                b.get(b"k", snapshot=snap)
+            with pytest.raises(gleaner.InvalidArgumentError, match="not of this one"):
+                b.items(snapshot=snap)
+            assert a.get(b"k", snapshot=snap) == b"a"
+
+
+def test_a_handle_dropped_without_close_closes_the_database(path):
+    db = gleaner.Db(path)
+    db[b"k"] = b"v"
+    it = db.keys()
+    del db  # the iterator still holds the database open
+    assert list(it) == [b"k"]
+    del it  # the last handle: the database closes and unlocks
+    with gleaner.Db(path) as db:
+        assert db[b"k"] == b"v"
