@@ -264,9 +264,13 @@ def test_a_damaged_table_raises_corruption_error_naming_it(path):
             b = f.read(1)
             f.seek(10)
             f.write(bytes([b[0] ^ 0x40]))
-    with pytest.raises(gleaner.CorruptionError, match=r"\.sst"):
-        with gleaner.Db(path) as db:
-            list(db.items())
+    with gleaner.Db(path) as db:
+        it = db.items()
+        with pytest.raises(gleaner.CorruptionError, match=r"\.sst"):
+            list(it)
+        # A failed iterator stays failed: the next step is an error, not a clean end.
+        with pytest.raises(gleaner.InvalidArgumentError, match="failed at an earlier step"):
+            next(it)
 
 
 def test_paths_and_repr(path, tmp_path):

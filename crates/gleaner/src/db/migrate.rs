@@ -29,7 +29,8 @@ use crate::merge::MergingIterator;
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::table::ReadCtx;
 use crate::version::routing::{
-    COLD, HOT, KeyRange, MAX_PARTITIONS, MAX_ROUTED_RANGES, Routing, level_in, partition_of_level,
+    COLD, HOT, KeyRange, MAX_PARTITIONS, MAX_ROUTED_RANGES, Routing, level_in, other_partition,
+    partition_of_level,
 };
 use crate::version::{FileMetaData, NewTable, VersionEdit};
 
@@ -360,7 +361,7 @@ impl DbInner {
         let routed = Arc::new(target.clone());
         for (level, run, f) in inputs {
             let from = partition_of_level(*level);
-            let to = other(from);
+            let to = other_partition(from);
             let table = self.tables.get(f.number, f.file_size, ctx.class)?;
             let tombstones: Vec<RangeTombstone> = if f.range_deletions > 0 {
                 crate::version::recorded_tombstones(f, &table)?
@@ -476,11 +477,6 @@ fn holds_a_key_in(
         }
     }
     Ok(false)
-}
-
-/// The other partition.
-fn other(p: usize) -> usize {
-    if p == HOT { COLD } else { HOT }
 }
 
 /// Whether running compaction `r` touches changing range `c` in either partition.

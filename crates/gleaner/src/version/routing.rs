@@ -35,6 +35,11 @@ pub fn partition_of_level(level: usize) -> usize {
     level / PARTITION_STRIDE
 }
 
+/// The partition other than `p`.
+pub fn other_partition(p: usize) -> usize {
+    if p == HOT { COLD } else { HOT }
+}
+
 /// Whether `level` is the L0 of its partition, where every table is a run of its own.
 pub fn is_l0(level: usize) -> bool {
     level.is_multiple_of(PARTITION_STRIDE)

@@ -15,7 +15,7 @@ use crate::key::{ParsedKey, ValueKind, compare_internal};
 use crate::table::{BlockIter, KeyTableLayout, ReadCtx, Table, TablePart};
 use crate::tools::text::render;
 use crate::version::FileMetaData;
-use crate::version::routing::{COLD, HOT, Routing};
+use crate::version::routing::{HOT, Routing, other_partition};
 
 /// How the checker reads blocks: counted as "other", never filling a cache.
 const CHECK_CTX: ReadCtx = ReadCtx {
@@ -35,11 +35,6 @@ pub(super) struct Routed<'a> {
 /// The name of partition `p`.
 fn partition_name(p: usize) -> &'static str {
     if p == HOT { "hot" } else { "cold" }
-}
-
-/// The partition other than `p`.
-fn other_partition(p: usize) -> usize {
-    if p == HOT { COLD } else { HOT }
 }
 
 /// What one part's structural walk found.
