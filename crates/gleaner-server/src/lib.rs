@@ -4,6 +4,7 @@
 //! and runs a [`server::Server`] on a Tokio runtime. Each client is a [`connection`] task that
 //! parses requests ([`resp::parser`]), runs them on a blocking thread ([`exec`], with the
 //! command table in [`commands`]) and writes the encoded replies ([`resp::reply`]).
+//! [`strings`] holds the value arithmetic of the string commands, as pure functions.
 //! docs/server.md in the repository describes every command, option, limit and guarantee.
 
 pub mod auth;
@@ -24,6 +25,7 @@ pub mod server;
 pub mod session;
 pub mod shared;
 pub mod stats;
+pub mod strings;
 
 pub use config::{Args, Config};
 pub use durability::SyncMode;

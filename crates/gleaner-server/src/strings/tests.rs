@@ -1,0 +1,425 @@
+//! Tests of [`super`]: the cases of Redis 7.0's `tests/unit/type/incr.tcl`,
+//! `tests/unit/type/string.tcl` and the `BITCOUNT` parts of `tests/unit/bitops.tcl` that these
+//! functions serve, the error texts, the boundaries, and property checks against simple
+//! reference implementations.
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("ASCII")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integers
+
+/// `string2ll` restated with the standard library: the rules, then `str::parse`.
+fn string2ll_reference(bytes: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let valid = !digits.is_empty()
+        && s.len() <= 20
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (!digits.starts_with('0') || s == "0");
+    if valid { s.parse().ok() } else { None }
+}
+
+#[test]
+fn parse_i64_follows_string2ll() {
+    for (input, expected) in [
+        ("0", Some(0)),
+        ("1", Some(1)),
+        ("-1", Some(-1)),
+        ("9223372036854775807", Some(i64::MAX)),
+        ("-9223372036854775808", Some(i64::MIN)),
+        ("9223372036854775808", None),
+        ("-9223372036854775809", None),
+        ("18446744073709551616", None),
+        ("-0", None),
+        ("00", None),
+        ("01", None),
+        ("-01", None),
+        ("+1", None),
+        (" 1", None),
+        ("1 ", None),
+        ("", None),
+        ("-", None),
+        ("1.0", None),
+        ("1e3", None),
+        ("0x10", None),
+        ("1\u{0}", None),
+        ("123456789012345678901", None),
+    ] {
+        assert_eq!(parse_i64(input.as_bytes()), expected, "{input:?}");
+        assert_eq!(string2ll_reference(input.as_bytes()), expected, "{input:?}");
+    }
+}
+
+#[test]
+fn incr_cases_of_incr_tcl() {
+    // INCR against non existing key, then against the key it created.
+    let (one, stored) = incr_by(None, 1).unwrap();
+    assert_eq!((one, text(&stored)), (1, "1"));
+    assert_eq!(incr_by(Some(&stored), 1).unwrap(), (2, b"2".to_vec()));
+    // INCR against key originally set with SET.
+    assert_eq!(incr_by(Some(b"100"), 1).unwrap().0, 101);
+    // Over 32 bits, with and without an over-32-bit increment.
+    assert_eq!(incr_by(Some(b"17179869184"), 1).unwrap().0, 17179869185);
+    assert_eq!(
+        incr_by(Some(b"17179869184"), 17179869184).unwrap().0,
+        34359738368
+    );
+    // DECRBY over 32bit value with over 32bit increment, negative result.
+    let delta = decrby_delta(17179869185).unwrap();
+    assert_eq!(
+        incr_by(Some(b"17179869184"), delta).unwrap(),
+        (-1, b"-1".to_vec())
+    );
+    // INCR fails against key with spaces (left, right, both).
+    for old in ["    11", "11    ", "    11    "] {
+        assert_eq!(
+            incr_by(Some(old.as_bytes()), 1),
+            Err(StringError::NotAnInteger)
+        );
+    }
+    // DECRBY negation overflow.
+    assert_eq!(decrby_delta(i64::MIN), Err(StringError::DecrementOverflow));
+    assert_eq!(
+        StringError::DecrementOverflow.message(),
+        "ERR decrement would overflow"
+    );
+}
+
+#[test]
+fn incr_errors_and_boundaries() {
+    let max = i64::MAX.to_string();
+    let min = i64::MIN.to_string();
+    assert_eq!(
+        incr_by(Some(max.as_bytes()), 1),
+        Err(StringError::IncrOverflow)
+    );
+    assert_eq!(
+        incr_by(Some(min.as_bytes()), -1),
+        Err(StringError::IncrOverflow)
+    );
+    assert_eq!(incr_by(Some(max.as_bytes()), -1).unwrap().0, i64::MAX - 1);
+    assert_eq!(incr_by(Some(min.as_bytes()), i64::MAX).unwrap().0, -1);
+    assert_eq!(incr_by(None, i64::MIN).unwrap().1, min.as_bytes());
+    assert_eq!(incr_by(Some(b"-5"), 5).unwrap(), (0, b"0".to_vec()));
+    assert_eq!(decrby_delta(i64::MAX), Ok(-i64::MAX));
+    assert_eq!(decrby_delta(-3), Ok(3));
+    for old in [
+        "",
+        "abc",
+        "1.5",
+        "+1",
+        "01",
+        "-0",
+        "9223372036854775808",
+        "1\u{0}",
+    ] {
+        assert_eq!(
+            incr_by(Some(old.as_bytes()), 1),
+            Err(StringError::NotAnInteger),
+            "{old:?}"
+        );
+    }
+    assert_eq!(
+        StringError::NotAnInteger.message(),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        StringError::IncrOverflow.message(),
+        "ERR increment or decrement would overflow"
+    );
+}
+
+proptest! {
+    #[test]
+    fn parse_i64_matches_the_reference(s in "[-+0-9 a.]{0,22}") {
+        prop_assert_eq!(parse_i64(s.as_bytes()), string2ll_reference(s.as_bytes()));
+    }
+
+    #[test]
+    fn parse_i64_reads_every_i64(n in any::<i64>()) {
+        prop_assert_eq!(parse_i64(n.to_string().as_bytes()), Some(n));
+    }
+
+    #[test]
+    fn incr_by_is_checked_addition(old in any::<i64>(), delta in any::<i64>()) {
+        let expected = old
+            .checked_add(delta)
+            .map(|n| (n, n.to_string().into_bytes()))
+            .ok_or(StringError::IncrOverflow);
+        prop_assert_eq!(incr_by(Some(old.to_string().as_bytes()), delta), expected);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// INCRBYFLOAT
+
+fn incr_float(old: Option<&str>, increment: &str) -> Result<String, StringError> {
+    incr_by_float(old.map(str::as_bytes), increment.as_bytes())
+        .map(|v| String::from_utf8(v).expect("ASCII"))
+}
+
+#[test]
+fn incrbyfloat_cases_of_incr_tcl() {
+    // Against a non existing key.
+    let first = incr_float(None, "1").unwrap();
+    assert_eq!(first, "1");
+    assert_eq!(incr_float(Some(&first), "0.25").unwrap(), "1.25");
+    // Against a key originally set with SET.
+    assert_eq!(incr_float(Some("1.5"), "1.5").unwrap(), "3");
+    // Over 32 bits, with and without an over-32-bit increment.
+    assert_eq!(
+        incr_float(Some("17179869184"), "1.5").unwrap(),
+        "17179869185.5"
+    );
+    assert_eq!(
+        incr_float(Some("17179869184"), "17179869184").unwrap(),
+        "34359738368"
+    );
+    // Fails against key with spaces (left, right, both).
+    for old in ["    11", "11    ", " 11 "] {
+        assert_eq!(incr_float(Some(old), "1.0"), Err(StringError::NotAFloat));
+    }
+    // Does not allow NaN or Infinity.
+    assert_eq!(
+        incr_float(Some("0"), "+inf"),
+        Err(StringError::NanOrInfinity)
+    );
+    // Decrement.
+    assert_eq!(incr_float(Some("1"), "-1.1").unwrap(), "-0.1");
+    // String to double with null terminator (SET foo 1; SETRANGE foo 2 2).
+    assert_eq!(
+        incr_by_float(Some(b"1\x002"), b"1"),
+        Err(StringError::NotAFloat)
+    );
+    // No negative zero: Tcl's 1/41 and -1/41.
+    let third = incr_float(None, "0.024390243902439025").unwrap();
+    assert_eq!(third, "0.02439024390243902");
+    assert_eq!(
+        incr_float(Some(&third), "-0.024390243902439025").unwrap(),
+        "0"
+    );
+}
+
+#[test]
+fn incrbyfloat_ordinary_values() {
+    // The examples of the INCRBYFLOAT documentation.
+    assert_eq!(incr_float(Some("10.50"), "0.1").unwrap(), "10.6");
+    assert_eq!(incr_float(Some("10.6"), "-5").unwrap(), "5.6");
+    assert_eq!(incr_float(Some("5.0e3"), "2.0e2").unwrap(), "5200");
+    assert_eq!(incr_float(Some("10.5"), "0").unwrap(), "10.5");
+    assert_eq!(incr_float(Some("0.1"), "0.2").unwrap(), "0.3");
+    assert_eq!(incr_float(Some("-0"), "0").unwrap(), "0");
+    assert_eq!(incr_float(Some("0x10"), "1").unwrap(), "17");
+    assert_eq!(incr_float(Some("1e-20"), "0").unwrap(), "0");
+    assert_eq!(incr_float(Some("-1e-20"), "0").unwrap(), "0");
+    assert_eq!(
+        incr_float(Some("9223372036854775807"), "1").unwrap(),
+        "9223372036854775808"
+    );
+    // Where 80 bits show in the 17th decimal, as Redis shows them.
+    assert_eq!(
+        incr_float(Some("1000"), "0.1").unwrap(),
+        "1000.09999999999999998"
+    );
+    assert_eq!(
+        incr_float(None, "3.14159265358979323846").unwrap(),
+        "3.14159265358979324"
+    );
+    // Texts strtold reads.
+    for (increment, expected) in [
+        ("1e2", "100"),
+        ("1E+2", "100"),
+        (".5", "0.5"),
+        ("5.", "5"),
+        ("+.5e1", "5"),
+        ("0X1P-1", "0.5"),
+        ("0x.8", "0.5"),
+        ("-0x1.8p1", "-3"),
+        ("00012", "12"),
+        ("1e0000000000000000000000000000000000003", "1000"),
+    ] {
+        assert_eq!(
+            incr_float(None, increment).unwrap(),
+            expected,
+            "{increment:?}"
+        );
+    }
+}
+
+#[test]
+fn incrbyfloat_errors() {
+    assert_eq!(
+        StringError::NotAFloat.message(),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        StringError::NanOrInfinity.message(),
+        "ERR increment would produce NaN or Infinity"
+    );
+    for bad in [
+        "",
+        " ",
+        " 1",
+        "1 ",
+        "\t1",
+        "\n1",
+        "abc",
+        "nan",
+        "NaN",
+        "-nan",
+        "nan(1)",
+        "1e",
+        "1e+",
+        "0x",
+        "0x1p",
+        "e5",
+        ".",
+        "-",
+        "+",
+        "1,5",
+        "1..2",
+        "inf ",
+        "infin",
+        "1\u{0}",
+        "1e5000",
+        "-1e5000",
+        "1e-5000",
+        "0x1p-16446",
+    ] {
+        assert_eq!(
+            incr_float(Some(bad), "1"),
+            Err(StringError::NotAFloat),
+            "old {bad:?}"
+        );
+        assert_eq!(
+            incr_float(Some("1"), bad),
+            Err(StringError::NotAFloat),
+            "incr {bad:?}"
+        );
+    }
+    // Infinities parse, and then fail the sum.
+    for inf in ["inf", "+inf", "-inf", "Infinity", "-INFINITY"] {
+        assert_eq!(incr_float(Some(inf), "1"), Err(StringError::NanOrInfinity));
+        assert_eq!(incr_float(Some("1"), inf), Err(StringError::NanOrInfinity));
+    }
+    assert_eq!(
+        incr_float(Some("inf"), "-inf"),
+        Err(StringError::NanOrInfinity)
+    );
+    // The old value is read first, then the increment, then the sum checked.
+    assert_eq!(incr_float(Some("inf"), "abc"), Err(StringError::NotAFloat));
+    // Overflow of the sum (the largest value plus a large one).
+    assert_eq!(
+        incr_float(Some("1.18973149535723176502e+4932"), "1e4932"),
+        Err(StringError::NanOrInfinity)
+    );
+    // The 5,119-byte limit.
+    let longest = format!("{}1", "0".repeat(MAX_FLOAT_TEXT_LEN - 1));
+    assert_eq!(incr_float(Some(&longest), "1").unwrap(), "2");
+    assert_eq!(incr_float(Some("1"), &longest).unwrap(), "2");
+    let too_long = format!("0{longest}");
+    assert_eq!(
+        incr_float(Some(&too_long), "1"),
+        Err(StringError::NotAFloat)
+    );
+    assert_eq!(
+        incr_float(Some("1"), &too_long),
+        Err(StringError::NotAFloat)
+    );
+    let hostile = vec![b'9'; 512 << 10];
+    assert_eq!(incr_by_float(None, &hostile), Err(StringError::NotAFloat));
+}
+
+#[test]
+fn incrbyfloat_large_inputs_stay_cheap() {
+    // The most work a call can take: texts at the length limit, at the edges of the range.
+    let digits = "7".repeat(MAX_FLOAT_TEXT_LEN - 10);
+    for (old, increment) in [
+        (format!("0.{digits}e-4900"), "0".to_string()),
+        (format!("{digits}e-9000"), format!("-0.{digits}")),
+        (format!("0.{digits}e4930"), "1".to_string()),
+        (format!("0x{digits}p-16000"), "0".to_string()),
+        ("1.18973149535723176502e+4932".to_string(), "-1".to_string()),
+    ] {
+        let old = &old[..old.len().min(MAX_FLOAT_TEXT_LEN)];
+        let started = std::time::Instant::now();
+        let _ = incr_float(Some(old), &increment);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+    // The longest result: the largest value, 4,933 digits.
+    let largest = incr_float(Some("1.18973149535723176502e+4932"), "0").unwrap();
+    assert_eq!(largest.len(), 4933);
+    assert!(largest.starts_with("118973149535723176502126385303"));
+    let negative = incr_float(Some("-1.18973149535723176502e+4932"), "0").unwrap();
+    assert_eq!(negative.len(), 4934);
+}
+
+#[test]
+fn incrbyfloat_matches_the_glibc_vectors() {
+    let mut checked = 0;
+    for line in include_str!("incrbyfloat_vectors.txt").lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let mut fields = line.split('\t');
+        let (old, increment, expected) = (
+            fields.next().unwrap(),
+            fields.next().unwrap(),
+            fields.next().unwrap(),
+        );
+        let old = (old != "(nil)").then_some(old);
+        let got = match incr_float(old, increment) {
+            Ok(value) => value,
+            Err(error) => error.message().to_string(),
+        };
+        assert_eq!(got, expected, "{old:?} + {increment:?}");
+        checked += 1;
+    }
+    assert!(checked > 1000);
+}
+
+/// `n / 10^10` as `%.17Lf` trimmed writes it.
+fn decimal_text(n: i64) -> String {
+    let sign = if n < 0 { "-" } else { "" };
+    let (integer, fraction) = (
+        n.unsigned_abs() / 10_000_000_000,
+        n.unsigned_abs() % 10_000_000_000,
+    );
+    let fraction = format!("{fraction:010}");
+    let fraction = fraction.trim_end_matches('0');
+    match (integer, fraction) {
+        (0, "") => "0".to_string(),
+        (_, "") => format!("{sign}{integer}"),
+        _ => format!("{sign}{integer}.{fraction}"),
+    }
+}
+
+proptest! {
+    #[test]
+    fn incrbyfloat_sums_integers_exactly(a in -(1i64 << 62)..(1i64 << 62), b in -(1i64 << 62)..(1i64 << 62)) {
+        let sum = incr_float(Some(&a.to_string()), &b.to_string()).unwrap();
+        prop_assert_eq!(sum, (i128::from(a) + i128::from(b)).to_string());
+    }
+
+    // Below 8 in magnitude, parsing and adding err by less than 2e-18: a sum of numbers with
+    // 10 decimals comes out as the decimal sum.
+    #[test]
+    fn incrbyfloat_small_decimals_come_out_exact(
+        a in -79_999_999_999i64..80_000_000_000,
+        b in -79_999_999_999i64..80_000_000_000,
+    ) {
+        let sum = incr_float(Some(&decimal_text(a)), &decimal_text(b)).unwrap();
+        prop_assert_eq!(sum, decimal_text(a + b));
+    }
+
+    #[test]
+    fn incrbyfloat_never_panics(old in "[-+0-9.eExXpP a-f]{0,40}", increment in "[-+0-9.eExXpP a-f]{0,40}") {
+        let _ = incr_float(Some(&old), &increment);
+    }
+}
