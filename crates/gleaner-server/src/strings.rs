@@ -1,5 +1,5 @@
-//! The value arithmetic of Redis 7.0's string commands (`INCR*`), as pure functions: the
-//! command layer reads a value, calls one, writes what it returns.
+//! The value arithmetic of Redis 7.0's string commands (`INCR*`, `APPEND`, `SETRANGE`), as
+//! pure functions: the command layer reads a value, calls one, writes what it returns.
 //!
 //! Every function answers what Redis 7.0 answers, errors included (their texts are
 //! [`StringError::message`]); where Redis checks things in an order that involves the key's
@@ -11,6 +11,8 @@
 //! | --- | --- |
 //! | `INCR DECR INCRBY DECRBY` | [`parse_i64`], [`decrby_delta`], [`incr_by`] |
 //! | `INCRBYFLOAT` | [`incr_by_float`] |
+//! | `APPEND` | [`append`] |
+//! | `SETRANGE` | [`parse_setrange_offset`], [`setrange`] |
 //!
 //! (`GETRANGE` is [`crate::exec::data::getrange`].)
 //!
@@ -192,6 +194,96 @@ pub fn incr_by_float(old: Option<&[u8]>, increment: &[u8]) -> Result<Vec<u8>, St
             .ok_or(StringError::NanOrInfinity),
         _ => Err(StringError::NanOrInfinity),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// APPEND, SETRANGE
+
+/// `APPEND key value`: the old value (`None` for a missing key) followed by `tail`; the reply
+/// is its length.
+///
+/// [`StringError::TooLarge`] when the result would exceed `max_len` bytes (Redis's
+/// `proto-max-bulk-len`). Redis checks only an existing key; a missing key's result is the
+/// argument itself, which the protocol already limits to that length, so checking it too only
+/// matters to a caller whose `max_len` is below its protocol limit.
+pub fn append(old: Option<&[u8]>, tail: &[u8], max_len: u64) -> Result<Vec<u8>, StringError> {
+    let old = old.unwrap_or_default();
+    check_length(old.len() as u64, tail.len() as u64, max_len)?;
+    let mut value = Vec::with_capacity(old.len() + tail.len());
+    value.extend_from_slice(old);
+    value.extend_from_slice(tail);
+    Ok(value)
+}
+
+/// Redis's `checkStringLength`: `size + append` bytes must not exceed `max_len`.
+fn check_length(size: u64, append: u64, max_len: u64) -> Result<(), StringError> {
+    match size.checked_add(append) {
+        Some(total) if total <= max_len => Ok(()),
+        _ => Err(StringError::TooLarge),
+    }
+}
+
+/// The offset argument of `SETRANGE key offset value`: [`StringError::NotAnInteger`] when
+/// [`parse_i64`] refuses it, [`StringError::OffsetOutOfRange`] when negative. Redis checks both
+/// before looking up the key (so before a `WRONGTYPE`).
+pub fn parse_setrange_offset(text: &[u8]) -> Result<u64, StringError> {
+    let offset = parse_i64(text).ok_or(StringError::NotAnInteger)?;
+    u64::try_from(offset).map_err(|_| StringError::OffsetOutOfRange)
+}
+
+/// What `SETRANGE` does with the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetRange {
+    /// Nothing to write (the value argument is empty): reply `len`, the existing string's
+    /// length, or 0 for a missing key, which stays missing.
+    Unchanged {
+        /// The reply.
+        len: u64,
+    },
+    /// Write this value (even where its bytes are unchanged: Redis counts it as a change);
+    /// reply its length.
+    Write(Vec<u8>),
+}
+
+impl SetRange {
+    /// The integer reply: the string's length after the command.
+    pub fn reply(&self) -> u64 {
+        match self {
+            SetRange::Unchanged { len } => *len,
+            SetRange::Write(value) => value.len() as u64,
+        }
+    }
+}
+
+/// `SETRANGE key offset value`: the old value (`None` for a missing key) overwritten with
+/// `value` from `offset` (from [`parse_setrange_offset`]), zero bytes padding any gap.
+///
+/// An empty `value` writes nothing, whatever the offset, and is never an error. Otherwise
+/// [`StringError::TooLarge`] when `offset + value.len()` exceeds `max_len` (Redis's
+/// `proto-max-bulk-len`), even where the old value is longer.
+pub fn setrange(
+    old: Option<&[u8]>,
+    offset: u64,
+    value: &[u8],
+    max_len: u64,
+) -> Result<SetRange, StringError> {
+    if value.is_empty() {
+        return Ok(SetRange::Unchanged {
+            len: old.map_or(0, |old| old.len() as u64),
+        });
+    }
+    check_length(offset, value.len() as u64, max_len)?;
+    // Within max_len, so within memory the caller agreed to spend.
+    let offset = usize::try_from(offset).map_err(|_| StringError::TooLarge)?;
+    let old = old.unwrap_or_default();
+    let end = offset + value.len();
+    let mut new = Vec::with_capacity(old.len().max(end));
+    new.extend_from_slice(old);
+    if new.len() < end {
+        new.resize(end, 0);
+    }
+    new[offset..end].copy_from_slice(value);
+    Ok(SetRange::Write(new))
 }
 
 #[cfg(test)]

@@ -423,3 +423,141 @@ proptest! {
         let _ = incr_float(Some(&old), &increment);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// APPEND, SETRANGE
+
+const MAX: u64 = 512 << 20;
+
+#[test]
+fn append_cases() {
+    assert_eq!(append(None, b"Hello", MAX).unwrap(), b"Hello");
+    assert_eq!(
+        append(Some(b"Hello"), b" World", MAX).unwrap(),
+        b"Hello World"
+    );
+    assert_eq!(append(Some(b""), b"", MAX).unwrap(), b"");
+    assert_eq!(append(Some(b"1234"), b"", MAX).unwrap(), b"1234");
+    assert_eq!(append(Some(b"abc"), b"de", 5).unwrap(), b"abcde");
+    assert_eq!(append(Some(b"abc"), b"def", 5), Err(StringError::TooLarge));
+    assert_eq!(append(None, b"abcdef", 5), Err(StringError::TooLarge));
+    assert_eq!(
+        StringError::TooLarge.message(),
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    );
+}
+
+fn range(old: Option<&[u8]>, offset: u64, value: &[u8]) -> (u64, Option<Vec<u8>>) {
+    let outcome = setrange(old, offset, value, MAX).unwrap();
+    let reply = outcome.reply();
+    match outcome {
+        SetRange::Unchanged { .. } => (reply, None),
+        SetRange::Write(new) => (reply, Some(new)),
+    }
+}
+
+#[test]
+fn setrange_cases_of_string_tcl() {
+    // Against a non-existing key.
+    assert_eq!(range(None, 0, b"foo"), (3, Some(b"foo".to_vec())));
+    assert_eq!(range(None, 0, b""), (0, None));
+    assert_eq!(range(None, 1, b"foo"), (4, Some(b"\0foo".to_vec())));
+    // Against a string.
+    assert_eq!(range(Some(b"foo"), 0, b"b"), (3, Some(b"boo".to_vec())));
+    assert_eq!(range(Some(b"foo"), 0, b""), (3, None));
+    assert_eq!(range(Some(b"foo"), 1, b"b"), (3, Some(b"fbo".to_vec())));
+    assert_eq!(
+        range(Some(b"foo"), 4, b"bar"),
+        (7, Some(b"foo\0bar".to_vec()))
+    );
+    // Against an integer.
+    assert_eq!(range(Some(b"1234"), 0, b"2"), (4, Some(b"2234".to_vec())));
+    assert_eq!(range(Some(b"1234"), 0, b""), (4, None));
+    assert_eq!(range(Some(b"1234"), 1, b"3"), (4, Some(b"1334".to_vec())));
+    assert_eq!(
+        range(Some(b"1234"), 5, b"2"),
+        (6, Some(b"1234\x002".to_vec()))
+    );
+    // With out of range offset.
+    assert_eq!(
+        setrange(None, MAX - 4, b"world", MAX),
+        Err(StringError::TooLarge)
+    );
+    assert_eq!(
+        parse_setrange_offset(b"-1"),
+        Err(StringError::OffsetOutOfRange)
+    );
+    assert_eq!(
+        setrange(Some(b"hello"), MAX - 4, b"world", MAX),
+        Err(StringError::TooLarge)
+    );
+    // With huge offsets.
+    for offset in ["9223372036854775807", "2147483647"] {
+        let offset = parse_setrange_offset(offset.as_bytes()).unwrap();
+        assert_eq!(
+            setrange(None, offset, b"A", MAX),
+            Err(StringError::TooLarge)
+        );
+    }
+    assert_eq!(
+        setrange(Some(b"x"), u64::MAX, b"A", u64::MAX),
+        Err(StringError::TooLarge)
+    );
+}
+
+#[test]
+fn setrange_boundaries() {
+    assert_eq!(
+        StringError::OffsetOutOfRange.message(),
+        "ERR offset is out of range"
+    );
+    assert_eq!(parse_setrange_offset(b"0"), Ok(0));
+    assert_eq!(parse_setrange_offset(b"x"), Err(StringError::NotAnInteger));
+    assert_eq!(parse_setrange_offset(b"-0"), Err(StringError::NotAnInteger));
+    assert_eq!(
+        parse_setrange_offset(b"-9223372036854775808"),
+        Err(StringError::OffsetOutOfRange)
+    );
+    // Exactly max_len is allowed, one more is not; an empty value never fails.
+    assert_eq!(range(None, 0, b"").0, 0);
+    let at_limit = setrange(None, 6, b"ab", 8).unwrap();
+    assert_eq!(at_limit, SetRange::Write(b"\0\0\0\0\0\0ab".to_vec()));
+    assert_eq!(setrange(None, 7, b"ab", 8), Err(StringError::TooLarge));
+    assert_eq!(
+        setrange(Some(b"abc"), u64::MAX, b"", 8).unwrap(),
+        SetRange::Unchanged { len: 3 }
+    );
+    assert_eq!(setrange(None, u64::MAX, b"", 8).unwrap().reply(), 0);
+    // A write inside a longer string counts as the longer string's length.
+    assert_eq!(
+        range(Some(b"abcdef"), 1, b"X"),
+        (6, Some(b"aXcdef".to_vec()))
+    );
+}
+
+proptest! {
+    #[test]
+    fn setrange_matches_a_naive_model(
+        old in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+        offset in 0u64..60,
+        value in proptest::collection::vec(any::<u8>(), 0..20),
+        max_len in 0u64..80,
+    ) {
+        let got = setrange(old.as_deref(), offset, &value, max_len);
+        if value.is_empty() {
+            prop_assert_eq!(got, Ok(SetRange::Unchanged { len: old.map_or(0, |o| o.len() as u64) }));
+        } else if offset + value.len() as u64 > max_len {
+            prop_assert_eq!(got, Err(StringError::TooLarge));
+        } else {
+            let mut model = old.unwrap_or_default();
+            for (i, &b) in value.iter().enumerate() {
+                let at = offset as usize + i;
+                while model.len() <= at {
+                    model.push(0);
+                }
+                model[at] = b;
+            }
+            prop_assert_eq!(got, Ok(SetRange::Write(model)));
+        }
+    }
+}
