@@ -1,5 +1,5 @@
-//! The value arithmetic of Redis 7.0's string commands (`INCR*`, `APPEND`, `SETRANGE`), as
-//! pure functions: the command layer reads a value, calls one, writes what it returns.
+//! The value arithmetic of Redis 7.0's string commands (`INCR*`, `APPEND`, `SETRANGE`, bits),
+//! as pure functions: the command layer reads a value, calls one, writes what it returns.
 //!
 //! Every function answers what Redis 7.0 answers, errors included (their texts are
 //! [`StringError::message`]); where Redis checks things in an order that involves the key's
@@ -13,6 +13,8 @@
 //! | `INCRBYFLOAT` | [`incr_by_float`] |
 //! | `APPEND` | [`append`] |
 //! | `SETRANGE` | [`parse_setrange_offset`], [`setrange`] |
+//! | `GETBIT SETBIT` | [`parse_bit_offset`], [`parse_bit_value`], [`getbit`], [`setbit`] |
+//! | `BITCOUNT` | [`parse_bitcount_args`], [`bitcount`] |
 //!
 //! (`GETRANGE` is [`crate::exec::data::getrange`].)
 //!
@@ -284,6 +286,192 @@ pub fn setrange(
     }
     new[offset..end].copy_from_slice(value);
     Ok(SetRange::Write(new))
+}
+
+// ---------------------------------------------------------------------------------------------
+// GETBIT SETBIT
+
+/// The offset argument of `GETBIT`/`SETBIT`: [`StringError::BitOffsetOutOfRange`] when
+/// [`parse_i64`] refuses it, when it is negative, or when its byte (`offset / 8`) is not below
+/// `max_len` (Redis's `proto-max-bulk-len`, 512 MiB by default: offsets up to 2^32 - 1). Redis
+/// checks it before looking up the key.
+pub fn parse_bit_offset(text: &[u8], max_len: u64) -> Result<u64, StringError> {
+    let offset = parse_i64(text)
+        .and_then(|offset| u64::try_from(offset).ok())
+        .ok_or(StringError::BitOffsetOutOfRange)?;
+    if offset >> 3 >= max_len {
+        return Err(StringError::BitOffsetOutOfRange);
+    }
+    Ok(offset)
+}
+
+/// The bit argument of `SETBIT`: `0` or `1` (as [`parse_i64`] reads them), else
+/// [`StringError::BitValueOutOfRange`]. Redis checks it after the offset and before looking
+/// up the key.
+pub fn parse_bit_value(text: &[u8]) -> Result<bool, StringError> {
+    match parse_i64(text) {
+        Some(0) => Ok(false),
+        Some(1) => Ok(true),
+        _ => Err(StringError::BitValueOutOfRange),
+    }
+}
+
+/// `GETBIT key offset`: bit `offset` of `value` (bit 0 is the most significant bit of the
+/// first byte), 0 past its end (and for a missing key: pass an empty value).
+pub fn getbit(value: &[u8], offset: u64) -> u8 {
+    let Some(&byte) = usize::try_from(offset >> 3)
+        .ok()
+        .and_then(|index| value.get(index))
+    else {
+        return 0;
+    };
+    (byte >> (7 - (offset & 7))) & 1
+}
+
+/// What `SETBIT` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetBit {
+    /// The reply: the bit's value before.
+    pub old_bit: u8,
+    /// The value to write, or `None` when nothing changed (the string already had the bit and
+    /// was long enough): Redis then neither writes nor signals the key.
+    pub new_value: Option<Vec<u8>>,
+}
+
+/// `SETBIT key offset bit`: the old value (`None` for a missing key) with bit `offset` (from
+/// [`parse_bit_offset`], which bounds the memory this takes) set to `bit`, zero bytes padding
+/// it to reach that bit.
+pub fn setbit(old: Option<&[u8]>, offset: u64, bit: bool) -> SetBit {
+    let old_bit = getbit(old.unwrap_or_default(), offset);
+    let byte = usize::try_from(offset >> 3).expect("a bounded bit offset fits in memory");
+    let grows = old.is_none_or(|old| old.len() <= byte);
+    if !grows && (old_bit == 1) == bit {
+        return SetBit {
+            old_bit,
+            new_value: None,
+        };
+    }
+    let mut value = old.unwrap_or_default().to_vec();
+    if value.len() <= byte {
+        value.resize(byte + 1, 0);
+    }
+    let mask = 1u8 << (7 - (offset & 7));
+    if bit {
+        value[byte] |= mask;
+    } else {
+        value[byte] &= !mask;
+    }
+    SetBit {
+        old_bit,
+        new_value: Some(value),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BITCOUNT
+
+/// The unit of a `BITCOUNT` range (Redis 7.0 added `BIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BitUnit {
+    /// Byte indices (the default).
+    Byte,
+    /// Bit indices.
+    Bit,
+}
+
+/// A `BITCOUNT key start end [BYTE|BIT]` range: inclusive, negative indices counting from the
+/// end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BitRange {
+    /// The first index.
+    pub start: i64,
+    /// The last index.
+    pub end: i64,
+    /// What the indices count.
+    pub unit: BitUnit,
+}
+
+/// The arguments of `BITCOUNT` after the key: none (`None`: the whole string), or `start end`
+/// with an optional `BYTE` or `BIT` (any case).
+///
+/// Errors in Redis's order: [`StringError::Syntax`] for one argument or more than three;
+/// [`StringError::NotAnInteger`] for `start`, then `end`; [`StringError::Syntax`] for another
+/// unit, except that when both indices are negative with `start > end` Redis replies 0 before
+/// looking at the unit, so the unit is then not checked (the range counts 0 in any unit).
+///
+/// Redis looks up the key before parsing any of this: for a missing key it replies 0 whatever
+/// the arguments (a `WRONGTYPE` comes first too), so the caller runs this only on a string.
+pub fn parse_bitcount_args<A: AsRef<[u8]>>(args: &[A]) -> Result<Option<BitRange>, StringError> {
+    match args {
+        [] => Ok(None),
+        [start, end, unit @ ..] if unit.len() <= 1 => {
+            let start = parse_i64(start.as_ref()).ok_or(StringError::NotAnInteger)?;
+            let end = parse_i64(end.as_ref()).ok_or(StringError::NotAnInteger)?;
+            let unit = match unit {
+                [] => BitUnit::Byte,
+                _ if start < 0 && end < 0 && start > end => BitUnit::Byte,
+                [unit] if unit.as_ref().eq_ignore_ascii_case(b"bit") => BitUnit::Bit,
+                [unit] if unit.as_ref().eq_ignore_ascii_case(b"byte") => BitUnit::Byte,
+                _ => return Err(StringError::Syntax),
+            };
+            Ok(Some(BitRange { start, end, unit }))
+        }
+        _ => Err(StringError::Syntax),
+    }
+}
+
+/// `BITCOUNT key [start end [BYTE|BIT]]`: the number of set bits of `value` (an empty value
+/// for a missing key), within `range` if given. As in `GETRANGE`, negative indices count from
+/// the end, indices are clamped to the string, and an empty range counts 0.
+pub fn bitcount(value: &[u8], range: Option<BitRange>) -> i64 {
+    let Some(BitRange { start, end, unit }) = range else {
+        return popcount(value);
+    };
+    if start < 0 && end < 0 && start > end {
+        return 0;
+    }
+    let total = match unit {
+        BitUnit::Byte => value.len() as i64,
+        BitUnit::Bit => value.len() as i64 * 8,
+    };
+    let start = if start < 0 {
+        (total + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 { (total + end).max(0) } else { end }.min(total - 1);
+    if start > end {
+        return 0;
+    }
+    match unit {
+        BitUnit::Byte => popcount(&value[start as usize..=end as usize]),
+        BitUnit::Bit => {
+            let (first, last) = ((start >> 3) as usize, (end >> 3) as usize);
+            // Bit 0 is the most significant: the range's bits of the first and last bytes.
+            let head = 0xffu8 >> (start & 7);
+            let tail = 0xffu8 << (7 - (end & 7));
+            // Count whole bytes, then take off the edge bits outside the range (the masks are
+            // disjoint when first == last).
+            popcount(&value[first..=last])
+                - i64::from((value[first] & !head).count_ones())
+                - i64::from((value[last] & !tail).count_ones())
+        }
+    }
+}
+
+/// The number of set bits of `bytes`.
+fn popcount(bytes: &[u8]) -> i64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut count: u64 = words
+        .by_ref()
+        .map(|w| u64::from(u64::from_le_bytes(w.try_into().expect("8 bytes")).count_ones()))
+        .sum();
+    count += words
+        .remainder()
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum::<u64>();
+    count as i64
 }
 
 #[cfg(test)]

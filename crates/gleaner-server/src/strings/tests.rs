@@ -561,3 +561,356 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// GETBIT SETBIT
+
+#[test]
+fn setbit_cases_of_string_tcl() {
+    // Against a non-existing key.
+    let set = setbit(None, 1, true);
+    assert_eq!(set.old_bit, 0);
+    assert_eq!(set.new_value.unwrap(), [0b0100_0000]);
+    // Against a string ("@" is 0b01000000).
+    let set = setbit(Some(b"@"), 2, true);
+    assert_eq!(set.old_bit, 0);
+    let value = set.new_value.unwrap();
+    assert_eq!(value, [0b0110_0000]);
+    let set = setbit(Some(&value), 1, false);
+    assert_eq!(set.old_bit, 1);
+    assert_eq!(set.new_value.unwrap(), [0b0010_0000]);
+    // Against an integer ("1" is 0b00110001).
+    let set = setbit(Some(b"1"), 6, true);
+    assert_eq!(set.old_bit, 0);
+    let value = set.new_value.unwrap();
+    assert_eq!(value, [0b0011_0011]);
+    let set = setbit(Some(&value), 2, false);
+    assert_eq!(set.old_bit, 1);
+    assert_eq!(set.new_value.unwrap(), [0b0001_0011]);
+    // With out of range bit offset.
+    let four_gib = (4u64 << 30).to_string();
+    assert_eq!(
+        parse_bit_offset(four_gib.as_bytes(), MAX),
+        Err(StringError::BitOffsetOutOfRange)
+    );
+    assert_eq!(
+        parse_bit_offset(b"-1", MAX),
+        Err(StringError::BitOffsetOutOfRange)
+    );
+    // With non-bit argument.
+    for bit in ["-1", "2", "10", "20"] {
+        assert_eq!(
+            parse_bit_value(bit.as_bytes()),
+            Err(StringError::BitValueOutOfRange)
+        );
+    }
+}
+
+#[test]
+fn getbit_cases_of_string_tcl() {
+    // Against a non-existing key.
+    assert_eq!(getbit(b"", 0), 0);
+    // Against a string ("`" has the 2nd and 3rd bits set).
+    let bits: Vec<u8> = [0, 1, 2, 3, 8, 100, 10000]
+        .iter()
+        .map(|&o| getbit(b"`", o))
+        .collect();
+    assert_eq!(bits, [0, 1, 1, 0, 0, 0, 0]);
+    // Against an integer ("1" is 0b00110001).
+    let bits: Vec<u8> = [0, 1, 2, 3, 8, 100, 10000]
+        .iter()
+        .map(|&o| getbit(b"1", o))
+        .collect();
+    assert_eq!(bits, [0, 0, 1, 1, 0, 0, 0]);
+    assert_eq!(getbit(b"\xff", u64::MAX), 0);
+}
+
+#[test]
+fn bit_arguments_and_boundaries() {
+    assert_eq!(
+        StringError::BitOffsetOutOfRange.message(),
+        "ERR bit offset is not an integer or out of range"
+    );
+    assert_eq!(
+        StringError::BitValueOutOfRange.message(),
+        "ERR bit is not an integer or out of range"
+    );
+    // 512 MiB: the last bit of the 512 MiB-th byte is 2^32 - 1.
+    assert_eq!(parse_bit_offset(b"4294967295", MAX), Ok(4294967295));
+    assert_eq!(
+        parse_bit_offset(b"4294967296", MAX),
+        Err(StringError::BitOffsetOutOfRange)
+    );
+    assert_eq!(parse_bit_offset(b"8191", 1024), Ok(8191));
+    assert_eq!(
+        parse_bit_offset(b"8192", 1024),
+        Err(StringError::BitOffsetOutOfRange)
+    );
+    assert_eq!(parse_bit_offset(b"0", 1), Ok(0));
+    assert_eq!(
+        parse_bit_offset(b"0", 0),
+        Err(StringError::BitOffsetOutOfRange)
+    );
+    for bad in [
+        "",
+        "x",
+        "1.0",
+        "+1",
+        "#1",
+        "01",
+        "-0",
+        "9223372036854775808",
+    ] {
+        assert_eq!(
+            parse_bit_offset(bad.as_bytes(), MAX),
+            Err(StringError::BitOffsetOutOfRange),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        parse_bit_offset(b"9223372036854775807", u64::MAX),
+        Ok(i64::MAX as u64)
+    );
+    assert_eq!(parse_bit_value(b"0"), Ok(false));
+    assert_eq!(parse_bit_value(b"1"), Ok(true));
+    for bad in ["", "01", "+1", " 1", "true", "-0"] {
+        assert_eq!(
+            parse_bit_value(bad.as_bytes()),
+            Err(StringError::BitValueOutOfRange),
+            "{bad:?}"
+        );
+    }
+    // Setting a bit to what it is writes nothing; growing the string always writes.
+    assert_eq!(
+        setbit(Some(b"\x80"), 0, true),
+        SetBit {
+            old_bit: 1,
+            new_value: None
+        }
+    );
+    assert_eq!(
+        setbit(Some(b"\x80"), 9, false),
+        SetBit {
+            old_bit: 0,
+            new_value: Some(vec![0x80, 0])
+        }
+    );
+    assert_eq!(
+        setbit(None, 0, false),
+        SetBit {
+            old_bit: 0,
+            new_value: Some(vec![0])
+        }
+    );
+    assert_eq!(
+        setbit(Some(b""), 15, true),
+        SetBit {
+            old_bit: 0,
+            new_value: Some(vec![0, 1])
+        }
+    );
+}
+
+proptest! {
+    // SETBIT fuzzing (string.tcl): random bits set in a 256-byte string, against a bit vector.
+    #[test]
+    fn setbit_and_getbit_match_a_bit_vector(
+        ops in proptest::collection::vec((0u64..2048, any::<bool>()), 1..200),
+    ) {
+        let mut model: Vec<bool> = Vec::new();
+        let mut value: Option<Vec<u8>> = None;
+        for (offset, bit) in ops {
+            let at = offset as usize;
+            let old_model = model.get(at).copied().unwrap_or(false);
+            let set = setbit(value.as_deref(), offset, bit);
+            prop_assert_eq!(set.old_bit, u8::from(old_model));
+            let grows = model.len() <= at;
+            prop_assert_eq!(set.new_value.is_some(), grows || old_model != bit || value.is_none());
+            if let Some(new) = set.new_value {
+                value = Some(new);
+            }
+            while model.len() < (at / 8 + 1) * 8 {
+                model.push(false);
+            }
+            model[at] = bit;
+            let stored = value.as_deref().unwrap();
+            prop_assert_eq!(stored.len() * 8, model.len());
+            for (i, &b) in model.iter().enumerate() {
+                prop_assert_eq!(getbit(stored, i as u64), u8::from(b));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BITCOUNT
+
+/// `count_bits` of bitops.tcl.
+fn count_bits(s: &[u8]) -> i64 {
+    s.iter().map(|b| i64::from(b.count_ones())).sum()
+}
+
+/// `count_bits_start_end` of bitops.tcl: the set bits from bit `start` to bit `end`.
+fn count_bits_start_end(s: &[u8], start: i64, end: i64) -> i64 {
+    (start.max(0)..=end.min(s.len() as i64 * 8 - 1))
+        .map(|i| i64::from(getbit(s, i as u64)))
+        .sum()
+}
+
+fn count(value: &[u8], args: &[&str]) -> Result<i64, StringError> {
+    parse_bitcount_args(args).map(|range| bitcount(value, range))
+}
+
+#[test]
+fn bitcount_cases_of_bitops_tcl() {
+    // Returns 0 against a non existing key (an empty value).
+    assert_eq!(count(b"", &[]), Ok(0));
+    assert_eq!(count(b"", &["0", "1000", "bit"]), Ok(0));
+    // Returns 0 with out of range indexes.
+    assert_eq!(count(b"xxxx", &["4", "10"]), Ok(0));
+    assert_eq!(count(b"xxxx", &["32", "87", "bit"]), Ok(0));
+    // Returns 0 with negative indexes where start > end.
+    assert_eq!(count(b"xxxx", &["-6", "-7"]), Ok(0));
+    assert_eq!(count(b"xxxx", &["-6", "-15", "bit"]), Ok(0));
+    // Against the test vectors.
+    for vector in [&b""[..], b"\xaa", b"\x00\x00\xff", b"foobar", b"123"] {
+        assert_eq!(count(vector, &[]), Ok(count_bits(vector)));
+        assert_eq!(count(vector, &["0", "-1", "bit"]), Ok(count_bits(vector)));
+    }
+    assert_eq!(count_bits(b"foobar"), 26);
+    // With start, end.
+    let s = b"foobar";
+    assert_eq!(count(s, &["0", "-1"]), Ok(count_bits(b"foobar")));
+    assert_eq!(count(s, &["1", "-2"]), Ok(count_bits(b"ooba")));
+    assert_eq!(count(s, &["-2", "1"]), Ok(0));
+    assert_eq!(count(s, &["0", "1000"]), Ok(count_bits(b"foobar")));
+    assert_eq!(count(s, &["0", "-1", "bit"]), Ok(count_bits(s)));
+    assert_eq!(
+        count(s, &["10", "14", "bit"]),
+        Ok(count_bits_start_end(s, 10, 14))
+    );
+    assert_eq!(
+        count(s, &["3", "14", "bit"]),
+        Ok(count_bits_start_end(s, 3, 14))
+    );
+    assert_eq!(
+        count(s, &["3", "29", "bit"]),
+        Ok(count_bits_start_end(s, 3, 29))
+    );
+    assert_eq!(
+        count(s, &["10", "-34", "bit"]),
+        Ok(count_bits_start_end(s, 10, 14))
+    );
+    assert_eq!(
+        count(s, &["3", "-34", "bit"]),
+        Ok(count_bits_start_end(s, 3, 14))
+    );
+    assert_eq!(
+        count(s, &["3", "-19", "bit"]),
+        Ok(count_bits_start_end(s, 3, 29))
+    );
+    assert_eq!(count(s, &["-2", "1", "bit"]), Ok(0));
+    assert_eq!(count(s, &["0", "1000", "bit"]), Ok(count_bits(s)));
+    // Syntax errors #1 and #2.
+    assert_eq!(count(s, &["0"]), Err(StringError::Syntax));
+    assert_eq!(count(s, &["0", "1", "hello"]), Err(StringError::Syntax));
+    // Regression test for github issue #582: a range end beyond 32 bits.
+    assert_eq!(count(b"\x80", &["0", "4294967296"]), Ok(1));
+    // Misaligned prefix; misaligned prefix + full words + remainder.
+    assert_eq!(count(b"ab", &["1", "-1"]), Ok(3));
+    assert_eq!(count(b"__PPxxxxxxxxxxxxxxxxRR__", &["2", "-3"]), Ok(74));
+}
+
+#[test]
+fn bitcount_arguments() {
+    assert_eq!(StringError::Syntax.message(), "ERR syntax error");
+    assert_eq!(parse_bitcount_args::<&str>(&[]), Ok(None));
+    assert_eq!(
+        parse_bitcount_args(&["1", "2", "BiT"]),
+        Ok(Some(BitRange {
+            start: 1,
+            end: 2,
+            unit: BitUnit::Bit
+        }))
+    );
+    assert_eq!(
+        parse_bitcount_args(&["1", "2", "BYTE"]),
+        Ok(Some(BitRange {
+            start: 1,
+            end: 2,
+            unit: BitUnit::Byte
+        }))
+    );
+    assert_eq!(
+        count(b"abc", &["0", "1", "2", "3"]),
+        Err(StringError::Syntax)
+    );
+    assert_eq!(count(b"abc", &["x", "1"]), Err(StringError::NotAnInteger));
+    assert_eq!(count(b"abc", &["0", "x"]), Err(StringError::NotAnInteger));
+    assert_eq!(
+        count(b"abc", &["x", "1", "hello"]),
+        Err(StringError::NotAnInteger)
+    );
+    // Negative indices with start > end answer 0 before the unit is read.
+    assert_eq!(count(b"abc", &["-1", "-2", "hello"]), Ok(0));
+    assert_eq!(
+        count(b"abc", &["-2", "-1", "hello"]),
+        Err(StringError::Syntax)
+    );
+    // Extremes.
+    assert_eq!(
+        count(
+            b"\xff\xff",
+            &["-9223372036854775808", "9223372036854775807"]
+        ),
+        Ok(16)
+    );
+    assert_eq!(
+        count(
+            b"\xff\xff",
+            &["-9223372036854775808", "9223372036854775807", "bit"]
+        ),
+        Ok(16)
+    );
+    assert_eq!(
+        count(b"\xff\xff", &["9223372036854775807", "9223372036854775807"]),
+        Ok(0)
+    );
+    assert_eq!(count(b"\xff\xff", &["7", "8", "bit"]), Ok(2));
+    assert_eq!(count(b"\xff\xff", &["8", "8", "bit"]), Ok(1));
+    assert_eq!(count(b"\x7e", &["1", "6", "bit"]), Ok(6));
+    assert_eq!(count(b"\x7e", &["2", "5", "bit"]), Ok(4));
+    assert_eq!(count(b"\x81", &["1", "6", "bit"]), Ok(0));
+    assert_eq!(count(b"", &["0", "-1"]), Ok(0));
+    assert_eq!(count(b"", &["-1", "0", "bit"]), Ok(0));
+}
+
+proptest! {
+    // BITCOUNT fuzzing with and without start/end, in bytes and bits.
+    #[test]
+    fn bitcount_matches_a_naive_count(
+        value in proptest::collection::vec(any::<u8>(), 0..64),
+        start in -600i64..600,
+        end in -600i64..600,
+        bit_unit in any::<bool>(),
+    ) {
+        prop_assert_eq!(bitcount(&value, None), count_bits(&value));
+        let unit = if bit_unit { BitUnit::Bit } else { BitUnit::Byte };
+        let total = if bit_unit { value.len() as i64 * 8 } else { value.len() as i64 };
+        // The model: indices from the end, clamped, an inclusive range of bits.
+        let expected = if start < 0 && end < 0 && start > end {
+            0
+        } else {
+            let s = if start < 0 { (total + start).max(0) } else { start };
+            let e = if end < 0 { (total + end).max(0) } else { end }.min(total - 1);
+            if s > e {
+                0
+            } else if bit_unit {
+                count_bits_start_end(&value, s, e)
+            } else {
+                count_bits_start_end(&value, s * 8, e * 8 + 7)
+            }
+        };
+        prop_assert_eq!(bitcount(&value, Some(BitRange { start, end, unit })), expected);
+    }
+}
