@@ -1,5 +1,5 @@
-//! The value arithmetic of Redis 7.0's string commands (`INCR*`, `APPEND`, `SETRANGE`, bits),
-//! as pure functions: the command layer reads a value, calls one, writes what it returns.
+//! The value arithmetic of Redis 7.0's string commands (`INCR*`, `APPEND`, `SETRANGE`, bits,
+//! `LCS`), as pure functions: the command layer reads a value, calls one, writes what it returns.
 //!
 //! Every function answers what Redis 7.0 answers, errors included (their texts are
 //! [`StringError::message`]); where Redis checks things in an order that involves the key's
@@ -15,6 +15,7 @@
 //! | `SETRANGE` | [`parse_setrange_offset`], [`setrange`] |
 //! | `GETBIT SETBIT` | [`parse_bit_offset`], [`parse_bit_value`], [`getbit`], [`setbit`] |
 //! | `BITCOUNT` | [`parse_bitcount_args`], [`bitcount`] |
+//! | `LCS` | [`parse_lcs_options`], [`lcs`] |
 //!
 //! (`GETRANGE` is [`crate::exec::data::getrange`].)
 //!
@@ -472,6 +473,219 @@ fn popcount(bytes: &[u8]) -> i64 {
         .map(|b| u64::from(b.count_ones()))
         .sum::<u64>();
     count as i64
+}
+
+// ---------------------------------------------------------------------------------------------
+// LCS
+
+/// The options of `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LcsOptions {
+    /// `LEN`: reply only the length.
+    pub len: bool,
+    /// `IDX`: reply the matching ranges and the length.
+    pub idx: bool,
+    /// `MINMATCHLEN len`: with `IDX`, list only ranges at least this long (a negative argument
+    /// counts as 0; 0 lists all). The last one given counts.
+    pub min_match_len: u64,
+    /// `WITHMATCHLEN`: with `IDX`, give each range's length.
+    pub with_match_len: bool,
+}
+
+/// The options of `LCS` after the two keys, in any order and case, each as often as wished.
+///
+/// Errors: [`StringError::Syntax`] for an unknown word or a `MINMATCHLEN` without a value;
+/// [`StringError::NotAnInteger`] for a `MINMATCHLEN` value that [`parse_i64`] refuses;
+/// [`StringError::LcsLenAndIdx`] for both `LEN` and `IDX`, once all are read. Redis looks up
+/// both keys first: a key holding a non-string gives [`StringError::LcsWrongType`] (not
+/// `WRONGTYPE`) before any of these.
+pub fn parse_lcs_options<A: AsRef<[u8]>>(args: &[A]) -> Result<LcsOptions, StringError> {
+    let mut options = LcsOptions::default();
+    let mut i = 0;
+    while i < args.len() {
+        let word = args[i].as_ref();
+        if word.eq_ignore_ascii_case(b"IDX") {
+            options.idx = true;
+        } else if word.eq_ignore_ascii_case(b"LEN") {
+            options.len = true;
+        } else if word.eq_ignore_ascii_case(b"WITHMATCHLEN") {
+            options.with_match_len = true;
+        } else if word.eq_ignore_ascii_case(b"MINMATCHLEN") && i + 1 < args.len() {
+            let min = parse_i64(args[i + 1].as_ref()).ok_or(StringError::NotAnInteger)?;
+            options.min_match_len = u64::try_from(min).unwrap_or(0);
+            i += 1;
+        } else {
+            return Err(StringError::Syntax);
+        }
+        i += 1;
+    }
+    if options.len && options.idx {
+        return Err(StringError::LcsLenAndIdx);
+    }
+    Ok(options)
+}
+
+/// One matching range of `LCS ... IDX`: the same bytes at `a.0..=a.1` of the first string and
+/// `b.0..=b.1` of the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LcsMatch {
+    /// Inclusive range in the first string.
+    pub a: (u64, u64),
+    /// Inclusive range in the second string.
+    pub b: (u64, u64),
+    /// Its length, given with `WITHMATCHLEN` (then a third element of the match's array).
+    pub len: Option<u64>,
+}
+
+/// The reply of `LCS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LcsReply {
+    /// No option: the longest common subsequence, a bulk string.
+    String(Vec<u8>),
+    /// `LEN`: its length, an integer.
+    Len(u64),
+    /// `IDX`: a map of two entries, `matches` (an array of matches, each an array
+    /// `[[a_start, a_end], [b_start, b_end]]` plus the length with `WITHMATCHLEN`) then `len`.
+    Idx {
+        /// The matches, in Redis's order: from the ends of the strings backwards, so the last
+        /// match of the strings comes first.
+        matches: Vec<LcsMatch>,
+        /// The length of the longest common subsequence.
+        len: u64,
+    },
+}
+
+/// Redis refuses strings of this length or more (its table uses 32-bit indices).
+const LCS_MAX_STRING_LEN: u64 = u32::MAX as u64 - 1;
+
+/// `LCS key1 key2 ...`: the longest common subsequence of `a` and `b` (an empty string for a
+/// missing key), by the dynamic-programming table Redis builds, read back the way Redis reads
+/// it, so that among several longest subsequences the same one (and the same ranges) comes
+/// out.
+///
+/// The table has `(a.len() + 1) * (b.len() + 1)` cells of 4 bytes, and Redis refuses to build
+/// one larger than `proto-max-bulk-len` bytes: `max_table_bytes` is that limit (a 2,000-byte
+/// string against another needs about 16 MB). Errors: [`StringError::LcsStringTooLong`],
+/// [`StringError::LcsTableTooLarge`], [`StringError::LcsAllocationFailed`] (the memory is not
+/// available).
+pub fn lcs(
+    a: &[u8],
+    b: &[u8],
+    options: &LcsOptions,
+    max_table_bytes: u64,
+) -> Result<LcsReply, StringError> {
+    if a.len() as u64 >= LCS_MAX_STRING_LEN || b.len() as u64 >= LCS_MAX_STRING_LEN {
+        return Err(StringError::LcsStringTooLong);
+    }
+    let cells = (a.len() as u128 + 1) * (b.len() as u128 + 1);
+    let bytes = cells * 4;
+    // Redis reports a size that overflows its allocator's type as a failed allocation.
+    if bytes >= u128::from(u64::MAX) {
+        return Err(StringError::LcsAllocationFailed);
+    }
+    if bytes > u128::from(max_table_bytes) {
+        return Err(StringError::LcsTableTooLarge);
+    }
+    let cells = usize::try_from(cells).map_err(|_| StringError::LcsAllocationFailed)?;
+    if options.len && !options.idx {
+        // Only the length: two rows of the table give it (the limit above still applies, as
+        // in Redis).
+        return Ok(LcsReply::Len(lcs_len(a, b)));
+    }
+    let mut table: Vec<u32> = Vec::new();
+    table
+        .try_reserve_exact(cells)
+        .map_err(|_| StringError::LcsAllocationFailed)?;
+    let width = b.len() + 1;
+    table.resize(width, 0);
+    for i in 1..=a.len() {
+        table.push(0);
+        for j in 1..=b.len() {
+            let cell = if a[i - 1] == b[j - 1] {
+                table[(i - 1) * width + j - 1] + 1
+            } else {
+                table[(i - 1) * width + j].max(table[i * width + j - 1])
+            };
+            table.push(cell);
+        }
+    }
+    let at = |i: usize, j: usize| table[i * width + j];
+    let total = at(a.len(), b.len());
+
+    // Walk back from the end, as Redis does: a match goes diagonally, otherwise towards the
+    // larger neighbour, the left one (j - 1) on a tie. Contiguous diagonal steps form a range,
+    // listed when it ends.
+    let mut result = vec![0u8; if options.idx { 0 } else { total as usize }];
+    let mut matches = Vec::new();
+    // The current range: (a_start, a_end, b_start, b_end).
+    let mut range: Option<(usize, usize, usize, usize)> = None;
+    let (mut i, mut j, mut k) = (a.len(), b.len(), total as usize);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            if !options.idx {
+                result[k - 1] = a[i - 1];
+            }
+            match &mut range {
+                None => range = Some((i - 1, i - 1, j - 1, j - 1)),
+                Some(r) if r.0 == i && r.2 == j => {
+                    r.0 -= 1;
+                    r.2 -= 1;
+                }
+                // Not reached (a range ends on the first non-diagonal step), kept as in Redis:
+                // the range ends and this match starts none.
+                Some(_) => emit = true,
+            }
+            if range.is_some_and(|r| r.0 == 0 || r.2 == 0) {
+                emit = true;
+            }
+            k -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if at(i - 1, j) > at(i, j - 1) {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = range.is_some();
+        }
+        if emit && let Some((a_start, a_end, b_start, b_end)) = range.take() {
+            let len = (a_end - a_start + 1) as u64;
+            if len >= options.min_match_len {
+                matches.push(LcsMatch {
+                    a: (a_start as u64, a_end as u64),
+                    b: (b_start as u64, b_end as u64),
+                    len: options.with_match_len.then_some(len),
+                });
+            }
+        }
+    }
+    Ok(if options.idx {
+        LcsReply::Idx {
+            matches,
+            len: u64::from(total),
+        }
+    } else {
+        LcsReply::String(result)
+    })
+}
+
+/// The length of the longest common subsequence, in two rows.
+fn lcs_len(a: &[u8], b: &[u8]) -> u64 {
+    let mut previous = vec![0u32; b.len() + 1];
+    let mut current = vec![0u32; b.len() + 1];
+    for &x in a {
+        for (j, &y) in b.iter().enumerate() {
+            current[j + 1] = if x == y {
+                previous[j] + 1
+            } else {
+                previous[j + 1].max(current[j])
+            };
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    u64::from(previous[b.len()])
 }
 
 #[cfg(test)]

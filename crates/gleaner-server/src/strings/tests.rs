@@ -914,3 +914,277 @@ proptest! {
         prop_assert_eq!(bitcount(&value, Some(BitRange { start, end, unit })), expected);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// LCS
+
+// The sequences of string.tcl's LCS tests (test data).
+const RNA1: &[u8] = b"CACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTGTGGCTGTCACTCGGCTGCATGCTTAGTGCACTCACGCAGTATAATTAATAACTAATTACTGTCGTTGACAGGACACGAGTAACTCGTCTATCTTCTGCAGGCTGCTTACGGTTTCGTCCGTGTTGCAGCCGATCATCAGCACATCTAGGTTTCGTCCGGGTGTG";
+const RNA2: &[u8] = b"ATTAAAGGTTTATACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTGTGGCTGTCACTCGGCTGCATGCTTAGTGCACTCACGCAGTATAATTAATAACTAATTACTGTCGTTGACAGGACACGAGTAACTCGTCTATCTTCTGCAGGCTGCTTACGGTTTCGTCCGTGTTGCAGCCGATCATCAGCACATCTAGGTTT";
+const RNALCS: &[u8] = b"ACCTTCCCAGGTAACAAACCAACCAACTTTCGATCTCTTGTAGATCTGTTCTCTAAACGAACTTTAAAATCTGTGTGGCTGTCACTCGGCTGCATGCTTAGTGCACTCACGCAGTATAATTAATAACTAATTACTGTCGTTGACAGGACACGAGTAACTCGTCTATCTTCTGCAGGCTGCTTACGGTTTCGTCCGTGTTGCAGCCGATCATCAGCACATCTAGGTTT";
+
+fn run_lcs(a: &[u8], b: &[u8], args: &[&str]) -> Result<LcsReply, StringError> {
+    lcs(a, b, &parse_lcs_options(args)?, MAX)
+}
+
+fn m(a: (u64, u64), b: (u64, u64), len: Option<u64>) -> LcsMatch {
+    LcsMatch { a, b, len }
+}
+
+#[test]
+fn lcs_cases_of_string_tcl() {
+    // LCS basic.
+    assert_eq!(
+        run_lcs(RNA1, RNA2, &[]),
+        Ok(LcsReply::String(RNALCS.to_vec()))
+    );
+    // LCS len.
+    assert_eq!(
+        run_lcs(RNA1, RNA2, &["LEN"]),
+        Ok(LcsReply::Len(RNALCS.len() as u64))
+    );
+    // LCS indexes.
+    let len = RNALCS.len() as u64;
+    let ranges = [
+        ((238, 238), (239, 239), 1),
+        ((236, 236), (238, 238), 1),
+        ((229, 230), (236, 237), 2),
+        ((224, 224), (235, 235), 1),
+        ((1, 222), (13, 234), 222),
+    ];
+    assert_eq!(
+        run_lcs(RNA1, RNA2, &["IDX"]),
+        Ok(LcsReply::Idx {
+            matches: ranges.iter().map(|&(a, b, _)| m(a, b, None)).collect(),
+            len
+        })
+    );
+    // LCS indexes with match len.
+    assert_eq!(
+        run_lcs(RNA1, RNA2, &["IDX", "WITHMATCHLEN"]),
+        Ok(LcsReply::Idx {
+            matches: ranges.iter().map(|&(a, b, l)| m(a, b, Some(l))).collect(),
+            len
+        })
+    );
+    // LCS indexes with match len and minimum match len.
+    assert_eq!(
+        run_lcs(RNA1, RNA2, &["IDX", "WITHMATCHLEN", "MINMATCHLEN", "5"]),
+        Ok(LcsReply::Idx {
+            matches: vec![m((1, 222), (13, 234), Some(222))],
+            len
+        })
+    );
+}
+
+#[test]
+fn lcs_documentation_examples() {
+    // The LCS command's documentation: ohmytext / mynewtext.
+    let (a, b) = (b"ohmytext", b"mynewtext");
+    assert_eq!(run_lcs(a, b, &[]), Ok(LcsReply::String(b"mytext".to_vec())));
+    assert_eq!(run_lcs(a, b, &["LEN"]), Ok(LcsReply::Len(6)));
+    assert_eq!(
+        run_lcs(a, b, &["IDX"]),
+        Ok(LcsReply::Idx {
+            matches: vec![m((4, 7), (5, 8), None), m((2, 3), (0, 1), None)],
+            len: 6
+        })
+    );
+    assert_eq!(
+        run_lcs(a, b, &["IDX", "MINMATCHLEN", "4"]),
+        Ok(LcsReply::Idx {
+            matches: vec![m((4, 7), (5, 8), None)],
+            len: 6
+        })
+    );
+    assert_eq!(
+        run_lcs(a, b, &["IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"]),
+        Ok(LcsReply::Idx {
+            matches: vec![m((4, 7), (5, 8), Some(4))],
+            len: 6
+        })
+    );
+}
+
+#[test]
+fn lcs_options_and_limits() {
+    assert_eq!(parse_lcs_options::<&str>(&[]), Ok(LcsOptions::default()));
+    assert_eq!(
+        parse_lcs_options(&["idx", "minMatchLen", "-5", "withmatchlen"]),
+        Ok(LcsOptions {
+            len: false,
+            idx: true,
+            min_match_len: 0,
+            with_match_len: true
+        })
+    );
+    assert_eq!(
+        parse_lcs_options(&["MINMATCHLEN", "3", "MINMATCHLEN", "1"]).map(|o| o.min_match_len),
+        Ok(1)
+    );
+    assert_eq!(
+        parse_lcs_options(&["LEN", "IDX"]),
+        Err(StringError::LcsLenAndIdx)
+    );
+    assert_eq!(
+        parse_lcs_options(&["IDX", "LEN", "FOO"]),
+        Err(StringError::Syntax)
+    );
+    assert_eq!(
+        parse_lcs_options(&["MINMATCHLEN"]),
+        Err(StringError::Syntax)
+    );
+    assert_eq!(
+        parse_lcs_options(&["IDX", "MINMATCHLEN"]),
+        Err(StringError::Syntax)
+    );
+    assert_eq!(
+        parse_lcs_options(&["MINMATCHLEN", "x"]),
+        Err(StringError::NotAnInteger)
+    );
+    assert_eq!(
+        parse_lcs_options(&["MINMATCHLEN", "LEN"]),
+        Err(StringError::NotAnInteger)
+    );
+    assert_eq!(
+        StringError::LcsLenAndIdx.message(),
+        "ERR If you want both the length and indexes, please just use IDX."
+    );
+    assert_eq!(
+        StringError::LcsWrongType.message(),
+        "ERR The specified keys must contain string values"
+    );
+    assert_eq!(
+        StringError::LcsStringTooLong.message(),
+        "ERR String too long for LCS"
+    );
+    assert_eq!(
+        StringError::LcsTableTooLarge.message(),
+        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
+    );
+    assert_eq!(
+        StringError::LcsAllocationFailed.message(),
+        "ERR Insufficient memory, failed allocating transient memory for LCS"
+    );
+    // WITHMATCHLEN and MINMATCHLEN change nothing without IDX.
+    assert_eq!(
+        run_lcs(b"abc", b"xbc", &["WITHMATCHLEN", "MINMATCHLEN", "9"]),
+        Ok(LcsReply::String(b"bc".to_vec()))
+    );
+    assert_eq!(
+        run_lcs(b"abc", b"xbc", &["LEN", "WITHMATCHLEN"]),
+        Ok(LcsReply::Len(2))
+    );
+    // Empty and missing strings.
+    assert_eq!(run_lcs(b"", b"", &[]), Ok(LcsReply::String(Vec::new())));
+    assert_eq!(run_lcs(b"abc", b"", &["LEN"]), Ok(LcsReply::Len(0)));
+    assert_eq!(
+        run_lcs(b"", b"abc", &["IDX"]),
+        Ok(LcsReply::Idx {
+            matches: Vec::new(),
+            len: 0
+        })
+    );
+    assert_eq!(
+        run_lcs(b"abc", b"xyz", &[]),
+        Ok(LcsReply::String(Vec::new()))
+    );
+    // The table of 10 by 10 bytes is 11 * 11 * 4 = 484 bytes: allowed at exactly the limit.
+    let ten = b"0123456789";
+    let options = LcsOptions::default();
+    assert!(lcs(ten, ten, &options, 484).is_ok());
+    assert_eq!(
+        lcs(ten, ten, &options, 483),
+        Err(StringError::LcsTableTooLarge)
+    );
+    let len_only = LcsOptions {
+        len: true,
+        ..LcsOptions::default()
+    };
+    assert_eq!(
+        lcs(ten, ten, &len_only, 483),
+        Err(StringError::LcsTableTooLarge)
+    );
+    assert_eq!(
+        lcs(ten, b"", &options, 44),
+        Ok(LcsReply::String(Vec::new()))
+    );
+    assert_eq!(
+        lcs(ten, b"", &options, 43),
+        Err(StringError::LcsTableTooLarge)
+    );
+}
+
+/// The LCS length, by memoized recursion on suffixes: another formulation than the table.
+fn lcs_len_reference(a: &[u8], b: &[u8]) -> u64 {
+    fn go(a: &[u8], b: &[u8], i: usize, j: usize, memo: &mut Vec<Vec<Option<u64>>>) -> u64 {
+        if i == a.len() || j == b.len() {
+            return 0;
+        }
+        if let Some(v) = memo[i][j] {
+            return v;
+        }
+        let v = if a[i] == b[j] {
+            1 + go(a, b, i + 1, j + 1, memo)
+        } else {
+            go(a, b, i + 1, j, memo).max(go(a, b, i, j + 1, memo))
+        };
+        memo[i][j] = Some(v);
+        v
+    }
+    let mut memo = vec![vec![None; b.len()]; a.len()];
+    go(a, b, 0, 0, &mut memo)
+}
+
+fn is_subsequence(needle: &[u8], haystack: &[u8]) -> bool {
+    let mut rest = haystack.iter();
+    needle.iter().all(|c| rest.any(|h| h == c))
+}
+
+proptest! {
+    #[test]
+    fn lcs_matches_a_reference(
+        a in proptest::collection::vec(0u8..4, 0..40),
+        b in proptest::collection::vec(0u8..4, 0..40),
+        min in 0u64..4,
+    ) {
+        let expected = lcs_len_reference(&a, &b);
+        let options = |args: &[&str]| parse_lcs_options(args).unwrap();
+        prop_assert_eq!(lcs(&a, &b, &options(&["LEN"]), MAX), Ok(LcsReply::Len(expected)));
+        let Ok(LcsReply::String(common)) = lcs(&a, &b, &options(&[]), MAX) else {
+            panic!("a string reply");
+        };
+        prop_assert_eq!(common.len() as u64, expected);
+        prop_assert!(is_subsequence(&common, &a) && is_subsequence(&common, &b));
+        // The ranges cover the subsequence, from the end backwards, each the same bytes.
+        let Ok(LcsReply::Idx { matches, len }) = lcs(&a, &b, &options(&["IDX", "WITHMATCHLEN"]), MAX) else {
+            panic!("an IDX reply");
+        };
+        prop_assert_eq!(len, expected);
+        let mut joined = Vec::new();
+        let mut previous: Option<LcsMatch> = None;
+        for found in matches.iter().rev() {
+            let (a0, a1) = (found.a.0 as usize, found.a.1 as usize);
+            let (b0, b1) = (found.b.0 as usize, found.b.1 as usize);
+            prop_assert_eq!(&a[a0..=a1], &b[b0..=b1]);
+            prop_assert_eq!(found.len, Some((a1 - a0 + 1) as u64));
+            if let Some(p) = previous {
+                prop_assert!(p.a.1 < found.a.0 && p.b.1 < found.b.0);
+            }
+            previous = Some(*found);
+            joined.extend_from_slice(&a[a0..=a1]);
+        }
+        prop_assert_eq!(&joined, &common);
+        // MINMATCHLEN keeps the long enough ones, in order.
+        let min_text = min.to_string();
+        let Ok(LcsReply::Idx { matches: kept, .. }) = lcs(&a, &b, &options(&["IDX", "MINMATCHLEN", &min_text]), MAX) else {
+            panic!("an IDX reply");
+        };
+        let expected_kept: Vec<LcsMatch> = matches
+            .iter()
+            .filter(|found| found.len.unwrap() >= min)
+            .map(|found| LcsMatch { len: None, ..*found })
+            .collect();
+        prop_assert_eq!(kept, expected_kept);
+    }
+}
