@@ -30,6 +30,27 @@ pub fn newest_version<'m>(
     version.get(tables, &make_lookup_key(user_key, seq), ctx)
 }
 
+/// [`newest_version`] without the value: the newest version of `user_key` at or below `seq`
+/// in `memtables` (newest first), else in `version`'s key tables, as a [`KeyLookup`]. Reads no
+/// value table and copies no value.
+///
+/// Errors: reading a key table fails, or an entry there is damaged.
+pub fn newest_key<'m>(
+    memtables: impl IntoIterator<Item = &'m Arc<MemTable>>,
+    version: &Version,
+    tables: &TableCache,
+    user_key: &[u8],
+    seq: SeqNo,
+    ctx: ReadCtx,
+) -> Result<Option<KeyLookup>> {
+    for m in memtables {
+        if let Some(found) = m.get_key(user_key, seq)? {
+            return Ok(Some(found));
+        }
+    }
+    version.get_key(tables, &make_lookup_key(user_key, seq), ctx)
+}
+
 /// What a memtable or the index tree holds for a key at a sequence number: the newest version
 /// at or below it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,9 +99,11 @@ impl Lookup {
     }
 }
 
-/// The answer of a GC validity lookup ([`Version::get_key`](crate::version::Version::get_key)):
-/// the kind and sequence number of the newest version at or below the lookup's sequence
-/// number, without its value.
+/// The answer of a key-only lookup ([`Version::get_key`](crate::version::Version::get_key),
+/// [`MemTable::get_key`], [`newest_key`]): the kind, sequence number and expiry of the newest
+/// version at or below the lookup's sequence number, without its value. What GC's validity
+/// checks and the conditional write's checks read: never a separated value, never a copy of an
+/// inline one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyLookup {
     /// A separated value: the version at `seq` names the record written at `record_seq`.
@@ -99,21 +122,53 @@ pub enum KeyLookup {
     Inline {
         /// The version's sequence number.
         seq: SeqNo,
+        /// When the version expires, if it does ([`crate::expiry`]).
+        expiry: Option<u64>,
     },
-    /// A deletion written at `seq`.
+    /// A point deletion written at `seq`.
     Deleted {
         /// The version's sequence number.
+        seq: SeqNo,
+    },
+    /// A range tombstone written at `seq` covers the key and is newer than every version of it
+    /// at or below the lookup's sequence number (or covers a key without one).
+    RangeDeleted {
+        /// The tombstone's sequence number.
         seq: SeqNo,
     },
 }
 
 impl KeyLookup {
-    /// The version's sequence number.
+    /// The version's sequence number (the tombstone's for [`KeyLookup::RangeDeleted`]).
     pub fn seq(&self) -> SeqNo {
         match *self {
             KeyLookup::Handle { seq, .. }
-            | KeyLookup::Inline { seq }
-            | KeyLookup::Deleted { seq } => seq,
+            | KeyLookup::Inline { seq, .. }
+            | KeyLookup::Deleted { seq }
+            | KeyLookup::RangeDeleted { seq } => seq,
         }
+    }
+
+    /// The sequence number of the user's write the version carries: the version's own, but for
+    /// a handle the engine wrote when the record moved (a GC write-back, a handle update on
+    /// read), the record's, which names the write that put the value there.
+    pub fn write_seq(&self) -> SeqNo {
+        match *self {
+            KeyLookup::Handle { record_seq, .. } => record_seq,
+            other => other.seq(),
+        }
+    }
+
+    /// When the version expires, if it is a value that does.
+    pub fn expiry(&self) -> Option<u64> {
+        match *self {
+            KeyLookup::Handle { expiry, .. } | KeyLookup::Inline { expiry, .. } => expiry,
+            KeyLookup::Deleted { .. } | KeyLookup::RangeDeleted { .. } => None,
+        }
+    }
+
+    /// True when the version is a value (inline or separated), expired or not.
+    pub fn is_value(&self) -> bool {
+        matches!(self, KeyLookup::Handle { .. } | KeyLookup::Inline { .. })
     }
 }

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, compare_internal};
-use crate::lookup::Lookup;
+use crate::lookup::{KeyLookup, Lookup};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::value::StoredHandle;
 
@@ -90,6 +90,19 @@ const RANGE_TOMBSTONE_OVERHEAD: u64 = 96;
 struct RangeTombstones {
     list: Vec<RangeTombstone>,
     fragments: Option<Arc<FragmentedTombstones>>,
+}
+
+/// What [`MemTable::find`] found for a key.
+enum Found<'a> {
+    /// The key's newest version at the lookup's sequence number: its sequence number, kind and
+    /// entry.
+    Version {
+        seq: SeqNo,
+        kind: ValueKind,
+        entry: Entry<'a, MemEntry>,
+    },
+    /// A range tombstone at this sequence number, newer than any version of the key here.
+    RangeDeleted(SeqNo),
 }
 
 /// An in-memory sorted buffer of recent writes.
@@ -238,11 +251,11 @@ impl MemTable {
         rt.fragments.clone()
     }
 
-    /// The newest version of `user_key` with sequence at most `seq`, if the memtable has one. A
-    /// range tombstone of the memtable at most `seq` covering the key and newer than that
-    /// version (or covering it with no version here) answers `Deleted`: every version in older
-    /// memtables and key tables is older than the tombstone.
-    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Lookup>> {
+    /// What the memtable holds for `user_key` at `seq`: its newest version there, unless a range
+    /// tombstone of the memtable at most `seq` covering the key is newer than that version (or
+    /// covers it with no version here), which answers instead. Every version in older
+    /// memtables and key tables is older than such a tombstone.
+    fn find(&self, user_key: &[u8], seq: SeqNo) -> Option<Found<'_>> {
         let deleted_at = self
             .range_tombstones()
             .and_then(|f| f.newest_covering(user_key, seq));
@@ -255,23 +268,35 @@ impl MemTable {
                 (parsed.user_key == user_key).then_some((parsed.seq, parsed.kind, entry))
             });
         let Some((version_seq, kind, entry)) = found else {
-            return Ok(deleted_at.map(|_| Lookup::Deleted));
+            return deleted_at.map(Found::RangeDeleted);
         };
-        if deleted_at.is_some_and(|t| t > version_seq) {
-            return Ok(Some(Lookup::Deleted));
+        if let Some(t) = deleted_at.filter(|&t| t > version_seq) {
+            return Some(Found::RangeDeleted(t));
         }
-        let found = entry.value();
-        let parsed = key::ParsedKey {
-            user_key,
+        Some(Found::Version {
             seq: version_seq,
             kind,
+            entry,
+        })
+    }
+
+    /// The newest version of `user_key` with sequence at most `seq`, if the memtable has one. A
+    /// range tombstone of the memtable at most `seq` covering the key and newer than that
+    /// version (or covering it with no version here) answers `Deleted`: every version in older
+    /// memtables and key tables is older than the tombstone.
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<Lookup>> {
+        let (version_seq, kind, entry) = match self.find(user_key, seq) {
+            None => return Ok(None),
+            Some(Found::RangeDeleted(_)) => return Ok(Some(Lookup::Deleted)),
+            Some(Found::Version { seq, kind, entry }) => (seq, kind, entry),
         };
-        Ok(Some(match parsed.kind {
-            ValueKind::Value => Lookup::value(found.value().to_vec()),
+        let stored = entry.value().value();
+        Ok(Some(match kind {
+            ValueKind::Value => Lookup::value(stored.to_vec()),
             ValueKind::ValueWithExpiry => {
-                let (expiry, value) = crate::expiry::split_inline(found.value()).ok_or_else(
-                    || Error::corruption("memtable", 0, crate::expiry::BAD_INLINE_EXPIRY),
-                )?;
+                let (expiry, value) = crate::expiry::split_inline(stored).ok_or_else(|| {
+                    Error::corruption("memtable", 0, crate::expiry::BAD_INLINE_EXPIRY)
+                })?;
                 Lookup::Value {
                     value: value.to_vec(),
                     expiry: Some(expiry),
@@ -279,12 +304,39 @@ impl MemTable {
             }
             ValueKind::Deletion => Lookup::Deleted,
             ValueKind::ValueHandle => {
-                let stored = StoredHandle::decode(found.value(), "memtable", 0)?;
+                let stored = StoredHandle::decode(stored, "memtable", 0)?;
                 Lookup::Handle {
                     handle: stored.location,
-                    seq: parsed.seq,
-                    record_seq: stored.record_seq(parsed.seq),
+                    seq: version_seq,
+                    record_seq: stored.record_seq(version_seq),
                     payload: stored.payload,
+                    expiry: stored.expiry,
+                }
+            }
+        }))
+    }
+
+    /// [`MemTable::get`] without the value: the kind, sequence number and expiry of the version
+    /// found (or of the range tombstone that answers), copying no value.
+    pub fn get_key(&self, user_key: &[u8], seq: SeqNo) -> Result<Option<KeyLookup>> {
+        let (version_seq, kind, entry) = match self.find(user_key, seq) {
+            None => return Ok(None),
+            Some(Found::RangeDeleted(t)) => return Ok(Some(KeyLookup::RangeDeleted { seq: t })),
+            Some(Found::Version { seq, kind, entry }) => (seq, kind, entry),
+        };
+        let stored = entry.value().value();
+        Ok(Some(match kind {
+            ValueKind::Value | ValueKind::ValueWithExpiry => KeyLookup::Inline {
+                seq: version_seq,
+                expiry: crate::expiry::entry_expiry(kind, stored, "memtable")?,
+            },
+            ValueKind::Deletion => KeyLookup::Deleted { seq: version_seq },
+            ValueKind::ValueHandle => {
+                let stored = StoredHandle::decode(stored, "memtable", 0)?;
+                KeyLookup::Handle {
+                    handle: stored.location,
+                    seq: version_seq,
+                    record_seq: stored.record_seq(version_seq),
                     expiry: stored.expiry,
                 }
             }

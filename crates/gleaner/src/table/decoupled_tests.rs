@@ -192,8 +192,8 @@ fn get_key_on_an_inline_key_reads_its_data_block() {
     let entries = gc_model(400);
     let (file, _) = build(&entries, decoupled(512));
     for (i, prefix, want) in [
-        (3u64, "i", KeyEntry::Inline),
-        (5, "b", KeyEntry::Inline),
+        (3u64, "i", KeyEntry::Inline { expiry: None }),
+        (5, "b", KeyEntry::Inline { expiry: None }),
         (8, "d", KeyEntry::Deletion),
     ] {
         // A cold cache for each key, so what is read is exactly what this lookup needs.
@@ -607,7 +607,7 @@ fn hand_assembled_table_reads_back() {
             .unwrap()
             .unwrap()
             .1,
-        KeyEntry::Inline
+        KeyEntry::Inline { expiry: None }
     );
     assert_eq!(
         table

@@ -97,8 +97,12 @@ impl Default for ReadCtx {
 pub enum KeyEntry {
     /// A value handle (kind 2); the encoded [`StoredHandle`](crate::value::StoredHandle).
     Handle(Vec<u8>),
-    /// An inline value (kind 1); the value itself is not returned.
-    Inline,
+    /// An inline value (kind 1, or 3 with an expiry); the value itself is not returned, its
+    /// expiry is.
+    Inline {
+        /// When the version expires, if it does ([`crate::expiry`]).
+        expiry: Option<u64>,
+    },
     /// A tombstone (kind 0).
     Deletion,
 }
@@ -297,7 +301,7 @@ impl Table {
 
     /// The GC validity lookup ("GetKey"): the same entry as [`Table::get`] — the newest version
     /// of the lookup's user key at or below its sequence number — reported as its internal key
-    /// and a [`KeyEntry`], never with an inline value.
+    /// and a [`KeyEntry`], never with an inline value (only its expiry, if it has one).
     ///
     /// In an index-decoupled table this reads no data block unless the filter's inline probe
     /// says the key may have an inline entry (or the table has no filter), and a handle block
@@ -315,7 +319,10 @@ impl Table {
         let kind = self.entry_kind(it.key(), it.block())?;
         let entry = match kind {
             ValueKind::ValueHandle => KeyEntry::Handle(it.value().to_vec()),
-            ValueKind::Value | ValueKind::ValueWithExpiry => KeyEntry::Inline,
+            ValueKind::Value => KeyEntry::Inline { expiry: None },
+            ValueKind::ValueWithExpiry => KeyEntry::Inline {
+                expiry: crate::expiry::entry_expiry(kind, it.value(), &self.file_name)?,
+            },
             ValueKind::Deletion => KeyEntry::Deletion,
         };
         Ok(Some((it.key().to_vec(), entry)))

@@ -107,7 +107,9 @@ pub(super) fn expected_get_key(entries: &Entries, lookup: &[u8]) -> Option<(Vec<
     expected_get(entries, lookup).map(|(k, v)| {
         let e = match kind_of(&k) {
             ValueKind::ValueHandle => KeyEntry::Handle(v),
-            ValueKind::Value | ValueKind::ValueWithExpiry => KeyEntry::Inline,
+            kind @ (ValueKind::Value | ValueKind::ValueWithExpiry) => KeyEntry::Inline {
+                expiry: crate::expiry::entry_expiry(kind, &v, "model").expect("model expiry"),
+            },
             ValueKind::Deletion => KeyEntry::Deletion,
         };
         (k, e)
@@ -419,7 +421,7 @@ fn get_returns_newest_visible_version() {
         };
         assert_eq!(get(100), Some(entries[0].clone()));
         assert_eq!(get(30), Some(entries[0].clone()));
-        assert_eq!(get_key(30), Some(KeyEntry::Inline));
+        assert_eq!(get_key(30), Some(KeyEntry::Inline { expiry: None }));
         assert_eq!(get(29), Some(entries[1].clone()));
         assert_eq!(get(25), Some(entries[1].clone()));
         assert_eq!(get_key(25), Some(KeyEntry::Handle(handle.clone())));

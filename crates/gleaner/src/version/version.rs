@@ -550,9 +550,10 @@ impl Version {
     }
 
     /// The GC validity lookup ("GetKey", Scavenger §3.3): the same version as [`Version::get`]
-    /// finds, reported without its value. In index-decoupled key tables it reads filters,
-    /// indexes and handle blocks, and a data block only where the filter says the key may have
-    /// an inline version (see `Table::get_key`).
+    /// finds, reported without its value (an inline value's expiry included), and a range
+    /// tombstone that answers as `KeyLookup::RangeDeleted`. In index-decoupled key tables it
+    /// reads filters, indexes and handle blocks, and a data block only where the filter says
+    /// the key may have an inline version (see `Table::get_key`).
     pub fn get_key(
         &self,
         tables: &TableCache,
@@ -582,12 +583,15 @@ impl Version {
                         expiry: stored.expiry,
                     }
                 }
-                KeyEntry::Inline => KeyLookup::Inline { seq: parsed.seq },
+                KeyEntry::Inline { expiry } => KeyLookup::Inline {
+                    seq: parsed.seq,
+                    expiry,
+                },
                 KeyEntry::Deletion => KeyLookup::Deleted { seq: parsed.seq },
             }))
             .map(|l| l.map(|l| (l.seq(), l)))
         };
-        self.search(tables, lookup_key, ctx, found, |seq| KeyLookup::Deleted {
+        self.search(tables, lookup_key, ctx, found, |seq| KeyLookup::RangeDeleted {
             seq,
         })
     }
