@@ -83,7 +83,8 @@ internal_modules! {
 
 pub use batch::WriteBatch;
 pub use db::{
-    Db, DbIterator, GarbageRecount, GcRunStats, RangeIter, ReadOptions, Snapshot, WriteOptions,
+    Db, DbIterator, Entry, GarbageRecount, GcRunStats, RangeIter, ReadOptions, Snapshot,
+    WriteOptions,
 };
 pub use error::{Error, Result};
 pub use gc::GcJobStats;

@@ -1,13 +1,15 @@
 //! Expiring keys through `Db` (issue 26): reads, iterators and snapshots judge expiry at their
 //! own time, an expired version hides the older ones, flushes and compactions keep expiries
-//! (inline and separated) and drop what expired for every reader, and bad input writes nothing.
+//! (inline and separated) and drop what expired for every reader, and bad input writes nothing;
+//! a key's expiry is read with its value (`Db::get_entry`) or alone, without a separated value
+//! (`Db::get_expiry`).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::expiry::{MAX_EXPIRY_MS, ManualClock};
 use crate::io::FaultFs;
-use crate::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+use crate::{Db, Entry, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// The start of every test's clock.
 const T0: u64 = 1_000_000;
@@ -475,4 +477,112 @@ fn a_flush_that_drops_expired_versions_records_the_time_for_the_next_open() {
     assert_eq!(db.time_ms(), T0 + 20);
     assert_eq!(db.get("x").expect("get"), None);
     assert_eq!(db.get("y").expect("get"), None);
+}
+
+/// Reads `key` both ways with `opts`, requiring `want` (value and expiry) of both.
+fn assert_entry(
+    db: &Db,
+    ctx: &str,
+    key: &str,
+    opts: &ReadOptions<'_>,
+    want: Option<(&[u8], Option<u64>)>,
+) {
+    let entry = db.get_entry(key, opts).expect("get_entry");
+    assert_eq!(
+        entry,
+        want.map(|(v, e)| Entry {
+            value: v.to_vec(),
+            expiry_ms: e,
+        }),
+        "{ctx}: {key}: get_entry"
+    );
+    assert_eq!(
+        db.get_expiry(key, opts).expect("get_expiry"),
+        want.map(|(_, e)| e),
+        "{ctx}: {key}: get_expiry"
+    );
+    assert_eq!(
+        db.get_with(key, opts).expect("get"),
+        want.map(|(v, _)| v.to_vec()),
+        "{ctx}: {key}: get"
+    );
+}
+
+#[test]
+fn entries_carry_their_expiry_inline_or_separated() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    let now = ReadOptions::default();
+    let b = big("b");
+    let d = big("d");
+    db.put("a", "1").expect("put");
+    db.put_with_expiry("c", "3", T0 + 100).expect("put");
+    db.put("b", &b).expect("put");
+    db.put_with_expiry("d", &d, T0 + 100).expect("put");
+    db.put("deleted", "x").expect("put");
+    db.delete("deleted").expect("delete");
+    db.put("ranged", big("r")).expect("put");
+    db.delete_range("ranged", "ranged\0").expect("delete range");
+    let snap = db.snapshot();
+    let at = ReadOptions::default().at(&snap);
+    let check = |ctx: &str, later: bool| {
+        for (opts, expired, ctx) in [(&now, later, ctx), (&at, false, &format!("{ctx}, at"))] {
+            assert_entry(&db, ctx, "a", opts, Some((&b"1"[..], None)));
+            assert_entry(&db, ctx, "b", opts, Some((&b[..], None)));
+            let c = (!expired).then_some((&b"3"[..], Some(T0 + 100)));
+            assert_entry(&db, ctx, "c", opts, c);
+            let dd = (!expired).then_some((&d[..], Some(T0 + 100)));
+            assert_entry(&db, ctx, "d", opts, dd);
+            for k in ["deleted", "ranged", "absent"] {
+                assert_entry(&db, ctx, k, opts, None);
+            }
+        }
+    };
+    check("memtable", false);
+    db.flush().expect("flush");
+    check("flushed", false);
+    clock.set(T0 + 100);
+    check("flushed, expired", true);
+    db.compact_range(None, None).expect("compact");
+    check("compacted", true);
+    // Overwritten since the snapshot: the snapshot still reads the old entry.
+    db.put_with_expiry("a", "2", T0 + 500).expect("put");
+    assert_entry(&db, "now", "a", &now, Some((&b"2"[..], Some(T0 + 500))));
+    assert_entry(&db, "at", "a", &at, Some((&b"1"[..], None)));
+}
+
+#[test]
+fn an_expiry_is_read_without_the_separated_value() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    let huge = vec![b'h'; 1 << 20];
+    db.put_with_expiry("huge", &huge, T0 + 1000).expect("put");
+    db.put("huge-forever", &huge).expect("put");
+    db.flush().expect("flush");
+    let read = |db: &Db| {
+        let s = db.stats();
+        (s.io["user_read"].read_bytes, s.operations.gets_separated)
+    };
+    let before = read(&db);
+    let opts = ReadOptions::default();
+    assert_eq!(
+        db.get_expiry("huge", &opts).expect("ttl"),
+        Some(Some(T0 + 1000))
+    );
+    assert_eq!(
+        db.get_expiry("huge-forever", &opts).expect("ttl"),
+        Some(None)
+    );
+    let after = read(&db);
+    assert!(
+        after.0 - before.0 < 64 << 10,
+        "index entries only: {} bytes read",
+        after.0 - before.0
+    );
+    assert_eq!(after.1, before.1, "no separated value read");
+    let entry = db.get_entry("huge", &opts).expect("get").expect("present");
+    assert_eq!(entry.value.len(), huge.len());
+    let later = read(&db);
+    assert!(later.0 - after.0 >= 1 << 20, "the value is read");
+    assert_eq!(later.1, after.1 + 1);
 }

@@ -51,6 +51,7 @@ use crate::wal::LogWriter;
 pub use counters::Counters;
 pub use gc::GcRunStats;
 pub use iter::{DbIterator, RangeIter};
+pub use read::Entry;
 pub use request::{ReadOptions, WriteOptions};
 pub use snapshot::{Snapshot, SnapshotList};
 pub use super_version::SuperVersion;
@@ -425,6 +426,41 @@ impl Db {
     ) -> Result<Option<Vec<u8>>> {
         self.inner.check_open()?;
         self.inner.get(key.as_ref(), opts)
+    }
+
+    /// The value of `key` and when it expires (`expiry_ms`, milliseconds since the Unix epoch
+    /// by the database's clock; `None`: never), as of `opts.snapshot` or the latest state:
+    /// what [`Db::get_with`] reads, with the version's expiry. `None` when the key is absent,
+    /// deleted or expired at the read's time (the snapshot's, or now).
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a key longer than
+    /// [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE); [`Error::Closed`]; [`Error::Io`] and
+    /// [`Error::Corruption`] from the files read.
+    pub fn get_entry(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Entry>> {
+        self.inner.check_open()?;
+        self.inner.get_entry(key.as_ref(), opts)
+    }
+
+    /// Whether `key` is present as of `opts.snapshot` (or the latest state) and when it
+    /// expires, without reading its value: `None` when it is absent (as for [`Db::get_with`]:
+    /// deleted, or expired at the read's time), `Some(None)` when it is present and does not
+    /// expire, `Some(Some(ms))` when it expires at `ms` (milliseconds since the Unix epoch, by
+    /// the database's clock). Reads the key's index entry only: a separated value's expiry is
+    /// in its handle, an inline value's beside it, so no value table is read however large
+    /// the value.
+    ///
+    /// Errors: those of [`Db::get_entry`].
+    pub fn get_expiry(
+        &self,
+        key: impl AsRef<[u8]>,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Option<u64>>> {
+        self.inner.check_open()?;
+        self.inner.get_expiry(key.as_ref(), opts)
     }
 
     /// Takes a snapshot of the current state; reads with it see exactly the writes acknowledged

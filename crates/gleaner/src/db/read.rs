@@ -11,6 +11,17 @@ use crate::key::SeqNo;
 use crate::lookup::Lookup;
 use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
+use crate::value::ValueHandle;
+
+/// A key's value and when it expires, as [`Db::get_entry`](crate::Db::get_entry) reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The value.
+    pub value: Vec<u8>,
+    /// When the version read expires (milliseconds since the Unix epoch, by the database's
+    /// clock; see [`crate::expiry`]), or `None` when it does not.
+    pub expiry_ms: Option<u64>,
+}
 
 impl DbInner {
     /// The state a read with `opts` sees: the super version, then the sequence number.
@@ -38,7 +49,13 @@ impl DbInner {
             .map_or_else(|| self.time.now(), |s| s.time_ms())
     }
 
-    pub(super) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
+    /// Starts a point read of `key` with `opts`: checks the key, counts the read (and tells
+    /// the hotness detector of it), and returns the state it reads and how it reads key tables.
+    fn begin_point_read(
+        &self,
+        key: &[u8],
+        opts: &ReadOptions<'_>,
+    ) -> Result<(Arc<SuperVersion>, SeqNo, ReadCtx)> {
         if key.len() > MAX_KEY_SIZE {
             return Err(Error::invalid(format!(
                 "key of {} bytes exceeds the key size limit of {MAX_KEY_SIZE} bytes",
@@ -61,46 +78,96 @@ impl DbInner {
             readahead: 0,
             readahead_ramp: false,
         };
-        let found = sv.get(&self.tables, key, seq, ctx)?;
-        // The clock is read only for a version that expires.
-        let expiry = found.as_ref().and_then(Lookup::expiry);
-        if expiry.is_some() && crate::expiry::expired(expiry, self.read_time(opts)) {
+        Ok((sv, seq, ctx))
+    }
+
+    /// True (and counted) when a version with `expiry` has expired for a read with `opts`. The
+    /// clock is read only for a version that expires.
+    fn expired_for(&self, expiry: Option<u64>, opts: &ReadOptions<'_>) -> bool {
+        let expired = expiry.is_some() && crate::expiry::expired(expiry, self.read_time(opts));
+        if expired {
             Counters::add(&self.counters.expired_skipped, 1);
+        }
+        expired
+    }
+
+    /// The value of `key` a read with `opts` sees.
+    pub(super) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_entry(key, opts)?.map(|e| e.value))
+    }
+
+    /// The value of `key` a read with `opts` sees, with its expiry: the newest version at the
+    /// read's sequence number, unless it is a deletion or has expired at the read's time.
+    pub(super) fn get_entry(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Entry>> {
+        let (sv, seq, ctx) = self.begin_point_read(key, opts)?;
+        let found = sv.get(&self.tables, key, seq, ctx)?;
+        let expiry_ms = found.as_ref().and_then(Lookup::expiry);
+        if self.expired_for(expiry_ms, opts) {
             return Ok(None);
         }
-        match found {
-            Some(Lookup::Value { value, .. }) => Ok(Some(value)),
+        let value = match found {
+            Some(Lookup::Value { value, .. }) => value,
             Some(Lookup::Handle {
                 handle, record_seq, ..
-            }) => {
-                Counters::add(&self.counters.gets_separated, 1);
-                let cache = self.value_cache.as_deref();
-                if let Some(value) = cache.and_then(|c| c.get(&handle, key, record_seq)) {
-                    return Ok(Some(value));
-                }
-                let (value, moved) = sv.version.values().read_value(
-                    &self.values,
-                    key,
-                    record_seq,
-                    handle,
-                    IoClass::UserRead,
-                    opts.fill_cache,
-                )?;
-                drop(sv);
-                if let Some(c) = cache.filter(|_| opts.fill_cache) {
-                    c.insert(&handle, key, record_seq, &value);
-                }
-                if let Some(to) = moved {
-                    Counters::add(&self.counters.gets_via_inheritance, 1);
-                    // Only a read of the present can fix the key's newest version up (the
-                    // write checks that it still is the one read).
-                    if opts.snapshot.is_none() {
-                        self.note_stale_read(key, handle, record_seq, to);
-                    }
-                }
-                Ok(Some(value))
-            }
-            Some(Lookup::Deleted) | None => Ok(None),
+            }) => self.read_separated(sv, key, handle, record_seq, opts)?,
+            Some(Lookup::Deleted) | None => return Ok(None),
+        };
+        Ok(Some(Entry { value, expiry_ms }))
+    }
+
+    /// Whether `key` is present for a read with `opts`, and when it expires, from its index
+    /// entry alone: a separated value is not read.
+    pub(super) fn get_expiry(
+        &self,
+        key: &[u8],
+        opts: &ReadOptions<'_>,
+    ) -> Result<Option<Option<u64>>> {
+        let (sv, seq, ctx) = self.begin_point_read(key, opts)?;
+        let Some(found) = sv.get_key(&self.tables, key, seq, ctx)? else {
+            return Ok(None);
+        };
+        if !found.is_value() || self.expired_for(found.expiry(), opts) {
+            return Ok(None);
         }
+        Ok(Some(found.expiry()))
+    }
+
+    /// Reads the separated value of `key`'s version whose handle is `handle` (naming the record
+    /// written at `record_seq`): from the value cache, else from its value table, and notes a
+    /// stale handle for a fix-up when the record had moved.
+    fn read_separated(
+        &self,
+        sv: Arc<SuperVersion>,
+        key: &[u8],
+        handle: ValueHandle,
+        record_seq: SeqNo,
+        opts: &ReadOptions<'_>,
+    ) -> Result<Vec<u8>> {
+        Counters::add(&self.counters.gets_separated, 1);
+        let cache = self.value_cache.as_deref();
+        if let Some(value) = cache.and_then(|c| c.get(&handle, key, record_seq)) {
+            return Ok(value);
+        }
+        let (value, moved) = sv.version.values().read_value(
+            &self.values,
+            key,
+            record_seq,
+            handle,
+            IoClass::UserRead,
+            opts.fill_cache,
+        )?;
+        drop(sv);
+        if let Some(c) = cache.filter(|_| opts.fill_cache) {
+            c.insert(&handle, key, record_seq, &value);
+        }
+        if let Some(to) = moved {
+            Counters::add(&self.counters.gets_via_inheritance, 1);
+            // Only a read of the present can fix the key's newest version up (the write checks
+            // that it still is the one read).
+            if opts.snapshot.is_none() {
+                self.note_stale_read(key, handle, record_seq, to);
+            }
+        }
+        Ok(value)
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::cache::TableCache;
 use crate::error::Result;
 use crate::key::SeqNo;
-use crate::lookup::{Lookup, newest_version};
+use crate::lookup::{KeyLookup, Lookup, newest_key, newest_version};
 use crate::memtable::MemTable;
 use crate::table::ReadCtx;
 use crate::version::Version;
@@ -42,5 +42,19 @@ impl SuperVersion {
     ) -> Result<Option<Lookup>> {
         let memtables = std::iter::once(&self.mem).chain(&self.imm);
         newest_version(memtables, &self.version, tables, user_key, seq, ctx)
+    }
+
+    /// [`SuperVersion::get`] without the value ([`newest_key`]): reads no value table.
+    ///
+    /// Errors: reading a key table fails, or an entry there is damaged.
+    pub fn get_key(
+        &self,
+        tables: &TableCache,
+        user_key: &[u8],
+        seq: SeqNo,
+        ctx: ReadCtx,
+    ) -> Result<Option<KeyLookup>> {
+        let memtables = std::iter::once(&self.mem).chain(&self.imm);
+        newest_key(memtables, &self.version, tables, user_key, seq, ctx)
     }
 }

@@ -164,12 +164,13 @@ pub struct OperationStats {
     pub wal_syncs: u64,
     /// Bytes of keys and values written by users (the denominator of write amplification).
     pub user_bytes_written: u64,
-    /// Point reads.
+    /// Point reads (`get`, `get_entry`, `get_expiry`).
     pub gets: u64,
     /// Iterators opened (scans and ranges).
     #[serde(default)]
     pub iterators: u64,
-    /// Point reads that found a separated value (a value handle).
+    /// Point reads that found a separated value (a value handle) and read it (`get_expiry`
+    /// reads none).
     #[serde(default)]
     pub gets_separated: u64,
     /// Of those, reads whose handle named a table GC had collected, so that the record was
