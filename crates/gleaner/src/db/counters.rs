@@ -18,6 +18,10 @@ pub struct Counters {
     pub user_bytes_written: AtomicU64,
     /// Point reads served.
     pub gets: AtomicU64,
+    /// Conditional writes (`Db::write_if_unchanged`) checked.
+    pub conditional_writes: AtomicU64,
+    /// Of those, the ones that found a key changed and wrote nothing.
+    pub conditional_write_conflicts: AtomicU64,
     /// Iterators opened.
     pub iterators: AtomicU64,
     /// Point reads that found a value handle.

@@ -2,6 +2,9 @@
 //! background flush and compaction workers.
 
 mod background;
+mod conditional;
+#[cfg(test)]
+mod conditional_tests;
 mod counters;
 mod expired_tables;
 #[cfg(test)]
@@ -399,18 +402,86 @@ impl Db {
         if batch.is_empty() {
             return Ok(());
         }
-        if let Some(d) = &self.inner.detector {
-            // A user batch was validated whole above; the engine's own handle writes are not
-            // accesses.
-            for op in batch.iter().flatten() {
-                if !matches!(op, crate::batch::BatchOp::PutHandle { .. }) {
-                    d.record(op.key());
-                }
-            }
-        }
         // Held until the write is logged: until then its bytes count as on disk.
-        let _admitted = self.inner.throttle_write(&batch)?;
+        let _admitted = self.inner.admit_write(&batch)?;
         self.inner.write_impl(Some(batch), opts.sync)
+    }
+
+    /// Applies `batch` atomically if none of `keys` changed since the snapshot `since` was
+    /// taken, and returns `Ok(true)`; otherwise writes nothing and returns `Ok(false)`. An empty
+    /// batch writes nothing either way: the call then only tells whether the keys are
+    /// unchanged. What a Redis `WATCH` … `EXEC` does: read at a snapshot, then write only if
+    /// what was read still holds, retrying otherwise (optimistic concurrency).
+    ///
+    /// The check and the write are one step of the write queue's leader, so no other write can
+    /// land between them; the batch is a group commit of its own (not grouped with concurrent
+    /// writes) and synced as `opts` says. A key *changed* when, since the snapshot:
+    ///
+    /// - a put (of any value, the same bytes included) or a delete of it was written;
+    /// - a range delete ([`Db::delete_range`]) covering it was written while it was present at
+    ///   the snapshot (a value not expired at [`Snapshot::time_ms`]); one over a key absent or
+    ///   already expired then is no change by itself, but a put or delete between the snapshot
+    ///   and it is;
+    /// - or, with nothing written, it was present at the snapshot and has expired by now (the
+    ///   database's time, [`Db::time_ms`]). A key expired already at the snapshot and still
+    ///   absent did not change.
+    ///
+    /// The engine's own rewrites of a key's value handle (GC write-backs, handle updates on
+    /// read) are not changes. The check reads each key's index entries (never a separated
+    /// value): one lookup per unchanged key, two for a key written since, plus one per range
+    /// delete over a key absent at the snapshot (looked below, up to 64 deep; deeper counts as
+    /// changed). A blind spot: a key absent at the snapshot, then put and range-deleted, looks
+    /// unchanged if a compaction dropped the put under the range delete in between; its state
+    /// is then the snapshot's (absent) again.
+    ///
+    /// The batch is validated first, goes through the same space throttling as [`Db::write`]
+    /// (an empty batch does not), and counts toward `stats().operations.conditional_writes`
+    /// (`conditional_write_conflicts` when a key changed).
+    ///
+    /// Errors: those of [`Db::write`]; [`Error::InvalidArgument`] also when `since` is a
+    /// snapshot of another database or a key is longer than
+    /// [`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE). Nothing is written on an error.
+    pub fn write_if_unchanged<K: AsRef<[u8]>>(
+        &self,
+        batch: WriteBatch,
+        opts: &WriteOptions,
+        since: &Snapshot,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<bool> {
+        let _call = self.inner.begin_foreground()?;
+        self.inner.check_writable("write_if_unchanged")?;
+        self.inner.validate_batch(&batch)?;
+        if !since.is_of(&self.inner.snapshots) {
+            return Err(Error::invalid(
+                "write_if_unchanged: the snapshot was taken of another database",
+            ));
+        }
+        let keys = keys
+            .into_iter()
+            .map(|k| {
+                let k = k.as_ref();
+                if k.len() > crate::options::MAX_KEY_SIZE {
+                    return Err(Error::invalid(format!(
+                        "write_if_unchanged: key of {} bytes exceeds the key size limit of {} \
+                         bytes",
+                        k.len(),
+                        crate::options::MAX_KEY_SIZE
+                    )));
+                }
+                Ok(k.to_vec())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let _admitted = if batch.is_empty() {
+            None
+        } else {
+            self.inner.admit_write(&batch)?
+        };
+        let condition = conditional::Unchanged {
+            seq: since.sequence(),
+            time_ms: since.time_ms(),
+            keys,
+        };
+        self.inner.write_if_unchanged(batch, opts.sync, condition)
     }
 
     /// The value of `key` in the latest state, or `None`.
@@ -987,6 +1058,8 @@ impl DbInner {
                 handle_updates_dropped: g(&c.handle_updates_dropped),
                 scan_values_prefetched: self.read_pool.get().map_or(0, |p| p.served()),
                 writes_queued: self.writers.lock().len(),
+                conditional_writes: g(&c.conditional_writes),
+                conditional_write_conflicts: g(&c.conditional_write_conflicts),
             },
             compaction: CompactionStats {
                 flushes: g(&c.flushes),

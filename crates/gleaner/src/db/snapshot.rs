@@ -86,6 +86,11 @@ impl Snapshot {
     pub fn time_ms(&self) -> u64 {
         self.time
     }
+
+    /// True when the snapshot was taken of the database whose snapshot list is `list`.
+    pub(crate) fn is_of(&self, list: &Arc<SnapshotList>) -> bool {
+        Arc::ptr_eq(&self.list, list)
+    }
 }
 
 impl Drop for Snapshot {

@@ -34,8 +34,8 @@ const STALL_WAIT: Duration = Duration::from_millis(100);
 pub(super) struct Writer {
     batch: Option<WriteBatch>,
     sync: bool,
-    /// A GC write-back or a handle update on read: applied only if the key's newest version
-    /// still names the record. Always a group of its own, checked by its own leader.
+    /// A conditional write: applied only if its condition holds. Always a group of its own,
+    /// checked by its own leader.
     condition: Option<Condition>,
     /// False for a handle update on read: it never waits for room (no delay, no stall, no
     /// memtable switch) and is skipped instead.
@@ -43,12 +43,20 @@ pub(super) struct Writer {
     done: Mutex<Option<Result<()>>>,
 }
 
+/// What a conditional write checks before it is applied.
+pub(super) enum Condition {
+    /// A GC write-back or a handle update on read: the engine's own write.
+    Record(RecordCondition),
+    /// [`Db::write_if_unchanged`](crate::Db::write_if_unchanged): a user's write.
+    Unchanged(super::conditional::Unchanged),
+}
+
 /// The condition of a write-back: the newest version of `key` names the record written at
 /// `record_seq` that is at `location` (where the GC job, or the read, found it), checked with
 /// reads counted under `class`. The handle written carries the payload and the expiry of that
 /// newest version (a policy's bytes and the key's lifetime stay with the key, wherever its
 /// record moves).
-struct Condition {
+pub(super) struct RecordCondition {
     key: Vec<u8>,
     /// The handle to write, without a payload or an expiry.
     handle: StoredHandle,
@@ -130,6 +138,26 @@ impl DbInner {
         Ok(())
     }
 
+    /// Admits a validated, non-empty user batch: tells the hotness detector of its keys, then
+    /// passes the space throttle (which may delay the caller, or fail the write at the space
+    /// budget). The returned guard is held until the write is logged: until then its bytes
+    /// count as on disk.
+    pub(super) fn admit_write(
+        &self,
+        batch: &WriteBatch,
+    ) -> Result<Option<super::space::AdmittedWrite<'_>>> {
+        if let Some(d) = &self.detector {
+            // A user batch was validated whole; the engine's own handle writes are not
+            // accesses.
+            for op in batch.iter().flatten() {
+                if !matches!(op, BatchOp::PutHandle { .. }) {
+                    d.record(op.key());
+                }
+            }
+        }
+        self.throttle_write(batch)
+    }
+
     /// Commits a batch (`None`: switches the memtable) through the write queue; with
     /// `inline_background_work`, then runs the background work it made due.
     pub(super) fn write_impl(&self, batch: Option<WriteBatch>, sync: bool) -> Result<()> {
@@ -150,13 +178,13 @@ impl DbInner {
     ) -> Result<bool> {
         let mut batch = WriteBatch::new();
         batch.put_handle(key, handle);
-        let condition = Condition {
+        let condition = Condition::Record(RecordCondition {
             key: key.to_vec(),
             handle: handle.clone(),
             location: from,
             class: IoClass::GcLookup,
             pins: None,
-        };
+        });
         Ok(self.commit_queued(Some(batch), false, Some(condition), true)? == Applied::Yes)
     }
 
@@ -176,14 +204,14 @@ impl DbInner {
         let alias = StoredHandle::alias(to, record_seq);
         let mut batch = WriteBatch::new();
         batch.put_handle(key, &alias);
-        let condition = Condition {
+        let condition = Condition::Record(RecordCondition {
             key: key.to_vec(),
             handle: alias,
             location: from,
             // Part of serving reads.
             class: IoClass::UserRead,
             pins: Some(to.file_number),
-        };
+        });
         self.commit_queued(Some(batch), false, Some(condition), false)
     }
 
@@ -237,7 +265,7 @@ impl DbInner {
     /// Queues a writer and either waits for a leader to commit it or becomes the leader.
     /// Returns whether the batch was applied: always, unless `condition` failed or a writer
     /// that may not wait (`may_wait` false, only with a condition) found no room.
-    fn commit_queued(
+    pub(super) fn commit_queued(
         &self,
         batch: Option<WriteBatch>,
         sync: bool,
@@ -339,6 +367,17 @@ impl DbInner {
             return Err(Error::Closed);
         };
         let force_switch = group[0].batch.is_none();
+        if let Some(Condition::Unchanged(u)) = &group[0].condition
+            && group[0].batch.as_ref().is_some_and(WriteBatch::is_empty)
+        {
+            // Nothing to write: the check alone, which needs no room in the memtable (holding
+            // the WAL, it sees no write half applied).
+            return Ok(if self.changed_since(u)? {
+                Applied::ConditionFailed
+            } else {
+                Applied::Yes
+            });
+        }
         let load = group
             .iter()
             .filter_map(|w| w.batch.as_ref())
@@ -353,30 +392,37 @@ impl DbInner {
         // Checked holding the WAL, after any memtable switch: no other write can land between
         // the check and this one.
         let mut carried = None;
-        if let Some(c) = &group[0].condition {
-            let record_seq = c.handle.record_seq.unwrap_or_default();
-            let Some((payload, expiry)) =
-                self.names_record(&c.key, record_seq, c.location, c.class)?
-            else {
+        match &group[0].condition {
+            Some(Condition::Unchanged(u)) if self.changed_since(u)? => {
                 return Ok(Applied::ConditionFailed);
-            };
-            if payload.is_some() || expiry.is_some() {
-                let mut b = WriteBatch::new();
-                let handle = c.handle.clone().with_payload(payload).with_expiry(expiry);
-                b.put_handle(&c.key, &handle);
-                carried = Some(b);
             }
-            if let Some(table) = c.pins {
-                // Under the state lock, as GC claims victims: the table cannot be claimed
-                // between this check and the pin. The memtable cannot switch: we hold the WAL.
-                let mut st = self.state.lock();
-                if st.version.values().live(table).is_none() || st.gc_claimed.contains(&table) {
+            None | Some(Condition::Unchanged(_)) => {}
+            Some(Condition::Record(c)) => {
+                let record_seq = c.handle.record_seq.unwrap_or_default();
+                let Some((payload, expiry)) =
+                    self.names_record(&c.key, record_seq, c.location, c.class)?
+                else {
                     return Ok(Applied::ConditionFailed);
+                };
+                if payload.is_some() || expiry.is_some() {
+                    let mut b = WriteBatch::new();
+                    let handle = c.handle.clone().with_payload(payload).with_expiry(expiry);
+                    b.put_handle(&c.key, &handle);
+                    carried = Some(b);
                 }
-                st.alias_pins
-                    .entry(mem.wal_number())
-                    .or_default()
-                    .insert(table);
+                if let Some(table) = c.pins {
+                    // Under the state lock, as GC claims victims: the table cannot be claimed
+                    // between this check and the pin. The memtable cannot switch: we hold the
+                    // WAL.
+                    let mut st = self.state.lock();
+                    if st.version.values().live(table).is_none() || st.gc_claimed.contains(&table) {
+                        return Ok(Applied::ConditionFailed);
+                    }
+                    st.alias_pins
+                        .entry(mem.wal_number())
+                        .or_default()
+                        .insert(table);
+                }
             }
         }
         let batches: Vec<&WriteBatch> = match &carried {
@@ -432,7 +478,7 @@ impl DbInner {
         self.visible_seq.store(seq - 1, Ordering::Release);
         Counters::add(&self.counters.batches, batches.len() as u64);
         Counters::add(&self.counters.write_groups, 1);
-        if group[0].condition.is_none() {
+        if !matches!(group[0].condition, Some(Condition::Record(_))) {
             Counters::add(&self.counters.user_write_groups, 1);
         }
         Counters::add(&self.counters.user_bytes_written, user_bytes);

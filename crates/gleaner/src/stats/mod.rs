@@ -201,6 +201,13 @@ pub struct OperationStats {
     /// (the engine's own included: GC write-backs, handle updates). A gauge.
     #[serde(default)]
     pub writes_queued: usize,
+    /// Conditional writes ([`Db::write_if_unchanged`](crate::Db::write_if_unchanged)) checked,
+    /// whatever the outcome.
+    #[serde(default)]
+    pub conditional_writes: u64,
+    /// Of those, the ones that found a key changed since their snapshot and wrote nothing.
+    #[serde(default)]
+    pub conditional_write_conflicts: u64,
 }
 
 /// Figures from the last open's recovery.
