@@ -1,8 +1,9 @@
 //! Model-based randomized test: the database must behave exactly like a `BTreeMap` under puts,
 //! deletes, range deletes, puts that expire (under a manual clock the test moves: an expired key
-//! leaves the model), batches, snapshots held and released, iterators moving both ways with
-//! seeks, range scans, flushes, compactions and reopens — with memtables and tables so small
-//! that flush and compaction run all the time.
+//! leaves the model), batches, snapshots held and released, conditional writes at a snapshot
+//! (`write_if_unchanged`, against the changes the model saw since), iterators moving both ways
+//! with seeks, range scans, flushes, compactions and reopens — with memtables and tables so
+//! small that flush and compaction run all the time.
 //!
 //! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>` (under the
 //! `inline-separated-gc` sets, which run background work inline, exactly). The number of
@@ -81,6 +82,105 @@ fn expire(model: &mut Map, expiring: &mut Expiries, now: u64) {
             true
         }
     });
+}
+
+/// A write as a held snapshot's record of changes sees it.
+enum Write {
+    /// A put or a delete of one key.
+    Point(Vec<u8>),
+    /// A range delete of `[start, end)`.
+    Range(Vec<u8>, Vec<u8>),
+}
+
+/// Whether a key changed since a snapshot, as far as the model can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// It did: `write_if_unchanged` must refuse.
+    Yes,
+    /// Either answer is right: a key absent at the snapshot, written and then range-deleted
+    /// (compaction may drop the write under the range delete: the documented blind spot), or
+    /// under more range deletes than the check looks below.
+    Maybe,
+}
+
+/// Range deletes over a key beyond which `write_if_unchanged` may call it changed whatever is
+/// below them (the engine's bound is 64).
+const RANGE_DELETES_LOOKED_BELOW: usize = 64;
+
+/// A snapshot held by the run: what it reads, and what was written since.
+struct Held {
+    snap: Snapshot,
+    /// The model at the snapshot.
+    frozen: Map,
+    /// The expiries of the model's keys at the snapshot.
+    frozen_expiring: Expiries,
+    /// The keys written since the snapshot, and how sure the model is of the change.
+    changed: BTreeMap<Vec<u8>, Change>,
+    /// The range deletes since the snapshot.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Held {
+    fn new(snap: Snapshot, model: &Map, expiring: &Expiries) -> Held {
+        Held {
+            snap,
+            frozen: model.clone(),
+            frozen_expiring: expiring.clone(),
+            changed: BTreeMap::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, w: &Write) {
+        match w {
+            Write::Point(k) => {
+                self.changed.insert(k.clone(), Change::Yes);
+            }
+            Write::Range(start, end) => {
+                let range = (Bound::Included(start.clone()), Bound::Excluded(end.clone()));
+                for (k, c) in self.changed.range_mut::<Vec<u8>, _>(range.clone()) {
+                    if !self.frozen.contains_key(k) {
+                        *c = Change::Maybe;
+                    }
+                }
+                // A key present at the snapshot changed, whatever was written over it.
+                for k in self
+                    .frozen
+                    .range::<Vec<u8>, _>(range)
+                    .map(|(k, _)| k.clone())
+                {
+                    self.changed.insert(k, Change::Yes);
+                }
+                self.ranges.push((start.clone(), end.clone()));
+            }
+        }
+    }
+
+    /// Whether `key` changed since the snapshot, judged at `now` (`None`: it did not).
+    fn verdict(&self, key: &[u8], now: u64) -> Option<Change> {
+        let expired_since = self.frozen.contains_key(key)
+            && self.frozen_expiring.get(key).is_some_and(|&e| e <= now);
+        match self.changed.get(key) {
+            Some(Change::Yes) => Some(Change::Yes),
+            _ if expired_since => Some(Change::Yes),
+            Some(Change::Maybe) => Some(Change::Maybe),
+            None => {
+                let over = self
+                    .ranges
+                    .iter()
+                    .filter(|(s, e)| key >= s.as_slice() && key < e.as_slice())
+                    .count();
+                (over >= RANGE_DELETES_LOOKED_BELOW).then_some(Change::Maybe)
+            }
+        }
+    }
+}
+
+/// Records `w` in every held snapshot's changes.
+fn note(snaps: &mut [Held], w: Write) {
+    for h in snaps {
+        h.note(&w);
+    }
 }
 
 /// The option sets, the GC ones once per GC technique combination.
@@ -415,6 +515,46 @@ fn check_range(db: &Db, model: &Map, snap: Option<&Snapshot>, rng: &mut StdRng, 
     assert_eq!(front, expect, "{}: double-ended range", run.ctx());
 }
 
+/// A random batch of `items` puts (some expiring), deletes and now and then a range delete, the
+/// model and expiries with it applied at `now`, and its writes in order.
+fn random_batch(
+    rng: &mut StdRng,
+    model: &Map,
+    expiring: &Expiries,
+    now: u64,
+    items: std::ops::Range<usize>,
+) -> (WriteBatch, Map, Expiries, Vec<Write>) {
+    let mut batch = WriteBatch::new();
+    let mut staged = model.clone();
+    let mut staged_expiring = expiring.clone();
+    let mut writes = Vec::new();
+    for _ in 0..rng.random_range(items) {
+        let k = key(rng);
+        if rng.random_bool(0.7) {
+            let v = value(rng);
+            let expiry = rng.random_bool(0.2).then(|| now + ttl(rng));
+            match expiry {
+                Some(e) => batch.put_with_expiry(&k, &v, e),
+                None => batch.put(&k, &v),
+            }
+            writes.push(Write::Point(k.clone()));
+            model_put(&mut staged, &mut staged_expiring, k, v, expiry, now);
+        } else if rng.random_bool(0.1) {
+            let (start, end) = key_range(rng);
+            batch.delete_range(&start, &end);
+            delete_range(&mut staged, &start, &end);
+            staged_expiring.retain(|k, _| !(k.as_slice() >= start.as_slice() && k < &end));
+            writes.push(Write::Range(start, end));
+        } else {
+            batch.delete(&k);
+            staged.remove(&k);
+            staged_expiring.remove(&k);
+            writes.push(Write::Point(k));
+        }
+    }
+    (batch, staged, staged_expiring, writes)
+}
+
 fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
     let path = Path::new("/model").join(name);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -433,7 +573,9 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         moved.0 += p.entries_moved_to_hot;
         moved.1 += p.entries_moved_to_cold;
     };
-    let mut snaps: Vec<(Snapshot, Map)> = Vec::new();
+    let mut snaps: Vec<Held> = Vec::new();
+    // Conditional writes applied and refused.
+    let mut conditional = (0, 0);
     let mut run = Run {
         name,
         seed,
@@ -485,12 +627,14 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     None => db.put(&k, &v),
                 }
                 .unwrap_or_else(|e| panic!("{}: put: {e}", run.ctx()));
+                note(&mut snaps, Write::Point(k.clone()));
                 model_put(&mut model, &mut expiring, k, v, expiry, now);
             }
             35..=41 => {
                 let k = key(&mut rng);
                 db.delete(&k)
                     .unwrap_or_else(|e| panic!("{}: delete: {e}", run.ctx()));
+                note(&mut snaps, Write::Point(k.clone()));
                 model.remove(&k);
                 expiring.remove(&k);
             }
@@ -498,35 +642,13 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 let (start, end) = key_range(&mut rng);
                 db.delete_range(&start, &end)
                     .unwrap_or_else(|e| panic!("{}: delete_range: {e}", run.ctx()));
+                note(&mut snaps, Write::Range(start.clone(), end.clone()));
                 delete_range(&mut model, &start, &end);
                 expiring.retain(|k, _| !(k.as_slice() >= start.as_slice() && k < &end));
             }
             45..=52 => {
-                let mut batch = WriteBatch::new();
-                let mut staged = model.clone();
-                let mut staged_expiring = expiring.clone();
-                for _ in 0..rng.random_range(1..20) {
-                    let k = key(&mut rng);
-                    if rng.random_bool(0.7) {
-                        let v = value(&mut rng);
-                        let expiry = rng.random_bool(0.2).then(|| now + ttl(&mut rng));
-                        match expiry {
-                            Some(e) => batch.put_with_expiry(&k, &v, e),
-                            None => batch.put(&k, &v),
-                        }
-                        model_put(&mut staged, &mut staged_expiring, k, v, expiry, now);
-                    } else if rng.random_bool(0.1) {
-                        let (start, end) = key_range(&mut rng);
-                        batch.delete_range(&start, &end);
-                        delete_range(&mut staged, &start, &end);
-                        staged_expiring
-                            .retain(|k, _| !(k.as_slice() >= start.as_slice() && k < &end));
-                    } else {
-                        batch.delete(&k);
-                        staged.remove(&k);
-                        staged_expiring.remove(&k);
-                    }
-                }
+                let (batch, staged, staged_expiring, writes) =
+                    random_batch(&mut rng, &model, &expiring, now, 1..20);
                 let sync = WriteOptions {
                     sync: rng.random_bool(0.2),
                 };
@@ -534,8 +656,11 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     .unwrap_or_else(|e| panic!("{}: write: {e}", run.ctx()));
                 model = staged;
                 expiring = staged_expiring;
+                for w in writes {
+                    note(&mut snaps, w);
+                }
             }
-            53..=67 => {
+            53..=63 => {
                 let k = key(&mut rng);
                 let got = db
                     .get(&k)
@@ -547,21 +672,103 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     run.ctx(),
                     String::from_utf8_lossy(&k)
                 );
-                if let Some((snap, frozen)) = snaps.get(rng.random_range(0..snaps.len().max(1))) {
-                    let got = db
-                        .get_with(&k, &ReadOptions::default().at(snap))
-                        .expect("get at snapshot");
+                let want =
+                    |m: &Map, e: &Expiries| m.get(&k).map(|v| (v.clone(), e.get(&k).copied()));
+                let entry = |opts: &ReadOptions<'_>| {
+                    let entry = db
+                        .get_entry(&k, opts)
+                        .unwrap_or_else(|e| panic!("{}: get_entry: {e}", run.ctx()))
+                        .map(|e| (e.value, e.expiry_ms));
+                    let expiry = db
+                        .get_expiry(&k, opts)
+                        .unwrap_or_else(|e| panic!("{}: get_expiry: {e}", run.ctx()));
+                    assert_eq!(
+                        expiry,
+                        entry.as_ref().map(|(_, e)| *e),
+                        "{}: get_expiry {:?}",
+                        run.ctx(),
+                        String::from_utf8_lossy(&k)
+                    );
+                    entry
+                };
+                assert_eq!(
+                    entry(&ReadOptions::default()),
+                    want(&model, &expiring),
+                    "{}: get_entry {:?}",
+                    run.ctx(),
+                    String::from_utf8_lossy(&k)
+                );
+                if let Some(held) = snaps.get(rng.random_range(0..snaps.len().max(1))) {
+                    let at = ReadOptions::default().at(&held.snap);
+                    let got = db.get_with(&k, &at).expect("get at snapshot");
                     assert_eq!(
                         got.as_ref(),
-                        frozen.get(&k),
+                        held.frozen.get(&k),
                         "{}: get at snapshot",
+                        run.ctx()
+                    );
+                    assert_eq!(
+                        entry(&at),
+                        want(&held.frozen, &held.frozen_expiring),
+                        "{}: get_entry at snapshot",
                         run.ctx()
                     );
                 }
             }
+            64..=67 => {
+                // A conditional write at a held snapshot, or at one taken now.
+                let fresh;
+                let held = match snaps.len() {
+                    0 => None,
+                    n => Some(rng.random_range(0..n)).filter(|_| rng.random_bool(0.8)),
+                };
+                let held = match held {
+                    Some(i) => &snaps[i],
+                    None => {
+                        fresh = Held::new(db.snapshot(), &model, &expiring);
+                        &fresh
+                    }
+                };
+                let watched: Vec<Vec<u8>> =
+                    (0..rng.random_range(1..4)).map(|_| key(&mut rng)).collect();
+                let verdicts: Vec<Option<Change>> =
+                    watched.iter().map(|k| held.verdict(k, now)).collect();
+                let items = if rng.random_bool(0.1) { 0..1 } else { 1..6 };
+                let (batch, staged, staged_expiring, writes) =
+                    random_batch(&mut rng, &model, &expiring, now, items);
+                let sync = WriteOptions {
+                    sync: rng.random_bool(0.2),
+                };
+                let done = db
+                    .write_if_unchanged(batch, &sync, &held.snap, &watched)
+                    .unwrap_or_else(|e| panic!("{}: write_if_unchanged: {e}", run.ctx()));
+                let what = || {
+                    watched
+                        .iter()
+                        .zip(&verdicts)
+                        .map(|(k, v)| format!("{} {v:?}", String::from_utf8_lossy(k)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                if verdicts.contains(&Some(Change::Yes)) {
+                    assert!(!done, "{}: applied, though changed: {}", run.ctx(), what());
+                } else if verdicts.iter().all(Option::is_none) {
+                    assert!(done, "{}: refused, though unchanged: {}", run.ctx(), what());
+                }
+                if done {
+                    conditional.0 += 1;
+                    model = staged;
+                    expiring = staged_expiring;
+                    for w in writes {
+                        note(&mut snaps, w);
+                    }
+                } else {
+                    conditional.1 += 1;
+                }
+            }
             68..=71 => {
                 if snaps.len() < 6 {
-                    snaps.push((db.snapshot(), model.clone()));
+                    snaps.push(Held::new(db.snapshot(), &model, &expiring));
                 }
             }
             72..=74 => {
@@ -572,14 +779,14 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
             75..=84 => {
                 let which = rng.random_range(0..=snaps.len());
                 match snaps.get(which) {
-                    Some((snap, frozen)) => check_iterator(&db, frozen, Some(snap), &mut rng, &run),
+                    Some(h) => check_iterator(&db, &h.frozen, Some(&h.snap), &mut rng, &run),
                     None => check_iterator(&db, &model, None, &mut rng, &run),
                 }
             }
             85..=88 => {
                 let which = rng.random_range(0..=snaps.len());
                 match snaps.get(which) {
-                    Some((snap, frozen)) => check_range(&db, frozen, Some(snap), &mut rng, &run),
+                    Some(h) => check_range(&db, &h.frozen, Some(&h.snap), &mut rng, &run),
                     None => check_range(&db, &model, None, &mut rng, &run),
                 }
             }
@@ -621,6 +828,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                 for _ in 0..30 {
                     let k = key(&mut rng);
                     db.put(&k, b"later").expect("put");
+                    note(&mut snaps, Write::Point(k.clone()));
                     expiring.remove(&k);
                     model.insert(k, b"later".to_vec());
                 }
@@ -725,6 +933,11 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
         stats.values.unresolved_drops,
         0,
         "{}: every dropped handle was placed",
+        run.ctx()
+    );
+    assert!(
+        (conditional.0 > 0 && conditional.1 > 0) || ops < 1000,
+        "{}: conditional writes must both apply and fail: {conditional:?}",
         run.ctx()
     );
     // Expiry ran: flushes and compactions dropped expired versions.
