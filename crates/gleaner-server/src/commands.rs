@@ -8,45 +8,127 @@ use crate::resp::Reply;
 /// Identifies a command for dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommandId {
-    /// `GET key`
+    /// `GET`
     Get,
-    /// `SET key value [NX|XX] [GET] [KEEPTTL]`
+    /// `SET`
     Set,
-    /// `DEL key [key ...]`
-    Del,
-    /// `EXISTS key [key ...]`
-    Exists,
-    /// `MGET key [key ...]`
-    Mget,
-    /// `MSET key value [key value ...]`
+    /// `SETNX`
+    Setnx,
+    /// `SETEX`
+    Setex,
+    /// `PSETEX`
+    Psetex,
+    /// `GETSET`
+    Getset,
+    /// `GETDEL`
+    Getdel,
+    /// `GETEX`
+    Getex,
+    /// `MSET`
     Mset,
-    /// `STRLEN key`
+    /// `MSETNX`
+    Msetnx,
+    /// `MGET`
+    Mget,
+    /// `STRLEN`
     Strlen,
-    /// `GETRANGE key start end`
+    /// `GETRANGE`
     Getrange,
-    /// `TYPE key`
+    /// `SUBSTR`
+    Substr,
+    /// `APPEND`
+    Append,
+    /// `SETRANGE`
+    Setrange,
+    /// `INCR`
+    Incr,
+    /// `DECR`
+    Decr,
+    /// `INCRBY`
+    Incrby,
+    /// `DECRBY`
+    Decrby,
+    /// `INCRBYFLOAT`
+    Incrbyfloat,
+    /// `GETBIT`
+    Getbit,
+    /// `SETBIT`
+    Setbit,
+    /// `BITCOUNT`
+    Bitcount,
+    /// `LCS`
+    Lcs,
+    /// `DEL`
+    Del,
+    /// `UNLINK`
+    Unlink,
+    /// `EXISTS`
+    Exists,
+    /// `TOUCH`
+    Touch,
+    /// `TYPE`
     Type,
-    /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
+    /// `EXPIRE`
+    Expire,
+    /// `PEXPIRE`
+    Pexpire,
+    /// `EXPIREAT`
+    Expireat,
+    /// `PEXPIREAT`
+    Pexpireat,
+    /// `TTL`
+    Ttl,
+    /// `PTTL`
+    Pttl,
+    /// `EXPIRETIME`
+    Expiretime,
+    /// `PEXPIRETIME`
+    Pexpiretime,
+    /// `PERSIST`
+    Persist,
+    /// `RENAME`
+    Rename,
+    /// `RENAMENX`
+    Renamenx,
+    /// `COPY`
+    Copy,
+    /// `MOVE`
+    Move,
+    /// `KEYS`
+    Keys,
+    /// `RANDOMKEY`
+    Randomkey,
+    /// `SCAN`
     Scan,
-    /// `PING [message]`
-    Ping,
-    /// `ECHO message`
-    Echo,
-    /// `INFO [section ...]`
-    Info,
     /// `DBSIZE`
     Dbsize,
-    /// `COMMAND [COUNT|INFO|LIST|DOCS]`
+    /// `FLUSHDB`
+    Flushdb,
+    /// `FLUSHALL`
+    Flushall,
+    /// `SWAPDB`
+    Swapdb,
+    /// `WATCH`
+    Watch,
+    /// `UNWATCH`
+    Unwatch,
+    /// `PING`
+    Ping,
+    /// `ECHO`
+    Echo,
+    /// `INFO`
+    Info,
+    /// `COMMAND`
     Command,
-    /// `CLIENT SETNAME|GETNAME|ID|SETINFO|HELP`
+    /// `CLIENT`
     Client,
     /// `QUIT`
     Quit,
-    /// `AUTH [username] password`
+    /// `AUTH`
     Auth,
-    /// `HELLO [protover [AUTH username password] [SETNAME name]]`
+    /// `HELLO`
     Hello,
-    /// `SELECT 0`
+    /// `SELECT`
     Select,
     /// `MULTI`
     Multi,
@@ -54,11 +136,21 @@ pub enum CommandId {
     Exec,
     /// `DISCARD`
     Discard,
-    /// `CONFIG GET parameter`
+    /// `CONFIG`
     Config,
+    /// `DEBUG`
+    Debug,
+    /// `TIME`
+    Time,
+    /// `SAVE`
+    Save,
+    /// `SHUTDOWN`
+    Shutdown,
+    /// `FUNCTION`
+    Function,
     /// `GLEANER.GC`
     GleanerGc,
-    /// `GLEANER.COMPACT [begin end]`
+    /// `GLEANER.COMPACT`
     GleanerCompact,
     /// `GLEANER.CHECK`
     GleanerCheck,
@@ -122,37 +214,67 @@ pub const COMMANDS: &[CommandSpec] = &[
         1,
         1,
         1,
-        "set a key; NX only if absent, XX only if present, GET returns the old value; no expiry"
+        "set a key: NX/XX, GET, EX/PX/EXAT/PXAT/KEEPTTL"
     ),
     spec!(
-        Del,
-        "del",
-        -2,
-        ["write"],
+        Setnx,
+        "setnx",
+        3,
+        ["write", "denyoom", "fast"],
         1,
-        -1,
         1,
-        "remove keys; the number that existed"
+        1,
+        "set a key if absent; 1 or 0"
     ),
     spec!(
-        Exists,
-        "exists",
-        -2,
-        ["readonly", "fast"],
+        Setex,
+        "setex",
+        4,
+        ["write", "denyoom"],
         1,
-        -1,
         1,
-        "how many of the keys exist (repeats count again)"
+        1,
+        "set a key with a time to live in seconds"
     ),
     spec!(
-        Mget,
-        "mget",
+        Psetex,
+        "psetex",
+        4,
+        ["write", "denyoom"],
+        1,
+        1,
+        1,
+        "set a key with a time to live in milliseconds"
+    ),
+    spec!(
+        Getset,
+        "getset",
+        3,
+        ["write", "denyoom", "fast"],
+        1,
+        1,
+        1,
+        "set a key, returning the old value"
+    ),
+    spec!(
+        Getdel,
+        "getdel",
+        2,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "get a value and delete the key"
+    ),
+    spec!(
+        Getex,
+        "getex",
         -2,
-        ["readonly", "fast"],
+        ["write", "fast"],
         1,
-        -1,
         1,
-        "the values of keys"
+        1,
+        "get a value and set or remove its expiry"
     ),
     spec!(
         Mset,
@@ -163,6 +285,26 @@ pub const COMMANDS: &[CommandSpec] = &[
         -1,
         2,
         "set several keys atomically"
+    ),
+    spec!(
+        Msetnx,
+        "msetnx",
+        -3,
+        ["write", "denyoom"],
+        1,
+        -1,
+        2,
+        "set several keys atomically if none exists; 1 or 0"
+    ),
+    spec!(
+        Mget,
+        "mget",
+        -2,
+        ["readonly", "fast"],
+        1,
+        -1,
+        1,
+        "the values of keys"
     ),
     spec!(
         Strlen,
@@ -185,6 +327,166 @@ pub const COMMANDS: &[CommandSpec] = &[
         "a substring of a value (negative offsets count from the end)"
     ),
     spec!(
+        Substr,
+        "substr",
+        4,
+        ["readonly"],
+        1,
+        1,
+        1,
+        "GETRANGE's old name"
+    ),
+    spec!(
+        Append,
+        "append",
+        3,
+        ["write", "denyoom"],
+        1,
+        1,
+        1,
+        "append to a value; the new length"
+    ),
+    spec!(
+        Setrange,
+        "setrange",
+        4,
+        ["write", "denyoom"],
+        1,
+        1,
+        1,
+        "overwrite part of a value; the new length"
+    ),
+    spec!(
+        Incr,
+        "incr",
+        2,
+        ["write", "denyoom", "fast"],
+        1,
+        1,
+        1,
+        "add 1 to an integer value"
+    ),
+    spec!(
+        Decr,
+        "decr",
+        2,
+        ["write", "denyoom", "fast"],
+        1,
+        1,
+        1,
+        "subtract 1 from an integer value"
+    ),
+    spec!(
+        Incrby,
+        "incrby",
+        3,
+        ["write", "denyoom", "fast"],
+        1,
+        1,
+        1,
+        "add to an integer value"
+    ),
+    spec!(
+        Decrby,
+        "decrby",
+        3,
+        ["write", "denyoom", "fast"],
+        1,
+        1,
+        1,
+        "subtract from an integer value"
+    ),
+    spec!(
+        Incrbyfloat,
+        "incrbyfloat",
+        3,
+        ["write", "denyoom", "fast"],
+        1,
+        1,
+        1,
+        "add to a decimal value"
+    ),
+    spec!(
+        Getbit,
+        "getbit",
+        3,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "one bit of a value"
+    ),
+    spec!(
+        Setbit,
+        "setbit",
+        4,
+        ["write", "denyoom"],
+        1,
+        1,
+        1,
+        "set one bit of a value; the old bit"
+    ),
+    spec!(
+        Bitcount,
+        "bitcount",
+        -2,
+        ["readonly"],
+        1,
+        1,
+        1,
+        "set bits of a value, or of a byte or bit range"
+    ),
+    spec!(
+        Lcs,
+        "lcs",
+        -3,
+        ["readonly"],
+        1,
+        2,
+        1,
+        "the longest common subsequence of two values"
+    ),
+    spec!(
+        Del,
+        "del",
+        -2,
+        ["write"],
+        1,
+        -1,
+        1,
+        "remove keys; the number that existed"
+    ),
+    spec!(
+        Unlink,
+        "unlink",
+        -2,
+        ["write", "fast"],
+        1,
+        -1,
+        1,
+        "DEL (removal never blocks the server)"
+    ),
+    spec!(
+        Exists,
+        "exists",
+        -2,
+        ["readonly", "fast"],
+        1,
+        -1,
+        1,
+        "how many of the keys exist (repeats count again)"
+    ),
+    spec!(
+        Touch,
+        "touch",
+        -2,
+        ["readonly", "fast"],
+        1,
+        -1,
+        1,
+        "how many of the keys exist"
+    ),
+    spec!(
         Type,
         "type",
         2,
@@ -193,6 +495,156 @@ pub const COMMANDS: &[CommandSpec] = &[
         1,
         1,
         "`string`, or `none` for a missing key (every key holds a string)"
+    ),
+    spec!(
+        Expire,
+        "expire",
+        -3,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "set a time to live in seconds (NX|XX|GT|LT)"
+    ),
+    spec!(
+        Pexpire,
+        "pexpire",
+        -3,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "set a time to live in milliseconds (NX|XX|GT|LT)"
+    ),
+    spec!(
+        Expireat,
+        "expireat",
+        -3,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "set an expiry time in seconds since the epoch (NX|XX|GT|LT)"
+    ),
+    spec!(
+        Pexpireat,
+        "pexpireat",
+        -3,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "set an expiry time in milliseconds since the epoch (NX|XX|GT|LT)"
+    ),
+    spec!(
+        Ttl,
+        "ttl",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "seconds left; -1 no expiry, -2 no key"
+    ),
+    spec!(
+        Pttl,
+        "pttl",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "milliseconds left; -1 no expiry, -2 no key"
+    ),
+    spec!(
+        Expiretime,
+        "expiretime",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "the expiry time in seconds; -1 no expiry, -2 no key"
+    ),
+    spec!(
+        Pexpiretime,
+        "pexpiretime",
+        2,
+        ["readonly", "fast"],
+        1,
+        1,
+        1,
+        "the expiry time in milliseconds; -1 no expiry, -2 no key"
+    ),
+    spec!(
+        Persist,
+        "persist",
+        2,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "remove a key's expiry"
+    ),
+    spec!(
+        Rename,
+        "rename",
+        3,
+        ["write"],
+        1,
+        2,
+        1,
+        "rename a key (with its expiry)"
+    ),
+    spec!(
+        Renamenx,
+        "renamenx",
+        3,
+        ["write", "fast"],
+        1,
+        2,
+        1,
+        "rename a key if the new name is free; 1 or 0"
+    ),
+    spec!(
+        Copy,
+        "copy",
+        -3,
+        ["write", "denyoom"],
+        1,
+        2,
+        1,
+        "copy a key (DB index, REPLACE)"
+    ),
+    spec!(
+        Move,
+        "move",
+        3,
+        ["write", "fast"],
+        1,
+        1,
+        1,
+        "move a key to another database"
+    ),
+    spec!(
+        Keys,
+        "keys",
+        2,
+        ["readonly"],
+        0,
+        0,
+        0,
+        "every key matching a pattern"
+    ),
+    spec!(
+        Randomkey,
+        "randomkey",
+        1,
+        ["readonly"],
+        0,
+        0,
+        0,
+        "a key chosen at random, or nil"
     ),
     spec!(
         Scan,
@@ -204,6 +656,66 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         "walk the keys in key order with a numeric cursor"
     ),
+    spec!(
+        Dbsize,
+        "dbsize",
+        1,
+        ["readonly", "fast"],
+        0,
+        0,
+        0,
+        "the exact number of keys in the database"
+    ),
+    spec!(
+        Flushdb,
+        "flushdb",
+        -1,
+        ["write"],
+        0,
+        0,
+        0,
+        "delete every key of the database (ASYNC|SYNC)"
+    ),
+    spec!(
+        Flushall,
+        "flushall",
+        -1,
+        ["write"],
+        0,
+        0,
+        0,
+        "delete every key of every database (ASYNC|SYNC)"
+    ),
+    spec!(
+        Swapdb,
+        "swapdb",
+        3,
+        ["write", "fast"],
+        0,
+        0,
+        0,
+        "refused: databases are key ranges of one store"
+    ),
+    spec!(
+        Watch,
+        "watch",
+        -2,
+        ["noscript", "loading", "stale", "fast", "allow_busy"],
+        1,
+        -1,
+        1,
+        "make the next EXEC conditional on these keys staying unchanged"
+    ),
+    spec!(
+        Unwatch,
+        "unwatch",
+        1,
+        ["noscript", "loading", "stale", "fast", "allow_busy"],
+        0,
+        0,
+        0,
+        "forget the watched keys"
+    ),
     spec!(Ping, "ping", -1, ["fast"], 0, 0, 0, "PONG, or the message"),
     spec!(Echo, "echo", 2, ["fast"], 0, 0, 0, "the message"),
     spec!(
@@ -214,17 +726,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         0,
-        "server, clients, memory, persistence, stats, keyspace and gleaner sections"
-    ),
-    spec!(
-        Dbsize,
-        "dbsize",
-        1,
-        ["readonly", "fast"],
-        0,
-        0,
-        0,
-        "an estimate of the number of keys (an upper bound)"
+        "server, clients, memory, persistence, stats, replication, cpu, commandstats, keyspace and gleaner sections"
     ),
     spec!(
         Command,
@@ -244,7 +746,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         0,
-        "SETNAME, GETNAME, ID, SETINFO"
+        "SETNAME, GETNAME, ID, SETINFO, NO-EVICT, NO-TOUCH, LIST, INFO"
     ),
     spec!(
         Quit,
@@ -305,7 +807,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         0,
-        "database 0 only"
+        "choose the database (0 to --databases - 1)"
     ),
     spec!(
         Multi,
@@ -345,7 +847,64 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
         0,
-        "GET the server's settings (read-only)"
+        "GET the server's settings, SET the few that can change, RESETSTAT"
+    ),
+    spec!(
+        Debug,
+        "debug",
+        -2,
+        ["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "the few DEBUG subcommands test suites use"
+    ),
+    spec!(
+        Time,
+        "time",
+        1,
+        ["loading", "stale", "fast"],
+        0,
+        0,
+        0,
+        "the server's time: seconds and microseconds"
+    ),
+    spec!(
+        Save,
+        "save",
+        1,
+        ["admin", "noscript", "no_async_loading", "no_multi"],
+        0,
+        0,
+        0,
+        "make everything written durable in key tables (flush and sync)"
+    ),
+    spec!(
+        Shutdown,
+        "shutdown",
+        -1,
+        [
+            "admin",
+            "noscript",
+            "loading",
+            "stale",
+            "no_multi",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        "stop the server cleanly, as SIGTERM does"
+    ),
+    spec!(
+        Function,
+        "function",
+        -2,
+        ["noscript"],
+        0,
+        0,
+        0,
+        "FLUSH and LIST answer (the server has no functions)"
     ),
     spec!(
         GleanerGc,
@@ -389,22 +948,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Commands allowed between `MULTI` and `EXEC`: those a single atomic write batch can hold,
-/// the reads that see it, and `PING`/`ECHO`.
-const IN_MULTI: &[CommandId] = &[
-    CommandId::Get,
-    CommandId::Set,
-    CommandId::Del,
-    CommandId::Exists,
-    CommandId::Mget,
-    CommandId::Mset,
-    CommandId::Strlen,
-    CommandId::Getrange,
-    CommandId::Type,
-    CommandId::Ping,
-    CommandId::Echo,
-];
-
 /// Longest command name looked up (longer names are unknown without a copy).
 const MAX_NAME_LEN: usize = 32;
 
@@ -434,14 +977,19 @@ impl CommandSpec {
         self.flags.contains(&flag)
     }
 
+    /// Whether `MULTI` refuses to queue it (Redis's `no-multi` flag).
+    pub fn no_multi(&self) -> bool {
+        self.has_flag("no_multi")
+    }
+
+    /// Its index in [`COMMANDS`] (the table lists the commands in [`CommandId`] order).
+    pub fn index(&self) -> usize {
+        self.id as usize
+    }
+
     /// Whether it may run before authentication.
     pub fn no_auth(&self) -> bool {
         self.has_flag("no_auth")
-    }
-
-    /// Whether it may be queued by `MULTI`.
-    pub fn allowed_in_multi(&self) -> bool {
-        IN_MULTI.contains(&self.id)
     }
 
     /// The key arguments of `args` (a whole command), by the key positions.
@@ -525,11 +1073,18 @@ mod tests {
             lookup(b"GLEANER.stats").map(|c| c.id),
             Some(CommandId::GleanerStats)
         );
-        assert!(lookup(b"flushall").is_none());
+        assert!(lookup(b"lpush").is_none());
         let mut names: Vec<_> = COMMANDS.iter().map(|c| c.name).collect();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), COMMANDS.len());
+    }
+
+    #[test]
+    fn the_table_is_in_command_id_order() {
+        for (i, c) in COMMANDS.iter().enumerate() {
+            assert_eq!(c.index(), i, "{}", c.name);
+        }
     }
 
     #[test]

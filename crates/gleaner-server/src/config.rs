@@ -113,6 +113,12 @@ pub struct Args {
     /// protected mode does).
     #[arg(long, value_enum, default_value_t = ProtectedMode::Yes)]
     pub protected_mode: ProtectedMode,
+
+    /// Number of databases (`SELECT 0` to N - 1), 1 to 255. Database 0's keys are stored as
+    /// they are; the others' carry a two-byte prefix (see docs/server.md).
+    #[arg(long, value_name = "N", default_value_t = crate::keyspace::DEFAULT_DATABASES,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::keyspace::MAX_DATABASES)))]
+    pub databases: u32,
 }
 
 /// The validated configuration.
@@ -140,6 +146,8 @@ pub struct Config {
     pub max_pending_bytes: usize,
     /// `--protected-mode yes` and no password.
     pub protected: bool,
+    /// `--databases`.
+    pub databases: u32,
 }
 
 impl Config {
@@ -196,6 +204,7 @@ impl Config {
             bind,
             db_options,
             protected: password.is_none() && args.protected_mode == ProtectedMode::Yes,
+            databases: args.databases,
             password: password.map(|p| Password::new(&p)),
             max_clients: args.maxclients,
             idle_timeout: (args.timeout > 0).then(|| Duration::from_secs(args.timeout)),

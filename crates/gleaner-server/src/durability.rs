@@ -8,6 +8,11 @@
 //!   sent, one [`Db::sync_wal`] covers them. An acknowledged write is as durable as under
 //!   `always`; a pipeline of N writes costs one fsync, not N, and clients replying at the same
 //!   time share it ([`Durability::sync_through`]).
+//! - `everysec`: writes are acknowledged unsynced, and the server syncs the WAL once a second
+//!   when anything was written since the last sync ([`Durability::sync_if_due`]), as Redis's
+//!   `appendfsync everysec`. A power loss or kernel crash may lose the writes of the last
+//!   second or so (recovery yields a prefix of the acknowledged writes); a crash of the server
+//!   process loses nothing.
 //! - `no`: writes are never synced by the server; a reply means the write is in the WAL in the
 //!   operating system's page cache. It survives a crash of the server process, not a power
 //!   loss or kernel crash (then the database recovers to a prefix of the acknowledged writes,
@@ -26,6 +31,9 @@ pub enum SyncMode {
     Always,
     /// Each pipeline's writes are fsynced once, before its replies.
     Batch,
+    /// Writes are acknowledged at once and fsynced once a second (Redis's `appendfsync
+    /// everysec`).
+    Everysec,
     /// The server never fsyncs (survives a process crash, not a power loss).
     No,
 }
@@ -36,6 +44,7 @@ impl SyncMode {
         match self {
             SyncMode::Always => "always",
             SyncMode::Batch => "batch",
+            SyncMode::Everysec => "everysec",
             SyncMode::No => "no",
         }
     }
@@ -83,7 +92,26 @@ impl Durability {
     /// [`sync_through`](Self::sync_through) before acknowledging it (`None` when the mode needs
     /// no later sync).
     pub fn note_write(&self) -> Option<u64> {
-        (self.mode == SyncMode::Batch).then(|| self.tickets.fetch_add(1, Ordering::SeqCst) + 1)
+        match self.mode {
+            SyncMode::Batch => Some(self.tickets.fetch_add(1, Ordering::SeqCst) + 1),
+            SyncMode::Everysec => {
+                self.tickets.fetch_add(1, Ordering::SeqCst);
+                None
+            }
+            SyncMode::Always | SyncMode::No => None,
+        }
+    }
+
+    /// Under `everysec`, called once a second: syncs the WAL if a write returned since the
+    /// last sync. Does nothing under the other modes.
+    ///
+    /// Errors: the engine's (the engine then refuses further writes).
+    pub fn sync_if_due(&self, db: &Db) -> gleaner::Result<()> {
+        if self.mode != SyncMode::Everysec {
+            return Ok(());
+        }
+        let issued = self.tickets.load(Ordering::SeqCst);
+        self.sync_through(db, issued)
     }
 
     /// Makes every write with a ticket up to `ticket` durable, syncing the WAL unless a sync

@@ -7,6 +7,11 @@
 //! plain writes still meet in the engine's group commit; read-modify-write commands
 //! exclusively. Reads take nothing (the engine gives every read a consistent state). Stripes
 //! are taken in ascending order, all at once, so two commands never wait for each other.
+//!
+//! Commands that change whole databases (`FLUSHDB`, `FLUSHALL`) take the keyspace lock
+//! exclusively ([`KeyLocks::lock_all`]); every keyed write holds it shared while it holds its
+//! stripes (taken first, so the order is always keyspace, then stripes). A read-modify-write
+//! command therefore runs wholly before or wholly after a flush, never across it.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -29,6 +34,8 @@ pub enum LockMode {
 /// The stripes.
 #[derive(Debug)]
 pub struct KeyLocks {
+    /// Shared by keyed writes, exclusive for whole-database changes.
+    keyspace: RwLock<()>,
     stripes: Vec<RwLock<()>>,
     hasher: RandomState,
 }
@@ -36,13 +43,22 @@ pub struct KeyLocks {
 /// Held stripes; dropping it releases them.
 #[derive(Debug)]
 pub struct KeyGuard<'a> {
+    _keyspace: KeyspaceGuard<'a>,
     _shared: Vec<RwLockReadGuard<'a, ()>>,
     _exclusive: Vec<RwLockWriteGuard<'a, ()>>,
+}
+
+/// The keyspace lock as a guard holds it.
+#[derive(Debug)]
+enum KeyspaceGuard<'a> {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
 
 impl Default for KeyLocks {
     fn default() -> Self {
         KeyLocks {
+            keyspace: RwLock::new(()),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: RandomState::new(),
         }
@@ -62,15 +78,30 @@ impl KeyLocks {
             .collect();
         stripes.sort_unstable();
         stripes.dedup();
+        let keyspace = KeyspaceGuard::Shared(self.keyspace.read());
         match mode {
             LockMode::Shared => KeyGuard {
+                _keyspace: keyspace,
                 _shared: stripes.iter().map(|&s| self.stripes[s].read()).collect(),
                 _exclusive: Vec::new(),
             },
             LockMode::Exclusive => KeyGuard {
+                _keyspace: keyspace,
                 _shared: Vec::new(),
                 _exclusive: stripes.iter().map(|&s| self.stripes[s].write()).collect(),
             },
+        }
+    }
+}
+
+impl KeyLocks {
+    /// Locks the whole keyspace: waits for every keyed write to finish and holds new ones
+    /// off until the guard is dropped.
+    pub fn lock_all(&self) -> KeyGuard<'_> {
+        KeyGuard {
+            _keyspace: KeyspaceGuard::Exclusive(self.keyspace.write()),
+            _shared: Vec::new(),
+            _exclusive: Vec::new(),
         }
     }
 }

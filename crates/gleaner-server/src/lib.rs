@@ -20,6 +20,7 @@ pub mod exec;
 pub mod fuzzing;
 pub mod glob;
 pub mod keylocks;
+pub mod keyspace;
 pub mod resp;
 pub mod server;
 pub mod session;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::ErrorKind;
 use gleaner::Db;
+use gleaner_server::keyspace::Keyspace;
 use gleaner_server::{Args, Config, Server};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -50,6 +51,8 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let db = Db::open(&config.dir, config.db_options.clone())
         .map_err(|e| format!("cannot open the database at {}: {e}", config.dir.display()))?;
     config.fit_to_engine(db.options().max_value_size())?;
+    let keyspace = Keyspace::open(config.databases, &db, false)
+        .map_err(|e| format!("cannot serve the database at {}: {e}", config.dir.display()))?;
     runtime.block_on(async move {
         // Signals are caught from here on: a SIGTERM during start-up also shuts down cleanly.
         let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
@@ -57,7 +60,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         let dir = config.dir.clone();
         let sync = config.sync;
         let bind = config.bind;
-        let server = Server::bind(db, config)
+        let server = Server::bind(db, config, keyspace)
             .await
             .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
         eprintln!(

@@ -15,6 +15,8 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::config::Config;
 use crate::connection;
+use crate::durability::SyncMode;
+use crate::keyspace::Keyspace;
 use crate::shared::Shared;
 use crate::stats::ServerStats;
 
@@ -31,13 +33,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.bind` and prepares to serve `db`. On failure `db` is dropped, which
+    /// Binds `config.bind` and prepares to serve `db`, laid out as `keyspace` says
+    /// ([`Keyspace::open`] checked it). On failure `db` is dropped, which
     /// closes it.
-    pub async fn bind(db: Db, config: Config) -> io::Result<Server> {
+    pub async fn bind(db: Db, config: Config, keyspace: Keyspace) -> io::Result<Server> {
         let listener = TcpListener::bind(config.bind).await?;
         let local_addr = listener.local_addr()?;
         Ok(Server {
-            shared: Arc::new(Shared::new(db, config, local_addr)),
+            shared: Arc::new(Shared::new(db, config, keyspace, local_addr)),
             listener,
         })
     }
@@ -56,10 +59,13 @@ impl Server {
         let max_clients = shared.config.max_clients;
         let permits = Arc::new(Semaphore::new(max_clients as usize));
         let (stop_tx, stop_rx) = watch::channel(false);
+        let syncer = (shared.durability.mode() == SyncMode::Everysec)
+            .then(|| tokio::spawn(sync_every_second(Arc::clone(&shared))));
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
+                _ = shared.shutdown.notified() => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => admit(&shared, &permits, &stop_rx, stream, peer),
                     Err(e) => {
@@ -71,6 +77,10 @@ impl Server {
         }
         drop(listener);
         let _ = stop_tx.send(true);
+        if let Some(s) = syncer {
+            // Closing the database syncs the WAL.
+            s.abort();
+        }
         // Every connection holds a permit until it ends: having them all back means none is
         // left.
         let _all = permits.acquire_many(max_clients).await;
@@ -140,5 +150,24 @@ impl Drop for ClientCount<'_> {
         self.stats
             .connected_clients
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `--sync everysec`: syncs the WAL once a second when anything was written since the last
+/// sync. A failed sync is reported once; the engine then refuses writes, which clients see.
+async fn sync_every_second(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let s = Arc::clone(&shared);
+        match tokio::task::spawn_blocking(move || s.durability.sync_if_due(&s.db)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                eprintln!("gleaner-server: the once-a-second WAL sync failed: {e}");
+                return;
+            }
+            Err(_) => return,
+        }
     }
 }

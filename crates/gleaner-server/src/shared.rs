@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::cursors::ScanCursors;
 use crate::durability::Durability;
 use crate::keylocks::KeyLocks;
+use crate::keyspace::Keyspace;
 use crate::stats::ServerStats;
 
 /// The server's shared state.
@@ -19,6 +20,8 @@ pub struct Shared {
     pub db: Db,
     /// The configuration (limits fitted to the database).
     pub config: Config,
+    /// The mapping of (database, key) to stored keys.
+    pub keyspace: Keyspace,
     /// The address actually bound (the port is known when `--bind` asked for port 0).
     pub local_addr: SocketAddr,
     /// Counters.
@@ -31,13 +34,17 @@ pub struct Shared {
     pub durability: Durability,
     /// When the server started.
     pub started: Instant,
+    /// Signalled by `SHUTDOWN`: the server stops as on SIGTERM.
+    pub shutdown: tokio::sync::Notify,
     next_client_id: AtomicU64,
 }
 
 impl Shared {
-    /// Shared state for `db` served under `config` at `local_addr`.
-    pub fn new(db: Db, config: Config, local_addr: SocketAddr) -> Shared {
+    /// Shared state for `db` (laid out as `keyspace` says) served under `config` at
+    /// `local_addr`.
+    pub fn new(db: Db, config: Config, keyspace: Keyspace, local_addr: SocketAddr) -> Shared {
         Shared {
+            keyspace,
             durability: Durability::new(config.sync),
             db,
             config,
@@ -46,6 +53,7 @@ impl Shared {
             cursors: ScanCursors::default(),
             locks: KeyLocks::default(),
             started: Instant::now(),
+            shutdown: tokio::sync::Notify::new(),
             next_client_id: AtomicU64::new(1),
         }
     }

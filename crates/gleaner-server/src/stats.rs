@@ -2,8 +2,22 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Counters since the server started. All relaxed: they are figures, not synchronization.
+/// Counters of one command (`INFO commandstats`).
 #[derive(Debug, Default)]
+pub struct CommandCounters {
+    /// Times it ran (a queued command counts when `EXEC` runs it).
+    pub calls: AtomicU64,
+    /// Microseconds spent running it.
+    pub usec: AtomicU64,
+    /// Times it was refused before running (arity, authentication, `MULTI` queuing).
+    pub rejected: AtomicU64,
+    /// Times it ran and answered an error.
+    pub failed: AtomicU64,
+}
+
+/// Counters since the server started (or `CONFIG RESETSTAT`). All relaxed: they are figures,
+/// not synchronization.
+#[derive(Debug)]
 pub struct ServerStats {
     /// Clients connected now.
     pub connected_clients: AtomicU64,
@@ -32,6 +46,32 @@ pub struct ServerStats {
     pub error_replies: AtomicU64,
     /// Writes refused by the engine's space budget (`-OOM`).
     pub space_budget_errors: AtomicU64,
+    /// Per command, indexed by [`crate::commands::CommandSpec::index`].
+    pub commands: Box<[CommandCounters]>,
+}
+
+impl Default for ServerStats {
+    fn default() -> Self {
+        ServerStats {
+            connected_clients: AtomicU64::default(),
+            total_connections_received: AtomicU64::default(),
+            rejected_connections: AtomicU64::default(),
+            total_commands_processed: AtomicU64::default(),
+            total_net_input_bytes: AtomicU64::default(),
+            total_net_output_bytes: AtomicU64::default(),
+            protocol_errors: AtomicU64::default(),
+            limit_disconnections: AtomicU64::default(),
+            idle_disconnections: AtomicU64::default(),
+            keyspace_hits: AtomicU64::default(),
+            keyspace_misses: AtomicU64::default(),
+            error_replies: AtomicU64::default(),
+            space_budget_errors: AtomicU64::default(),
+            commands: crate::commands::COMMANDS
+                .iter()
+                .map(|_| CommandCounters::default())
+                .collect(),
+        }
+    }
 }
 
 impl ServerStats {
@@ -43,5 +83,32 @@ impl ServerStats {
     /// Reads `counter`.
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// `CONFIG RESETSTAT`: zeroes the counters of events (not `connected_clients`, which is
+    /// a level).
+    pub fn reset(&self) {
+        let events = [
+            &self.total_connections_received,
+            &self.rejected_connections,
+            &self.total_commands_processed,
+            &self.total_net_input_bytes,
+            &self.total_net_output_bytes,
+            &self.protocol_errors,
+            &self.limit_disconnections,
+            &self.idle_disconnections,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.error_replies,
+            &self.space_budget_errors,
+        ];
+        for c in events {
+            c.store(0, Ordering::Relaxed);
+        }
+        for c in self.commands.iter() {
+            for f in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                f.store(0, Ordering::Relaxed);
+            }
+        }
     }
 }

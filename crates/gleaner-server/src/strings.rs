@@ -17,7 +17,7 @@
 //! | `BITCOUNT` | [`parse_bitcount_args`], [`bitcount`] |
 //! | `LCS` | [`parse_lcs_options`], [`lcs`] |
 //!
-//! (`GETRANGE` is [`crate::exec::data::getrange`].)
+//! (`GETRANGE` is in the command layer, `exec/string_cmds.rs`.)
 //!
 //! # `INCRBYFLOAT` and `long double`
 //!

@@ -74,16 +74,15 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// - `--singledb`: no `SELECT 9` on connect; tests tagged `singledb:skip` are skipped;
 /// - `--ignore-encoding`, `--ignore-digest`: no `OBJECT ENCODING` / `DEBUG DIGEST` checks in
 ///   the harness's assertion helpers;
-/// - `--tags`: the slow tests are skipped, and so are the tests tagged with an ability
-///   gleaner-server will never have, as Redis's tests/README.md says to do against such a
-///   server: `SYNC` (`needs:repl`), `DEBUG` and `OBJECT` (`needs:debug`), `CONFIG SET
-///   maxmemory` (`needs:config-maxmemory`). Run, such a test fails halfway and leaves the
-///   harness's shared client inside `MULTI` (multi.tcl's maxmemory and `min-replicas-to-write`
-///   tests), or in RESP3 with deferred raw replies (protocol.tcl's `DEBUG PROTOCOL` tests), and
-///   every later test of the unit that uses that client fails for it, whatever the server
-///   supports;
+/// - `--tags -slow`: the slow tests are skipped (the issue's command line);
 /// - `--durable`: an error that is not an assertion (such as `-ERR unknown command`) fails
 ///   that test alone, instead of ending the whole unit with an `[exception]`.
+///
+/// Besides these, each run gets `--skipfile` with the unit's excluded tests
+/// ([`write_skipfile`]): the harness reports them as skipped without running them. Run, they
+/// would stop the unit at their first command of a data type the server does not have, or
+/// fail halfway and leave the harness's shared client inside `MULTI` or in RESP3 with
+/// deferred raw replies, failing later tests that the server passes.
 ///
 /// External mode starts exactly one test client, so `--clients` does not apply.
 const HARNESS_OPTIONS: &[&str] = &[
@@ -93,7 +92,7 @@ const HARNESS_OPTIONS: &[&str] = &[
     "--ignore-encoding",
     "--ignore-digest",
     "--tags",
-    "-slow -needs:repl -needs:debug -needs:config-maxmemory",
+    "-slow",
     "--durable",
 ];
 
@@ -268,6 +267,8 @@ fn run_harness(unit: &str, baseport: u32) -> HarnessRun {
     let tree = tmp.path().join("tree");
     copy_tree(Path::new(VENDORED), &tree);
     let db = tmp.path().join("db");
+    let skipfile = tmp.path().join("excluded-tests");
+    write_skipfile(unit, &skipfile);
     let server = Server::start(&db, &[]);
 
     let (reader, writer) = std::io::pipe().expect("pipe");
@@ -279,6 +280,8 @@ fn run_harness(unit: &str, baseport: u32) -> HarnessRun {
         // range per unit, so units running side by side do not race for it.
         .args(["--baseport", &baseport.to_string()])
         .args(["--single", unit])
+        .arg("--skipfile")
+        .arg(&skipfile)
         .current_dir(&tree)
         // Colours only when TERM names an xterm; the parser strips them anyway.
         .env_remove("TERM")
@@ -338,6 +341,26 @@ fn run_harness(unit: &str, baseport: u32) -> HarnessRun {
         elapsed,
         server_stderr,
     }
+}
+
+/// Writes the names of `unit`'s excluded tests to `path`, one per line, for the harness's
+/// `--skipfile` (exact names; none starts with `/`, which would make it a regular expression).
+fn write_skipfile(unit: &str, path: &Path) {
+    let lists = Lists::load();
+    let names: Vec<&str> = lists
+        .list(ListKind::Excluded)
+        .iter()
+        .filter(|e| e.unit == unit && !is_abort(&e.name))
+        .map(|e| {
+            assert!(
+                !e.name.starts_with('/'),
+                "an excluded name that reads as a regexp: {:?}",
+                e.name
+            );
+            e.name.as_str()
+        })
+        .collect();
+    std::fs::write(path, names.join("\n") + "\n").expect("write the skip file");
 }
 
 /// Runs `unit` and checks, or with [`BLESS_VAR`] rewrites, the lists.
@@ -882,6 +905,8 @@ fn compare(unit: &str, report: &Report, lists: &Lists) -> Check {
                  {name:?}{}",
                 first_lines(&t.detail, 4)
             )),
+            // Excluded tests are skipped by the skip file.
+            (Outcome::Skip, Some((ListKind::Excluded, _))) => check.excluded += 1,
             (Outcome::Skip, Some((kind, _))) => p.push(format!(
                 "listed in {}, but the harness skipped it ({}): {name:?}",
                 kind.file(),
@@ -959,7 +984,13 @@ fn bless_unit(unit: &str, report: &Report, lists: &Lists) -> Lists {
         match t.outcome {
             Outcome::Pass => out.pass.push(entry(&t.name, "")),
             Outcome::Fail => keep(&mut out, &t.name),
-            Outcome::Skip => {}
+            // An excluded test stays excluded (the skip file skipped it); a test skipped by
+            // its tags needs no entry.
+            Outcome::Skip => {
+                if let Some((ListKind::Excluded, e)) = lists.find(unit, &t.name) {
+                    out.excluded.push(entry(&t.name, &e.reason));
+                }
+            }
         }
     }
     for abort in &report.aborts {

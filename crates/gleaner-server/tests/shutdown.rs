@@ -1,6 +1,6 @@
 //! Shutdown and crashes: SIGTERM and SIGINT close the database cleanly (exit status 0) while
 //! clients are connected and writing, and every write acknowledged before is there after a
-//! restart; a SIGKILL loop under `--sync always` and `--sync batch` loses no acknowledged
+//! restart; a SIGKILL loop under `--sync always`, `batch` and `everysec` loses no acknowledged
 //! write, and a MULTI/EXEC is found whole or not at all.
 
 mod common;
@@ -132,25 +132,34 @@ fn sigterm_and_sigint_close_cleanly_and_keep_every_acknowledged_write() {
 
 #[test]
 fn sigkill_loses_no_acknowledged_write() {
-    for sync in ["always", "batch"] {
+    // `everysec` survives a crash of the process too (the WAL is in the page cache).
+    for sync in ["always", "batch", "everysec"] {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("db");
         let args = ["--sync", sync];
         let mut all = Vec::new();
         for round in 0..4 {
             let server = Server::start(&dir, &args);
-            // A writer of transactions, each setting the pair (a{n}, b{n}), alongside the plain
-            // writers. It returns how many it started and how many were acknowledged.
+            // A writer of transactions in database 3, each setting the pair (a{n}, b{n}) with
+            // an hour to live, alongside the plain writers. It returns how many it started and
+            // how many were acknowledged.
             let tx_client = server.client();
             let tx_round = round;
             let tx_thread = thread::spawn(move || {
                 let Ok(mut c) = tx_client.get_connection() else {
                     return (0, 0);
                 };
+                if redis::cmd("SELECT").arg(3).query::<()>(&mut c).is_err() {
+                    return (0, 0);
+                }
                 for n in 0..100_000 {
                     let r: redis::RedisResult<()> = redis::pipe()
                         .atomic()
-                        .set(format!("tx{tx_round}a{n}"), n)
+                        .cmd("SET")
+                        .arg(format!("tx{tx_round}a{n}"))
+                        .arg(n)
+                        .arg("PX")
+                        .arg(3_600_000)
                         .ignore()
                         .set(format!("tx{tx_round}b{n}"), n)
                         .ignore()
@@ -167,8 +176,12 @@ fn sigkill_loses_no_acknowledged_write() {
             let (started, tx_acked) = tx_thread.join().expect("transaction writer");
             let server = restart(&dir, &args);
             check_acked(&server, &all);
-            // Each transaction is whole or absent.
+            // Each transaction is whole or absent, in database 3, with its expiry.
             let mut c = server.conn();
+            redis::cmd("SELECT")
+                .arg(3)
+                .query::<()>(&mut c)
+                .expect("select");
             for n in 0..started {
                 let (a, b): (Option<i64>, Option<i64>) = redis::pipe()
                     .get(format!("tx{round}a{n}"))
@@ -178,6 +191,11 @@ fn sigkill_loses_no_acknowledged_write() {
                 assert_eq!(a, b, "transaction {n} of round {round} is half there");
                 if n < tx_acked {
                     assert_eq!(a, Some(n as i64), "acknowledged transaction {n} lost");
+                    let ttl: i64 = redis::cmd("PTTL")
+                        .arg(format!("tx{round}a{n}"))
+                        .query(&mut c)
+                        .expect("pttl");
+                    assert!(ttl > 0, "transaction {n} of round {round} lost its expiry");
                 }
             }
         }

@@ -1,10 +1,9 @@
 //! Commands about the connection and the server rather than the data: COMMAND, CLIENT, AUTH,
-//! HELLO, SELECT, CONFIG.
+//! HELLO, SELECT.
 
 use bytes::Bytes;
 
 use crate::commands::{self, COMMANDS};
-use crate::glob::Glob;
 use crate::resp::parser::parse_strict_i64;
 use crate::resp::{Protocol, Reply};
 use crate::session::Session;
@@ -124,10 +123,16 @@ fn authenticate(
     password: &[u8],
 ) -> Result<(), Reply> {
     let Some(secret) = &shared.config.password else {
-        return Err(Reply::error(
-            "ERR AUTH <password> called without any password configured for the default \
-             user. Are you sure your configuration is correct?",
-        ));
+        // Without a password the default user takes any password, as Redis 7's `nopass`
+        // default user does; another user name does not exist.
+        return if user == DEFAULT_USER {
+            session.authenticated = true;
+            Ok(())
+        } else {
+            Err(Reply::error(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ))
+        };
     };
     // Both checks run whatever the outcome of the first, so the time taken tells nothing.
     let user_ok = user == DEFAULT_USER;
@@ -145,6 +150,13 @@ fn authenticate(
 /// `AUTH [username] password`.
 pub fn auth(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Reply {
     let (user, password) = match args.len() {
+        // Redis 7's answer to the old form when no password is set.
+        2 if shared.config.password.is_none() => {
+            return Reply::error(
+                "ERR AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+            );
+        }
         2 => (DEFAULT_USER, &args[1][..]),
         3 => (&args[1][..], &args[2][..]),
         _ => return Reply::error("ERR syntax error"),
@@ -210,9 +222,10 @@ pub fn hello(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Reply {
     session.protocol = protocol;
     Reply::Map(vec![
         (Reply::text("server"), Reply::text("gleaner")),
+        // The same version as INFO's `redis_version`: what clients compare features against.
         (
             Reply::text("version"),
-            Reply::text(env!("CARGO_PKG_VERSION")),
+            Reply::text(super::info::REDIS_COMPAT_VERSION),
         ),
         (Reply::text("proto"), Reply::Int(protocol.version())),
         (Reply::text("id"), Reply::Int(session.id as i64)),
@@ -223,58 +236,13 @@ pub fn hello(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Reply {
 }
 
 /// `SELECT index`: only database 0 exists.
-pub fn select(args: &[Bytes]) -> Reply {
+pub fn select(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Reply {
     match parse_strict_i64(&args[1]) {
-        Some(0) => Reply::Ok,
+        Some(i) if shared.keyspace.valid(i) => {
+            session.db = i as u8;
+            Reply::Ok
+        }
         Some(_) => Reply::error("ERR DB index is out of range"),
         None => Reply::error("ERR value is not an integer or out of range"),
     }
-}
-
-/// `CONFIG GET pattern...`: the server's settings that clients and tools ask for
-/// (redis-benchmark asks for `save` and `appendonly`), read-only. `CONFIG SET` and the rest
-/// are refused: the server is configured by its command line.
-pub fn config(shared: &Shared, args: &[Bytes]) -> Reply {
-    if upper(&args[1]).as_slice() != b"GET" {
-        return Reply::error(format!(
-            "ERR CONFIG {} is not supported: gleaner-server is configured by its command line \
-             (CONFIG GET reads the settings)",
-            String::from_utf8_lossy(&args[1][..args[1].len().min(32)]).to_ascii_uppercase()
-        ));
-    }
-    if args.len() < 3 {
-        return Reply::error("ERR wrong number of arguments for 'config|get' command");
-    }
-    let c = &shared.config;
-    let settings: Vec<(&str, String)> = vec![
-        ("bind", shared.local_addr.ip().to_string()),
-        ("port", shared.local_addr.port().to_string()),
-        ("dir", c.dir.display().to_string()),
-        ("maxclients", c.max_clients.to_string()),
-        (
-            "timeout",
-            c.idle_timeout.map_or(0, |d| d.as_secs()).to_string(),
-        ),
-        ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
-        ("client-query-buffer-limit", c.max_pending_bytes.to_string()),
-        (
-            "protected-mode",
-            if c.protected { "yes" } else { "no" }.to_string(),
-        ),
-        ("databases", "1".to_string()),
-        ("save", String::new()),
-        // The WAL is Gleaner's append-only log; `appendfsync` is what --sync maps to.
-        ("appendonly", "yes".to_string()),
-        ("appendfsync", c.sync.name().to_string()),
-    ];
-    let patterns: Vec<Glob> = args[2..]
-        .iter()
-        .map(|p| Glob::new(&p.to_ascii_lowercase()))
-        .collect();
-    let pairs: Vec<(Reply, Reply)> = settings
-        .into_iter()
-        .filter(|(name, _)| patterns.iter().any(|g| g.matches(name.as_bytes())))
-        .map(|(name, value)| (Reply::text(name), Reply::text(value)))
-        .collect();
-    Reply::Map(pairs)
 }

@@ -1,62 +1,68 @@
-//! `INFO [section ...]` and the key-count estimate of `DBSIZE`.
+//! `INFO [section ...]`.
 //!
-//! Sections: `server`, `clients`, `memory`, `persistence`, `stats`, `keyspace` and `gleaner`
-//! (the engine's figures: GC, space, levels, compactions, stalls). `INFO`, `INFO default`,
-//! `INFO all` and `INFO everything` give all of them; unknown names give nothing, as in Redis.
-//! The full engine statistics are `GLEANER.STATS` (JSON).
+//! Sections, as Redis 7.0 names them: `server`, `clients`, `memory`, `persistence`, `stats`,
+//! `replication` (always `role:master`: there is no replication), `cpu`, `modules` (empty),
+//! `errorstats`, `cluster` (`cluster_enabled:0`), `keyspace` (exact key counts: see
+//! [`super::keyspace_cmds::count_keys`]), `commandstats`, and `gleaner` (the engine's figures:
+//! GC, space, levels, compactions, stalls). `INFO` and `INFO default` give all but
+//! `commandstats`; `INFO all` and `INFO everything` give all; names are case-insensitive and
+//! may be combined (each section once); unknown names give nothing, as in Redis. The full
+//! engine statistics are `GLEANER.STATS` (JSON).
 
 use std::fmt::Write;
 
 use bytes::Bytes;
 use gleaner::DbStats;
 
+use crate::commands::COMMANDS;
 use crate::resp::Reply;
 use crate::shared::Shared;
 use crate::stats::ServerStats;
 
-/// The protocol level gleaner-server answers as, for clients that read `redis_version` to
-/// decide which commands to use (RESP3 and `HELLO` came with Redis 6; `SET ... GET` and the
-/// error texts are Redis 7's).
+/// The Redis version gleaner-server answers as (in `INFO` and `HELLO`), for clients that read
+/// it to decide which commands to use: the command set and error texts are Redis 7.0's.
 pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
 
+/// Every section, in output order.
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
     "keyspace",
+    "commandstats",
     "gleaner",
 ];
 
-/// The `DBSIZE` estimate: entries in the memtables and key tables, i.e. every version and
-/// tombstone not yet compacted away. It is an upper bound on the number of keys, exact when
-/// every key was written once and never deleted, and drifts high with overwrites and deletes
-/// until compaction drops the shadowed versions.
-pub fn key_estimate(shared: &Shared) -> u64 {
-    estimate(&shared.db.stats())
-}
+/// Sections `INFO all` has and `INFO` (default) has not.
+const NOT_DEFAULT: &[&str] = &["commandstats"];
 
-fn estimate(s: &DbStats) -> u64 {
-    s.memtable_entries + s.levels.iter().map(|l| l.entries).sum::<u64>()
+/// The sections `INFO args...` asks for, in output order.
+fn wanted(args: &[Bytes]) -> Vec<&'static str> {
+    let names: Vec<String> = args
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let default = names.is_empty() || names.iter().any(|n| n == "default");
+    let all = names.iter().any(|n| n == "all" || n == "everything");
+    SECTIONS
+        .iter()
+        .copied()
+        .filter(|s| all || (default && !NOT_DEFAULT.contains(s)) || names.iter().any(|n| n == s))
+        .collect()
 }
 
 /// Runs INFO.
 pub fn info(shared: &Shared, args: &[Bytes]) -> Reply {
-    let wanted: Vec<String> = args[1..]
-        .iter()
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| matches!(w.as_str(), "all" | "default" | "everything"));
     let db = shared.db.stats();
     let mut text = String::new();
-    for &section in SECTIONS {
-        if !all && !wanted.iter().any(|w| w == section) {
-            continue;
-        }
+    for section in wanted(&args[1..]) {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
@@ -70,7 +76,51 @@ pub fn info(shared: &Shared, args: &[Bytes]) -> Reply {
     Reply::Verbatim(text)
 }
 
-fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, String)> {
+fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(String, String)> {
+    section_fields(shared, db, section)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(dynamic_fields(shared, section))
+        .collect()
+}
+
+/// The fields named at run time: one per command (`commandstats`) or database (`keyspace`).
+fn dynamic_fields(shared: &Shared, section: &str) -> Vec<(String, String)> {
+    let g = ServerStats::get;
+    match section {
+        "commandstats" => COMMANDS
+            .iter()
+            .zip(shared.stats.commands.iter())
+            .filter(|(_, c)| g(&c.calls) + g(&c.rejected) > 0)
+            .map(|(spec, c)| {
+                let (calls, usec) = (g(&c.calls), g(&c.usec));
+                let per_call = if calls == 0 {
+                    0.0
+                } else {
+                    usec as f64 / calls as f64
+                };
+                (
+                    format!("cmdstat_{}", spec.name),
+                    format!(
+                        "calls={calls},usec={usec},usec_per_call={per_call:.2},\
+                         rejected_calls={},failed_calls={}",
+                        g(&c.rejected),
+                        g(&c.failed)
+                    ),
+                )
+            })
+            .collect(),
+        "keyspace" => (0..shared.keyspace.databases())
+            .filter_map(|i| {
+                let n = super::keyspace_cmds::count_keys(shared, i as u8).ok()?;
+                (n > 0).then(|| (format!("db{i}"), format!("keys={n},expires=0,avg_ttl=0")))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn section_fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, String)> {
     let g = ServerStats::get;
     let s = &shared.stats;
     let c = &shared.config;
@@ -110,6 +160,9 @@ fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, St
         "memory" => {
             let rss = rss_bytes().unwrap_or(0);
             vec![
+                // No allocator statistics: the resident set size stands for used memory.
+                ("used_memory", rss.to_string()),
+                ("used_memory_human", human(rss)),
                 ("used_memory_rss", rss.to_string()),
                 ("used_memory_rss_human", human(rss)),
                 ("memtable_bytes", db.memtable_bytes.to_string()),
@@ -122,8 +175,27 @@ fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, St
                     "block_cache_capacity_bytes",
                     db.cache.capacity_bytes.to_string(),
                 ),
+                ("maxmemory", "0".into()),
+                ("mem_allocator", "libc".into()),
             ]
         }
+        "replication" => vec![
+            ("role", "master".into()),
+            ("connected_slaves", "0".into()),
+            ("master_failover_state", "no-failover".into()),
+            ("master_repl_offset", "0".into()),
+            ("repl_backlog_active", "0".into()),
+        ],
+        "cpu" => {
+            let t = cpu_seconds().unwrap_or_default();
+            vec![
+                ("used_cpu_sys", format!("{:.6}", t.sys)),
+                ("used_cpu_user", format!("{:.6}", t.user)),
+                ("used_cpu_sys_children", format!("{:.6}", t.children_sys)),
+                ("used_cpu_user_children", format!("{:.6}", t.children_user)),
+            ]
+        }
+        "cluster" => vec![("cluster_enabled", "0".into())],
         "persistence" => vec![
             ("loading", "0".into()),
             ("sync", c.sync.name().into()),
@@ -172,14 +244,6 @@ fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, St
             ("space_budget_errors", g(&s.space_budget_errors).to_string()),
             ("scan_cursors", shared.cursors.len().to_string()),
         ],
-        "keyspace" => {
-            let keys = estimate(db);
-            if keys == 0 {
-                Vec::new()
-            } else {
-                vec![("db0", format!("keys={keys},expires=0,avg_ttl=0"))]
-            }
-        }
         "gleaner" => {
             let v = &db.values;
             let levels = db
@@ -200,7 +264,11 @@ fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, St
                     "space_amplification",
                     format!("{:.3}", db.space.space_amplification),
                 ),
-                ("key_estimate", estimate(db).to_string()),
+                (
+                    "key_estimate",
+                    (db.memtable_entries + db.levels.iter().map(|l| l.entries).sum::<u64>())
+                        .to_string(),
+                ),
                 ("key_table_bytes", db.total_table_bytes.to_string()),
                 ("key_tables_per_level", levels),
                 ("value_tables", v.tables.to_string()),
@@ -246,6 +314,32 @@ fn fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static str, St
         }
         _ => Vec::new(),
     }
+}
+
+/// CPU time of this process and its waited-for children, in seconds.
+#[derive(Debug, Default)]
+struct CpuSeconds {
+    user: f64,
+    sys: f64,
+    children_user: f64,
+    children_sys: f64,
+}
+
+/// From `/proc/self/stat` (Linux; `None` elsewhere), in clock ticks of 1/100 s (the kernel's
+/// `USER_HZ` on every Linux architecture).
+fn cpu_seconds() -> Option<CpuSeconds> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14-17 of the line: 11-14 after the name.
+    let tick = |i: usize| f.get(i)?.parse::<f64>().ok().map(|t| t / 100.0);
+    Some(CpuSeconds {
+        user: tick(11)?,
+        sys: tick(12)?,
+        children_user: tick(13)?,
+        children_sys: tick(14)?,
+    })
 }
 
 /// The resident set size of this process, from `/proc/self/status` (Linux); `None` elsewhere.

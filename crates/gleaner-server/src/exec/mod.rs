@@ -3,22 +3,31 @@
 //! engine's calls block).
 
 mod admin;
+mod config_cmd;
 mod connection_cmds;
-pub mod data;
+mod debug;
 mod info;
+mod key_cmds;
+mod keyspace_cmds;
+pub mod parse;
 mod scan;
+mod string_cmds;
+mod transaction;
+pub mod unit;
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use crate::commands::{self, CommandId};
 use crate::resp::{Reply, ReplyBuf};
-use crate::session::{MultiState, Session};
+use crate::session::Session;
 use crate::shared::Shared;
 use crate::stats::ServerStats;
 
-use data::DataCmd;
+use parse::DataCmd;
+use unit::Failure;
 
 /// Replies are handed to the connection for writing once this many bytes are waiting, even
 /// if pipelined commands remain (they run after the write): the output buffer stays bounded.
@@ -91,151 +100,147 @@ pub fn run_batch(
     after
 }
 
-/// Runs one command (or queues it inside `MULTI`).
+/// Runs one command (or queues it inside `MULTI`), counting it in `INFO commandstats`.
 pub fn execute(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Outcome {
     let Some(spec) = commands::lookup(&args[0]) else {
         flag_transaction(session);
         return Outcome::Reply(commands::unknown_command(args));
     };
+    let counters = &shared.stats.commands[spec.index()];
+    let refuse = |session: &mut Session, reply: Reply, flag: bool| {
+        if flag {
+            flag_transaction(session);
+        }
+        ServerStats::add(&counters.rejected, 1);
+        Outcome::Reply(reply)
+    };
     if !spec.arity_ok(args.len()) {
-        flag_transaction(session);
-        return Outcome::Reply(commands::wrong_arity(spec));
+        return refuse(session, commands::wrong_arity(spec), true);
     }
     if !session.authenticated && !spec.no_auth() {
-        flag_transaction(session);
-        return Outcome::Reply(Reply::error("NOAUTH Authentication required."));
+        return refuse(
+            session,
+            Reply::error("NOAUTH Authentication required."),
+            true,
+        );
     }
     ServerStats::add(&shared.stats.total_commands_processed, 1);
-    if session.multi.is_some()
-        && !matches!(
-            spec.id,
-            CommandId::Exec | CommandId::Discard | CommandId::Multi | CommandId::Quit
-        )
-    {
-        return queue(shared, session, spec, args);
+    if session.multi.is_some() {
+        match spec.id {
+            CommandId::Exec | CommandId::Discard | CommandId::Multi | CommandId::Quit => {}
+            // Refused without aborting the transaction, as in Redis.
+            CommandId::Watch => {
+                return refuse(
+                    session,
+                    Reply::error("ERR WATCH inside MULTI is not allowed"),
+                    false,
+                );
+            }
+            _ if spec.no_multi() => {
+                return refuse(
+                    session,
+                    Reply::error("ERR Command not allowed inside a transaction"),
+                    true,
+                );
+            }
+            _ => return transaction::queue(shared, session, spec, args),
+        }
     }
-    match spec.id {
-        CommandId::Get
-        | CommandId::Set
-        | CommandId::Del
-        | CommandId::Exists
-        | CommandId::Mget
-        | CommandId::Mset
-        | CommandId::Strlen
-        | CommandId::Getrange
-        | CommandId::Type
-        | CommandId::Ping
-        | CommandId::Echo => match DataCmd::parse(spec.id, args) {
-            Ok(cmd) => data::run_single(shared, session, cmd),
-            Err(reply) => Outcome::Reply(reply),
+    let started = Instant::now();
+    let outcome = dispatch(shared, session, spec, args);
+    ServerStats::add(&counters.calls, 1);
+    ServerStats::add(&counters.usec, started.elapsed().as_micros() as u64);
+    let failed = match &outcome {
+        Outcome::Reply(r) | Outcome::Close(r) | Outcome::Fatal(r) => r.is_error(),
+    };
+    if failed {
+        ServerStats::add(&counters.failed, 1);
+    }
+    outcome
+}
+
+fn dispatch(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &commands::CommandSpec,
+    args: &[Bytes],
+) -> Outcome {
+    let reply = match spec.id {
+        CommandId::Select => connection_cmds::select(shared, session, args),
+        CommandId::Scan => scan::scan(shared, session, args),
+        CommandId::Keys => keyspace_cmds::keys(shared, session, &args[1]),
+        CommandId::Randomkey => keyspace_cmds::randomkey(shared, session),
+        CommandId::Dbsize => keyspace_cmds::dbsize(shared, session),
+        CommandId::Flushdb => keyspace_cmds::flush(shared, session, args, false),
+        CommandId::Flushall => keyspace_cmds::flush(shared, session, args, true),
+        CommandId::Swapdb => keyspace_cmds::swapdb(),
+        CommandId::Command => connection_cmds::command(args),
+        CommandId::Client => connection_cmds::client(session, args),
+        CommandId::Quit => return Outcome::Close(Reply::Ok),
+        CommandId::Auth => connection_cmds::auth(shared, session, args),
+        CommandId::Hello => connection_cmds::hello(shared, session, args),
+        CommandId::Debug => debug::debug(args),
+        CommandId::Save => admin::save(shared),
+        CommandId::Shutdown => return admin::shutdown(shared, args),
+        CommandId::Function => admin::function(args),
+        CommandId::Multi => transaction::multi(session),
+        CommandId::Exec => return transaction::exec(shared, session),
+        CommandId::Discard => transaction::discard(session),
+        CommandId::Watch => transaction::watch(shared, session, args),
+        CommandId::Unwatch => transaction::unwatch(session),
+        CommandId::GleanerGc => admin::gc(shared),
+        CommandId::GleanerCompact => admin::compact(shared, args),
+        CommandId::GleanerCheck => admin::check(shared),
+        CommandId::GleanerStats => admin::stats(shared),
+        _ => match DataCmd::parse(spec.id, args) {
+            Some(Ok(cmd)) => return run_single(shared, session, cmd),
+            Some(Err(reply)) => reply,
+            None => Reply::error(format!("ERR internal: no handler for '{}'", spec.name)),
         },
-        CommandId::Scan => Outcome::Reply(scan::scan(shared, args)),
-        CommandId::Info => Outcome::Reply(info::info(shared, args)),
-        CommandId::Dbsize => Outcome::Reply(Reply::Int(info::key_estimate(shared) as i64)),
-        CommandId::Command => Outcome::Reply(connection_cmds::command(args)),
-        CommandId::Client => Outcome::Reply(connection_cmds::client(session, args)),
-        CommandId::Quit => Outcome::Close(Reply::Ok),
-        CommandId::Auth => Outcome::Reply(connection_cmds::auth(shared, session, args)),
-        CommandId::Hello => Outcome::Reply(connection_cmds::hello(shared, session, args)),
-        CommandId::Select => Outcome::Reply(connection_cmds::select(args)),
-        CommandId::Config => Outcome::Reply(connection_cmds::config(shared, args)),
-        CommandId::Multi => Outcome::Reply(multi(session)),
-        CommandId::Exec => exec(shared, session),
-        CommandId::Discard => Outcome::Reply(match session.multi.take() {
-            Some(_) => Reply::Ok,
-            None => Reply::error("ERR DISCARD without MULTI"),
-        }),
-        CommandId::GleanerGc => Outcome::Reply(admin::gc(shared)),
-        CommandId::GleanerCompact => Outcome::Reply(admin::compact(shared, args)),
-        CommandId::GleanerCheck => Outcome::Reply(admin::check(shared)),
-        CommandId::GleanerStats => Outcome::Reply(admin::stats(shared)),
+    };
+    Outcome::Reply(reply)
+}
+
+/// Runs a command that touches no key (`CONFIG`, `INFO`, `TIME`), also inside a transaction.
+fn run_keyless(shared: &Shared, id: CommandId, args: &[Bytes]) -> Reply {
+    match id {
+        CommandId::Config => config_cmd::config(shared, args),
+        CommandId::Info => info::info(shared, args),
+        CommandId::Time => {
+            let ms = shared.db.time_ms();
+            Reply::Array(vec![
+                Reply::text((ms / 1000).to_string()),
+                Reply::text(((ms % 1000) * 1000).to_string()),
+            ])
+        }
+        _ => Reply::error("ERR internal: not a keyless command"),
     }
+}
+
+/// Runs a data command in a unit of its own.
+fn run_single(shared: &Shared, session: &mut Session, cmd: DataCmd) -> Outcome {
+    match unit::run_unit(shared, session, std::slice::from_ref(&cmd), false, None) {
+        Ok(Some(mut replies)) => Outcome::Reply(replies.pop().unwrap_or(Reply::Null)),
+        Ok(None) => Outcome::Reply(Reply::error("ERR internal: unwatched unit refused")),
+        Err(Failure::Engine(e)) => Outcome::Reply(engine_error(shared, &e)),
+        Err(Failure::ReplyTooLarge) => unit::reply_too_large(shared),
+    }
+}
+
+/// Runs a data command in `unit`.
+fn apply(cmd: &DataCmd, u: &mut unit::Unit<'_>) -> Result<Reply, Failure> {
+    if let DataCmd::Keyless(id, args) = cmd {
+        return Ok(run_keyless(u.shared, *id, args));
+    }
+    string_cmds::apply(cmd, u)
+        .or_else(|| key_cmds::apply(cmd, u))
+        .unwrap_or_else(|| Ok(Reply::error("ERR internal: no handler for a data command")))
 }
 
 /// A command refused while queuing makes `EXEC` fail, as in Redis.
 fn flag_transaction(session: &mut Session) {
     if let Some(m) = session.multi.as_mut() {
         m.aborted = true;
-    }
-}
-
-fn multi(session: &mut Session) -> Reply {
-    if session.multi.is_some() {
-        return Reply::error("ERR MULTI calls can not be nested");
-    }
-    session.multi = Some(MultiState::default());
-    Reply::Ok
-}
-
-fn queue(
-    shared: &Shared,
-    session: &mut Session,
-    spec: &commands::CommandSpec,
-    args: &[Bytes],
-) -> Outcome {
-    let Some(m) = session.multi.as_mut() else {
-        return Outcome::Reply(Reply::error("ERR internal: not in MULTI"));
-    };
-    if !spec.allowed_in_multi() {
-        m.aborted = true;
-        return Outcome::Reply(Reply::error(format!(
-            "ERR '{}' is not allowed inside MULTI: gleaner-server runs a transaction as one \
-             atomic write batch of GET SET DEL EXISTS MGET MSET STRLEN GETRANGE TYPE PING ECHO",
-            spec.name
-        )));
-    }
-    if let Err(reply) = DataCmd::parse(spec.id, args) {
-        m.aborted = true;
-        return Outcome::Reply(reply);
-    }
-    let bytes: usize = args.iter().map(Bytes::len).sum();
-    if m.bytes + bytes > shared.config.max_pending_bytes
-        || m.queued.len() >= shared.config.limits.max_args
-    {
-        session.multi = None;
-        ServerStats::add(&shared.stats.limit_disconnections, 1);
-        return Outcome::Fatal(Reply::error(format!(
-            "ERR MULTI queue exceeds --max-pending-bytes ({} bytes) or --max-args ({} \
-             commands); closing the connection",
-            shared.config.max_pending_bytes, shared.config.limits.max_args
-        )));
-    }
-    m.bytes += bytes;
-    m.queued.push(args.to_vec());
-    Outcome::Reply(Reply::simple("QUEUED"))
-}
-
-fn exec(shared: &Shared, session: &mut Session) -> Outcome {
-    let Some(m) = session.multi.take() else {
-        return Outcome::Reply(Reply::error("ERR EXEC without MULTI"));
-    };
-    if m.aborted {
-        return Outcome::Reply(Reply::error(
-            "EXECABORT Transaction discarded because of previous errors.",
-        ));
-    }
-    let mut cmds = Vec::with_capacity(m.queued.len());
-    for args in &m.queued {
-        // Queued commands were parsed when they were queued; this cannot fail.
-        match commands::lookup(&args[0]).map(|spec| DataCmd::parse(spec.id, args)) {
-            Some(Ok(cmd)) => cmds.push(cmd),
-            _ => return Outcome::Reply(Reply::error("ERR internal: queued command unparsable")),
-        }
-    }
-    match data::run_unit(shared, session, &cmds, true) {
-        Ok(replies) => Outcome::Reply(Reply::Array(replies)),
-        Err(data::Failure::Engine(e)) => {
-            let reply = engine_error(shared, &e);
-            let Reply::Error(text) = reply else {
-                return Outcome::Reply(reply);
-            };
-            // Keep the error code (ERR, OOM) first, and say that nothing was applied.
-            let (code, rest) = text.split_once(' ').unwrap_or((text.as_str(), ""));
-            Outcome::Reply(Reply::error(format!(
-                "{code} transaction not applied, nothing was written: {rest}"
-            )))
-        }
-        Err(data::Failure::ReplyTooLarge) => data::reply_too_large(shared),
     }
 }
 

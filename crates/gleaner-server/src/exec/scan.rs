@@ -14,12 +14,13 @@
 use bytes::Bytes;
 use gleaner::ReadOptions;
 
-use super::data::{not_an_integer, syntax_error};
 use super::engine_error;
+use super::parse::{not_an_integer, syntax_error};
 use crate::cursors::MAX_CURSORS;
 use crate::glob::Glob;
 use crate::resp::Reply;
 use crate::resp::parser::parse_strict_i64;
+use crate::session::Session;
 use crate::shared::Shared;
 
 /// Largest COUNT honoured (larger ones are capped: COUNT is a hint in Redis too).
@@ -30,7 +31,7 @@ pub const SCAN_REPLY_BYTES: usize = 1 << 20;
 const DEFAULT_COUNT: usize = 10;
 
 /// Runs SCAN.
-pub fn scan(shared: &Shared, args: &[Bytes]) -> Reply {
+pub fn scan(shared: &Shared, session: &Session, args: &[Bytes]) -> Reply {
     let cursor = match std::str::from_utf8(&args[1])
         .ok()
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
@@ -77,27 +78,39 @@ pub fn scan(shared: &Shared, args: &[Bytes]) -> Reply {
             }
         }
     };
-    let opts = ReadOptions {
-        // Keys only: separated values are never read.
-        lazy_values: true,
-        lower_bound: start,
-        ..ReadOptions::default()
-    };
+    let ks = &shared.keyspace;
+    let db = session.db;
     let walk = || -> gleaner::Result<(Vec<Reply>, Option<Vec<u8>>)> {
-        let mut it = shared.db.iter(&opts)?;
-        it.seek_to_first()?;
         let (mut keys, mut bytes, mut examined) = (Vec::new(), 0usize, 0usize);
-        while it.valid() {
-            if examined >= count || bytes >= SCAN_REPLY_BYTES {
-                return Ok((keys, Some(it.key().to_vec())));
+        // The database's ranges from the resume key on (a cursor of another database
+        // resumes at the first of this one's ranges after its key).
+        for (range_start, range_end) in ks.ranges(db) {
+            let lower = match &start {
+                Some(s) if s.as_slice() >= range_end.as_slice() => continue,
+                Some(s) if s.as_slice() > range_start.as_slice() => s.clone(),
+                _ => range_start,
+            };
+            let opts = ReadOptions {
+                // Keys only: separated values are never read.
+                lazy_values: true,
+                lower_bound: Some(lower),
+                upper_bound: Some(range_end),
+                ..ReadOptions::default()
+            };
+            let mut it = shared.db.iter(&opts)?;
+            it.seek_to_first()?;
+            while it.valid() {
+                if examined >= count || bytes >= SCAN_REPLY_BYTES {
+                    return Ok((keys, Some(it.key().to_vec())));
+                }
+                examined += 1;
+                let key = ks.client_key(db, it.key());
+                if strings_only && glob.as_ref().is_none_or(|g| g.matches(key)) {
+                    bytes += key.len();
+                    keys.push(Reply::Bulk(Bytes::copy_from_slice(key)));
+                }
+                it.next()?;
             }
-            examined += 1;
-            let key = it.key();
-            if strings_only && glob.as_ref().is_none_or(|g| g.matches(key)) {
-                bytes += key.len();
-                keys.push(Reply::Bulk(Bytes::copy_from_slice(key)));
-            }
-            it.next()?;
         }
         Ok((keys, None))
     };

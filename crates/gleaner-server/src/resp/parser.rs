@@ -104,14 +104,13 @@ impl fmt::Display for ProtocolError {
                 limit,
                 unauthenticated,
             } => {
-                let which = if *unauthenticated {
-                    "before AUTH"
-                } else {
-                    "--max-args"
-                };
+                // Redis's own words before AUTH (clients match on them).
+                if *unauthenticated {
+                    return write!(f, "Protocol error: unauthenticated multibulk length");
+                }
                 write!(
                     f,
-                    "Protocol error: invalid multibulk length {count}: more than {limit} arguments ({which})"
+                    "Protocol error: invalid multibulk length {count}: more than {limit} arguments (--max-args)"
                 )
             }
             ProtocolError::ExpectedDollar(b) => {
@@ -127,14 +126,12 @@ impl fmt::Display for ProtocolError {
                 limit,
                 unauthenticated,
             } => {
-                let which = if *unauthenticated {
-                    "before AUTH"
-                } else {
-                    "--max-bulk-len"
-                };
+                if *unauthenticated {
+                    return write!(f, "Protocol error: unauthenticated bulk length");
+                }
                 write!(
                     f,
-                    "Protocol error: invalid bulk length {len}: longer than {limit} bytes ({which})"
+                    "Protocol error: invalid bulk length {len}: longer than {limit} bytes (--max-bulk-len)"
                 )
             }
             ProtocolError::MissingCrlf => {
@@ -567,7 +564,11 @@ mod tests {
         let e = parse_all(b"*9\r\n", &LIMITS).expect_err("too many");
         assert!(e.to_string().contains("--max-args"), "{e}");
         let e = parse_all(b"*11\r\n", &ParserLimits::UNAUTHENTICATED).expect_err("too many");
-        assert!(e.to_string().contains("before AUTH"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "Protocol error: unauthenticated multibulk length",
+            "Redis's words"
+        );
         let long_inline = vec![b'a'; MAX_INLINE_LEN + 1];
         assert_eq!(
             parse_all(&long_inline, &LIMITS),

@@ -136,6 +136,15 @@ impl Server {
         let _ = self.stderr_closed.recv_timeout(IO_TIMEOUT);
         (status, self.stderr())
     }
+
+    /// Waits (bounded) for the process to exit on its own, as after `SHUTDOWN`; returns its
+    /// status and its whole stderr.
+    pub fn wait_exit(mut self) -> (ExitStatus, String) {
+        let mut child = self.child.take().expect("running");
+        let status = wait_bounded(&mut child);
+        let _ = self.stderr_closed.recv_timeout(IO_TIMEOUT);
+        (status, self.stderr())
+    }
 }
 
 impl Drop for Server {

@@ -1,0 +1,193 @@
+//! Commands over a whole database: `DBSIZE`, `KEYS`, `RANDOMKEY`, `FLUSHDB`, `FLUSHALL`,
+//! `SWAPDB`. A database is at most two ranges of stored keys ([`crate::keyspace`]); these
+//! commands walk them with key-only iterators (separated values are never read) or delete
+//! them with range deletions.
+
+use bytes::Bytes;
+use gleaner::{ReadOptions, WriteBatch};
+
+use super::engine_error;
+use super::parse::syntax_error;
+use crate::glob::Glob;
+use crate::keyspace::KeyRange;
+use crate::resp::Reply;
+use crate::session::Session;
+use crate::shared::Shared;
+
+/// Calls `visit` with each client key of `ranges` in key order, at one snapshot, until it
+/// returns false.
+pub fn walk_keys(
+    shared: &Shared,
+    db: u8,
+    ranges: &[KeyRange],
+    mut visit: impl FnMut(&[u8]) -> bool,
+) -> gleaner::Result<()> {
+    let snapshot = shared.db.snapshot();
+    for (start, end) in ranges {
+        let opts = ReadOptions {
+            lower_bound: Some(start.clone()),
+            upper_bound: Some(end.clone()),
+            lazy_values: true,
+            // A walk of a whole database should not evict the hot blocks.
+            fill_cache: false,
+            ..ReadOptions::default()
+        }
+        .at(&snapshot);
+        let mut it = shared.db.iter(&opts)?;
+        it.seek_to_first()?;
+        while it.valid() {
+            if !visit(shared.keyspace.client_key(db, it.key())) {
+                return Ok(());
+            }
+            it.next()?;
+        }
+    }
+    Ok(())
+}
+
+/// The exact number of keys in database `db`: a key-only walk of its ranges (expired keys
+/// are not counted). Costs a read of the database's index entries, never of a separated
+/// value.
+pub fn count_keys(shared: &Shared, db: u8) -> gleaner::Result<u64> {
+    let mut n = 0u64;
+    walk_keys(shared, db, &shared.keyspace.ranges(db), |_| {
+        n += 1;
+        true
+    })?;
+    Ok(n)
+}
+
+/// `DBSIZE`.
+pub fn dbsize(shared: &Shared, session: &Session) -> Reply {
+    match count_keys(shared, session.db) {
+        Ok(n) => Reply::Int(n as i64),
+        Err(e) => engine_error(shared, &e),
+    }
+}
+
+/// `KEYS pattern`: every key of the database matching it, bounded by `--max-pending-bytes`
+/// (a larger reply is refused: use SCAN).
+pub fn keys(shared: &Shared, session: &Session, pattern: &Bytes) -> Reply {
+    let glob = Glob::new(pattern);
+    let budget = shared.config.max_pending_bytes;
+    let (mut found, mut bytes, mut over) = (Vec::new(), 0usize, false);
+    let walked = walk_keys(
+        shared,
+        session.db,
+        &shared.keyspace.ranges(session.db),
+        |k| {
+            if glob.matches(k) {
+                bytes += k.len() + 16;
+                if bytes > budget {
+                    over = true;
+                    return false;
+                }
+                found.push(Reply::Bulk(Bytes::copy_from_slice(k)));
+            }
+            true
+        },
+    );
+    if let Err(e) = walked {
+        return engine_error(shared, &e);
+    }
+    if over {
+        return Reply::error(format!(
+            "ERR KEYS reply would exceed --max-pending-bytes ({budget} bytes): use SCAN"
+        ));
+    }
+    Reply::Array(found)
+}
+
+/// `RANDOMKEY`: the first key at or after a random point of the database's key space
+/// (wrapping around), or nil for an empty database. Keys after long gaps are likelier, as
+/// with any ordered store; every key can be returned.
+pub fn randomkey(shared: &Shared, session: &Session) -> Reply {
+    let ranges = shared.keyspace.ranges(session.db);
+    let mut probe = [0u8; 8];
+    fill_random(&mut probe);
+    let target = shared.keyspace.encode(session.db, &probe).into_owned();
+    let first_from = |from: Option<&[u8]>| -> gleaner::Result<Option<Bytes>> {
+        for (start, end) in &ranges {
+            let lower = match from {
+                Some(f) if f > start.as_slice() => f.to_vec(),
+                _ => start.clone(),
+            };
+            if lower.as_slice() >= end.as_slice() {
+                continue;
+            }
+            let opts = ReadOptions {
+                lower_bound: Some(lower),
+                upper_bound: Some(end.clone()),
+                lazy_values: true,
+                ..ReadOptions::default()
+            };
+            let mut it = shared.db.iter(&opts)?;
+            it.seek_to_first()?;
+            if it.valid() {
+                let key = shared.keyspace.client_key(session.db, it.key());
+                return Ok(Some(Bytes::copy_from_slice(key)));
+            }
+        }
+        Ok(None)
+    };
+    match first_from(Some(&target)).and_then(|k| match k {
+        Some(k) => Ok(Some(k)),
+        None => first_from(None),
+    }) {
+        Ok(Some(k)) => Reply::Bulk(k),
+        Ok(None) => Reply::Null,
+        Err(e) => engine_error(shared, &e),
+    }
+}
+
+fn fill_random(buf: &mut [u8]) {
+    use std::hash::{BuildHasher, Hasher};
+    for chunk in buf.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        );
+        let v = h.finish().to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+/// `FLUSHDB [ASYNC|SYNC]` (`all`: `FLUSHALL`): one write of range deletions, whatever the
+/// number of keys, taken with the whole keyspace locked so no read-modify-write command runs
+/// across it. `ASYNC` and `SYNC` are accepted and mean the same: the deletion is immediate
+/// for readers, and compaction and GC reclaim the space in the background.
+pub fn flush(shared: &Shared, session: &mut Session, args: &[Bytes], all: bool) -> Reply {
+    match args.get(1).map(|a| a.to_ascii_uppercase()) {
+        None => {}
+        Some(m) if (m == b"ASYNC" || m == b"SYNC") && args.len() == 2 => {}
+        Some(_) => return syntax_error(),
+    }
+    let ranges = if all {
+        shared.keyspace.all_ranges()
+    } else {
+        shared.keyspace.ranges(session.db)
+    };
+    let mut batch = WriteBatch::new();
+    for (start, end) in &ranges {
+        batch.delete_range(start, end);
+    }
+    let _all = shared.locks.lock_all();
+    if let Err(e) = shared.db.write(batch, &shared.durability.write_options()) {
+        return engine_error(shared, &e);
+    }
+    if let Some(ticket) = shared.durability.note_write() {
+        session.unsynced_ticket = Some(ticket);
+    }
+    Reply::Ok
+}
+
+/// `SWAPDB`: refused. Databases are key ranges of one store, so swapping two would rewrite
+/// every key of both.
+pub fn swapdb() -> Reply {
+    Reply::error(
+        "ERR SWAPDB is not supported: gleaner-server's databases are key ranges of one store, \
+         and swapping two would rewrite every key of both",
+    )
+}
