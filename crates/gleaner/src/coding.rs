@@ -48,7 +48,19 @@ pub fn decode_fixed64(src: &[u8]) -> u64 {
 
 /// Decodes a varint at the start of `src`; returns the value and the bytes consumed, or `None`
 /// when the input is truncated or the encoding is longer than ten bytes / overflows.
+#[inline]
 pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
+    // One byte is the common case (block entry headers are small lengths): decided without
+    // the loop.
+    match src.first() {
+        Some(&byte) if byte < 0x80 => Some((u64::from(byte), 1)),
+        Some(_) => decode_varint64_long(src),
+        None => None,
+    }
+}
+
+/// [`decode_varint64`] for encodings of two bytes or more.
+fn decode_varint64_long(src: &[u8]) -> Option<(u64, usize)> {
     let mut result: u64 = 0;
     for (i, &byte) in src.iter().enumerate().take(MAX_VARINT64_LEN) {
         let part = u64::from(byte & 0x7f);
@@ -64,6 +76,7 @@ pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
 }
 
 /// Decodes a varint that must fit in 32 bits.
+#[inline]
 pub fn decode_varint32(src: &[u8]) -> Option<(u32, usize)> {
     let (v, n) = decode_varint64(src)?;
     u32::try_from(v).ok().map(|v| (v, n))
@@ -99,6 +112,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads a varint.
+    #[inline]
     pub fn varint64(&mut self) -> Option<u64> {
         let (v, n) = decode_varint64(self.remaining())?;
         self.pos += n;
@@ -106,6 +120,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads a varint that must fit in 32 bits.
+    #[inline]
     pub fn varint32(&mut self) -> Option<u32> {
         u32::try_from(self.varint64()?).ok()
     }

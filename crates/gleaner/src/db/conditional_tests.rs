@@ -539,3 +539,20 @@ fn concurrent_optimistic_increments_lose_none() {
     assert_eq!(s.conditional_writes, attempts);
     assert_eq!(s.conditional_write_conflicts, attempts - total);
 }
+
+#[test]
+fn write_pressure_is_off_when_nothing_can_make_a_write_wait() {
+    let (db, _clock) = open();
+    assert!(!db.write_pressure(), "an empty database delays nothing");
+    db.put("k", "v").expect("put");
+    db.flush().expect("flush");
+    assert!(!db.write_pressure());
+    // With a space budget, space-aware throttling may delay any write.
+    let clock = Arc::new(ManualClock::new(T0));
+    let budgeted = Db::open(
+        Path::new("/cond-budget"),
+        options(&clock).with_max_disk_bytes(1 << 30),
+    )
+    .expect("open");
+    assert!(budgeted.write_pressure());
+}

@@ -360,6 +360,20 @@ impl Db {
         self.inner.time.now()
     }
 
+    /// Whether a write made now might wait: L0 at `l0_slowdown_trigger`, the immutable
+    /// memtables at `max_immutable_memtables` (a full memtable could not be switched), or a
+    /// space budget set (space-aware throttling may delay or stop writes). A hint, read without
+    /// taking a lock, that may change at once: a server can run writes that will not wait on a
+    /// thread that must not block, and hand the others to one that may.
+    pub fn write_pressure(&self) -> bool {
+        if self.inner.space.is_some() {
+            return true;
+        }
+        let sv = self.inner.super_version.load();
+        sv.version.l0_backlog() >= self.inner.opts.l0_slowdown_trigger() as usize
+            || sv.imm.len() >= self.inner.opts.max_immutable_memtables() as usize
+    }
+
     /// Removes `key` (not synced).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
