@@ -962,6 +962,11 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
         .find(|c| c.name.as_bytes() == lower.as_slice())
 }
 
+/// The command `id` names.
+pub fn lookup_id(id: CommandId) -> &'static CommandSpec {
+    &COMMANDS[id as usize]
+}
+
 impl CommandSpec {
     /// Whether `argc` arguments (the name included) fit the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {

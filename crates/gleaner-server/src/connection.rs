@@ -173,22 +173,28 @@ impl Connection {
         None
     }
 
-    /// Runs commands from `pending` on a blocking thread and writes their replies.
+    /// Runs commands from `pending`, on this task when they are quick ([`exec::runs_inline`])
+    /// and on a blocking thread otherwise, and writes their replies.
     async fn run_batch(&mut self) -> Result<(), End> {
         let shared = Arc::clone(&self.shared);
         let mut session = self.session.take().ok_or(End::Done)?;
         let mut pending = std::mem::take(&mut self.pending);
-        let job = tokio::task::spawn_blocking(move || {
+        let inline = exec::runs_inline(&self.shared, &pending);
+        let run = move || {
             let mut out = ReplyBuf::new();
             let after = exec::run_batch(&shared, &mut session, &mut pending, &mut out);
             (session, pending, out, after)
-        });
-        let (session, pending, mut out, after) = match job.await {
-            Ok(done) => done,
-            Err(e) => {
-                // A bug in a command: this client is dropped, the server goes on.
-                eprintln!("gleaner-server: internal error while running a command: {e}");
-                return Err(End::Done);
+        };
+        let (session, pending, mut out, after) = if inline {
+            run()
+        } else {
+            match tokio::task::spawn_blocking(run).await {
+                Ok(done) => done,
+                Err(e) => {
+                    // A bug in a command: this client is dropped, the server goes on.
+                    eprintln!("gleaner-server: internal error while running a command: {e}");
+                    return Err(End::Done);
+                }
             }
         };
         self.session = Some(session);
@@ -244,9 +250,7 @@ impl Connection {
         let mut shutdown = self.shutdown.clone();
         let stream = &mut self.stream;
         let write = async move {
-            for s in &segments {
-                stream.write_all(s).await?;
-            }
+            write_all_vectored(stream, &segments).await?;
             stream.flush().await
         };
         let deadline = async move {
@@ -261,6 +265,45 @@ impl Connection {
         ServerStats::add(&self.shared.stats.total_net_output_bytes, total as u64);
         Ok(())
     }
+}
+
+/// Most segments handed to one `writev`.
+const MAX_IOVECS: usize = 64;
+
+/// Writes `segments` in order with vectored writes: a batch of replies whose large values are
+/// segments of their own (not copied) still goes out in few system calls.
+async fn write_all_vectored(stream: &mut TcpStream, segments: &[Bytes]) -> io::Result<()> {
+    let (mut first, mut offset) = (0usize, 0usize);
+    while first < segments.len() {
+        let slices: Vec<io::IoSlice<'_>> = segments[first..]
+            .iter()
+            .take(MAX_IOVECS)
+            .enumerate()
+            .map(|(i, s)| io::IoSlice::new(if i == 0 { &s[offset..] } else { s }))
+            .collect();
+        let mut written = stream.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        // Advance past what was written.
+        while written > 0 {
+            let left = segments[first].len() - offset;
+            if written >= left {
+                written -= left;
+                first += 1;
+                offset = 0;
+            } else {
+                offset += written;
+                written = 0;
+            }
+        }
+        // Skip empty segments so the loop ends.
+        while first < segments.len() && segments[first].len() == offset {
+            first += 1;
+            offset = 0;
+        }
+    }
+    Ok(())
 }
 
 /// A read of at most the buffer's spare capacity; `Ok(None)` when `idle` passed first.

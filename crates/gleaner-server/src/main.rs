@@ -40,10 +40,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// The runtime's worker threads: twice the cores, at least 4. Quick commands run on the
+/// workers themselves (`exec::runs_inline`), and one that waits for the disk holds its worker:
+/// the spare workers take the other connections over meanwhile.
+fn worker_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    (2 * cores).max(4)
+}
+
 fn run(args: Args) -> Result<ExitCode, String> {
     let mut config = Config::from_args(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .worker_threads(worker_threads())
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;

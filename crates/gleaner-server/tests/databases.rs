@@ -261,31 +261,51 @@ fn a_directory_with_unescaped_ff_keys_is_refused() {
     assert_eq!(int(&mut c, &[b"DBSIZE"]), 1);
 }
 
-#[test]
-fn everysec_syncs_in_the_background_and_shutdown_stops_the_server() {
-    let (_dir, server) = start(&["--sync", "everysec"]);
-    let mut c = server.conn();
-    ok(&mut c, &[b"SET", b"a", b"b"]);
-    // A sync is due within a second or so; wait for it (bounded).
+/// `server_wal_syncs` of `INFO persistence`, and the section.
+fn server_syncs(c: &mut Connection) -> (u64, String) {
+    let info = match ok(c, &[b"INFO", b"persistence"]) {
+        Value::BulkString(b) => String::from_utf8(b).expect("utf-8"),
+        Value::VerbatimString { text, .. } => text,
+        v => panic!("{v:?}"),
+    };
+    let syncs = info
+        .lines()
+        .find_map(|l| l.strip_prefix("server_wal_syncs:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("server_wal_syncs");
+    (syncs, info)
+}
+
+/// Waits (bounded) until the server ran more than `than` WAL syncs; returns how many.
+fn wait_for_sync(c: &mut Connection, than: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let info = match ok(&mut c, &[b"INFO", b"persistence"]) {
-            Value::BulkString(b) => String::from_utf8(b).expect("utf-8"),
-            Value::VerbatimString { text, .. } => text,
-            v => panic!("{v:?}"),
-        };
+        let (syncs, info) = server_syncs(c);
         assert!(info.contains("sync:everysec"), "{info}");
-        let syncs: u64 = info
-            .lines()
-            .find_map(|l| l.strip_prefix("server_wal_syncs:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("server_wal_syncs");
-        if syncs > 0 {
-            break;
+        if syncs > than {
+            return syncs;
         }
         assert!(Instant::now() < deadline, "no WAL sync within 60 s: {info}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn everysec_syncs_in_the_background_and_shutdown_stops_the_server() {
+    let (_dir, server) = start(&["--sync", "everysec"]);
+    let mut c = server.conn();
+    // Each write is followed by a sync within a second or so, with no command asking.
+    ok(&mut c, &[b"SET", b"a", b"b"]);
+    let first = wait_for_sync(&mut c, 0);
+    ok(&mut c, &[b"SET", b"a", b"c"]);
+    let second = wait_for_sync(&mut c, first);
+    // Without writes, no sync is due.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        server_syncs(&mut c).0,
+        second,
+        "a sync with nothing written"
+    );
     assert_eq!(
         cmd(&mut c, &[b"SHUTDOWN", b"ABORT"]),
         Err("ERR No shutdown in progress that can be aborted".into())

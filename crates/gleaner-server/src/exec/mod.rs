@@ -68,6 +68,13 @@ pub fn run_batch(
 ) -> After {
     let mut after = After::Continue;
     while let Some(args) = commands.pop_front() {
+        if let Some(first) = blind_write(session, &args) {
+            run_blind_writes(shared, session, first, commands, out);
+            if out.len() >= REPLY_FLUSH_BYTES {
+                break;
+            }
+            continue;
+        }
         let outcome = execute(shared, session, &args);
         let reply = match outcome {
             Outcome::Reply(r) => r,
@@ -98,6 +105,103 @@ pub fn run_batch(
         return After::Abort;
     }
     after
+}
+
+/// Most plain writes coalesced into one engine write: 64.
+const MAX_COALESCED_WRITES: usize = 64;
+
+/// `args` as a plain write (`SET` without `NX`/`XX`/`GET`/`KEEPTTL`, `MSET`) that may be
+/// coalesced with the plain writes after it: outside `MULTI`, authenticated, well-formed.
+fn blind_write(session: &Session, args: &[Bytes]) -> Option<DataCmd> {
+    if session.multi.is_some() || !session.authenticated {
+        return None;
+    }
+    let spec = commands::lookup(&args[0])?;
+    if !matches!(spec.id, CommandId::Set | CommandId::Mset) || !spec.arity_ok(args.len()) {
+        return None;
+    }
+    DataCmd::parse(spec.id, args)?
+        .ok()
+        .filter(DataCmd::blind_write)
+}
+
+/// Runs `first` and the plain writes right after it in `commands` as one unit: one engine
+/// write for all of them (one WAL record instead of one per command), each answered as if it
+/// ran alone. They are independent commands of one client's pipeline, applied in order, so
+/// writing them together changes nothing a client can observe but the time it takes; if the
+/// engine refuses the write, each of them gets its error and none is applied.
+fn run_blind_writes(
+    shared: &Shared,
+    session: &mut Session,
+    first: DataCmd,
+    commands: &mut VecDeque<Vec<Bytes>>,
+    out: &mut ReplyBuf,
+) {
+    let mut cmds = vec![first];
+    while cmds.len() < MAX_COALESCED_WRITES
+        && let Some(next) = commands.front().and_then(|a| blind_write(session, a))
+    {
+        commands.pop_front();
+        cmds.push(next);
+    }
+    let id = |c: &DataCmd| match c {
+        DataCmd::Mset { .. } => CommandId::Mset,
+        _ => CommandId::Set,
+    };
+    let started = Instant::now();
+    let replies = match unit::run_unit(shared, session, &cmds, false, None) {
+        Ok(Some(replies)) => replies,
+        Ok(None) => vec![Reply::error("ERR internal: unwatched unit refused"); cmds.len()],
+        Err(Failure::Engine(e)) => vec![engine_error(shared, &e); cmds.len()],
+        // Plain writes reply `OK`: no reply budget to break.
+        Err(Failure::ReplyTooLarge) => vec![Reply::error("ERR internal: reply budget"); cmds.len()],
+    };
+    // The unit's time, shared evenly among its commands.
+    let usec = started.elapsed().as_micros() as u64 / cmds.len() as u64;
+    ServerStats::add(&shared.stats.total_commands_processed, cmds.len() as u64);
+    for (cmd, reply) in cmds.iter().zip(replies) {
+        let counters = &shared.stats.commands[commands::lookup_id(id(cmd)).index()];
+        ServerStats::add(&counters.calls, 1);
+        ServerStats::add(&counters.usec, usec);
+        if reply.is_error() {
+            ServerStats::add(&counters.failed, 1);
+            ServerStats::add(&shared.stats.error_replies, 1);
+        }
+        out.push(&reply, session.protocol);
+    }
+}
+
+/// Whether a batch of `commands` may run on the connection's own task instead of a blocking
+/// thread: every command does a bounded number of engine operations on a few keys (the data
+/// commands, `LCS` excepted, and `PING`/`ECHO`), and no write may wait: not for an fsync
+/// (under `--sync always` or `batch` the writes of a batch wait for one), nor for the engine
+/// ([`gleaner::Db::write_pressure`]: L0 or the immutable memtables at their limits, or a space
+/// budget). Such batches are handed to a blocking thread, as is anything that may take long:
+/// `KEYS`, `DBSIZE`, `EXEC`, `FLUSHDB`, the admin commands. Running inline saves two thread hand-offs per batch, which
+/// were most of the server's CPU under pipelined small commands (docs/benchmarks.md). The
+/// runtime has more worker threads than cores, so a read that waits for the disk holds up
+/// only the connections of its own worker, and the others are taken over by the rest.
+pub fn runs_inline(shared: &Shared, commands: &VecDeque<Vec<Bytes>>) -> bool {
+    // A write that may wait (an fsync, a stall, the space throttle) goes to a blocking thread.
+    let writes_wait = matches!(
+        shared.durability.mode(),
+        crate::SyncMode::Always | crate::SyncMode::Batch
+    ) || shared.db.write_pressure();
+    commands.iter().all(|args| {
+        let Some(spec) = commands::lookup(&args[0]) else {
+            // Answered with an error at once.
+            return true;
+        };
+        match spec.id {
+            CommandId::Ping | CommandId::Echo => true,
+            CommandId::Lcs => false,
+            _ => {
+                spec.arity_ok(args.len())
+                    && DataCmd::parse(spec.id, args).is_some()
+                    && !(writes_wait && spec.has_flag("write"))
+            }
+        }
+    })
 }
 
 /// Runs one command (or queues it inside `MULTI`), counting it in `INFO commandstats`.

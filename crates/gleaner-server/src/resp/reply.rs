@@ -9,8 +9,9 @@ use std::borrow::Cow;
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Bulk strings at least this long are written as their own segment instead of being copied
-/// into the output buffer.
-const OWN_SEGMENT_LEN: usize = 16 << 10;
+/// into the output buffer (the connection writes segments with vectored writes, so a segment
+/// costs no extra system call).
+const OWN_SEGMENT_LEN: usize = 2 << 10;
 
 /// The protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
