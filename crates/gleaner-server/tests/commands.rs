@@ -644,6 +644,32 @@ fn a_password_is_required_before_any_command() {
 }
 
 #[test]
+fn auth_without_a_password_answers_as_redis_7() {
+    let (_dir, server) = start(&[]);
+    let mut c = server.conn();
+    // The default user takes any password (Redis 7's `nopass` default user)...
+    assert_eq!(run(&mut c, &[b"AUTH", b"default", b"x"]), Ok(Value::Okay));
+    let hello = run(&mut c, &[b"HELLO", b"3", b"AUTH", b"default", b"x"]).expect("hello");
+    assert!(format!("{hello:?}").contains("7.0.0"), "{hello:?}");
+    // ...no other user exists, and the one-argument form names the missing password.
+    assert_eq!(
+        err(&mut c, &[b"AUTH", b"alice", b"x"]),
+        "WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(
+        err(&mut c, &[b"AUTH", b"x"]),
+        "ERR AUTH <password> called without any password configured for the default user. \
+         Are you sure your configuration is correct?"
+    );
+    // INFO names the same version as HELLO.
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut c)
+        .expect("info");
+    assert!(info.contains("redis_version:7.0.0\r\n"), "{info}");
+}
+
+#[test]
 fn the_space_budget_answers_oom_and_reads_go_on() {
     let (_dir, server) = start(&[
         "--option",

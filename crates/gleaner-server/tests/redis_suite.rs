@@ -856,6 +856,51 @@ fn lists_are_well_formed() {
     );
 }
 
+/// docs/server.md's table of excluded tests ("The excluded tests") lists exactly the tests of
+/// excluded.txt, with the same reasons, so the documentation never drifts from what runs.
+#[test]
+fn the_excluded_tests_are_documented() {
+    let _guard = LISTS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/server.md"))
+            .expect("read docs/server.md");
+    let section = docs
+        .split("### The excluded tests")
+        .nth(1)
+        .expect("docs/server.md has a section \"The excluded tests\"");
+    let mut documented: Vec<(String, String, String)> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| `"))
+        .take_while(|l| l.starts_with("| `"))
+        .map(|l| {
+            // `| `unit` | name | reason |`, with `\|` for a bar inside a cell.
+            let cells: Vec<String> = l
+                .trim_matches('|')
+                .replace("\\|", "\u{1}")
+                .split('|')
+                .map(|c| c.trim().replace('\u{1}', "|"))
+                .collect();
+            assert_eq!(cells.len(), 3, "a malformed row of the excluded tests: {l}");
+            (
+                cells[0].trim_matches('`').to_string(),
+                cells[1].clone(),
+                cells[2].clone(),
+            )
+        })
+        .collect();
+    let mut listed: Vec<(String, String, String)> = Lists::load()
+        .list(ListKind::Excluded)
+        .iter()
+        .map(|e| (e.unit.clone(), e.name.clone(), e.reason.clone()))
+        .collect();
+    documented.sort();
+    listed.sort();
+    assert_eq!(
+        documented, listed,
+        "docs/server.md's excluded tests differ from excluded.txt: update the table"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Comparing
 
