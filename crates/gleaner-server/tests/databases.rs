@@ -138,7 +138,10 @@ fn databases_are_separate_and_flushdb_clears_one() {
         Value::VerbatimString { text, .. } => text,
         v => panic!("{v:?}"),
     };
-    assert!(info.contains("db0:keys=3,"), "{info}");
+    assert!(
+        info.contains("db0:keys=3,expires=0,avg_ttl=0\r\n"),
+        "{info}"
+    );
     assert!(info.contains("db15:keys=2,"), "{info}");
     assert!(!info.contains("db1:"), "{info}");
     ok(&mut c, &[b"FLUSHALL", b"ASYNC"]);
@@ -149,6 +152,45 @@ fn databases_are_separate_and_flushdb_clears_one() {
     assert_eq!(
         cmd(&mut c, &[b"SELECT", b"16"]),
         Err("ERR DB index is out of range".into())
+    );
+}
+
+#[test]
+fn info_keyspace_counts_expiring_keys_and_their_mean_ttl() {
+    let (_dir, server) = start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &[b"SET", b"a", b"1"]);
+    ok(&mut c, &[b"SET", b"b", b"1", b"EX", b"1000"]);
+    // A separated value (large), expiring too: its expiry is in its handle.
+    let big = vec![b'v'; 64 << 10];
+    ok(&mut c, &[b"SET", b"c", &big, b"EX", b"3000"]);
+    ok(&mut c, &[b"SELECT", b"2"]);
+    ok(&mut c, &[b"SET", b"x", b"1"]);
+    let info = match ok(&mut c, &[b"INFO", b"keyspace"]) {
+        Value::BulkString(b) => String::from_utf8(b).expect("utf-8"),
+        Value::VerbatimString { text, .. } => text,
+        v => panic!("{v:?}"),
+    };
+    let db0 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("db0:"))
+        .expect("db0");
+    let fields: Vec<(&str, u64)> = db0
+        .split(',')
+        .map(|f| {
+            let (k, v) = f.split_once('=').expect("field");
+            (k, v.trim().parse().expect("number"))
+        })
+        .collect();
+    assert_eq!(fields[0], ("keys", 3), "{info}");
+    assert_eq!(fields[1], ("expires", 2), "{info}");
+    // The mean of about 1,000 s and 3,000 s left, in milliseconds.
+    let (name, avg) = fields[2];
+    assert_eq!(name, "avg_ttl");
+    assert!((1_990_000..=2_000_000).contains(&avg), "{info}");
+    assert!(
+        info.contains("db2:keys=1,expires=0,avg_ttl=0\r\n"),
+        "{info}"
     );
 }
 

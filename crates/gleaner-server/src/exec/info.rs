@@ -110,12 +110,21 @@ fn dynamic_fields(shared: &Shared, section: &str) -> Vec<(String, String)> {
                 )
             })
             .collect(),
-        "keyspace" => (0..shared.keyspace.databases())
-            .filter_map(|i| {
-                let n = super::keyspace_cmds::count_keys(shared, i as u8).ok()?;
-                (n > 0).then(|| (format!("db{i}"), format!("keys={n},expires=0,avg_ttl=0")))
-            })
-            .collect(),
+        "keyspace" => {
+            let now = shared.db.time_ms();
+            (0..shared.keyspace.databases())
+                .filter_map(|i| {
+                    let (n, expires, avg_ttl) =
+                        super::keyspace_cmds::keyspace_figures(shared, i as u8, now).ok()?;
+                    (n > 0).then(|| {
+                        (
+                            format!("db{i}"),
+                            format!("keys={n},expires={expires},avg_ttl={avg_ttl}"),
+                        )
+                    })
+                })
+                .collect()
+        }
         _ => Vec::new(),
     }
 }

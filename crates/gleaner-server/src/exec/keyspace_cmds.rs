@@ -14,13 +14,13 @@ use crate::resp::Reply;
 use crate::session::Session;
 use crate::shared::Shared;
 
-/// Calls `visit` with each client key of `ranges` in key order, at one snapshot, until it
-/// returns false.
+/// Calls `visit` with each client key of `ranges` in key order and the iterator on it, at one
+/// snapshot, until it returns false.
 pub fn walk_keys(
     shared: &Shared,
     db: u8,
     ranges: &[KeyRange],
-    mut visit: impl FnMut(&[u8]) -> bool,
+    mut visit: impl FnMut(&[u8], &gleaner::DbIterator) -> gleaner::Result<bool>,
 ) -> gleaner::Result<()> {
     let snapshot = shared.db.snapshot();
     for (start, end) in ranges {
@@ -36,7 +36,7 @@ pub fn walk_keys(
         let mut it = shared.db.iter(&opts)?;
         it.seek_to_first()?;
         while it.valid() {
-            if !visit(shared.keyspace.client_key(db, it.key())) {
+            if !visit(shared.keyspace.client_key(db, it.key()), &it)? {
                 return Ok(());
             }
             it.next()?;
@@ -50,11 +50,32 @@ pub fn walk_keys(
 /// value.
 pub fn count_keys(shared: &Shared, db: u8) -> gleaner::Result<u64> {
     let mut n = 0u64;
-    walk_keys(shared, db, &shared.keyspace.ranges(db), |_| {
+    walk_keys(shared, db, &shared.keyspace.ranges(db), |_, _| {
         n += 1;
-        true
+        Ok(true)
     })?;
     Ok(n)
+}
+
+/// What `INFO keyspace` says of database `db`: its keys, how many of them expire, and their
+/// mean time to live in milliseconds at `now` (0 when none expires), exactly, by the same walk
+/// as [`count_keys`] (expiries come from the index entries).
+pub fn keyspace_figures(shared: &Shared, db: u8, now: u64) -> gleaner::Result<(u64, u64, u64)> {
+    let (mut keys, mut expires, mut ttl_sum) = (0u64, 0u64, 0u128);
+    walk_keys(shared, db, &shared.keyspace.ranges(db), |_, it| {
+        keys += 1;
+        if let Some(at) = it.expiry()? {
+            expires += 1;
+            ttl_sum += u128::from(at.saturating_sub(now));
+        }
+        Ok(true)
+    })?;
+    let avg_ttl = if expires == 0 {
+        0
+    } else {
+        (ttl_sum / u128::from(expires)) as u64
+    };
+    Ok((keys, expires, avg_ttl))
 }
 
 /// `DBSIZE`.
@@ -75,16 +96,16 @@ pub fn keys(shared: &Shared, session: &Session, pattern: &Bytes) -> Reply {
         shared,
         session.db,
         &shared.keyspace.ranges(session.db),
-        |k| {
+        |k, _| {
             if glob.matches(k) {
                 bytes += k.len() + 16;
                 if bytes > budget {
                     over = true;
-                    return false;
+                    return Ok(false);
                 }
                 found.push(Reply::Bulk(Bytes::copy_from_slice(k)));
             }
-            true
+            Ok(true)
         },
     );
     if let Err(e) = walked {

@@ -586,3 +586,34 @@ fn an_expiry_is_read_without_the_separated_value() {
     assert!(later.0 - after.0 >= 1 << 20, "the value is read");
     assert_eq!(later.1, after.1 + 1);
 }
+
+#[test]
+fn an_iterator_reports_each_entrys_expiry() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&clock);
+    write_mix(&db);
+    let expiries = |db: &Db| {
+        let opts = ReadOptions {
+            lazy_values: true,
+            ..ReadOptions::default()
+        };
+        let mut it = db.iter(&opts).expect("iter");
+        it.seek_to_first().expect("seek");
+        let mut seen = Vec::new();
+        while it.valid() {
+            seen.push((it.key().to_vec(), it.expiry().expect("expiry")));
+            it.next().expect("next");
+        }
+        seen
+    };
+    let want = vec![
+        (b"a".to_vec(), Some(T0 + 100)),
+        (b"b".to_vec(), Some(T0 + 100)),
+        (b"c".to_vec(), Some(T0 + 200)),
+        (b"d".to_vec(), None),
+    ];
+    assert_eq!(expiries(&db), want, "in the memtable");
+    db.flush().expect("flush");
+    // `b` is separated now: a lazy iterator reports its expiry from the handle.
+    assert_eq!(expiries(&db), want, "in key tables, inline and separated");
+}

@@ -315,6 +315,17 @@ impl DbIterator {
         }
     }
 
+    /// When the current entry expires (milliseconds since the Unix epoch, by the database's
+    /// clock), or `None` when it does not: from its index entry, so a lazy iterator need not
+    /// read a separated value for it. Panics when not [`valid`](Self::valid).
+    ///
+    /// Errors: [`Error::Corruption`] when the stored entry is malformed (landing on it checked
+    /// it already, so only a bug could make this fail).
+    pub fn expiry(&self) -> Result<Option<u64>> {
+        assert!(self.valid, "DbIterator::expiry on an invalid iterator");
+        crate::expiry::entry_expiry(self.current_kind, self.stored_value(), "iterator input")
+    }
+
     /// True when the current value lives in a value table (it is read on landing for eager
     /// iterators, by [`fetch_value`](Self::fetch_value) for lazy ones).
     pub fn value_is_separated(&self) -> bool {
