@@ -107,6 +107,10 @@ pub fn run_batch(
     after
 }
 
+/// Most arguments a batch run on the connection's task may hold: 4,096 (a batch of 1,024
+/// pipelined GETs has 2,048).
+const MAX_INLINE_ARGS: usize = 4096;
+
 /// Most plain writes coalesced into one engine write: 64.
 const MAX_COALESCED_WRITES: usize = 64;
 
@@ -173,7 +177,8 @@ fn run_blind_writes(
 
 /// Whether a batch of `commands` may run on the connection's own task instead of a blocking
 /// thread: every command does a bounded number of engine operations on a few keys (the data
-/// commands, `LCS` excepted, and `PING`/`ECHO`), and no write may wait: not for an fsync
+/// commands, `LCS` excepted, and `PING`/`ECHO`, with at most [`MAX_INLINE_ARGS`] arguments in
+/// all), and no write may wait: not for an fsync
 /// (under `--sync always` or `batch` the writes of a batch wait for one), nor for the engine
 /// ([`gleaner::Db::write_pressure`]: L0 or the immutable memtables at their limits, or a space
 /// budget). Such batches are handed to a blocking thread, as is anything that may take long:
@@ -182,6 +187,10 @@ fn run_blind_writes(
 /// runtime has more worker threads than cores, so a read that waits for the disk holds up
 /// only the connections of its own worker, and the others are taken over by the rest.
 pub fn runs_inline(shared: &Shared, commands: &VecDeque<Vec<Bytes>>) -> bool {
+    // A batch touching many keys (a large MGET, DEL or MSET) may take long whatever it is.
+    if commands.iter().map(Vec::len).sum::<usize>() > MAX_INLINE_ARGS {
+        return false;
+    }
     // A write that may wait (an fsync, a stall, the space throttle) goes to a blocking thread.
     let writes_wait = matches!(
         shared.durability.mode(),
