@@ -88,7 +88,17 @@ impl Keyspace {
     pub fn open(databases: u32, db: &Db, read_only: bool) -> Result<Keyspace, OpenError> {
         let ks = Keyspace::new(databases);
         match db.get(MARKER_KEY).map_err(OpenError::Engine)? {
-            Some(v) if v == MARKER_VALUE => return Ok(ks),
+            Some(v) if v == MARKER_VALUE => {
+                if let Some(index) = ks.first_database_beyond(db).map_err(OpenError::Engine)? {
+                    eprintln!(
+                        "gleaner-server: warning: the database holds keys of database {index}, \
+                         beyond --databases {databases}: no client can reach them until the \
+                         server runs with --databases {} or more",
+                        u32::from(index) + 1
+                    );
+                }
+                return Ok(ks);
+            }
             Some(v) => {
                 return Err(OpenError::Incompatible(format!(
                     "the database's keyspace marker (key 0xFF) holds {:?}, not {:?}: it was \
@@ -123,6 +133,23 @@ impl Keyspace {
                 .map_err(OpenError::Engine)?;
         }
         Ok(ks)
+    }
+
+    /// The index of the first database at or beyond `databases` that holds a key (written by
+    /// a server with more databases), if any.
+    fn first_database_beyond(&self, db: &Db) -> gleaner::Result<Option<u8>> {
+        if self.databases >= MAX_DATABASES {
+            return Ok(None);
+        }
+        let opts = ReadOptions {
+            lower_bound: Some(vec![LEAD, self.databases as u8]),
+            upper_bound: Some(vec![LEAD, MAX_DATABASES as u8]),
+            lazy_values: true,
+            ..ReadOptions::default()
+        };
+        let mut it = db.iter(&opts)?;
+        it.seek_to_first()?;
+        Ok(it.valid().then(|| it.key()[1]))
     }
 
     /// How many databases there are.

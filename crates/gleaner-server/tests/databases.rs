@@ -272,6 +272,33 @@ fn expiries_survive_a_restart_and_expired_keys_stay_gone() {
 }
 
 #[test]
+fn keys_of_databases_beyond_databases_are_reported_at_start() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    {
+        let server = Server::start(&dir, &[]);
+        let mut c = server.conn();
+        ok(&mut c, &[b"SELECT", b"9"]);
+        ok(&mut c, &[b"SET", b"k", b"v"]);
+        let (status, stderr) = server.stop("TERM");
+        assert!(status.success(), "{stderr}");
+    }
+    let server = Server::start(&dir, &["--databases", "4"]);
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("keys of database 9, beyond --databases 4"),
+        "{stderr}"
+    );
+    // With enough databases the key is there, and nothing is reported.
+    drop(server);
+    let server = Server::start(&dir, &["--databases", "10"]);
+    assert!(!server.stderr().contains("beyond --databases"));
+    let mut c = server.conn();
+    ok(&mut c, &[b"SELECT", b"9"]);
+    assert_eq!(get(&mut c, b"k"), Some(b"v".to_vec()));
+}
+
+#[test]
 fn a_directory_with_unescaped_ff_keys_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let legacy = tmp.path().join("legacy");
