@@ -385,3 +385,28 @@ fn everysec_syncs_in_the_background_and_shutdown_stops_the_server() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("closed cleanly"), "{stderr}");
 }
+
+#[test]
+fn randomkey_draws_every_key_of_a_small_database_evenly() {
+    let (_dir, server) = start(&[]);
+    let mut c = server.conn();
+    assert_eq!(ok(&mut c, &[b"RANDOMKEY"]), Value::Nil);
+    // Keys far apart and close together: a draw by position alone would favour "zzz".
+    for k in [&b"aaa"[..], b"aab", b"zzz"] {
+        ok(&mut c, &[b"SET", k, b"v"]);
+    }
+    ok(&mut c, &[b"SELECT", b"1"]);
+    ok(&mut c, &[b"SET", b"other-db", b"v"]);
+    ok(&mut c, &[b"SELECT", b"0"]);
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..600 {
+        let Value::BulkString(k) = ok(&mut c, &[b"RANDOMKEY"]) else {
+            panic!("RANDOMKEY")
+        };
+        *counts.entry(k).or_insert(0u32) += 1;
+    }
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    // Each of the 3 is drawn with probability 1/3 (200 expected of 600); below 100 would take
+    // a deviation of more than 8 standard deviations.
+    assert!(counts.values().all(|&n| n >= 100), "{counts:?}");
+}

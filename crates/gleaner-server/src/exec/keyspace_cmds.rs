@@ -119,60 +119,80 @@ pub fn keys(shared: &Shared, session: &Session, pattern: &Bytes) -> Reply {
     Reply::Array(found)
 }
 
-/// `RANDOMKEY`: the first key at or after a random point of the database's key space
-/// (wrapping around), or nil for an empty database. Keys after long gaps are likelier, as
-/// with any ordered store; every key can be returned.
+/// Keys `RANDOMKEY` draws from: the first this many at or after a random point of the
+/// database (wrapping around), 64.
+pub const RANDOMKEY_WINDOW: usize = 64;
+
+/// `RANDOMKEY`: one key drawn uniformly from the [`RANDOMKEY_WINDOW`] keys at or after a random
+/// point of the database's key space (wrapping around to its first key), or nil for an empty
+/// database. A database of at most that many keys is drawn from whole, so each key is equally
+/// likely; in a larger one every key can be drawn, keys after long gaps somewhat more often.
 pub fn randomkey(shared: &Shared, session: &Session) -> Reply {
-    let ranges = shared.keyspace.ranges(session.db);
-    let mut probe = [0u8; 8];
-    fill_random(&mut probe);
-    let target = shared.keyspace.encode(session.db, &probe).into_owned();
-    let first_from = |from: Option<&[u8]>| -> gleaner::Result<Option<Bytes>> {
-        for (start, end) in &ranges {
-            let lower = match from {
-                Some(f) if f > start.as_slice() => f.to_vec(),
-                _ => start.clone(),
-            };
-            if lower.as_slice() >= end.as_slice() {
-                continue;
-            }
-            let opts = ReadOptions {
-                lower_bound: Some(lower),
-                upper_bound: Some(end.clone()),
-                lazy_values: true,
-                ..ReadOptions::default()
-            };
-            let mut it = shared.db.iter(&opts)?;
-            it.seek_to_first()?;
-            if it.valid() {
-                let key = shared.keyspace.client_key(session.db, it.key());
-                return Ok(Some(Bytes::copy_from_slice(key)));
+    let db = session.db;
+    let ranges = shared.keyspace.ranges(db);
+    let probe = shared
+        .keyspace
+        .encode(db, &random_u64().to_be_bytes())
+        .into_owned();
+    let mut window: Vec<Vec<u8>> = Vec::with_capacity(RANDOMKEY_WINDOW);
+    // From the probe to the end, then from the start to the probe.
+    let halves = [
+        (Some(probe.as_slice()), None),
+        (None, Some(probe.as_slice())),
+    ];
+    let walk = |window: &mut Vec<Vec<u8>>| -> gleaner::Result<()> {
+        for (from, until) in halves {
+            for (start, end) in &ranges {
+                let lower = match from {
+                    Some(f) if f > start.as_slice() => f.to_vec(),
+                    _ => start.clone(),
+                };
+                let upper = match until {
+                    Some(u) if u < end.as_slice() => u.to_vec(),
+                    _ => end.clone(),
+                };
+                if lower >= upper {
+                    continue;
+                }
+                let opts = ReadOptions {
+                    lower_bound: Some(lower),
+                    upper_bound: Some(upper),
+                    lazy_values: true,
+                    ..ReadOptions::default()
+                };
+                let mut it = shared.db.iter(&opts)?;
+                it.seek_to_first()?;
+                while it.valid() {
+                    if window.len() == RANDOMKEY_WINDOW {
+                        return Ok(());
+                    }
+                    window.push(shared.keyspace.client_key(db, it.key()).to_vec());
+                    it.next()?;
+                }
             }
         }
-        Ok(None)
+        Ok(())
     };
-    match first_from(Some(&target)).and_then(|k| match k {
-        Some(k) => Ok(Some(k)),
-        None => first_from(None),
-    }) {
-        Ok(Some(k)) => Reply::Bulk(k),
-        Ok(None) => Reply::Null,
-        Err(e) => engine_error(shared, &e),
+    if let Err(e) = walk(&mut window) {
+        return engine_error(shared, &e);
     }
+    if window.is_empty() {
+        return Reply::Null;
+    }
+    let pick = (random_u64() % window.len() as u64) as usize;
+    Reply::Bulk(Bytes::from(window.swap_remove(pick)))
 }
 
-fn fill_random(buf: &mut [u8]) {
+/// A random number (std's per-process random hasher keys, and the time).
+fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
-    for chunk in buf.chunks_mut(8) {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-        );
-        let v = h.finish().to_le_bytes();
-        chunk.copy_from_slice(&v[..chunk.len()]);
-    }
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
 }
 
 /// `FLUSHDB [ASYNC|SYNC]` (`all`: `FLUSHALL`): one write of range deletions, whatever the
