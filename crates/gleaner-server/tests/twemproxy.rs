@@ -178,11 +178,77 @@ fn three_servers_behind_twemproxy() {
         }
     }
 
+    // The single-key read-modify-write and expiry commands go through the proxy to the key's
+    // server (twemproxy forwards these; GETDEL and GETEX are newer than it).
+    let n: i64 = redis::cmd("INCR")
+        .arg("counter")
+        .query(&mut c)
+        .expect("incr");
+    assert_eq!(n, 1);
+    let f: String = redis::cmd("INCRBYFLOAT")
+        .arg("counter")
+        .arg("1.5")
+        .query(&mut c)
+        .expect("incrbyfloat");
+    assert_eq!(f, "2.5");
+    let len: i64 = redis::cmd("APPEND")
+        .arg("log")
+        .arg("ab")
+        .query(&mut c)
+        .expect("append");
+    assert_eq!(len, 2);
+    let set: i64 = redis::cmd("SETNX")
+        .arg("log")
+        .arg("x")
+        .query(&mut c)
+        .expect("setnx");
+    assert_eq!(set, 0);
+    let () = redis::cmd("SETEX")
+        .arg("session")
+        .arg(100)
+        .arg("s")
+        .query(&mut c)
+        .expect("setex");
+    let ttl: i64 = redis::cmd("TTL").arg("session").query(&mut c).expect("ttl");
+    assert!((90..=100).contains(&ttl), "{ttl}");
+    let one: i64 = redis::cmd("PERSIST")
+        .arg("session")
+        .query(&mut c)
+        .expect("persist");
+    assert_eq!(one, 1);
+    let one: i64 = redis::cmd("EXPIRE")
+        .arg("log")
+        .arg(50)
+        .query(&mut c)
+        .expect("expire");
+    assert_eq!(one, 1);
+    let old: String = redis::cmd("GETSET")
+        .arg("log")
+        .arg("cd")
+        .query(&mut c)
+        .expect("getset");
+    assert_eq!(old, "ab");
+    let ttl: i64 = redis::cmd("TTL").arg("log").query(&mut c).expect("ttl");
+    assert_eq!(ttl, -1, "GETSET removes the expiry");
+    let was: i64 = redis::cmd("SETBIT")
+        .arg("bits")
+        .arg(7)
+        .arg(1)
+        .query(&mut c)
+        .expect("setbit");
+    assert_eq!(was, 0);
+    let count: i64 = redis::cmd("BITCOUNT")
+        .arg("bits")
+        .query(&mut c)
+        .expect("bitcount");
+    assert_eq!(count, 1);
+    let extra_keys = 4; // counter, log, session, bits
+
     // Each server holds a share, and the shares are the whole set, each key once.
     let shards: Vec<HashSet<String>> = servers.iter().flatten().map(keys_of).collect();
     let sizes: Vec<usize> = shards.iter().map(HashSet::len).collect();
     eprintln!("keys per server: {sizes:?}");
-    assert_eq!(sizes.iter().sum::<usize>(), KEYS, "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), KEYS + extra_keys, "{sizes:?}");
     for &n in &sizes {
         assert!(
             n >= KEYS / 10,
@@ -190,7 +256,7 @@ fn three_servers_behind_twemproxy() {
         );
     }
     let union: HashSet<&String> = shards.iter().flatten().collect();
-    assert_eq!(union.len(), KEYS);
+    assert_eq!(union.len(), KEYS + extra_keys);
 
     // Kill the second server: its keys get errors through the proxy, the others are served.
     let killed = servers[1].take().expect("second server");
