@@ -177,8 +177,7 @@ fn run_blind_writes(
 
 /// Whether a batch of `commands` may run on the connection's own task instead of a blocking
 /// thread: every command does a bounded number of engine operations on a few keys (the data
-/// commands, `LCS` excepted, and `PING`/`ECHO`, with at most [`MAX_INLINE_ARGS`] arguments in
-/// all), and no write may wait: not for an fsync
+/// commands, `LCS` and `INFO` excepted, with at most [`MAX_INLINE_ARGS`] arguments in all), and no write may wait: not for an fsync
 /// (under `--sync always` or `batch` the writes of a batch wait for one), nor for the engine
 /// ([`gleaner::Db::write_pressure`]: L0 or the immutable memtables at their limits, or a space
 /// budget). Such batches are handed to a blocking thread, as is anything that may take long:
@@ -191,24 +190,28 @@ pub fn runs_inline(shared: &Shared, commands: &VecDeque<Vec<Bytes>>) -> bool {
     if commands.iter().map(Vec::len).sum::<usize>() > MAX_INLINE_ARGS {
         return false;
     }
-    // A write that may wait (an fsync, a stall, the space throttle) goes to a blocking thread.
-    let writes_wait = matches!(
-        shared.durability.mode(),
-        crate::SyncMode::Always | crate::SyncMode::Batch
-    ) || shared.db.write_pressure();
+    // A write that may wait (an fsync, a stall, the space throttle) goes to a blocking thread;
+    // asked of the engine once, and only for a batch with a write.
+    let mut writes_wait = None;
     commands.iter().all(|args| {
         let Some(spec) = commands::lookup(&args[0]) else {
             // Answered with an error at once.
             return true;
         };
         match spec.id {
-            CommandId::Ping | CommandId::Echo => true,
-            CommandId::Lcs => false,
-            _ => {
-                spec.arity_ok(args.len())
-                    && DataCmd::parse(spec.id, args).is_some()
-                    && !(writes_wait && spec.has_flag("write"))
+            // LCS's table and INFO's walk of every database may take long.
+            CommandId::Lcs | CommandId::Info => false,
+            id if DataCmd::is_data_command(id) => {
+                !spec.arity_ok(args.len())
+                    || !spec.has_flag("write")
+                    || !*writes_wait.get_or_insert_with(|| {
+                        matches!(
+                            shared.durability.mode(),
+                            crate::SyncMode::Always | crate::SyncMode::Batch
+                        ) || shared.db.write_pressure()
+                    })
             }
+            _ => false,
         }
     })
 }

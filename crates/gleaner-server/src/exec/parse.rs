@@ -209,8 +209,65 @@ fn upper(arg: &Bytes) -> Vec<u8> {
 }
 
 impl DataCmd {
+    /// Whether `id` is a data command (one [`DataCmd::parse`] parses), known without parsing.
+    pub fn is_data_command(id: CommandId) -> bool {
+        use CommandId as C;
+        matches!(
+            id,
+            C::Get
+                | C::Set
+                | C::Setnx
+                | C::Setex
+                | C::Psetex
+                | C::Getset
+                | C::Getdel
+                | C::Getex
+                | C::Mset
+                | C::Msetnx
+                | C::Mget
+                | C::Strlen
+                | C::Getrange
+                | C::Substr
+                | C::Append
+                | C::Setrange
+                | C::Incr
+                | C::Decr
+                | C::Incrby
+                | C::Decrby
+                | C::Incrbyfloat
+                | C::Getbit
+                | C::Setbit
+                | C::Bitcount
+                | C::Lcs
+                | C::Del
+                | C::Unlink
+                | C::Exists
+                | C::Touch
+                | C::Type
+                | C::Expire
+                | C::Pexpire
+                | C::Expireat
+                | C::Pexpireat
+                | C::Ttl
+                | C::Pttl
+                | C::Expiretime
+                | C::Pexpiretime
+                | C::Persist
+                | C::Rename
+                | C::Renamenx
+                | C::Copy
+                | C::Move
+                | C::Select
+                | C::Ping
+                | C::Echo
+                | C::Config
+                | C::Info
+                | C::Time
+        )
+    }
+
     /// Parses a data command whose arity was checked; `Err` is the error reply. `None` when
-    /// `id` is not a data command.
+    /// `id` is not a data command ([`DataCmd::is_data_command`]).
     pub fn parse(id: CommandId, args: &[Bytes]) -> Option<Result<DataCmd, Reply>> {
         use CommandId as C;
         let key = || args[1].clone();
@@ -541,4 +598,25 @@ fn parse_copy(args: &[Bytes]) -> Result<DataCmd, Reply> {
         db,
         replace,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::COMMANDS;
+
+    #[test]
+    fn the_data_commands_are_those_parse_parses() {
+        for spec in COMMANDS {
+            let n = spec.arity.unsigned_abs() as usize;
+            let mut args = vec![Bytes::from_static(spec.name.as_bytes())];
+            args.resize(n, Bytes::from_static(b"1"));
+            assert_eq!(
+                DataCmd::parse(spec.id, &args).is_some(),
+                DataCmd::is_data_command(spec.id),
+                "{}",
+                spec.name
+            );
+        }
+    }
 }

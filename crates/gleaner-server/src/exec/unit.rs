@@ -278,11 +278,14 @@ pub fn run_unit(
     } else {
         Some(LockMode::Exclusive)
     };
-    let mut keys = locked_keys(shared, session.db, cmds);
-    if let Some(w) = watch {
-        keys.extend(w.keys.iter().cloned());
-    }
-    let _guard = mode.map(|m| shared.locks.lock(keys.iter(), m));
+    // Reads that lock nothing need no stored keys.
+    let _guard = mode.map(|m| {
+        let mut keys = locked_keys(shared, session.db, cmds);
+        if let Some(w) = watch {
+            keys.extend(w.keys.iter().cloned());
+        }
+        shared.locks.lock(keys.iter(), m)
+    });
     // Without a lock, reads of several keys could each see a different state; a snapshot
     // makes them see one. (Locked keys cannot change under the unit.)
     let snapshot = (mode.is_none() && cmds.iter().map(|c| c.keys().len()).sum::<usize>() > 1)
