@@ -141,3 +141,50 @@ fn reads_that_do_not_fill_the_cache_leave_it_alone_and_share_zero_turns_it_off()
     assert_eq!(stats.cache.capacity_bytes, 1 << 20);
     assert_eq!((stats.cache.value_hits, stats.cache.value_misses), (0, 0));
 }
+
+/// A read of a handle naming a collected table follows inheritance once; the value cache
+/// remembers where it found the record, and the next read whose value is not cached goes there
+/// directly. (When the place's table goes in turn the place is passed over: the unit tests of
+/// `ValueSet::read_value`.)
+#[test]
+fn a_moved_record_is_read_at_its_remembered_place() {
+    let fs = FaultFs::new(4);
+    // Values larger than the value cache are never kept as values, so every read misses them
+    // and only places can help.
+    let big = |tag: u8| vec![tag; 600 << 10];
+    let opts = options(&fs, 0.5).with_gc_garbage_ratio(0.1);
+    let db = Db::open(Path::new("/db"), opts).expect("open");
+    for i in 0..6u8 {
+        db.put(format!("k{i}"), big(i)).expect("put");
+    }
+    db.flush().expect("flush");
+    // Overwrite all but k1; the compaction tells GC what is garbage, and GC then moves k1's
+    // record into a new table, leaving k1's handle stale (no compaction rewrites it).
+    for i in (0..6u8).filter(|&i| i != 1) {
+        db.put(format!("k{i}"), big(100 + i)).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    assert!(db.run_gc().expect("gc").jobs > 0);
+    let via = |db: &Db| db.stats().operations.gets_via_inheritance;
+    let places = |db: &Db| db.stats().cache.value_place_hits;
+    assert_eq!(db.get("k1").expect("get"), Some(big(1)));
+    assert_eq!(
+        (via(&db), places(&db)),
+        (1, 0),
+        "the first read followed inheritance"
+    );
+    assert_eq!(
+        db.stats().cache.value_hits,
+        0,
+        "the value was too large to keep"
+    );
+    for n in 2..4 {
+        assert_eq!(db.get("k1").expect("get"), Some(big(1)));
+        assert_eq!((via(&db), places(&db)), (n, n - 1), "the place was read");
+    }
+    for i in (0..6u8).filter(|&i| i != 1) {
+        assert_eq!(db.get(format!("k{i}")).expect("get"), Some(big(100 + i)));
+    }
+    db.close().expect("close");
+}

@@ -10,6 +10,15 @@
 //! inheritance to the same key, sequence number and value). Each entry keeps the record's key
 //! and sequence number, and a lookup that names another record misses, so a wrong handle is
 //! still caught by the read from disk.
+//!
+//! It also remembers *places*: where a read found a record whose handle names a table GC
+//! collected. Following table inheritance to such a record costs a dense-index search in each
+//! table it may have moved to; a later read of the same handle that misses the value goes
+//! straight to the place instead, while that table is live. Places get their own share of the
+//! budget ([`PLACE_SHARE`]) rather than competing with values in one eviction order: a place
+//! costs [`PLACE_ENTRY_BYTES`] against a value's kilobytes, and under a uniform workload over
+//! more values than the cache holds a value entry is evicted before its key is read again, and
+//! a place inserted beside it with it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,12 +52,23 @@ impl Weighter<(u64, u64), Arc<Entry>> for EntryWeighter {
 /// Assumed average entry size, only used to size the cache's initial tables.
 const TYPICAL_ENTRY_SIZE: u64 = 8 << 10;
 
+/// Share of the cache's budget that holds places.
+pub const PLACE_SHARE: f64 = 0.125;
+
+/// Bytes a place is counted as: the handle it is under, the record's sequence number, the
+/// place, and the map's slot.
+pub const PLACE_ENTRY_BYTES: u64 = 96;
+
 /// Values of separated records by the handle that names them, within a byte budget.
 pub struct ValueCache {
     cache: Cache<(u64, u64), Arc<Entry>, EntryWeighter>,
+    /// Where records moved, by the stale handle naming them: the record's sequence number and
+    /// its place.
+    places: Cache<(u64, u64), (SeqNo, ValueHandle)>,
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
+    place_hits: AtomicU64,
 }
 
 impl std::fmt::Debug for ValueCache {
@@ -61,16 +81,21 @@ impl std::fmt::Debug for ValueCache {
 }
 
 impl ValueCache {
-    /// A cache of up to `capacity_bytes` (keys, values and a small per-entry overhead); at
-    /// least one byte.
+    /// A cache of up to `capacity_bytes` (keys, values and a small per-entry overhead, and
+    /// [`PLACE_SHARE`] of it places); at least one byte.
     pub fn new(capacity_bytes: u64) -> Self {
         let capacity = capacity_bytes.max(1);
-        let items = (capacity / TYPICAL_ENTRY_SIZE).clamp(16, 1 << 20) as usize;
+        let place_bytes = (capacity as f64 * PLACE_SHARE) as u64;
+        let value_bytes = (capacity - place_bytes).max(1);
+        let items = (value_bytes / TYPICAL_ENTRY_SIZE).clamp(16, 1 << 20) as usize;
+        let places = (place_bytes / PLACE_ENTRY_BYTES).max(1) as usize;
         ValueCache {
-            cache: Cache::with_weighter(items, capacity, EntryWeighter),
+            cache: Cache::with_weighter(items, value_bytes, EntryWeighter),
+            places: Cache::new(places),
             capacity,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            place_hits: AtomicU64::new(0),
         }
     }
 
@@ -103,6 +128,29 @@ impl ValueCache {
             .insert((handle.file_number, handle.offset), Arc::new(entry));
     }
 
+    /// Where a read last found the record written at `seq` that `handle` names, when that was
+    /// not at the handle (GC had moved it), if remembered. A place is a hint: the caller uses it
+    /// only while its table is live and checks that the record read there is the one named.
+    pub fn place(&self, handle: &ValueHandle, seq: SeqNo) -> Option<ValueHandle> {
+        let (s, place) = self.places.get(&(handle.file_number, handle.offset))?;
+        (s == seq).then(|| {
+            self.place_hits.fetch_add(1, Ordering::Relaxed);
+            place
+        })
+    }
+
+    /// Remembers that the record written at `seq` that `handle` names is at `place`.
+    pub fn insert_place(&self, handle: &ValueHandle, seq: SeqNo, place: ValueHandle) {
+        debug_assert_ne!(handle.file_number, place.file_number, "a place is elsewhere");
+        self.places
+            .insert((handle.file_number, handle.offset), (seq, place));
+    }
+
+    /// Place lookups that found a remembered place.
+    pub fn place_hits(&self) -> u64 {
+        self.place_hits.load(Ordering::Relaxed)
+    }
+
     /// Lookups that found their value.
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
@@ -113,9 +161,9 @@ impl ValueCache {
         self.misses.load(Ordering::Relaxed)
     }
 
-    /// Bytes held now.
+    /// Bytes held now (places counted at [`PLACE_ENTRY_BYTES`] each).
     pub fn usage_bytes(&self) -> u64 {
-        self.cache.weight()
+        self.cache.weight() + self.places.len() as u64 * PLACE_ENTRY_BYTES
     }
 
     /// Most bytes held.
@@ -159,5 +207,40 @@ mod tests {
             .filter(|&i| c.get(&handle(1, i * 1000), &i.to_be_bytes(), i).is_some())
             .count();
         assert!(kept > 0 && kept < 100, "{kept}");
+    }
+
+    #[test]
+    fn a_place_needs_the_same_handle_and_sequence() {
+        let c = ValueCache::new(1 << 20);
+        let to = handle(9, 4000);
+        assert_eq!(c.place(&handle(7, 100), 5), None);
+        c.insert_place(&handle(7, 100), 5, to);
+        assert_eq!(c.get(&handle(7, 100), b"k", 5), None, "a place is not a value");
+        assert_eq!(c.place(&handle(7, 100), 5), Some(to));
+        assert_eq!(c.place(&handle(7, 100), 6), None, "another version");
+        assert_eq!(c.place(&handle(7, 101), 5), None, "another offset");
+        assert_eq!(c.place(&handle(8, 100), 5), None, "another table");
+        assert_eq!(c.place_hits(), 1);
+    }
+
+    #[test]
+    fn places_have_their_own_share_of_the_budget() {
+        let c = ValueCache::new(64 << 10);
+        for i in 0..10_000u64 {
+            c.insert_place(&handle(1, i), i, handle(2, i));
+        }
+        for i in 0..100u64 {
+            c.insert(&handle(3, i * 1000), &i.to_be_bytes(), i, &[0u8; 4000]);
+        }
+        assert!(c.usage_bytes() <= 64 << 10, "{}", c.usage_bytes());
+        let places = (0..10_000u64)
+            .filter(|&i| c.place(&handle(1, i), i).is_some())
+            .count() as u64;
+        let share = (64 << 10) as f64 * PLACE_SHARE / PLACE_ENTRY_BYTES as f64;
+        assert!(places > 0 && places as f64 <= share, "{places} of {share}");
+        let values = (0..100u64)
+            .filter(|&i| c.get(&handle(3, i * 1000), &i.to_be_bytes(), i).is_some())
+            .count();
+        assert!(values > 0, "the places did not push every value out");
     }
 }

@@ -1135,6 +1135,7 @@ impl DbInner {
                 value_usage_bytes: self.value_cache.as_ref().map_or(0, |v| v.usage_bytes()),
                 value_hits: self.value_cache.as_ref().map_or(0, |v| v.hits()),
                 value_misses: self.value_cache.as_ref().map_or(0, |v| v.misses()),
+                value_place_hits: self.value_cache.as_ref().map_or(0, |v| v.place_hits()),
             },
             recovery: RecoveryStats {
                 wal_records: g(&c.recovered_records),

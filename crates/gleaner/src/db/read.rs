@@ -148,17 +148,27 @@ impl DbInner {
         if let Some(value) = cache.and_then(|c| c.get(&handle, key, record_seq)) {
             return Ok(value);
         }
-        let (value, moved) = sv.version.values().read_value(
+        // A handle naming a table still readable is read where it points; only one naming a
+        // collected table may have a remembered place.
+        let values = sv.version.values();
+        let place = cache
+            .filter(|_| values.readable(handle.file_number).is_none())
+            .and_then(|c| c.place(&handle, record_seq));
+        let (value, moved) = values.read_value(
             &self.values,
             key,
             record_seq,
             handle,
+            place,
             IoClass::UserRead,
             opts.fill_cache,
         )?;
         drop(sv);
         if let Some(c) = cache.filter(|_| opts.fill_cache) {
             c.insert(&handle, key, record_seq, &value);
+            if let Some(to) = moved.filter(|to| Some(*to) != place) {
+                c.insert_place(&handle, record_seq, to);
+            }
         }
         if let Some(to) = moved {
             Counters::add(&self.counters.gets_via_inheritance, 1);

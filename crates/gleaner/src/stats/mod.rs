@@ -151,6 +151,10 @@ pub struct CacheStats {
     /// Point reads of separated values it did not.
     #[serde(default)]
     pub value_misses: u64,
+    /// Of those misses, reads of a handle naming a table GC collected that went straight to a
+    /// place the value cache remembered instead of following table inheritance.
+    #[serde(default)]
+    pub value_place_hits: u64,
 }
 
 /// Writes and reads.

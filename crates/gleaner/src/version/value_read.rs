@@ -190,15 +190,34 @@ impl ValueSet {
     /// Reads the value of the record `(user_key, seq)` that `handle` was written as, checking that
     /// the record read is that one. Also returns where the record was found when that was
     /// through inheritance (the handle names a table GC collected).
+    ///
+    /// `place` is where an earlier read found the record (the value cache remembers it): when
+    /// the handle's table is gone and `place`'s table is live here, the record is read there
+    /// without following inheritance. Any copy of a record holds its value, so the copy
+    /// inheritance would reach and this one read the same; a place that does not hold the
+    /// record is ignored and inheritance followed.
+    #[allow(clippy::too_many_arguments)]
     pub fn read_value(
         &self,
         cache: &ValueTableCache,
         user_key: &[u8],
         seq: SeqNo,
         handle: ValueHandle,
+        place: Option<ValueHandle>,
         class: IoClass,
         fill_cache: bool,
     ) -> Result<(Vec<u8>, Option<ValueHandle>)> {
+        let stale = self.readable(handle.file_number).is_none();
+        if let Some((p, v)) = place
+            .filter(|_| stale)
+            .and_then(|p| Some((p, self.readable(p.file_number)?)))
+        {
+            let table = cache.get(v.number, v.file_size, class)?;
+            let record = table.read_record(p.offset, p.len, class)?;
+            if record.key == user_key && record.seq == seq {
+                return Ok((record.value, Some(p)));
+            }
+        }
         let at = self.locate(cache, user_key, seq, handle, class, fill_cache)?;
         let record = at
             .table
@@ -256,6 +275,19 @@ mod tests {
         }
     }
 
+    /// Records that table 1 was collected into table 5 alone.
+    fn collected_into_5(s: &mut ValueSet) {
+        s.add_inheritance(
+            1,
+            vec![Inheritor {
+                number: 5,
+                smallest_key: b"a".to_vec(),
+                largest_key: b"z".to_vec(),
+            }],
+        )
+        .expect("inherit");
+    }
+
     fn at(file_number: u64, offset: u64) -> ValueHandle {
         ValueHandle {
             file_number,
@@ -299,15 +331,7 @@ mod tests {
         );
         assert!(!check(&s, at(2, 40), at(2, 60)), "another record's place");
         // Table 1 was collected into 5 alone: its handles reach 5.
-        s.add_inheritance(
-            1,
-            vec![Inheritor {
-                number: 5,
-                smallest_key: b"a".to_vec(),
-                largest_key: b"z".to_vec(),
-            }],
-        )
-        .expect("inherit");
+        collected_into_5(&mut s);
         assert!(check(&s, at(1, 0), at(5, 30)));
         // A copy elsewhere is not read either when 5 holds the record; finding that out opens 5.
         assert!(
@@ -331,5 +355,85 @@ mod tests {
             !s.names_record(&cache, b"k", Some(&Lookup::Deleted), 7, at(2, 40), class)
                 .expect("no read")
         );
+    }
+
+    /// A record a test table holds: key, sequence number, value.
+    type Rec<'a> = (&'a [u8], SeqNo, &'a [u8]);
+
+    /// Value tables `numbers` in one in-memory directory, each holding the records `(key, seq,
+    /// value)` given for it; returns a cache that opens them, their metas, and where each
+    /// record is.
+    fn tables(
+        numbers: &[(u64, &[Rec<'_>])],
+    ) -> (ValueTableCache, Vec<ValueTableMeta>, Vec<ValueHandle>) {
+        use crate::io::{FileSystem, WriteFileOptions};
+        use crate::value::{ValueTableBuilder, ValueTableBuilderOptions};
+        let fs = Arc::new(FaultFs::new(5));
+        let dir = PathBuf::from("/v");
+        fs.create_dir_all(&dir).expect("dir");
+        let (mut metas, mut places) = (Vec::new(), Vec::new());
+        for &(number, recs) in numbers {
+            let path = dir.join(value_table_file_name(number));
+            let file = fs
+                .new_writable(&path, WriteFileOptions::default())
+                .expect("create");
+            let mut b =
+                ValueTableBuilder::new(file, ValueTableBuilderOptions::default()).expect("builder");
+            for &(key, seq, value) in recs {
+                let (offset, len) = b.add(key, seq, value).expect("add");
+                places.push(ValueHandle {
+                    file_number: number,
+                    offset,
+                    len,
+                });
+            }
+            let done = b.finish().expect("finish");
+            metas.push(ValueTableMeta {
+                file_size: done.file_size,
+                ..meta(number)
+            });
+        }
+        let cache = ValueTableCache::new(fs, dir, Arc::new(IoStats::default()), None, 8, false);
+        (cache, metas, places)
+    }
+
+    /// A remembered place is read instead of following inheritance only for a handle naming a
+    /// collected table, only while the place's table is readable, and only when it holds the
+    /// very record. The two copies of `(k, 7)` here hold different bytes so the test can tell
+    /// which one a read took (in a real store every copy of a record holds its value).
+    #[test]
+    fn a_place_is_used_only_for_a_collected_handle_a_readable_table_and_the_same_record() {
+        let (cache, metas, at_) = tables(&[
+            (5, &[(b"j", 3, b"j3"), (b"k", 7, b"five")]),
+            (9, &[(b"j", 7, b"j7"), (b"k", 7, b"nine")]),
+        ]);
+        let (j_in_9, k_in_5, k_in_9) = (at_[2], at_[1], at_[3]);
+        let mut s = ValueSet::default();
+        for m in metas {
+            s.add_table(m).expect("add");
+        }
+        collected_into_5(&mut s);
+        let class = IoClass::UserRead;
+        let read = |handle, place| {
+            s.read_value(&cache, b"k", 7, handle, place, class, true)
+                .expect("read")
+        };
+        let stale = ValueHandle {
+            file_number: 1,
+            ..k_in_5
+        };
+        assert_eq!(read(stale, None), (b"five".to_vec(), Some(k_in_5)), "inheritance");
+        assert_eq!(read(stale, Some(k_in_9)), (b"nine".to_vec(), Some(k_in_9)), "the place");
+        let gone = ValueHandle {
+            file_number: 3,
+            ..k_in_9
+        };
+        assert_eq!(read(stale, Some(gone)), (b"five".to_vec(), Some(k_in_5)), "table gone");
+        assert_eq!(
+            read(stale, Some(j_in_9)),
+            (b"five".to_vec(), Some(k_in_5)),
+            "another record"
+        );
+        assert_eq!(read(k_in_5, Some(k_in_9)), (b"five".to_vec(), None), "a live handle");
     }
 }

@@ -325,6 +325,12 @@ impl ValueSet {
         self.retired.get(&number).map(|r| &r.file)
     }
 
+    /// Table `number` when a record in it can be read where it was written: a live table, or a
+    /// retired one (which stays readable for the versions that name it).
+    pub fn readable(&self, number: u64) -> Option<&Arc<ValueFile>> {
+        self.live(number).or_else(|| self.retired_table(number))
+    }
+
     /// Live tables whose write-back is still in progress (or was interrupted by a crash).
     pub fn awaiting_write_back(&self) -> &BTreeSet<u64> {
         &self.awaiting_write_back
