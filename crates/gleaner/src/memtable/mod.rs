@@ -26,27 +26,70 @@ use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::value::StoredHandle;
 
 /// Estimated bytes of skiplist bookkeeping per entry (node header, tower, allocation slack),
-/// added to the entry's own bytes when measuring the memtable against `memtable_size`.
+/// added to the entry's own bytes when measuring the memtable against `memtable_size`. (A short
+/// key's slot in the node is counted as the key's own bytes: the buffer it would otherwise
+/// take on the heap is not allocated.)
 const ENTRY_OVERHEAD: u64 = 80;
 
+/// Internal keys up to this many bytes live in the skiplist node itself: a search compares the
+/// keys of the nodes it passes, and a key behind a pointer costs a cache miss per node when the
+/// values beside it are large (every entry's buffer on its own pages).
+const INLINE_KEY: usize = 40;
+
+/// An internal key, in the node when it is short.
+enum NodeKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+impl NodeKey {
+    /// The internal key `(user_key, trailer)`.
+    fn new(user_key: &[u8], trailer: u64) -> NodeKey {
+        let len = user_key.len() + key::TRAILER_LEN;
+        if len <= INLINE_KEY {
+            let mut bytes = [0u8; INLINE_KEY];
+            bytes[..user_key.len()].copy_from_slice(user_key);
+            bytes[user_key.len()..len].copy_from_slice(&trailer.to_le_bytes());
+            NodeKey::Inline {
+                len: len as u8,
+                bytes,
+            }
+        } else {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(user_key);
+            v.extend_from_slice(&trailer.to_le_bytes());
+            NodeKey::Heap(v.into_boxed_slice())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            NodeKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            NodeKey::Heap(b) => b,
+        }
+    }
+}
+
 struct MemEntry {
-    /// Internal key followed by the value.
-    buf: Box<[u8]>,
-    key_len: u32,
+    ikey: NodeKey,
+    value: Box<[u8]>,
 }
 
 impl MemEntry {
     fn ikey(&self) -> &[u8] {
-        &self.buf[..self.key_len as usize]
+        self.ikey.as_slice()
     }
     fn value(&self) -> &[u8] {
-        &self.buf[self.key_len as usize..]
+        &self.value
     }
-    fn probe(ikey: Vec<u8>) -> Self {
-        let key_len = ikey.len() as u32;
+    /// A search key: `target` is an internal key (at least a trailer long).
+    fn probe(target: &[u8]) -> Self {
+        let (user_key, trailer) = target.split_at(target.len().saturating_sub(key::TRAILER_LEN));
+        let mut t = [0u8; key::TRAILER_LEN];
+        t[..trailer.len()].copy_from_slice(trailer);
         MemEntry {
-            buf: ikey.into_boxed_slice(),
-            key_len,
+            ikey: NodeKey::new(user_key, u64::from_le_bytes(t)),
+            value: Box::default(),
         }
     }
 }
@@ -168,14 +211,10 @@ impl MemTable {
 
     /// Inserts one version. `(user_key, seq)` must be new to the memtable.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let key_len = user_key.len() + key::TRAILER_LEN;
-        let mut buf = Vec::with_capacity(key_len + value.len());
-        key::append_internal_key(&mut buf, user_key, seq, kind as u8);
-        buf.extend_from_slice(value);
-        let size = buf.len() as u64 + ENTRY_OVERHEAD;
+        let size = (user_key.len() + key::TRAILER_LEN + value.len()) as u64 + ENTRY_OVERHEAD;
         let entry = MemEntry {
-            buf: buf.into_boxed_slice(),
-            key_len: key_len as u32,
+            ikey: NodeKey::new(user_key, key::pack_trailer(seq, kind as u8)),
+            value: value.into(),
         };
         self.set.insert(entry);
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
@@ -259,7 +298,10 @@ impl MemTable {
         let deleted_at = self
             .range_tombstones()
             .and_then(|f| f.newest_covering(user_key, seq));
-        let probe = MemEntry::probe(key::make_lookup_key(user_key, seq));
+        let probe = MemEntry {
+            ikey: NodeKey::new(user_key, key::pack_trailer(seq, key::KIND_FOR_SEEK)),
+            value: Box::default(),
+        };
         let found = self
             .set
             .lower_bound(Bound::Included(&probe))
@@ -429,13 +471,13 @@ impl InternalIterator for MemTableIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let probe = MemEntry::probe(target.to_vec());
+        let probe = MemEntry::probe(target);
         self.set_with(|m, _| m.set.lower_bound(Bound::Included(&probe)));
         Ok(())
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        let probe = MemEntry::probe(target.to_vec());
+        let probe = MemEntry::probe(target);
         self.set_with(|m, _| m.set.upper_bound(Bound::Included(&probe)));
         Ok(())
     }
