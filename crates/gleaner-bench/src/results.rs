@@ -132,6 +132,11 @@ pub struct PhaseResult {
     /// zero and mean nothing. Absent when the phase ran, and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// When the phase began, in seconds on the clock of the engine's time series
+    /// ([`Sample::t`]): where the plots mark its start. Absent for a skipped phase and in
+    /// older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
     /// Operations completed.
     pub ops: u64,
     /// Wall-clock seconds, budget pauses included.
@@ -308,19 +313,21 @@ pub struct GcFigures {
     pub policy: std::collections::BTreeMap<String, u64>,
 }
 
-/// One per-second sample of one engine.
+/// One sample of one engine's time series, covering the interval since the previous sample of
+/// its phase (one second in a long phase, down to 50 ms in a short one:
+/// [`crate::runner::series`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
-    /// Seconds since the engine's first phase started.
+    /// Seconds since the engine's monitor started, at the end of the interval.
     pub t: f64,
     /// The phase running.
     pub phase: String,
-    /// Operations completed in the last second.
+    /// Operations completed per second over the interval.
     pub ops_per_sec: f64,
     /// Bytes of the engine's directory.
     pub disk_bytes: u64,
-    /// Device megabytes (10^6) read per second.
+    /// Device megabytes (10^6) read per second over the interval.
     pub device_read_mb_s: f64,
-    /// Device megabytes (10^6) written per second.
+    /// Device megabytes (10^6) written per second over the interval.
     pub device_write_mb_s: f64,
 }

@@ -146,6 +146,7 @@ fn phase(
     let user = if name == "read" { 0 } else { 8 * GIB };
     PhaseResult {
         name: name.to_string(),
+        started_at: None,
         ops,
         seconds,
         ops_per_sec,

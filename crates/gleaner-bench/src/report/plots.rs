@@ -297,9 +297,24 @@ fn legend_width(area: &Area<'_>, entries: &[(String, Marker)]) -> u32 {
     widest + 50
 }
 
+/// Where each phase of an engine starts: as the run recorded it (`PhaseResult::started_at`),
+/// or in older results, inferred from the samples.
+fn engine_phase_starts(engine: &crate::results::EngineResult) -> Vec<(f64, &str)> {
+    let recorded: Vec<(f64, &str)> = engine
+        .phases
+        .iter()
+        .filter_map(|p| Some((p.started_at.filter(|t| t.is_finite())?, p.name.as_str())))
+        .collect();
+    if recorded.is_empty() {
+        phase_starts(&engine.timeseries)
+    } else {
+        recorded
+    }
+}
+
 /// Where each phase of an engine starts, from its samples: halfway between the last sample of
-/// one phase and the first of the next (a sample covers the second before its `t`). The first
-/// phase starts at 0.
+/// one phase and the first of the next (a sample covers the interval before its `t`). The
+/// first phase starts at 0.
 fn phase_starts(samples: &[Sample]) -> Vec<(f64, &str)> {
     let mut starts: Vec<(f64, &str)> = Vec::new();
     let mut previous: Option<&Sample> = None;
@@ -320,7 +335,7 @@ fn phase_starts(samples: &[Sample]) -> Vec<(f64, &str)> {
 fn phase_marks(chart: &mut Chart<'_, '_>, r: &Results, y_max: f64) -> DrawResult {
     for (i, engine) in r.engines.iter().enumerate() {
         let c = color(i);
-        for (x, name) in phase_starts(&engine.timeseries) {
+        for (x, name) in engine_phase_starts(engine) {
             if x > 0.0 {
                 chart.draw_series(DashedLineSeries::new(
                     [(x, 0.0), (x, y_max)],
@@ -348,7 +363,7 @@ fn throughput(path: &Path, r: &Results) -> DrawResult {
     let ext = extent(&lines);
     let entries = engine_entries(r, Marker::Line);
     let width = legend_width(&root, &entries);
-    let mut chart = time_axes(&root, "Throughput (ops/s, per second)", "ops/s", ext, width)?;
+    let mut chart = time_axes(&root, "Throughput (ops/s)", "ops/s", ext, width)?;
     phase_marks(&mut chart, r, ext.1)?;
     draw_lines(&mut chart, &lines)?;
     legend(&root, &chart, &entries)?;
@@ -732,6 +747,22 @@ mod tests {
         let results = fixture::results();
         let starts = phase_starts(&results.engines[0].timeseries);
         assert_eq!(starts, [(0.0, "load"), (2.5, "update"), (4.5, "read")]);
+    }
+
+    #[test]
+    fn report_phase_starts_as_recorded_when_the_run_recorded_them() {
+        let mut results = fixture::results();
+        let engine = &mut results.engines[0];
+        for (p, t) in engine.phases.iter_mut().zip([0.25, 2.75, 4.0]) {
+            p.started_at = Some(t);
+        }
+        let names: Vec<String> = engine.phases.iter().map(|p| p.name.clone()).collect();
+        let starts = engine_phase_starts(engine);
+        let want: Vec<(f64, &str)> = [0.25, 2.75, 4.0]
+            .into_iter()
+            .zip(names.iter().map(String::as_str))
+            .collect();
+        assert_eq!(starts, want);
     }
 
     #[test]

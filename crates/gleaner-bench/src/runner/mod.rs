@@ -6,6 +6,7 @@ pub mod latency;
 pub mod live;
 pub mod monitor;
 pub mod phase;
+pub mod series;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
@@ -438,6 +439,7 @@ fn run_one_phase(
     let gc_before = engine.gc_counters();
     let stall_before = engine.stall_seconds();
     let engine_io_before = engine.io_counters();
+    let started_at = monitor.elapsed();
     let gauges = monitor.begin_phase(&plan.spec.to_string(), plan.ops);
     let started = Instant::now();
     let mut outcome = run_phase(engine, workload, plan, live, &gauges, cfg.threads);
@@ -473,6 +475,7 @@ fn run_one_phase(
     let figures = PhaseResult {
         name: plan.spec.to_string(),
         skipped: None,
+        started_at: Some(started_at),
         ops: outcome.ops,
         seconds,
         ops_per_sec: outcome.ops as f64 / seconds,

@@ -1,6 +1,7 @@
 //! The monitor: one thread per engine that every 100 ms measures the engine's directory,
 //! enforces the space budget (pausing the workload, asking the engine to reclaim), stops a phase
-//! at its time limit, updates the progress bar, and once a second appends a time-series sample.
+//! at its time limit and updates the progress bar, and every 50 ms to 1 s appends a time-series
+//! sample ([`super::series`]: at least 20 per phase that runs a second or more).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,14 +13,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 
 use super::budget::Budget;
+use super::series::{self, PhaseSeries};
 use crate::engine::Engine;
 use crate::results::Sample;
 use crate::sys::{DeviceIo, dir_bytes};
 
 /// How often the directory is measured and the budget checked.
 pub const TICK: Duration = Duration::from_millis(100);
-/// How often a time-series sample is taken.
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// How often the monitor wakes: the finest sample interval.
+const WAKE: Duration = series::FINE;
 
 /// Reclaim errors kept per engine (later ones are dropped; the first ones say what is wrong).
 const MAX_RECLAIM_ERRORS: usize = 8;
@@ -219,64 +221,90 @@ fn monitor_loop(s: &Shared) {
     let mut io_at_sample = DeviceIo::now();
     let mut done_at_sample = 0u64;
     let mut sampled_phase = 0u64;
+    let mut series: Option<PhaseSeries> = None;
+    let mut disk = dir_bytes(&s.dir);
+    let mut last_tick = Instant::now();
+    let mut decision_pause = false;
     while !s.quit.load(Ordering::Relaxed) {
-        std::thread::sleep(TICK);
+        std::thread::sleep(WAKE);
         let now = Instant::now();
-        let disk = dir_bytes(&s.dir);
+        let tick = now.duration_since(last_tick) >= TICK;
+        if tick {
+            last_tick = now;
+            disk = dir_bytes(&s.dir);
+        }
         let phase = s.phase.lock();
         let Some(active) = phase.as_ref() else {
+            // Between phases: the ended phase's series is complete.
+            flush_series(s, series.take());
             continue;
         };
         let g = &active.gauges;
-        g.peak_disk.fetch_max(disk, Ordering::Relaxed);
-        let decision = s.budget.lock().sample(now.duration_since(s.started), disk);
-        g.paused.store(decision.pause, Ordering::Relaxed);
-        if decision.violation {
-            g.violations.fetch_add(1, Ordering::Relaxed);
-            request_reclaim(s);
-        }
-        if let Some(limit) = s.time_limit
-            && active.started.elapsed() >= limit
-            && !g.stop.swap(true, Ordering::Relaxed)
-        {
-            g.timed_out.store(true, Ordering::Relaxed);
+        if tick {
+            g.peak_disk.fetch_max(disk, Ordering::Relaxed);
+            let decision = s.budget.lock().sample(now.duration_since(s.started), disk);
+            g.paused.store(decision.pause, Ordering::Relaxed);
+            decision_pause = decision.pause;
+            if decision.violation {
+                g.violations.fetch_add(1, Ordering::Relaxed);
+                request_reclaim(s);
+            }
+            if let Some(limit) = s.time_limit
+                && active.started.elapsed() >= limit
+                && !g.stop.swap(true, Ordering::Relaxed)
+            {
+                g.timed_out.store(true, Ordering::Relaxed);
+            }
         }
         let done = g.done.load(Ordering::Relaxed);
-        let bar = s.progress.lock();
-        bar.set_position(done.min(active.target));
-        bar.set_message(format!(
-            "{:.0} ops/s  disk {:.1} MiB{}",
-            done as f64 / active.started.elapsed().as_secs_f64().max(1e-3),
-            disk as f64 / f64::from(1 << 20),
-            if decision.pause {
-                "  paused: over budget"
-            } else {
-                ""
-            }
-        ));
+        if tick {
+            let bar = s.progress.lock();
+            bar.set_position(done.min(active.target));
+            bar.set_message(format!(
+                "{:.0} ops/s  disk {:.1} MiB{}",
+                done as f64 / active.started.elapsed().as_secs_f64().max(1e-3),
+                disk as f64 / f64::from(1 << 20),
+                if decision_pause {
+                    "  paused: over budget"
+                } else {
+                    ""
+                }
+            ));
+        }
         if active.seq != sampled_phase {
             // A new phase: its first sample covers only its own time and operations.
+            flush_series(s, series.take());
             sampled_phase = active.seq;
             done_at_sample = 0;
             last_sample = active.started;
             io_at_sample = active.io_start;
         }
-        if now.duration_since(last_sample) >= SAMPLE_EVERY {
+        let current = series.get_or_insert_with(PhaseSeries::default);
+        if now.duration_since(last_sample) >= current.interval() {
             let secs = now.duration_since(last_sample).as_secs_f64();
             let io = DeviceIo::now();
             let delta = io.since(&io_at_sample);
-            s.samples.lock().push(Sample {
+            let sample = Sample {
                 t: now.duration_since(s.started).as_secs_f64(),
                 phase: active.name.clone(),
                 ops_per_sec: done.saturating_sub(done_at_sample) as f64 / secs,
                 disk_bytes: disk,
                 device_read_mb_s: delta.read_bytes as f64 / 1e6 / secs,
                 device_write_mb_s: delta.write_bytes as f64 / 1e6 / secs,
-            });
+            };
+            current.push(sample, secs);
             last_sample = now;
             io_at_sample = io;
             done_at_sample = done;
         }
+    }
+    flush_series(s, series.take());
+}
+
+/// Appends a finished phase's samples to the engine's time series.
+fn flush_series(s: &Shared, series: Option<PhaseSeries>) {
+    if let Some(p) = series {
+        s.samples.lock().extend(p.finish());
     }
 }
 
