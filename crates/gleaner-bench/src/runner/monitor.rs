@@ -224,7 +224,6 @@ fn monitor_loop(s: &Shared) {
     let mut series: Option<PhaseSeries> = None;
     let mut disk = dir_bytes(&s.dir);
     let mut last_tick = Instant::now();
-    let mut decision_pause = false;
     while !s.quit.load(Ordering::Relaxed) {
         std::thread::sleep(WAKE);
         let now = Instant::now();
@@ -244,7 +243,6 @@ fn monitor_loop(s: &Shared) {
             g.peak_disk.fetch_max(disk, Ordering::Relaxed);
             let decision = s.budget.lock().sample(now.duration_since(s.started), disk);
             g.paused.store(decision.pause, Ordering::Relaxed);
-            decision_pause = decision.pause;
             if decision.violation {
                 g.violations.fetch_add(1, Ordering::Relaxed);
                 request_reclaim(s);
@@ -264,7 +262,7 @@ fn monitor_loop(s: &Shared) {
                 "{:.0} ops/s  disk {:.1} MiB{}",
                 done as f64 / active.started.elapsed().as_secs_f64().max(1e-3),
                 disk as f64 / f64::from(1 << 20),
-                if decision_pause {
+                if g.paused.load(Ordering::Relaxed) {
                     "  paused: over budget"
                 } else {
                     ""

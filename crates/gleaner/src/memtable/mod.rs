@@ -43,22 +43,22 @@ enum NodeKey {
 }
 
 impl NodeKey {
-    /// The internal key `(user_key, trailer)`.
-    fn new(user_key: &[u8], trailer: u64) -> NodeKey {
-        let len = user_key.len() + key::TRAILER_LEN;
-        if len <= INLINE_KEY {
-            let mut bytes = [0u8; INLINE_KEY];
-            bytes[..user_key.len()].copy_from_slice(user_key);
-            bytes[user_key.len()..len].copy_from_slice(&trailer.to_le_bytes());
-            NodeKey::Inline {
-                len: len as u8,
-                bytes,
-            }
-        } else {
-            let mut v = Vec::with_capacity(len);
-            v.extend_from_slice(user_key);
-            v.extend_from_slice(&trailer.to_le_bytes());
-            NodeKey::Heap(v.into_boxed_slice())
+    /// The key made of `parts` laid end to end (a user key and its trailer, or a whole
+    /// internal key).
+    fn new(parts: &[&[u8]]) -> NodeKey {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > INLINE_KEY {
+            return NodeKey::Heap(parts.concat().into_boxed_slice());
+        }
+        let mut bytes = [0u8; INLINE_KEY];
+        let mut at = 0;
+        for p in parts {
+            bytes[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        NodeKey::Inline {
+            len: len as u8,
+            bytes,
         }
     }
 
@@ -82,13 +82,10 @@ impl MemEntry {
     fn value(&self) -> &[u8] {
         &self.value
     }
-    /// A search key: `target` is an internal key (at least a trailer long).
+    /// A search key: `target` is an internal key.
     fn probe(target: &[u8]) -> Self {
-        let (user_key, trailer) = target.split_at(target.len().saturating_sub(key::TRAILER_LEN));
-        let mut t = [0u8; key::TRAILER_LEN];
-        t[..trailer.len()].copy_from_slice(trailer);
         MemEntry {
-            ikey: NodeKey::new(user_key, u64::from_le_bytes(t)),
+            ikey: NodeKey::new(&[target]),
             value: Box::default(),
         }
     }
@@ -213,7 +210,7 @@ impl MemTable {
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         let size = (user_key.len() + key::TRAILER_LEN + value.len()) as u64 + ENTRY_OVERHEAD;
         let entry = MemEntry {
-            ikey: NodeKey::new(user_key, key::pack_trailer(seq, kind as u8)),
+            ikey: NodeKey::new(&[user_key, &key::pack_trailer(seq, kind as u8).to_le_bytes()]),
             value: value.into(),
         };
         self.set.insert(entry);
@@ -298,8 +295,9 @@ impl MemTable {
         let deleted_at = self
             .range_tombstones()
             .and_then(|f| f.newest_covering(user_key, seq));
+        let trailer = key::pack_trailer(seq, key::KIND_FOR_SEEK).to_le_bytes();
         let probe = MemEntry {
-            ikey: NodeKey::new(user_key, key::pack_trailer(seq, key::KIND_FOR_SEEK)),
+            ikey: NodeKey::new(&[user_key, &trailer]),
             value: Box::default(),
         };
         let found = self

@@ -207,14 +207,13 @@ impl ValueSet {
         class: IoClass,
         fill_cache: bool,
     ) -> Result<(Vec<u8>, Option<ValueHandle>)> {
-        let stale = self.readable(handle.file_number).is_none();
         if let Some((p, v)) = place
-            .filter(|_| stale)
+            .filter(|_| self.readable(handle.file_number).is_none())
             .and_then(|p| Some((p, self.readable(p.file_number)?)))
         {
             let table = cache.get(v.number, v.file_size, class)?;
             let record = table.read_record(p.offset, p.len, class)?;
-            if record.key == user_key && record.seq == seq {
+            if check_record(&p, &record.key, record.seq, user_key, seq).is_ok() {
                 return Ok((record.value, Some(p)));
             }
         }
