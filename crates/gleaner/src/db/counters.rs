@@ -134,6 +134,8 @@ pub struct Counters {
     pub gc_written_back: AtomicU64,
     /// Retired value tables released (deleted once unreferenced).
     pub value_tables_released: AtomicU64,
+    /// Memtables sealed early so the retired tables their write-backs held could be released.
+    pub memtables_sealed_for_release: AtomicU64,
     /// Value tables deleted because every record had expired for every reader.
     pub value_tables_expired: AtomicU64,
     /// Write-backs skipped because a user write to the key got there first.

@@ -195,8 +195,10 @@ impl DbInner {
             // The space throttle's directive (threads, victim ratio) follows disk usage even
             // when no write asks.
             self.space_tick();
-            // Snapshots released since the last look may let retired tables go.
+            // Snapshots released since the last look may let retired tables go, and a memtable
+            // no write seals may have to be sealed for them.
             self.release_unreachable_tables();
+            let recheck = self.seal_for_retired();
             let mut st = self.state.lock();
             if st.shutting_down {
                 return None;
@@ -212,6 +214,7 @@ impl DbInner {
             } else {
                 super::IDLE_WAIT
             };
+            let wait = recheck.map_or(wait, |r| wait.min(r));
             // Wake when the soonest backoff ends, so a retry is not later than it says.
             let now = Instant::now();
             let wait = st
@@ -596,61 +599,6 @@ impl DbInner {
             st.gc_claimed.remove(n);
             st.late_drops.remove(n);
         }
-    }
-
-    /// Releases the retired value tables (write-back commits) no reader can reach any more: every
-    /// version naming one is shadowed at or below its obsolete sequence number, so it is
-    /// unreachable once every snapshot is above that number (Titan's rule) and every version up
-    /// to it is in a key table (ours: so that the garbage recount and `gleaner check`, which see
-    /// key tables, find the shadowing version beside each handle naming a released table).
-    /// Called after flushes and GC jobs, and by idle GC workers, which see snapshots go.
-    pub(super) fn release_retired(&self) -> Result<()> {
-        // Most policies never retire a table: do not take the manifest lock for nothing.
-        if self
-            .super_version
-            .load()
-            .version
-            .values()
-            .retired()
-            .is_empty()
-        {
-            return Ok(());
-        }
-        let mut versions = self.versions.lock();
-        let releasable: Vec<u64> = {
-            let retired = versions.current().values().retired();
-            if retired.is_empty() {
-                return Ok(());
-            }
-            let oldest_snapshot = self.snapshots.oldest();
-            let st = self.state.lock();
-            let unflushed_from = std::iter::once(&st.mem)
-                .chain(st.imm.iter())
-                .filter_map(|m| m.smallest_seq())
-                .min();
-            retired
-                .iter()
-                .filter(|(_, r)| {
-                    oldest_snapshot.is_none_or(|s| s > r.obsolete_seq)
-                        && unflushed_from.is_none_or(|u| u > r.obsolete_seq)
-                })
-                .map(|(n, _)| *n)
-                .collect()
-        };
-        if releasable.is_empty() {
-            return Ok(());
-        }
-        self.check_open()?;
-        let n = releasable.len() as u64;
-        let edit = VersionEdit {
-            released_value_tables: releasable,
-            ..Default::default()
-        };
-        self.apply_gc_edit(&mut versions, edit, None)?;
-        drop(versions);
-        Counters::add(&self.counters.value_tables_released, n);
-        self.purge_obsolete_files();
-        Ok(())
     }
 
     /// Logs and installs a GC edit (keeping `pending`, the files it names, whether or not the

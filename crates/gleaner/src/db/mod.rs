@@ -23,6 +23,7 @@ mod prefetch;
 mod range_del_tests;
 mod read;
 mod request;
+mod retired;
 mod snapshot;
 mod space;
 mod super_version;
@@ -108,6 +109,9 @@ struct DbState {
     /// Manual compactions under way: no move starts until they end, so each pass of one sees
     /// the routing the others saw (`DbInner::compact_levels`).
     move_holds: usize,
+    /// The active memtable (by WAL number) found holding the only versions that keep a retired
+    /// table from release, and since when (`DbInner::seal_for_retired`).
+    retired_hold: Option<(u64, std::time::Instant)>,
 }
 
 impl DbState {
@@ -964,6 +968,7 @@ impl DbInner {
             retired_tables: vs.retired().len(),
             retired_bytes: vs.retired().values().map(|r| r.file.file_size).sum(),
             tables_released: g(&c.value_tables_released),
+            memtables_sealed_for_release: g(&c.memtables_sealed_for_release),
             tables_expired: g(&c.value_tables_expired),
             drop_keys_written: g(&c.drop_keys_written),
             drop_key_bytes_written: g(&c.drop_key_bytes_written),

@@ -557,6 +557,7 @@ fn assemble(
         shutting_down: false,
         move_gate: None,
         move_holds: 0,
+        retired_hold: None,
     };
     let PolicyRuntime {
         set: policy,

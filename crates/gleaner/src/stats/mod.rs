@@ -344,6 +344,11 @@ pub struct ValueStats {
     /// Retired tables released since open.
     #[serde(default)]
     pub tables_released: u64,
+    /// Active memtables a GC worker sealed (and so flushed) early since open, because the
+    /// write-backs in them were all that kept a retired table from release and no write had
+    /// sealed them within 200 ms.
+    #[serde(default)]
+    pub memtables_sealed_for_release: u64,
     /// Value tables deleted whole, without a GC read, because every record's version had
     /// expired for every reader that could read it ([`crate::expiry`]; option
     /// `expiry_group_ms` groups values so that tables do).
