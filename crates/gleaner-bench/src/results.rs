@@ -180,6 +180,14 @@ pub struct PhaseResult {
     /// older results.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_op: BTreeMap<String, OpFigures>,
+    /// CPU seconds the process spent in the phase, by thread role: `clients` (the workload's
+    /// threads, which also write the engine's WAL and lead its write groups), `flush`,
+    /// `compaction`, `gc` (jobs and their I/O helpers), `purge`, `read-ahead`, `hotness`,
+    /// `harness` (the monitor; the main thread's end-of-phase flush wait), `other` (threads
+    /// of no known name), `exited` (threads that ended during the phase, clients aside).
+    /// Roles with no CPU are left out; empty where `/proc` is absent and in older results.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_seconds: BTreeMap<String, f64>,
 }
 
 /// One kind of operation of a phase that mixes several.

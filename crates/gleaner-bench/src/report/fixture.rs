@@ -1,6 +1,8 @@
 //! A fixed `Results` for the report's tests: Gleaner (with GC figures), RocksDB (the reference
 //! peer) and the null engine (which fails in `read`), through load, update and read.
 
+use std::collections::BTreeMap;
+
 use crate::results::{
     DeleteRangeFigures, EngineResult, GcFigures, Latency, LevelShape, Machine, PhaseResult,
     Results, Sample, Space, TreeShape, WorkloadInfo,
@@ -70,6 +72,12 @@ fn gleaner() -> EngineResult {
     let mut update = phase("update", 3_000_000, 200.0, 15_000.0, 2.2, 1.4);
     update.stall_seconds = 3.5;
     update.budget_violations = 1;
+    update.cpu_seconds = BTreeMap::from([
+        ("clients".to_string(), 120.0),
+        ("gc".to_string(), 80.5),
+        ("flush".to_string(), 20.0),
+        ("compaction".to_string(), 80.5),
+    ]);
     update.gc = Some(GcFigures {
         jobs: 42,
         value_bytes_read: 5 * GIB,
@@ -175,6 +183,7 @@ fn phase(
         gc: None,
         engine_io: None,
         tree: None,
+        cpu_seconds: BTreeMap::new(),
         delete_range: None,
         by_op: Default::default(),
         skipped: None,

@@ -1,6 +1,8 @@
 //! `report.md`: the run's context, then one table per phase with the engines side by side, the
 //! way the Scavenger paper compares engines per phase (throughput, I/O, amplification, GC).
 
+use std::collections::BTreeMap;
+
 use super::format::{self, NONE};
 use super::plots::PLOTS;
 use super::select::{PhaseKey, Reference};
@@ -134,6 +136,20 @@ fn shape_text(w: &WorkloadInfo) -> String {
 }
 
 /// A tree's non-empty levels and their files: `L0 2, L1 5, L2 40` (`0` for an empty tree).
+/// `clients 12.3, gc 8.0, ...`: CPU seconds by thread role, most first (`—` when unknown).
+fn cpu_by_role(cpu: &BTreeMap<String, f64>) -> String {
+    if cpu.is_empty() {
+        return NONE.to_string();
+    }
+    let mut roles: Vec<(&String, &f64)> = cpu.iter().collect();
+    roles.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+    roles
+        .iter()
+        .map(|(role, s)| format!("{role} {}", format::fixed(**s, 1)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn files_per_level(tree: &TreeShape) -> String {
     let cells: Vec<String> = tree
         .levels
@@ -389,6 +405,16 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
     t.figure("budget violations", |p| {
         format::thousands(p.budget_violations)
     });
+    // Where the CPU went, where the run could read it (Linux).
+    if t.any(|p| !p.cpu_seconds.is_empty()) {
+        t.figure("CPU seconds", |p| {
+            if p.cpu_seconds.is_empty() {
+                return NONE.to_string();
+            }
+            format::fixed(p.cpu_seconds.values().sum(), 1)
+        });
+        t.figure("CPU seconds by thread", |p| cpu_by_role(&p.cpu_seconds));
+    }
     // The index tree at the end of the phase, where some engine reports it.
     if t.any(|p| p.tree.is_some()) {
         let tree = |show: fn(&TreeShape) -> String| {
@@ -591,6 +617,9 @@ mod tests {
             // Read-only phase: write amplification 0 on both sides gives no ratio.
             "| write amp × ref | — | ref | — |\n",
             "| engine stall seconds | 1.5 | — | — |\n",
+            // CPU by thread role, most first (ties by name), where the run measured it.
+            "| CPU seconds | 301.0 | — | — |\n",
+            "| CPU seconds by thread | clients 120.0, compaction 80.5, gc 80.5, flush 20.0 | — | — |\n",
         ] {
             assert!(md.contains(expected), "missing {expected:?} in\n{md}");
         }

@@ -2,6 +2,7 @@
 //! and collects the figures of [`crate::results`].
 
 pub mod budget;
+pub mod cpu;
 pub mod latency;
 pub mod live;
 pub mod monitor;
@@ -436,6 +437,7 @@ fn run_one_phase(
     plan: &PhasePlan,
 ) -> (PhaseResult, Option<String>) {
     let io_before = DeviceIo::now();
+    let cpu_before = cpu::CpuSnapshot::now();
     let gc_before = engine.gc_counters();
     let stall_before = engine.stall_seconds();
     let engine_io_before = engine.io_counters();
@@ -454,6 +456,7 @@ fn run_one_phase(
     let seconds = started.elapsed().as_secs_f64().max(1e-9);
     monitor.end_phase();
     let io = DeviceIo::now().since(&io_before);
+    let cpu_seconds = cpu::CpuSnapshot::now().since(&cpu_before, outcome.client_cpu_ticks);
     let gauge = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let disk_end = dir_bytes(dir);
     let tree = engine.tree_shape();
@@ -550,6 +553,7 @@ fn run_one_phase(
         },
         tree,
         delete_range,
+        cpu_seconds,
     };
     let mut error = outcome.error;
     // A phase cut short by its time limit is not an error: its figures cover what it did.

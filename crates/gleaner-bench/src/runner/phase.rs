@@ -77,6 +77,9 @@ pub struct PhaseOutcome {
     pub stall_seconds: f64,
     /// The first error a client met (the phase stopped there).
     pub error: Option<String>,
+    /// CPU ticks the client threads (the background writer included) spent
+    /// ([`super::cpu::own_ticks`]).
+    pub client_cpu_ticks: u64,
 }
 
 /// What one client thread did.
@@ -94,6 +97,8 @@ struct ClientOutcome {
     read: u64,
     /// Time spent waiting while the workload was paused.
     stalled: Duration,
+    /// CPU ticks the thread spent.
+    cpu_ticks: u64,
 }
 
 struct Ctx<'a> {
@@ -188,9 +193,10 @@ pub fn run_phase(
     let writer = plan.spec == PhaseSpec::ReadWhileWriting;
     let outcomes: Vec<ClientOutcome> = std::thread::scope(|scope| {
         let ctx = &ctx;
-        let writer_handle = writer.then(|| scope.spawn(move || background_writer(ctx)));
+        let writer_handle =
+            writer.then(|| scope.spawn(move || measured(|| background_writer(ctx))));
         let handles: Vec<_> = (0..threads)
-            .map(|_| scope.spawn(move || client(ctx)))
+            .map(|_| scope.spawn(move || measured(|| client(ctx))))
             .collect();
         let mut outs: Vec<ClientOutcome> = handles
             .into_iter()
@@ -208,6 +214,7 @@ pub fn run_phase(
             // phase's measured ones.
             outs.push(ClientOutcome {
                 written: w.written,
+                cpu_ticks: w.cpu_ticks,
                 ..ClientOutcome::default()
             });
         }
@@ -228,6 +235,7 @@ pub fn run_phase(
         out.user_bytes_written += c.written;
         out.user_bytes_read += c.read;
         out.stall_seconds = out.stall_seconds.max(c.stalled.as_secs_f64());
+        out.client_cpu_ticks += c.cpu_ticks;
     }
     out
 }
@@ -300,6 +308,14 @@ impl<'a> Gen<'a> {
         self.w.keys.write(number, &mut self.key);
         &self.key
     }
+}
+
+/// Runs a client thread's work and records the CPU the thread spent on it.
+fn measured(work: impl FnOnce() -> ClientOutcome) -> ClientOutcome {
+    let before = super::cpu::own_ticks();
+    let mut out = work();
+    out.cpu_ticks = super::cpu::own_ticks().saturating_sub(before);
+    out
 }
 
 fn client(ctx: &Ctx<'_>) -> ClientOutcome {
