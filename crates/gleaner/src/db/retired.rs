@@ -78,9 +78,9 @@ impl DbInner {
     /// no older memtable holds the table). Writes seal a memtable when it fills, but while they
     /// pause — writers waiting for disk space, a phase of reads — nothing would, and the
     /// victims' bytes would stay on disk however long; the early flush this costs is one small
-    /// key table. Called by background GC workers with nothing to collect (never with inline
-    /// work, whose schedule must not depend on the clock: there the next flush releases it).
-    /// Returns how soon to look again while a table is held.
+    /// key table. Called by background GC workers each time they look for work (never with
+    /// inline work, whose schedule must not depend on the clock: there the next flush releases
+    /// it). Returns how soon to look again while a table is held.
     pub(super) fn seal_for_retired(&self) -> Option<Duration> {
         // Most policies never retire a table: do not take the state lock for nothing.
         if !self.has_retired() {
