@@ -6,19 +6,13 @@
 # microseconds per SET and per GET (from /proc/PID/stat; clock ticks of 10 ms). Run from the
 # repository root after `cargo build --release -p gleaner-server`.
 set -euo pipefail
+source "$(dirname "$0")/server.sh"
 which=$1
 N=${N:-500000}; R=${R:-100000}; D=${D:-8192}; SETTLE=${SETTLE:-0}
 base=${WORK:-/tmp/gleaner-server-bench}/cpu-$which-$D
 rm -rf "$base"; mkdir -p "$base"
 port=6391
-if [ "$which" = redis ]; then
-  redis-server --port $port --bind 127.0.0.1 --appendonly yes --appendfsync everysec --save "" \
-    --dir "$base" --daemonize no --logfile "$base/redis.log" &
-else
-  target/release/gleaner-server "$base/db" --bind 127.0.0.1:$port --sync "$which" 2>"$base/server.log" &
-fi
-pid=$!
-for _ in $(seq 1 300); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_server "$which" "$base" $port
 ticks() { awk '{print $14 + $15}' /proc/$pid/stat; }
 rate() { grep "^\"$1\"" | cut -d, -f2 | tr -d '"'; }
 t0=$(ticks)

@@ -4,16 +4,10 @@
 # Prints the GET rate and the server's CPU per GET (from /proc, in microseconds). Run from the
 # repository root after `cargo build --release -p gleaner-server`.
 set -euo pipefail
+source "$(dirname "$0")/server.sh"
 which=$1
 base=${WORK:-/tmp/gleaner-server-bench}/hot-$which; rm -rf "$base"; mkdir -p "$base"; port=6397
-if [ "$which" = redis ]; then
-  redis-server --port $port --bind 127.0.0.1 --appendonly yes --appendfsync everysec --save "" \
-    --dir "$base" --daemonize no --logfile "$base/redis.log" &
-else
-  target/release/gleaner-server "$base/db" --bind 127.0.0.1:$port --sync "$which" 2>"$base/server.log" &
-fi
-pid=$!
-for _ in $(seq 1 300); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_server "$which" "$base" $port
 redis-benchmark -p $port -t set -d 8192 -P 16 -c 32 -n 100000 -r 1000 --csv >/dev/null
 sleep 5
 t1=$(awk '{print $14+$15}' /proc/$pid/stat)

@@ -5,19 +5,13 @@
 # `cargo build --release -p gleaner-server`. Prints one CSV line:
 # server,rep,d,set_ops,get_ops,keys,rss_mib,peak_rss_mib,disk_mib
 set -euo pipefail
+source "$(dirname "$0")/server.sh"
 which=$1; rep=$2
 N=${N:-500000}; R=${R:-100000}; D=${D:-8192}
 base=${WORK:-/tmp/gleaner-server-bench}/run-$which-$D-$rep
 rm -rf "$base"; mkdir -p "$base"
 port=6390
-if [ "$which" = redis ]; then
-  redis-server --port $port --bind 127.0.0.1 --appendonly yes --appendfsync everysec --save "" \
-    --dir "$base" --daemonize no --logfile "$base/redis.log" &
-else
-  target/release/gleaner-server "$base/db" --bind 127.0.0.1:$port --sync "$which" 2>"$base/server.log" &
-fi
-pid=$!
-for _ in $(seq 1 300); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_server "$which" "$base" $port
 redis-benchmark -p $port -t set,get -d "$D" -P 16 -c 32 -n "$N" -r "$R" --csv > "$base/bench.csv"
 keys=$(redis-cli -p $port dbsize)
 if [ "$which" != redis ]; then keys=$(redis-cli -p $port --scan | wc -l); fi
