@@ -11,7 +11,7 @@ use crate::version::VersionEdit;
 /// How long a GC worker lets the active memtable alone hold back a retired table's release
 /// before it seals that memtable. Writes seal it sooner whenever they flow (a memtable fills
 /// in tens of milliseconds at the benchmark's rates); the wait only matters while they do not.
-pub(super) const RETIRED_SEAL_WAIT: Duration = Duration::from_millis(200);
+const RETIRED_SEAL_WAIT: Duration = Duration::from_millis(200);
 
 impl DbInner {
     /// Whether the current version has retired tables (read without a lock).
