@@ -48,6 +48,9 @@ impl PickerConfig {
 pub enum CompactionReason {
     /// L0 reached its table-count trigger (leveled).
     L0FileCount,
+    /// L0 reached its table-count trigger with tables too small to be worth the L1 bytes they
+    /// overlap: they are merged into one L0 table (leveled).
+    L0Merge,
     /// A level exceeded its size target (leveled).
     LevelSize,
     /// `compact_range` asked for it.

@@ -34,6 +34,8 @@ struct Sim {
     pointers: Vec<Option<Vec<u8>>>,
     next_id: u64,
     ctx: String,
+    /// Merges finished per reason, so the test can tell each rule was reached.
+    finished: BTreeMap<String, usize>,
 }
 
 fn strategy(style: CompactionStyle, rng: &mut StdRng) -> Box<dyn CompactionStrategy> {
@@ -198,6 +200,10 @@ impl Sim {
                 self.tables.insert(number, contents);
             }
         }
+        *self
+            .finished
+            .entry(format!("{:?}", plan.reason))
+            .or_default() += 1;
         let what = format!("{:?} into level {}", plan.reason, plan.output_level);
         self.apply(&edit, &what);
     }
@@ -256,7 +262,8 @@ impl Sim {
     }
 }
 
-fn simulate(seed: u64, first: CompactionStyle, steps: usize) {
+/// Runs one simulation; returns the merges finished per reason.
+fn simulate(seed: u64, first: CompactionStyle, steps: usize) -> BTreeMap<String, usize> {
     let mut rng = StdRng::seed_from_u64(seed);
     let num_levels = rng.random_range(3..=5);
     let mut style = first;
@@ -278,6 +285,7 @@ fn simulate(seed: u64, first: CompactionStyle, steps: usize) {
         pointers: vec![None; num_levels],
         next_id: 0,
         ctx: String::new(),
+        finished: BTreeMap::new(),
     };
     for step in 0..steps {
         sim.ctx = format!("seed {seed}, first style {first:?}, step {step}, style {style:?}");
@@ -324,13 +332,31 @@ fn simulate(seed: u64, first: CompactionStyle, steps: usize) {
             );
         }
     }
+    sim.finished
 }
 
 #[test]
 fn both_strategies_keep_every_key_newest_first_through_concurrent_compactions_and_switches() {
+    let mut reasons = BTreeMap::<String, usize>::new();
     for seed in 0..40 {
         for first in CompactionStyle::ALL {
-            simulate(seed, first, 600);
+            for (reason, n) in simulate(seed, first, 600) {
+                *reasons.entry(reason).or_default() += n;
+            }
         }
+    }
+    // Every rule of either strategy that a flush-driven tree reaches was taken.
+    for reason in [
+        "L0FileCount",
+        "L0Merge",
+        "LevelSize",
+        "Manual",
+        "Forced",
+        "MergeRuns",
+        "SpaceAmplification",
+        "SizeRatio",
+        "RunCount",
+    ] {
+        assert!(reasons.contains_key(reason), "{reason} never ran: {reasons:?}");
     }
 }

@@ -308,7 +308,9 @@ options_table! {
     /// Number of levels of the index tree, L0 included. Default 7; from 2 to 12. Lowering it
     /// below the deepest populated level of an existing database is rejected at open.
     (num_levels, with_num_levels, u32, DEFAULT_NUM_LEVELS, persisted: true);
-    /// L0 files that trigger an L0 compaction. Default 4.
+    /// L0 files that trigger an L0 compaction: into L1, or (leveled) into one L0 table while
+    /// they hold under 1/`level_multiplier` of the L1 bytes they overlap (docs/architecture.md,
+    /// "Compaction strategies"). Default 4.
     (l0_compaction_trigger, with_l0_compaction_trigger, u32, DEFAULT_L0_COMPACTION_TRIGGER, persisted: true);
     /// L0 files at which each write group is delayed by about 1 ms. Default 20; at least
     /// `l0_compaction_trigger`.
