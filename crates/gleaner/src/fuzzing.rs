@@ -281,6 +281,74 @@ pub fn value_table(data: &[u8]) {
     }
 }
 
+/// An open value segment's file image, as recovery meets one after a crash: scan it
+/// (`scan_segment`), cut it back to half its sequence range, claim every second record kept as a
+/// replayed handle would, resume it in a new file and seal it. What a scan accepts must seal
+/// into a value table that opens and walks without error and holds exactly the records kept.
+pub fn value_segment(data: &[u8]) {
+    use crate::io::WriteFileOptions;
+    use crate::value::ValueTableBuilderOptions;
+    use crate::value::segment::{SegmentWriter, scan_segment};
+    const NAME: &str = "000001.vst";
+    let reader = open_image(NAME, data);
+    let Ok(mut scanned) = scan_segment(NAME, data.len() as u64, |at, len| {
+        reader.read_vec(at, len, IoClass::Wal)
+    }) else {
+        return;
+    };
+    let _ = scanned.torn();
+    scanned.keep_through(scanned.largest_seq() / 2 + 1);
+    let kept = scanned.num_records();
+    let end = scanned.end() as usize;
+    // Claims as the log's handles make them, read back from the records themselves.
+    let mut walk = RecordIter::new(&data[..end], 0, NAME);
+    for (i, record) in walk.by_ref().enumerate().take(MAX_STEPS) {
+        let (offset, r) = record.expect("a scanned record decodes");
+        let len = crate::value::record::encoded_record_len(r.key.len(), r.value.len());
+        if i % 2 == 0 {
+            let expiry = (i % 4 == 0).then_some(offset);
+            assert!(scanned.claim(r.key, r.seq, offset, len, expiry), "a kept record is claimed");
+        }
+    }
+    let fs = FaultFs::new(0);
+    let path = Path::new("/").join(NAME);
+    let mut file = fs
+        .new_writable(&path, WriteFileOptions::default())
+        .expect("in-memory file system creates a file");
+    file.append(&data[..end]).expect("in-memory append");
+    let writer = SegmentWriter::resume(file, scanned).expect("the file ends where the records do");
+    let done = writer
+        .seal(&ValueTableBuilderOptions::default())
+        .expect("a scanned segment seals");
+    let sealed = fs
+        .open_readable(&path, ReadFileOptions::default())
+        .expect("in-memory file system opens the sealed file");
+    let table = Arc::new(
+        ValueTable::open(
+            CountedReader::new(sealed, Arc::default()),
+            NAME.into(),
+            1,
+            done.file_size,
+            None,
+            IoClass::GcRead,
+        )
+        .expect("a sealed segment opens"),
+    );
+    let walked = table.index_iter(IoClass::GcIndexRead).take(MAX_STEPS + 1).count();
+    assert!(table.in_write_order());
+    assert_eq!(table.properties().num_records, kept as u64);
+    if kept <= MAX_STEPS {
+        assert_eq!(walked, kept, "the sealed index names every kept record");
+    }
+    let mut it = table.index_iter(IoClass::GcIndexRead);
+    for entry in it.by_ref().take(MAX_STEPS) {
+        let entry = entry.expect("a sealed segment's index walks");
+        table
+            .read_record(entry.offset, entry.len, IoClass::GcRead)
+            .expect("an indexed record reads");
+    }
+}
+
 /// One value record (as a handle's read returns it) and, separately, the same bytes as a run
 /// of consecutive records. A record that decodes must re-encode to exactly its input: the
 /// decoder accepts only minimal varints, so there is one encoding per record.

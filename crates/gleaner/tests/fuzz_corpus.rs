@@ -30,7 +30,7 @@ const EXPIRY_CLOCK: u64 = 1_700_000_000_000;
 const MUTATIONS: u64 = 300;
 
 /// The targets whose seeds [`generate_corpus`] writes.
-const ENGINE_TARGETS: [&str; 9] = [
+const ENGINE_TARGETS: [&str; 10] = [
     "block",
     "bloom",
     "key_table",
@@ -38,6 +38,7 @@ const ENGINE_TARGETS: [&str; 9] = [
     "options_file",
     "value_handle",
     "value_record",
+    "value_segment",
     "value_table",
     "wal_reader",
 ];
@@ -162,6 +163,11 @@ fn key_table() {
 #[test]
 fn value_table() {
     run_corpus("value_table", fuzzing::value_table);
+}
+
+#[test]
+fn value_segment() {
+    run_corpus("value_segment", fuzzing::value_segment);
 }
 
 #[test]
@@ -337,6 +343,47 @@ fn range_del_table() -> Vec<u8> {
     fs.file_bytes(path).expect("bytes")
 }
 
+/// A value segment as `separate_at=write` appends one (records in write order: keys out of
+/// order, a key written twice, an empty value, an expiry) while open, and the same file sealed
+/// (format 3).
+fn segment_images() -> (Vec<u8>, Vec<u8>) {
+    use gleaner::value::ValueTableBuilderOptions;
+    use gleaner::value::segment::SegmentWriter;
+    let fs = FaultFs::new(0);
+    let path = Path::new("/000009.vst");
+    let file = fs
+        .new_writable(path, gleaner::io::WriteFileOptions::default())
+        .expect("create");
+    let mut w = SegmentWriter::new(file).expect("segment");
+    let writes: [(&str, &str, Option<u64>); 8] = [
+        ("m", "first m", None),
+        ("c", "a c", Some(EXPIRY_CLOCK + 1000)),
+        ("x", "", None),
+        ("m", "second m", None),
+        ("a", "an a", None),
+        ("q", "a q, somewhat longer than the others", None),
+        ("b", "a b", Some(EXPIRY_CLOCK)),
+        ("z", "last", None),
+    ];
+    for (seq, (key, value, expiry)) in writes.iter().enumerate() {
+        w.append(
+            key.as_bytes(),
+            10 + 2 * seq as u64,
+            value.as_bytes(),
+            *expiry,
+        )
+        .expect("append");
+    }
+    w.flush().expect("flush");
+    let open = fs.file_bytes(path).expect("bytes");
+    w.seal(&ValueTableBuilderOptions {
+        index_block_size: 64,
+        ..Default::default()
+    })
+    .expect("seal");
+    (open, fs.file_bytes(path).expect("bytes"))
+}
+
 /// Rewrites `fuzz/corpus/` from a tiny database and the engine's encoders. Run after a format
 /// change (see the module documentation), review the diff, and commit it.
 #[test]
@@ -354,6 +401,9 @@ fn generate_corpus() {
     let decoupled = DbFiles::build(Switch::On, Compression::Lz4);
 
     write_seed("key_table", "range-del.sst", &range_del_table(), true);
+    let (open_segment, sealed_segment) = segment_images();
+    write_seed("value_segment", "open.vst", &open_segment, true);
+    write_seed("value_table", "segment.vst", &sealed_segment, true);
     for (tag, db) in [("mixed", &mixed), ("decoupled-lz4", &decoupled)] {
         for (i, t) in db.with_suffix(".sst").enumerate() {
             write_seed("key_table", &format!("{tag}-{i}.sst"), t, i == 0);

@@ -539,12 +539,18 @@ impl Job<'_, '_> {
         let start = Instant::now();
         let mut records: Vec<Option<OwnedRecord>> = Vec::new();
         records.resize_with(window.entries.len(), || None);
-        // Every victim's entries in the window, in key order and so in file order.
+        // Every victim's entries in the window, in file order: key order for a table written
+        // in key order, sorted for a value segment (records in write order); each record goes
+        // back to its entry's place below, so the copies stay in key order.
         let mine: Vec<Vec<usize>> = (0..victims.len())
             .map(|v| {
-                (0..window.entries.len())
+                let mut mine: Vec<usize> = (0..window.entries.len())
                     .filter(|&p| window.entries[p].0 == v)
-                    .collect()
+                    .collect();
+                if victims[v].in_write_order() {
+                    mine.sort_unstable_by_key(|&p| window.entries[p].1.offset);
+                }
+                mine
             })
             .collect();
         let runs: Vec<(usize, &[usize])> = mine

@@ -1,6 +1,7 @@
 //! Reading victims for a full-read GC job: every record of a value table in key order, in
 //! chunks of consecutive records (the dense index says where records start and end, so each
-//! chunk is one read of whole records).
+//! chunk is one read of whole records). A value segment's records lie in write order: a chunk
+//! of its index entries is read in file order, a read per stretch of consecutive records.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -67,8 +68,11 @@ impl VictimReader {
         self.index.next().transpose()
     }
 
-    /// Reads the next chunk of consecutive records into `ready`.
+    /// Reads the next chunk of records into `ready`.
     fn fill(&mut self) -> Result<()> {
+        if self.table.in_write_order() {
+            return self.fill_scattered();
+        }
         let Some(first) = self.next_entry()? else {
             return Ok(());
         };
@@ -95,24 +99,58 @@ impl VictimReader {
         self.bytes_read += end - start;
         let mut records = RecordIter::new(&buf, start, self.table.file_name());
         for e in entries {
-            let (offset, r) = records.next().ok_or_else(|| {
-                Error::corruption(
-                    self.table.file_name(),
-                    e.offset,
-                    "record missing from its chunk",
-                )
-            })??;
-            if offset != e.offset || r.key != e.user_key.as_slice() || r.seq != e.seq {
-                return Err(Error::corruption(
-                    self.table.file_name(),
-                    offset,
-                    "record does not match its dense-index entry",
-                ));
-            }
+            let r = next_named(&mut records, &e, self.table.file_name())?;
             self.ready.push_back(VictimRecord {
                 offset: e.offset,
                 len: e.len,
-                record: r.into(),
+                record: r,
+                expiry: e.expiry,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads the next records of a value segment (records in write order) into `ready`, in key
+    /// order: index entries worth up to a chunk of bytes, read in file order with one read per
+    /// stretch of records that follow each other in the file.
+    fn fill_scattered(&mut self) -> Result<()> {
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        while bytes < GC_READ_CHUNK {
+            let Some(e) = self.next_entry()? else { break };
+            bytes += e.len;
+            entries.push(e);
+        }
+        let mut by_offset: Vec<usize> = (0..entries.len()).collect();
+        by_offset.sort_unstable_by_key(|&i| entries[i].offset);
+        let mut records: Vec<Option<OwnedRecord>> = vec![None; entries.len()];
+        let mut start = 0;
+        while start < by_offset.len() {
+            let mut end = start + 1;
+            while end < by_offset.len() {
+                let prev = &entries[by_offset[end - 1]];
+                if entries[by_offset[end]].offset != prev.offset + prev.len {
+                    break;
+                }
+                end += 1;
+            }
+            let stretch = &by_offset[start..end];
+            let first = &entries[stretch[0]];
+            let last = &entries[stretch[stretch.len() - 1]];
+            let len = last.offset + last.len - first.offset;
+            let buf = self.table.read_range(first.offset, len, IoClass::GcRead)?;
+            self.bytes_read += len;
+            let mut walk = RecordIter::new(&buf, first.offset, self.table.file_name());
+            for &i in stretch {
+                records[i] = Some(next_named(&mut walk, &entries[i], self.table.file_name())?);
+            }
+            start = end;
+        }
+        for (e, r) in entries.into_iter().zip(records) {
+            self.ready.push_back(VictimRecord {
+                offset: e.offset,
+                len: e.len,
+                record: r.expect("every entry's record was read"),
                 expiry: e.expiry,
             });
         }
@@ -131,5 +169,60 @@ impl VictimReader {
             self.fill()?;
         }
         Ok(self.ready.pop_front())
+    }
+}
+
+/// The next record of `walk`, which must be the one index entry `e` names, where it says.
+fn next_named(walk: &mut RecordIter<'_>, e: &IndexEntry, file: &str) -> Result<OwnedRecord> {
+    let (offset, r) = walk
+        .next()
+        .ok_or_else(|| Error::corruption(file, e.offset, "record missing from its read"))??;
+    if offset != e.offset || r.key != e.user_key.as_slice() || r.seq != e.seq {
+        return Err(Error::corruption(
+            file,
+            offset,
+            "record does not match its dense-index entry",
+        ));
+    }
+    Ok(r.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::table::test_util::MemFile;
+    use crate::value::ValueTableBuilderOptions;
+    use crate::value::segment::SegmentWriter;
+
+    #[test]
+    fn a_segment_is_read_in_key_order_over_several_chunks() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let file = MemFile::default();
+        let mut w = SegmentWriter::new(Box::new(file.writer())).unwrap();
+        let mut want = Vec::new();
+        for seq in 1..=700u64 {
+            let key = format!("k{:04}", rng.random_range(0..300)).into_bytes();
+            let value = vec![seq as u8; rng.random_range(0..12_000)];
+            let (offset, len) = w.append(&key, seq, &value, None).unwrap();
+            want.push((key, seq, value, offset, len));
+        }
+        let region = w.len();
+        assert!(region > 3 * GC_READ_CHUNK, "several chunks");
+        let done = w.seal(&ValueTableBuilderOptions::default()).unwrap();
+        let table = Arc::new(
+            ValueTable::open(file.reader(), "9.vst".into(), 9, done.file_size, None, IoClass::Other)
+                .unwrap(),
+        );
+        want.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut reader = VictimReader::new(table);
+        let mut got = Vec::new();
+        while let Some(r) = reader.next_record_at().unwrap() {
+            got.push((r.record.key, r.record.seq, r.record.value, r.offset, r.len));
+        }
+        assert!(got == want, "every record once, in internal-key order");
+        assert_eq!(reader.bytes_read, region, "each record read once");
     }
 }

@@ -7,16 +7,14 @@
 
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::key::MAX_SEQUENCE;
-use crate::options::MAX_KEY_SIZE;
 use crate::table::block_io::write_block;
-use crate::table::format::{MAX_BLOCK_SIZE, MAX_VALUE_LEN};
+use crate::table::format::MAX_BLOCK_SIZE;
 use crate::table::{BlockBuilder, Compression};
 
 use super::format::{FOOTER_LEN, FORMAT_VERSION, FORMAT_VERSION_EXPIRY, Footer};
 use super::index::{DEFAULT_INDEX_BLOCK_SIZE, DenseIndexBuilder};
 use super::properties::ValueTableProperties;
-use super::record::encode_record_prefix;
+use super::record::{check_record_limits, encode_record_prefix};
 
 /// How a value table is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,10 +119,11 @@ impl ValueTableBuilder {
     /// handle.
     ///
     /// `Error::InvalidArgument`, with nothing written, when `user_key` exceeds 64 KiB
-    /// ([`MAX_KEY_SIZE`]), `value` exceeds 256 MiB ([`MAX_VALUE_LEN`]), `seq` exceeds
-    /// [`MAX_SEQUENCE`], `(user_key, seq)` does not sort strictly after the previous record, or
-    /// the table's top index would outgrow its block limit. I/O errors are returned as they
-    /// happen and poison the builder.
+    /// ([`MAX_KEY_SIZE`](crate::options::MAX_KEY_SIZE)), `value` exceeds 256 MiB
+    /// ([`MAX_VALUE_LEN`](crate::table::format::MAX_VALUE_LEN)), `seq` exceeds
+    /// [`MAX_SEQUENCE`](crate::key::MAX_SEQUENCE), `(user_key, seq)` does not sort strictly
+    /// after the previous record, or the table's top index would outgrow its block limit. I/O
+    /// errors are returned as they happen and poison the builder.
     pub fn add(&mut self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<(u64, u64)> {
         self.add_expiring(user_key, seq, value, None)
     }
@@ -201,66 +200,26 @@ impl ValueTableBuilder {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        let file = &mut *self.file;
-        let data_end = self.offset;
-        let (top_index, index_bytes) = self.index.finish(file, &mut self.offset)?;
-
-        let p = &mut self.props;
-        p.largest_key = std::mem::take(&mut self.last_key);
-        p.record_bytes = data_end;
-        p.data_end = data_end;
-        p.index_bytes = index_bytes;
-        p.class = self.opts.class;
+        self.props.largest_key = std::mem::take(&mut self.last_key);
         // The oldest format that holds the table, so tables without expiring records read as
         // they always did.
-        p.format_version = if p.expiring_records > 0 {
+        self.props.format_version = if self.props.expiring_records > 0 {
             FORMAT_VERSION_EXPIRY
         } else {
             FORMAT_VERSION
         };
-        let mut props_block = BlockBuilder::new(1);
-        p.encode_to(&mut props_block);
-        let properties = write_block(
-            file,
-            &mut self.offset,
-            props_block.finish(),
-            self.opts.compression,
-            &mut Vec::new(),
-        )?;
-
-        let footer = Footer {
-            top_index,
-            properties,
-            format_version: p.format_version,
-        };
-        file.append(&footer.encode())?;
-        self.offset += FOOTER_LEN as u64;
-        file.sync()?;
-        Ok(FinishedValueTable {
-            properties: self.props,
-            file_size: self.offset,
-        })
+        write_tail(
+            &mut *self.file,
+            self.offset,
+            self.index,
+            self.props,
+            &self.opts,
+        )
     }
 
     /// The argument checks of [`ValueTableBuilder::add`].
     fn check_args(&self, user_key: &[u8], seq: u64, value: &[u8]) -> Result<()> {
-        if user_key.len() > MAX_KEY_SIZE {
-            return Err(Error::invalid(format!(
-                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
-                user_key.len()
-            )));
-        }
-        if value.len() > MAX_VALUE_LEN {
-            return Err(Error::invalid(format!(
-                "value of {} bytes exceeds the value-table limit of {MAX_VALUE_LEN}",
-                value.len()
-            )));
-        }
-        if seq > MAX_SEQUENCE {
-            return Err(Error::invalid(format!(
-                "sequence number {seq} exceeds {MAX_SEQUENCE}"
-            )));
-        }
+        check_record_limits(user_key, seq, value)?;
         if self.props.num_records > 0 {
             let in_order = match user_key.cmp(&self.last_key) {
                 std::cmp::Ordering::Greater => true,
@@ -296,9 +255,52 @@ impl ValueTableBuilder {
     }
 }
 
+/// Writes what follows a value table's records, which end at `data_end`: the dense index
+/// blocks, the top index block, the properties block and the footer; then syncs the file.
+/// `props` holds the record statistics, the key range and the format version; the layout
+/// fields and the class are set here. Shared by [`ValueTableBuilder::finish`] and the seal of a
+/// value segment, whose records are not in key order but whose index is.
+pub(crate) fn write_tail(
+    file: &mut dyn WritableFile,
+    data_end: u64,
+    index: DenseIndexBuilder,
+    mut props: ValueTableProperties,
+    opts: &ValueTableBuilderOptions,
+) -> Result<FinishedValueTable> {
+    let mut offset = data_end;
+    let (top_index, index_bytes) = index.finish(file, &mut offset)?;
+    props.record_bytes = data_end;
+    props.data_end = data_end;
+    props.index_bytes = index_bytes;
+    props.class = opts.class;
+    let mut props_block = BlockBuilder::new(1);
+    props.encode_to(&mut props_block);
+    let properties = write_block(
+        file,
+        &mut offset,
+        props_block.finish(),
+        opts.compression,
+        &mut Vec::new(),
+    )?;
+    let footer = Footer {
+        top_index,
+        properties,
+        format_version: props.format_version,
+    };
+    file.append(&footer.encode())?;
+    offset += FOOTER_LEN as u64;
+    file.sync()?;
+    Ok(FinishedValueTable {
+        properties: props,
+        file_size: offset,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::MAX_SEQUENCE;
+    use crate::options::MAX_KEY_SIZE;
     use crate::table::test_util::MemFile;
     use crate::value::record::{RecordIter, encoded_record_len};
 

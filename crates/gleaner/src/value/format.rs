@@ -12,8 +12,13 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// The format version of a table holding records with an expiry (issue 26): its dense index
 /// entries may carry a third varint, the expiry, and its properties count the expiring records.
-/// The newest version this code reads.
 pub const FORMAT_VERSION_EXPIRY: u32 = 2;
+
+/// The format version of a *value segment* (issue 32): records in the order they were written,
+/// not in key order, with format 2's dense index entries and properties (expiring records or
+/// none). The dense index is still in internal-key order, built when the segment is sealed.
+/// The newest version this code reads.
+pub const FORMAT_VERSION_WRITE_ORDER: u32 = 3;
 
 /// The last eight bytes of every value table.
 pub const MAGIC: [u8; 8] = *b"GlnrVTbl";
@@ -80,10 +85,10 @@ impl Footer {
             )));
         }
         let format_version = decode_fixed32(&buf[VERSION_AT..]);
-        if !(FORMAT_VERSION..=FORMAT_VERSION_EXPIRY).contains(&format_version) {
+        if !(FORMAT_VERSION..=FORMAT_VERSION_WRITE_ORDER).contains(&format_version) {
             return Err(corrupt(format!(
                 "unknown value-table format version {format_version} (this build reads versions \
-                 {FORMAT_VERSION} to {FORMAT_VERSION_EXPIRY})"
+                 {FORMAT_VERSION} to {FORMAT_VERSION_WRITE_ORDER})"
             )));
         }
         let stored = checksum::unmask(decode_fixed32(&buf[CRC_AT..]));
@@ -168,10 +173,10 @@ mod tests {
 
     #[test]
     fn unknown_versions_and_key_table_footers_are_named() {
-        let mut v3 = sample().encode();
-        v3[48] = 3;
-        let err = Footer::decode(&v3, "t", 0).unwrap_err().to_string();
-        assert!(err.contains("version 3"), "{err}");
+        let mut v4 = sample().encode();
+        v4[48] = 4;
+        let err = Footer::decode(&v4, "t", 0).unwrap_err().to_string();
+        assert!(err.contains("version 4"), "{err}");
 
         let kt = crate::table::Footer {
             index: BlockHandle::default(),

@@ -33,7 +33,7 @@ const MAX_INDEX_VALUE_LEN: usize = 30;
 
 /// Largest block-builder growth caused by one entry with a `key_len`-byte key and a
 /// `value_len`-byte value: three 5-byte varints, the key, the value and a restart slot.
-const fn max_entry_growth(key_len: usize, value_len: usize) -> usize {
+pub(crate) const fn max_entry_growth(key_len: usize, value_len: usize) -> usize {
     15 + key_len + value_len + 4
 }
 

@@ -22,7 +22,9 @@ use super::reader::ValueTable;
 /// non-empty and ends with its top index key; the records are contiguous (the first starts at
 /// offset 0, each next one where the previous ended, the last ends at `data_end`); and the
 /// number of entries equals `num_records`. A violation is `Error::Corruption` naming the file
-/// and the offending block.
+/// and the offending block. In a value segment (records in write order) the records are
+/// contiguous in file order instead: the walk keeps every record's place (16 bytes a record)
+/// and checks at its end that they tile the record region exactly.
 #[derive(Debug)]
 pub struct ValueIndexIter {
     table: Arc<ValueTable>,
@@ -34,14 +36,19 @@ pub struct ValueIndexIter {
     done: bool,
     /// The last internal key yielded.
     prev_key: Vec<u8>,
-    /// Where the next record must start.
+    /// Where the next record must start (records in key order), or where the records walked
+    /// so far end (the largest end, records in write order).
     next_offset: u64,
+    /// Records in write order: each record's `(offset, len)`, checked to tile the record
+    /// region at the end of the walk.
+    spans: Option<Vec<(u64, u64)>>,
     count: u64,
     block_bytes: u64,
 }
 
 impl ValueIndexIter {
     pub(crate) fn new(table: Arc<ValueTable>, top: BlockIter, class: IoClass) -> Self {
+        let spans = table.in_write_order().then(Vec::new);
         ValueIndexIter {
             table,
             class,
@@ -51,6 +58,7 @@ impl ValueIndexIter {
             done: false,
             prev_key: Vec::new(),
             next_offset: 0,
+            spans,
             count: 0,
             block_bytes: 0,
         }
@@ -80,7 +88,9 @@ impl ValueIndexIter {
                     if self.count > 0 && compare_internal(&self.prev_key, dense.key()).is_ge() {
                         return Err(self.corruption(handle.offset, "dense index keys out of order"));
                     }
-                    if entry.offset != self.next_offset {
+                    if let Some(spans) = &mut self.spans {
+                        spans.push((entry.offset, entry.len));
+                    } else if entry.offset != self.next_offset {
                         return Err(self.corruption(
                             handle.offset,
                             format!(
@@ -93,7 +103,11 @@ impl ValueIndexIter {
                     self.prev_key.clear();
                     self.prev_key.extend_from_slice(dense.key());
                     dense.next()?;
-                    self.next_offset = entry.offset + entry.len;
+                    self.next_offset = if self.spans.is_some() {
+                        self.next_offset.max(entry.offset + entry.len)
+                    } else {
+                        entry.offset + entry.len
+                    };
                     self.count += 1;
                     return Ok(Some(entry));
                 }
@@ -126,8 +140,25 @@ impl ValueIndexIter {
     }
 
     /// The whole-index checks at the end of the walk.
-    fn finish(&self) -> Result<()> {
+    fn finish(&mut self) -> Result<()> {
         let p = self.table.properties();
+        if let Some(spans) = &mut self.spans {
+            spans.sort_unstable();
+            let mut end = 0;
+            for &(offset, len) in spans.iter() {
+                if offset != end {
+                    return Err(Error::corruption(
+                        self.table.file_name(),
+                        offset.min(end),
+                        format!(
+                            "dense index places a record at {offset}, but the records before \
+                             it in the file end at {end}"
+                        ),
+                    ));
+                }
+                end = offset + len;
+            }
+        }
         if self.count != p.num_records || self.next_offset != p.data_end {
             return Err(self.corruption(
                 self.table.data_end(),

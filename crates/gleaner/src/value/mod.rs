@@ -23,13 +23,14 @@ pub mod iter;
 pub mod properties;
 pub mod reader;
 pub mod record;
+pub mod segment;
 
 #[cfg(test)]
 mod tests;
 
 pub use builder::{FinishedValueTable, ValueTableBuilder, ValueTableBuilderOptions};
 pub use drop_keys::{DropFileReader, DropKey, WalkItem, WrittenBlock, write_drop_file};
-pub use format::{FORMAT_VERSION, FORMAT_VERSION_EXPIRY};
+pub use format::{FORMAT_VERSION, FORMAT_VERSION_EXPIRY, FORMAT_VERSION_WRITE_ORDER};
 pub use index::{DEFAULT_INDEX_BLOCK_SIZE, IndexEntry};
 pub use iter::ValueIndexIter;
 pub use properties::ValueTableProperties;

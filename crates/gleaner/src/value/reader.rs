@@ -13,7 +13,7 @@ use crate::options::MAX_KEY_SIZE;
 use crate::table::block_io::read_block;
 use crate::table::{Block, BlockHandle, BlockIter};
 
-use super::format::{FOOTER_LEN, FORMAT_VERSION_EXPIRY, Footer};
+use super::format::{FOOTER_LEN, FORMAT_VERSION_EXPIRY, FORMAT_VERSION_WRITE_ORDER, Footer};
 use crate::expiry::MAX_EXPIRY_MS;
 use super::index::{DenseEntry, decode_dense_entry, decode_top_value};
 use super::iter::ValueIndexIter;
@@ -213,6 +213,13 @@ impl ValueTable {
         &self.file_name
     }
 
+    /// Whether the table is a value segment: its records lie in the order they were written,
+    /// so offsets along the (key-ordered) dense index do not increase (docs/format.md, format
+    /// version 3).
+    pub fn in_write_order(&self) -> bool {
+        self.properties.format_version == FORMAT_VERSION_WRITE_ORDER
+    }
+
     /// End of the record region: every record lies in `0..data_end`.
     pub fn data_end(&self) -> u64 {
         self.data_end
@@ -374,7 +381,7 @@ fn check_properties(
     if p.expiring_records == 0 && p.max_expiry != 0 {
         return fail("a latest expiry with no expiring record".into());
     }
-    if p.format_version >= FORMAT_VERSION_EXPIRY && p.expiring_records == 0 {
+    if p.format_version == FORMAT_VERSION_EXPIRY && p.expiring_records == 0 {
         return fail(format!(
             "format {} without an expiring record (format 1 holds such a table)",
             p.format_version

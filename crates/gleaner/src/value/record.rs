@@ -46,6 +46,29 @@ pub const fn encoded_record_len(key_len: usize, value_len: usize) -> u64 {
     (record_header_len(key_len, value_len) + key_len + value_len) as u64
 }
 
+/// The limits every written record keeps: `Error::InvalidArgument` naming the limit when the key
+/// exceeds [`MAX_KEY_SIZE`], the value [`MAX_VALUE_LEN`] or the sequence number [`MAX_SEQUENCE`].
+pub(crate) fn check_record_limits(user_key: &[u8], seq: u64, value: &[u8]) -> Result<()> {
+    if user_key.len() > MAX_KEY_SIZE {
+        return Err(Error::invalid(format!(
+            "key of {} bytes exceeds the limit of {MAX_KEY_SIZE}",
+            user_key.len()
+        )));
+    }
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::invalid(format!(
+            "value of {} bytes exceeds the value-table limit of {MAX_VALUE_LEN}",
+            value.len()
+        )));
+    }
+    if seq > MAX_SEQUENCE {
+        return Err(Error::invalid(format!(
+            "sequence number {seq} exceeds {MAX_SEQUENCE}"
+        )));
+    }
+    Ok(())
+}
+
 /// Appends a record's CRC, header and key to `dst`; the caller appends `value` itself (so a
 /// large value is never copied into a staging buffer). The CRC covers the value too. Limits are
 /// the caller's to check: `key` at most [`MAX_KEY_SIZE`], `value` at most [`MAX_VALUE_LEN`],
@@ -136,6 +159,13 @@ impl Header {
     fn record_len(&self) -> usize {
         self.header_len + self.key_len + self.value_len
     }
+}
+
+/// The whole length of the record whose header starts `buf` (at least its first 20 bytes, or
+/// all that is left of the file), once the header parses within the limits; the error says what
+/// is wrong. Nothing past the header is checked: the CRC needs the whole record.
+pub(crate) fn record_len_from_header(buf: &[u8]) -> std::result::Result<u64, String> {
+    parse_header(buf).map(|h| h.record_len() as u64)
 }
 
 /// Parses and bounds the header at the start of `buf`; the error describes what is wrong.
