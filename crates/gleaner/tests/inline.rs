@@ -162,10 +162,12 @@ fn a_write_held_at_the_space_budget_runs_gc_itself() {
 }
 
 /// The waiting writer's own GC, alone. Counted garbage (half of every value table, below the
-/// normal victim ratio) sits on disk when writes reach the budget. The GC job the fixed point
-/// after the crossing write starts fails (an injected read error), so the next write stops with
-/// garbage visible: no hidden-garbage compaction runs, no worker exists, and only the stopped
-/// writer itself can collect it. Without that it would wait until the throttle gave up.
+/// normal victim ratio) sits on disk when one write, larger than the whole throttled band, would
+/// take usage past the budget: it stops without passing through the band (where GC's falling
+/// victim threshold would have collected the garbage first). Its first GC job fails (an
+/// injected read error), so it stops with garbage visible: no hidden-garbage compaction runs,
+/// no worker exists, and only the stopped writer itself can collect it. Without that it would
+/// wait until the throttle gave up.
 #[test]
 fn a_stopped_writer_collects_counted_garbage_itself() {
     let fs = FaultFs::new(4);
@@ -205,7 +207,7 @@ fn a_stopped_writer_collects_counted_garbage_itself() {
             .with_space_stop_timeout_ms(200),
     )
     .expect("reopen with a budget");
-    // The first value-table read is GC's, at the fixed point after usage crosses the budget.
+    // The first value-table read is GC's, the stopped writer's first job.
     fs.add_fault(FaultRule {
         op: FaultOp::Read,
         path_contains: Some(".vst".into()),
@@ -213,11 +215,13 @@ fn a_stopped_writer_collects_counted_garbage_itself() {
         times: Some(1),
         kind: FaultKind::Eio,
     });
-    // About 50 KB of new values: past the budget unless GC frees the ~100 KB of garbage.
-    for key in 300..380u32 {
-        db.put(format!("k{key:04}"), value(key, 0))
-            .unwrap_or_else(|e| panic!("key {key}: {e}"));
-    }
+    // One value of a fifth of today's usage: the budget leaves a tenth, and the band below it
+    // is a tenth of the budget, so the write goes past it at once unless GC frees the ~100 KB
+    // of garbage.
+    let big = vec![b'b'; (on_disk / 5) as usize];
+    db.put("k0300", &big)
+        .expect("the stopped writer's GC makes room");
+    assert_eq!(db.get("k0300").expect("get"), Some(big));
     let s = db.stats();
     let t = s.throttle.expect("throttling is on");
     assert!(t.stop_waits > 0, "writes reached the budget: {t:?}");

@@ -86,7 +86,7 @@ impl SpaceThrottle {
         Decision {
             band,
             write,
-            gc: self.gc_directive(band),
+            gc: self.gc_directive(band, limits.map_or(0.0, |l| l.fraction(inputs.disk_bytes))),
         }
     }
 
@@ -174,8 +174,13 @@ impl SpaceThrottle {
         }
     }
 
-    /// GC threads and victim threshold for `band`.
-    fn gc_directive(&self, band: Band) -> GcDirective {
+    /// GC threads and victim threshold for `band`, `fraction` of the way into the throttled
+    /// band. Through the throttled band the threshold falls linearly from the normal ratio to
+    /// the urgent one: writes are delayed there only while GC can bring usage back, and a
+    /// threshold held at the normal ratio could leave GC with no victim while usage sits in
+    /// the band, delaying writes for as long as it does (docs/benchmarks.md, "GC under the
+    /// budget").
+    fn gc_directive(&self, band: Band, fraction: f64) -> GcDirective {
         let b = &self.budget;
         match band {
             Band::Normal => GcDirective {
@@ -184,7 +189,8 @@ impl SpaceThrottle {
             },
             Band::Throttled => GcDirective {
                 threads: b.gc_threads_max,
-                garbage_ratio: b.gc_garbage_ratio,
+                garbage_ratio: b.gc_garbage_ratio
+                    - fraction.clamp(0.0, 1.0) * (b.gc_garbage_ratio - b.urgent_garbage_ratio()),
             },
             Band::Stopped => GcDirective {
                 threads: b.gc_threads_max,

@@ -27,11 +27,14 @@
 //! | band        | disk usage `d`     | write of `n` bytes        | delete-only | GC threads       | GC ratio |
 //! |-------------|--------------------|---------------------------|-------------|------------------|----------|
 //! | `Normal`    | `d < low`          | proceed                   | proceed     | `gc_threads`     | normal   |
-//! | `Throttled` | `low ≤ d < high`   | delay (below)             | proceed     | `gc_threads_max` | normal   |
+//! | `Throttled` | `low ≤ d < high`   | delay (below)             | proceed     | `gc_threads_max` | falling  |
 //! | `Stopped`   | `high ≤ d`         | wait or fail (stop timer) | proceed     | `gc_threads_max` | urgent   |
 //!
 //! The normal ratio is `gc_garbage_ratio`; the urgent one is `gc_garbage_ratio_urgent`, by
-//! default half of `gc_garbage_ratio`.
+//! default half of `gc_garbage_ratio`. Through the throttled band the ratio falls linearly
+//! from the normal one at `low` to the urgent one at `high` (`normal − f × (normal − urgent)`,
+//! `f` as below): delaying writes helps only while GC can bring usage back, and with the normal
+//! ratio held through the band GC could find no victim while writes crawled.
 //!
 //! The delay is `min(max_write_delay, n ÷ (throttle_write_rate × (1 − f)))` with
 //! `f = (d − low) ÷ (high − low)`: the permitted rate falls linearly from `throttle_write_rate`

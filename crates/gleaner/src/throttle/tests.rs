@@ -153,6 +153,12 @@ fn gc_directive_follows_the_band() {
             garbage_ratio: 0.3
         }
     );
+    // Through the band the threshold falls linearly towards the urgent one.
+    let mid = rig.tick(LOW + (HIGH - LOW) / 2, true).gc;
+    assert_eq!(mid.threads, 3);
+    assert!((mid.garbage_ratio - 0.225).abs() < 1e-9, "{mid:?}");
+    let near = rig.tick(HIGH - 1, true).gc.garbage_ratio;
+    assert!(near > 0.15 && near < 0.151, "{near}");
     assert_eq!(
         rig.tick(HIGH, true).gc,
         GcDirective {
