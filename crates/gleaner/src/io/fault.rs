@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use super::{
     FileLock, FileSystem, PathKind, RandomAccessFile, ReadFileOptions, WritableFile,
-    WriteFileOptions,
+    WriteFileOptions, refuse_direct_reopen,
 };
 use crate::error::{Error, Result};
 
@@ -46,7 +46,7 @@ pub enum FaultOp {
     Sync,
     /// [`RandomAccessFile::read_exact_at`].
     Read,
-    /// [`FileSystem::new_writable`].
+    /// [`FileSystem::new_writable`] and [`FileSystem::reopen_writable`].
     Create,
     /// [`FileSystem::rename`]; the path filter matches the source or the target.
     Rename,
@@ -697,6 +697,46 @@ impl FileSystem for FaultFs {
         }))
     }
 
+    fn reopen_writable(
+        &self,
+        path: &Path,
+        len: u64,
+        opts: WriteFileOptions,
+    ) -> Result<Box<dyn WritableFile>> {
+        refuse_direct_reopen(path, opts)?;
+        self.shared.gates.pass(FaultOp::Create, &[path]);
+        let mut st = self.shared.state.lock();
+        let context = || format!("reopening {} for appending at {len}", path.display());
+        st.admit(FaultOp::Create, &[path])
+            .map_err(|r| r.into_error(context()))?;
+        let f = st.file(path, context)?;
+        {
+            let mut ino = f.inode.lock();
+            let Some(keep) = usize::try_from(len).ok().filter(|&n| n <= ino.data.len()) else {
+                return Err(Error::io(
+                    context(),
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("the file holds only {} bytes", ino.data.len()),
+                    ),
+                ));
+            };
+            // The model drops the cut bytes at once and keeps only what was synced before the
+            // cut. A real file system may bring the cut tail back after a crash before the next
+            // sync; the one user, a segment's recovery, scans and cuts again then.
+            ino.data.truncate(keep);
+            ino.synced_len = ino.synced_len.min(keep);
+        }
+        st.succeeded();
+        Ok(Box::new(FaultWriter {
+            shared: Arc::clone(&self.shared),
+            path: path.to_path_buf(),
+            file: f,
+            generation: st.generation,
+            len,
+        }))
+    }
+
     fn open_readable(
         &self,
         path: &Path,
@@ -1081,6 +1121,31 @@ mod tests {
         fs.crash(TornMode::None);
         assert_eq!(fs.file_bytes(&p).unwrap(), b"durable");
         assert_eq!(fs.read_all(&p).unwrap(), b"durable");
+    }
+
+    #[test]
+    fn a_reopened_file_keeps_its_first_bytes_and_appends_after_them() {
+        let (fs, dir) = setup(1);
+        let p = dir.join("seg");
+        fs.set_file_bytes(&p, b"records|torn".to_vec()).unwrap();
+        let mut w = fs.reopen_writable(&p, 7, opts()).unwrap();
+        assert_eq!(
+            (w.len(), fs.file_bytes(&p).unwrap()),
+            (7, b"records".to_vec())
+        );
+        w.append(b"+index").unwrap();
+        w.flush().unwrap();
+        // Unsynced, the appended bytes are lost at a crash; the kept ones stay.
+        fs.crash(TornMode::None);
+        assert_eq!(fs.read_all(&p).unwrap(), b"records");
+        let mut w = fs.reopen_writable(&p, 7, opts()).unwrap();
+        w.append(b"+index").unwrap();
+        w.sync().unwrap();
+        fs.crash(TornMode::None);
+        assert_eq!(fs.read_all(&p).unwrap(), b"records+index");
+        assert!(fs.reopen_writable(&p, 100, opts()).is_err(), "past the end");
+        assert!(fs.reopen_writable(&dir.join("absent"), 0, opts()).is_err());
+        assert_eq!(fs.read_all(&p).unwrap(), b"records+index");
     }
 
     #[test]

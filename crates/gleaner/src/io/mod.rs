@@ -59,6 +59,18 @@ pub enum PathKind {
     Dir,
 }
 
+/// The refusal every [`FileSystem::reopen_writable`] gives `opts.direct`: a reopened file's
+/// kept bytes need not end on a block boundary, where direct writes must start.
+pub(crate) fn refuse_direct_reopen(path: &Path, opts: WriteFileOptions) -> Result<()> {
+    if opts.direct {
+        return Err(crate::error::Error::invalid(format!(
+            "{} cannot be reopened for appending with direct I/O",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// A file-system implementation. All paths are absolute or relative to the process's working
 /// directory; Gleaner only ever uses paths inside the database directory.
 pub trait FileSystem: Send + Sync + fmt::Debug + 'static {
@@ -69,6 +81,19 @@ pub trait FileSystem: Send + Sync + fmt::Debug + 'static {
     /// longer reachable by the name). The directory entry is durable only after
     /// [`FileSystem::sync_dir`].
     fn new_writable(&self, path: &Path, opts: WriteFileOptions) -> Result<Box<dyn WritableFile>>;
+
+    /// Opens the existing file `path` for appending after its first `len` bytes, cutting off
+    /// whatever follows them (the cut is durable once the file is synced). What resumes a value
+    /// segment after a crash: its valid records stay, a torn tail goes. Writes are buffered as
+    /// `opts.buffer_size` says; `Error::InvalidArgument` when `opts.direct` is set (a reopened
+    /// file's tail need not be block-aligned), `Error::Io` when the file does not exist or holds
+    /// fewer than `len` bytes.
+    fn reopen_writable(
+        &self,
+        path: &Path,
+        len: u64,
+        opts: WriteFileOptions,
+    ) -> Result<Box<dyn WritableFile>>;
 
     /// Opens an existing file for positional reads.
     fn open_readable(

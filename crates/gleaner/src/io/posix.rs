@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 
 use super::{
     FileLock, FileSystem, PathKind, RandomAccessFile, ReadFileOptions, WritableFile,
-    WriteFileOptions,
+    WriteFileOptions, refuse_direct_reopen,
 };
 use crate::error::{Error, Result};
 
@@ -154,6 +154,40 @@ impl FileSystem for PosixFs {
                 len: 0,
             }))
         }
+    }
+
+    fn reopen_writable(
+        &self,
+        path: &Path,
+        len: u64,
+        opts: WriteFileOptions,
+    ) -> Result<Box<dyn WritableFile>> {
+        refuse_direct_reopen(path, opts)?;
+        let context = || format!("reopening {} for appending at {len}", path.display());
+        let mut file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(context(), e))?;
+        let size = file.metadata().map_err(|e| Error::io(context(), e))?.len();
+        if size < len {
+            return Err(Error::io(
+                context(),
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the file holds only {size} bytes"),
+                ),
+            ));
+        }
+        file.set_len(len).map_err(|e| Error::io(context(), e))?;
+        file.seek(SeekFrom::Start(len))
+            .map_err(|e| Error::io(context(), e))?;
+        Ok(Box::new(BufferedWriter {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(opts.buffer_size),
+            cap: opts.buffer_size,
+            len,
+        }))
     }
 
     fn open_readable(
@@ -891,6 +925,44 @@ mod tests {
         assert_eq!(err.io_kind(), Some(io::ErrorKind::NotFound));
         assert!(fs.list_dir(&dir.path().join("none")).is_err());
         assert!(fs.sync_dir(&dir.path().join("none")).is_err());
+    }
+
+    #[test]
+    fn reopen_writable_cuts_the_tail_and_appends_after_the_kept_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = PosixFs::new();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"keep-this|torn tail").unwrap();
+        let mut w = fs
+            .reopen_writable(&path, 9, WriteFileOptions::default())
+            .unwrap();
+        assert_eq!(w.len(), 9);
+        assert_eq!(fs.read_all(&path).unwrap(), b"keep-this", "cut at open");
+        w.append(b"+new").unwrap();
+        w.sync().unwrap();
+        assert_eq!(w.len(), 13);
+        assert_eq!(fs.read_all(&path).unwrap(), b"keep-this+new");
+        let err = fs
+            .reopen_writable(&path, 14, WriteFileOptions::default())
+            .unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err}");
+        assert!(
+            fs.reopen_writable(&dir.path().join("absent"), 0, WriteFileOptions::default())
+                .is_err()
+        );
+        let direct = WriteFileOptions {
+            direct: true,
+            ..Default::default()
+        };
+        assert!(matches!(
+            fs.reopen_writable(&path, 0, direct),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(
+            fs.read_all(&path).unwrap(),
+            b"keep-this+new",
+            "refusals cut nothing"
+        );
     }
 
     #[test]

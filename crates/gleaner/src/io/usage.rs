@@ -139,6 +139,21 @@ impl FileSystem for TrackedFs {
         }))
     }
 
+    fn reopen_writable(
+        &self,
+        path: &Path,
+        len: u64,
+        opts: WriteFileOptions,
+    ) -> Result<Box<dyn WritableFile>> {
+        let file = self.inner.reopen_writable(path, len, opts)?;
+        let count = self.usage.insert(path, len);
+        Ok(Box::new(TrackedWriter {
+            inner: file,
+            count,
+            usage: Arc::clone(&self.usage),
+        }))
+    }
+
     fn open_readable(
         &self,
         path: &Path,
