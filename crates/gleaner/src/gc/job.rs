@@ -616,7 +616,7 @@ impl Window {
 /// Splits `positions` (entries of one table in file order) into runs read with one read each:
 /// a run continues across garbage of at most `max_gap` bytes between two live records (reading
 /// a short gap costs less than another read) and ends at a longer one.
-fn adjacent_runs<'e>(
+pub(super) fn adjacent_runs<'e>(
     positions: &[usize],
     max_gap: u64,
     entry: impl Fn(usize) -> &'e IndexEntry,
@@ -695,6 +695,18 @@ mod tests {
         }
     }
 
+    /// The value tables of `/db`, opened through a cache as GC opens them.
+    fn table_cache(fs: &FaultFs) -> ValueTableCache {
+        ValueTableCache::new(
+            Arc::new(fs.clone()),
+            PathBuf::from("/db"),
+            Arc::new(IoStats::default()),
+            None,
+            16,
+            false,
+        )
+    }
+
     /// One value table per list of `(key, seq)` records, each value naming its table, opened.
     fn victims(
         fs: &FaultFs,
@@ -702,14 +714,7 @@ mod tests {
         tables: &[&[(&str, SeqNo)]],
     ) -> Vec<Arc<ValueTable>> {
         fs.create_dir_all(std::path::Path::new("/db")).expect("dir");
-        let cache = ValueTableCache::new(
-            Arc::new(fs.clone()),
-            PathBuf::from("/db"),
-            Arc::new(IoStats::default()),
-            None,
-            16,
-            false,
-        );
+        let cache = table_cache(fs);
         tables
             .iter()
             .enumerate()
@@ -816,6 +821,79 @@ mod tests {
             .expect_err("b live twice");
             assert!(err.is_corruption(), "{mode:?}: {err}");
             assert_eq!(files(), before, "{mode:?}: a failed job leaves no output");
+        }
+    }
+
+    /// A value segment (records in write order) is collected in key order by either read:
+    /// the lazy read sorts a window's records by offset before it coalesces them, and maps each
+    /// back to its entry.
+    #[test]
+    fn a_value_segment_is_collected_in_key_order() {
+        use crate::value::ValueTableBuilderOptions;
+        use crate::value::segment::SegmentWriter;
+        // Written out of key order; `d` twice. The values name their writes.
+        let writes = [("m", 1), ("c", 2), ("x", 3), ("d", 4), ("a", 5), ("d", 6), ("q", 7)];
+        for mode in [GcReadMode::Full, GcReadMode::Lazy] {
+            let fs = FaultFs::new(5);
+            fs.create_dir_all(std::path::Path::new("/db")).expect("dir");
+            let number = 9;
+            let path = PathBuf::from("/db").join(crate::filename::value_table_file_name(number));
+            let file = fs
+                .new_writable(&path, Default::default())
+                .expect("create");
+            let mut w = SegmentWriter::new(file).expect("segment");
+            for (k, seq) in writes {
+                w.append(k.as_bytes(), seq, format!("{k}@{seq}").as_bytes(), None)
+                    .expect("append");
+            }
+            let sealed = w.seal(&ValueTableBuilderOptions::default()).expect("seal");
+            let cache = table_cache(&fs);
+            let victim = cache
+                .get(number, sealed.file_size, IoClass::GcRead)
+                .expect("open");
+            // The older `d` and `q` are dead.
+            let live = |r: &RecordRef<'_>| {
+                Ok(if (r.user_key == b"d" && r.seq == 4) || r.user_key == b"q" {
+                    Validity::Dead
+                } else {
+                    Validity::Live
+                }
+                .into())
+            };
+            let next = Arc::new(AtomicU64::new(10));
+            let mut p = plan(mode, false);
+            // Read through garbage between live records, as the default gap does.
+            p.max_gap = 1 << 10;
+            let out = run_gc_job(&[victim], p, &live, output_config(&fs, &next), &|_| Ok(()))
+                .expect("job");
+            let JobEnd::Done(out) = out else {
+                panic!("{mode:?}: the job stopped")
+            };
+            let moved: Vec<(Vec<u8>, SeqNo)> =
+                out.moved.iter().map(|m| (m.key.clone(), m.seq)).collect();
+            let want: Vec<(Vec<u8>, SeqNo)> = [("a", 5), ("c", 2), ("d", 6), ("m", 1), ("x", 3)]
+                .iter()
+                .map(|(k, s)| (k.as_bytes().to_vec(), *s))
+                .collect();
+            assert_eq!(moved, want, "{mode:?}");
+            assert_eq!(out.stats.records_written, 5, "{mode:?}");
+            // Each copy holds the value written with it.
+            let outputs = table_cache(&fs);
+            for m in &out.moved {
+                let meta = out
+                    .tables
+                    .iter()
+                    .find(|t| t.number == m.to.file_number)
+                    .expect("an output");
+                let t = outputs
+                    .get(meta.number, meta.file_size, IoClass::GcRead)
+                    .expect("open output");
+                let r = t
+                    .read_record(m.to.offset, m.to.len, IoClass::GcRead)
+                    .expect("read copy");
+                let key = String::from_utf8(m.key.clone()).expect("utf8");
+                assert_eq!(r.value, format!("{key}@{}", m.seq).into_bytes(), "{mode:?}");
+            }
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::job::adjacent_runs;
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::value::{IndexEntry, OwnedRecord, RecordIter, ValueIndexIter, ValueTable};
@@ -124,17 +125,8 @@ impl VictimReader {
         let mut by_offset: Vec<usize> = (0..entries.len()).collect();
         by_offset.sort_unstable_by_key(|&i| entries[i].offset);
         let mut records: Vec<Option<OwnedRecord>> = vec![None; entries.len()];
-        let mut start = 0;
-        while start < by_offset.len() {
-            let mut end = start + 1;
-            while end < by_offset.len() {
-                let prev = &entries[by_offset[end - 1]];
-                if entries[by_offset[end]].offset != prev.offset + prev.len {
-                    break;
-                }
-                end += 1;
-            }
-            let stretch = &by_offset[start..end];
+        // Stretches of records that follow each other exactly (a full read skips nothing).
+        for stretch in adjacent_runs(&by_offset, 0, |i| &entries[i]) {
             let first = &entries[stretch[0]];
             let last = &entries[stretch[stretch.len() - 1]];
             let len = last.offset + last.len - first.offset;
@@ -144,7 +136,6 @@ impl VictimReader {
             for &i in stretch {
                 records[i] = Some(next_named(&mut walk, &entries[i], self.table.file_name())?);
             }
-            start = end;
         }
         for (e, r) in entries.into_iter().zip(records) {
             self.ready.push_back(VictimRecord {

@@ -36,8 +36,8 @@ pub struct ValueIndexIter {
     done: bool,
     /// The last internal key yielded.
     prev_key: Vec<u8>,
-    /// Where the next record must start (records in key order), or where the records walked
-    /// so far end (the largest end, records in write order).
+    /// Where the next record must start (records in key order; records in write order are
+    /// checked from `spans` at the end).
     next_offset: u64,
     /// Records in write order: each record's `(offset, len)`, checked to tile the record
     /// region at the end of the walk.
@@ -103,11 +103,7 @@ impl ValueIndexIter {
                     self.prev_key.clear();
                     self.prev_key.extend_from_slice(dense.key());
                     dense.next()?;
-                    self.next_offset = if self.spans.is_some() {
-                        self.next_offset.max(entry.offset + entry.len)
-                    } else {
-                        entry.offset + entry.len
-                    };
+                    self.next_offset = entry.offset + entry.len;
                     self.count += 1;
                     return Ok(Some(entry));
                 }
@@ -142,9 +138,11 @@ impl ValueIndexIter {
     /// The whole-index checks at the end of the walk.
     fn finish(&mut self) -> Result<()> {
         let p = self.table.properties();
+        // Where the records end in the file: the last one walked, or the last one by offset.
+        let mut end = self.next_offset;
         if let Some(spans) = &mut self.spans {
             spans.sort_unstable();
-            let mut end = 0;
+            end = 0;
             for &(offset, len) in spans.iter() {
                 if offset != end {
                     return Err(Error::corruption(
@@ -159,13 +157,13 @@ impl ValueIndexIter {
                 end = offset + len;
             }
         }
-        if self.count != p.num_records || self.next_offset != p.data_end {
+        if self.count != p.num_records || end != p.data_end {
             return Err(self.corruption(
                 self.table.data_end(),
                 format!(
                     "dense index covers {} records ending at {}, properties say {} records ending \
                      at {}",
-                    self.count, self.next_offset, p.num_records, p.data_end
+                    self.count, end, p.num_records, p.data_end
                 ),
             ));
         }
