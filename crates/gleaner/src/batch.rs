@@ -164,10 +164,34 @@ impl WriteBatch {
     /// Adds a put of a separated value by its handle (engine-internal: the user-facing API has
     /// no way to name a value table).
     pub(crate) fn put_handle(&mut self, key: &[u8], handle: &crate::value::StoredHandle) {
-        self.rep.push(ValueKind::ValueHandle as u8);
-        put_length_prefixed(&mut self.rep, key);
-        put_length_prefixed(&mut self.rep, &handle.encode());
-        self.set_count(self.count() + 1);
+        self.push_op(&BatchOp::PutHandle {
+            key,
+            handle: &handle.encode(),
+        });
+    }
+
+    /// Adds `op` as it is (what a batch's iterator yields).
+    pub(crate) fn push_op(&mut self, op: &BatchOp<'_>) {
+        match *op {
+            BatchOp::Put {
+                key,
+                value,
+                expiry: None,
+            } => self.put(key, value),
+            BatchOp::Put {
+                key,
+                value,
+                expiry: Some(e),
+            } => self.put_with_expiry(key, value, e),
+            BatchOp::Delete { key } => self.delete(key),
+            BatchOp::PutHandle { key, handle } => {
+                self.rep.push(ValueKind::ValueHandle as u8);
+                put_length_prefixed(&mut self.rep, key);
+                put_length_prefixed(&mut self.rep, handle);
+                self.set_count(self.count() + 1);
+            }
+            BatchOp::DeleteRange { start, end } => self.delete_range(start, end),
+        }
     }
 
     /// Adds a delete.

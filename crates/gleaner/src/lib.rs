@@ -89,7 +89,8 @@ pub use db::{
 pub use error::{Error, Result};
 pub use gc::GcJobStats;
 pub use options::{
-    CompactionStyle, Compression, GcPolicyKind, Options, Partitioning, Switch, WalRecoveryMode,
+    CompactionStyle, Compression, GcPolicyKind, Options, Partitioning, SeparateAt, Switch,
+    WalRecoveryMode,
 };
 pub use stats::DbStats;
 

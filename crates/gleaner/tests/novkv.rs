@@ -970,3 +970,40 @@ fn snapshots_held_across_handle_updates_read_their_versions() {
     assert_reads(&db, &latest, "after the snapshots");
     sim::check_recovered_state(db, path, &options(&fs), "after the snapshots");
 }
+
+/// Values written once (`separate_at=write`): a value overwritten in its own memtable is garbage
+/// of the segment the flush seals, and the flush's drop key for it joins that segment in the
+/// same edit, so GC still needs no lookup.
+#[test]
+fn drop_keys_of_a_flush_join_the_segments_it_seals() {
+    let fs = FaultFs::new(8);
+    let path = Path::new("/novkv-write");
+    let db = Db::open(
+        path,
+        options(&fs)
+            .with_separate_at(gleaner::SeparateAt::Write)
+            .with_memtable_size(1 << 20),
+    )
+    .expect("open");
+    let value = |i: u32, round: u32| vec![b'a' + (round % 26) as u8; 300 + i as usize];
+    for round in 0..2 {
+        for i in 0..60u32 {
+            if round == 0 || i % 3 == 0 {
+                db.put(format!("k{i:03}"), value(i, round)).expect("put");
+            }
+        }
+    }
+    db.flush().expect("flush");
+    let s = db.stats();
+    assert_eq!(s.values.garbage_records, 20, "one per overwritten key");
+    assert_drop_keys_exact(&s, "after the flush");
+    db.run_gc().expect("gc");
+    let s = db.stats();
+    let lookups = io(&s, "gc_lookup");
+    assert_eq!((lookups.read_bytes, lookups.read_ops), (0, 0), "GC looked nothing up");
+    for i in 0..60u32 {
+        let want = value(i, if i % 3 == 0 { 1 } else { 0 });
+        assert_eq!(db.get(format!("k{i:03}")).expect("get"), Some(want));
+    }
+    assert_recount(&db, "after GC");
+}

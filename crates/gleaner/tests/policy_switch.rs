@@ -21,7 +21,9 @@ use rand::{Rng, SeedableRng};
 use rounds::{KEYS, assert_reads, build, key, value};
 
 use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule, TornMode};
-use gleaner::{CompactionStyle, Db, GcPolicyKind, Options, Partitioning, ReadOptions, Snapshot};
+use gleaner::{
+    CompactionStyle, Db, GcPolicyKind, Options, Partitioning, ReadOptions, SeparateAt, Snapshot,
+};
 
 /// Options every test here starts from: background work inline and GC only when asked, so the
 /// test decides what runs when.
@@ -286,7 +288,8 @@ fn matrix_rounds() -> u32 {
 /// Every open registers the custom scheme of `common/custom.rs` (its tables carry metadata an
 /// open must know), and the built-in policies then choose themselves. The compaction style
 /// rotates with the seed: each policy's opens run leveled or tiered by the seed's bit for it, so
-/// a switch also changes the style for about half the pairs of a seed.
+/// a switch also changes the style for about half the pairs of a seed; `separate_at` rotates
+/// the same way.
 fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     let index = MATRIX_POLICIES
         .iter()
@@ -300,6 +303,13 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
         1 => (CompactionStyle::Tiered, Partitioning::None),
         _ => (CompactionStyle::Leveled, Partitioning::Dpkv),
     };
+    // Values written once or separated at flush, by another bit of the seed: about half the
+    // pairs of a seed switch `separate_at` too.
+    let separate_at = if (seed.rotate_left(index as u32 * 11 + 3) >> index) & 1 == 1 {
+        SeparateAt::Write
+    } else {
+        SeparateAt::Flush
+    };
     let registered = base(fs).with_custom_policy(Arc::new(common::custom::inheritance()));
     let o = match policy {
         GcPolicyKind::Custom => registered,
@@ -307,6 +317,7 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     }
     .with_compaction_style(style)
     .with_partitioning(partitioning)
+    .with_separate_at(separate_at)
     .with_dpkv_tick_accesses(200)
     .with_dpkv_hot_density(1.0)
     .with_memtable_size(16 << 10)

@@ -12,7 +12,8 @@
 //! reopen after a kill switches policies (docs/gc.md, "Switching policies"). `--style` picks
 //! the compaction style (`leveled`, `tiered`) or DP-KV's partitioned tree (`dpkv`); `loop
 //! --style alternate` changes the compaction style at every cycle, so every reopen after a
-//! kill switches styles too.
+//! kill switches styles too. `--separate-at` says when separated values are written (`flush`,
+//! `write`); `loop --separate-at alternate` switches every other cycle.
 //!
 //! Some puts expire. Time is the stream's own: the database reads a manual clock that `write`
 //! sets to [`time_at`] each operation's number before writing it, and `verify` to that of the
@@ -39,8 +40,8 @@ use crc32c::crc32c;
 use gleaner::expiry::ManualClock;
 use gleaner::options::OptionValue;
 use gleaner::{
-    CompactionStyle, Db, GcPolicyKind, Options, Partitioning, ReadOptions, Switch, WriteBatch,
-    WriteOptions,
+    CompactionStyle, Db, GcPolicyKind, Options, Partitioning, ReadOptions, SeparateAt, Switch,
+    WriteBatch, WriteOptions,
 };
 
 /// Number of distinct keys the stream writes; small so that overwrites and deletes of live keys
@@ -129,6 +130,9 @@ enum Cmd {
         /// the stream's near-uniform keys hot, so keys move between the partitions.
         #[arg(long, default_value = "leveled", value_parser = Style::parse)]
         style: Style,
+        /// When separated values are written: `flush`, or `write` (once, as they arrive).
+        #[arg(long, default_value = "flush", value_parser = SeparateAt::parse_option)]
+        separate_at: SeparateAt,
     },
     /// Check the database against the replayed stream; exit 1 on a mismatch.
     Verify {
@@ -144,6 +148,9 @@ enum Cmd {
         /// Compaction style to open the database with (as for `write`).
         #[arg(long, default_value = "leveled", value_parser = Style::parse)]
         style: Style,
+        /// When separated values are written (as for `write`).
+        #[arg(long, default_value = "flush", value_parser = SeparateAt::parse_option)]
+        separate_at: SeparateAt,
     },
     /// Driver: start `write`, SIGKILL it after a random delay, verify; `--cycles` times.
     Loop {
@@ -170,6 +177,11 @@ enum Cmd {
         /// leveled, even ones tiered, so the database also changes style across restarts.
         #[arg(long, default_value = "leveled", value_parser = parse_loop_style)]
         style: String,
+        /// When separated values are written in every cycle (as for `write`), or `alternate`:
+        /// two cycles at `flush`, two at `write`, and so on, so every other restart switches
+        /// (and, with `--gc all`, each variant runs under both within 28 cycles).
+        #[arg(long, default_value = "flush", value_parser = parse_loop_separate_at)]
+        separate_at: String,
     },
 }
 
@@ -184,13 +196,34 @@ fn main() -> ExitCode {
             churn,
             gc,
             style,
-        } => write_cmd(&dir, seed, start, ops, churn, &Setup { gc, style }),
+            separate_at,
+        } => write_cmd(
+            &dir,
+            seed,
+            start,
+            ops,
+            churn,
+            &Setup {
+                gc,
+                style,
+                separate_at,
+            },
+        ),
         Cmd::Verify {
             dir,
             seed,
             gc,
             style,
-        } => verify_cmd(&dir, seed, &Setup { gc, style }),
+            separate_at,
+        } => verify_cmd(
+            &dir,
+            seed,
+            &Setup {
+                gc,
+                style,
+                separate_at,
+            },
+        ),
         Cmd::Loop {
             dir,
             seed,
@@ -199,6 +232,7 @@ fn main() -> ExitCode {
             max_ms,
             gc,
             style,
+            separate_at,
         } => loop_cmd(
             &dir,
             &LoopPlan {
@@ -208,6 +242,7 @@ fn main() -> ExitCode {
                 max_ms,
                 gc,
                 style,
+                separate_at,
             },
         ),
     };
@@ -472,6 +507,17 @@ fn parse_loop_style(name: &str) -> Result<String, String> {
     }
 }
 
+/// A `separate_at` setting, or `alternate`.
+fn parse_loop_separate_at(name: &str) -> Result<String, String> {
+    if name == "alternate" {
+        Ok(name.to_string())
+    } else {
+        SeparateAt::parse_option(name)
+            .map(|s| s.name().to_string())
+            .map_err(|e| format!("{e}, or `alternate`"))
+    }
+}
+
 /// How the index tree is shaped: a compaction style, or DP-KV's partitioned tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Style {
@@ -511,11 +557,13 @@ impl Style {
     }
 }
 
-/// How a process opens the database: GC variant and compaction style.
+/// How a process opens the database: GC variant, compaction style, and when values are
+/// separated.
 struct Setup {
     /// A name [`parse_gc_variant`] returned.
     gc: String,
     style: Style,
+    separate_at: SeparateAt,
 }
 
 /// `opts` with GC variant `variant` (a name [`parse_gc_variant`] returned). Every switch is set
@@ -604,6 +652,7 @@ fn open_db(dir: &Path, setup: &Setup, clock: &Arc<ManualClock>) -> Res<Db> {
     let opts = setup
         .style
         .apply(with_gc_variant(stress_options(), &setup.gc))
+        .with_separate_at(setup.separate_at)
         .with_clock(clock.clone());
     Db::open(dir.join("db"), opts)
         .map_err(|e| Failure::Mismatch(format!("cannot open {}: {e}", dir.join("db").display())))
@@ -836,6 +885,8 @@ struct LoopPlan {
     gc: String,
     /// A compaction style, or `alternate`.
     style: String,
+    /// A `separate_at` setting, or `alternate`.
+    separate_at: String,
 }
 
 impl LoopPlan {
@@ -853,9 +904,15 @@ impl LoopPlan {
         } else {
             Style::parse(&self.style).unwrap_or(Style::Tree(CompactionStyle::default()))
         };
+        let separate_at = if self.separate_at == "alternate" {
+            SeparateAt::ALL[(((cycle - 1) / 2) % 2) as usize]
+        } else {
+            SeparateAt::parse_option(&self.separate_at).unwrap_or_default()
+        };
         Setup {
             gc: gc.to_string(),
             style,
+            separate_at,
         }
     }
 }
@@ -879,6 +936,7 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
     for cycle in 1..=cycles {
         let setup = plan.setup(cycle);
         let (gc, style) = (setup.gc.as_str(), setup.style.name());
+        let separate_at = setup.separate_at.name();
         // Odd cycles add the churn thread, so kills land during compaction and GC as well as
         // during plain writes (which also trigger them, with these tiny tables).
         let churn = cycle % 2 == 1;
@@ -894,6 +952,8 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
             .arg(gc)
             .arg("--style")
             .arg(style)
+            .arg("--separate-at")
+            .arg(separate_at)
             .stdout(Stdio::null());
         if churn {
             cmd.arg("--churn");
@@ -925,14 +985,17 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
             .arg(gc)
             .arg("--style")
             .arg(style)
+            .arg("--separate-at")
+            .arg(separate_at)
             .stdout(Stdio::piped())
             .spawn()
             .map_err(tool("spawn verify"))?;
         let status = wait_bounded(&mut v, "verify", CHILD_TIMEOUT)?;
         if !status.success() {
             return Err(Failure::Mismatch(format!(
-                "cycle {cycle} (seed {seed}, GC {gc}, style {style}, churn {churn}, killed after \
-                 {delay} ms): verify exited with {status}; see its message above"
+                "cycle {cycle} (seed {seed}, GC {gc}, style {style}, separate_at \
+                 {separate_at}, churn {churn}, killed after {delay} ms): verify exited with \
+                 {status}; see its message above"
             )));
         }
         // The few bytes verify prints fit in the pipe buffer, so reading after exit is safe.
@@ -948,7 +1011,7 @@ fn loop_cmd(dir: &Path, plan: &LoopPlan) -> Res<()> {
         let (acked, _) = read_progress(dir)?;
         say(&format!(
             "cycle {cycle}/{cycles} (GC {gc}, {style}): killed after {delay} ms{}, {acked} ops \
-             acked, state after {resume_at} ops verified",
+             acked, state after {resume_at} ops verified, values separated at {separate_at}",
             if churn { " (churn)" } else { "" }
         ));
     }

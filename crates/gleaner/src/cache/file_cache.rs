@@ -2,9 +2,12 @@
 //! handle and what the table pins in memory (footer, index, filter, properties), at most
 //! `max_open_files` of each kind.
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 
 use super::BlockCache;
 use crate::error::Result;
@@ -71,7 +74,27 @@ pub struct FileCache<T: OpenTable> {
     stats: Arc<IoStats>,
     block_cache: Option<Arc<BlockCache>>,
     direct_reads: bool,
+    /// Tables still being written (value segments, `db/segments.rs`), readable at the places
+    /// handed out while whoever writes them holds them: not in the cache's bound (there are a
+    /// few per memtable), and never evicted while held.
+    open: Mutex<HashMap<u64, Weak<T>>>,
     kind: PhantomData<T>,
+}
+
+impl FileCache<ValueTable> {
+    /// Opens a view of the open value segment `number` (`ValueTable::open_segment`), read
+    /// through the page cache whatever `direct_reads` says (its writer's buffered appends
+    /// are there), and registers it ([`FileCache::register_open`]).
+    pub(crate) fn open_segment(&self, number: u64) -> Result<Arc<ValueTable>> {
+        let name = value_table_file_name(number);
+        let file = self
+            .fs
+            .open_readable(&self.dir.join(&name), ReadFileOptions { direct: false })?;
+        let reader = CountedReader::new(file, Arc::clone(&self.stats));
+        let view = Arc::new(ValueTable::open_segment(reader, name, number));
+        self.register_open(number, &view);
+        Ok(view)
+    }
 }
 
 /// Open key tables.
@@ -105,6 +128,7 @@ impl<T: OpenTable> FileCache<T> {
             stats,
             block_cache,
             direct_reads,
+            open: Mutex::new(HashMap::new()),
             kind: PhantomData,
         }
     }
@@ -131,6 +155,21 @@ impl<T: OpenTable> FileCache<T> {
             )?;
             Ok(Arc::new(table))
         })
+    }
+
+    /// Makes `table`, still being written, readable as number `number` through
+    /// [`FileCache::open_table`] for as long as someone else holds it.
+    pub(crate) fn register_open(&self, number: u64, table: &Arc<T>) {
+        let mut open = self.open.lock();
+        // A few per memtable: pruned as they come.
+        open.retain(|_, t| t.strong_count() > 0);
+        open.insert(number, Arc::downgrade(table));
+    }
+
+    /// Table `number` if it is still being written and held (see
+    /// [`FileCache::register_open`]).
+    pub(crate) fn open_table(&self, number: u64) -> Option<Arc<T>> {
+        self.open.lock().get(&number).and_then(Weak::upgrade)
     }
 
     /// Forgets table `number` (it is being deleted).

@@ -132,16 +132,21 @@ impl DropKeyCollector {
 
 impl WrittenDropKeys {
     /// Attaches each block to the live tables of `values` (the version the edit applies to)
-    /// that hold its records: its named table when that is live; otherwise every live table
-    /// inheritance leads to for one of its keys (a GC job collected the named table after the
-    /// handles were dropped). A block may so reach a table that holds only some of its records;
-    /// the other keys never match a record there, since a `(key, seq)` names one record in the
-    /// whole database. Tables `edit` deletes (every record garbage) get nothing. Returns how
-    /// many blocks found no table (their records are all gone).
+    /// that hold its records: its named table when that is live or `edit` adds it; otherwise
+    /// every live table inheritance leads to for one of its keys (a GC job collected the named
+    /// table after the handles were dropped). A block may so reach a table that holds only some
+    /// of its records; the other keys never match a record there, since a `(key, seq)` names
+    /// one record in the whole database. Tables `edit` deletes (every record garbage) get
+    /// nothing. Returns how many blocks found no table (their records are all gone).
     pub fn attach(&self, values: &ValueSet, edit: &mut VersionEdit) -> u64 {
         let mut unplaced = 0;
         for (b, keys) in &self.blocks {
-            let mut targets: Vec<u64> = if values.live(b.named_table).is_some() {
+            // A table the edit adds (a value segment a flush seals) is live once it applies.
+            let added = edit
+                .new_value_tables
+                .iter()
+                .any(|v| v.number == b.named_table);
+            let mut targets: Vec<u64> = if values.live(b.named_table).is_some() || added {
                 vec![b.named_table]
             } else {
                 let mut t: Vec<u64> = keys

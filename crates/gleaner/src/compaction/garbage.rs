@@ -68,6 +68,8 @@ pub struct GarbageListener {
     claimed: BTreeSet<u64>,
     /// Keep every drop in detail, as into a claimed table (see [`GarbageListener::for_flush`]).
     detail_all: bool,
+    /// Value segments the edit installs (see [`GarbageListener::sealing`]).
+    sealing: BTreeSet<u64>,
     aggregated: BTreeMap<u64, Garbage>,
     detailed: Vec<ClaimedDrop>,
     unresolved: u64,
@@ -86,6 +88,7 @@ impl GarbageListener {
             cache,
             claimed,
             detail_all: false,
+            sealing: BTreeSet::new(),
             aggregated: BTreeMap::new(),
             detailed: Vec::new(),
             unresolved: 0,
@@ -105,6 +108,22 @@ impl GarbageListener {
     pub fn for_flush(mut self) -> Self {
         self.detail_all = true;
         self
+    }
+
+    /// The listener of a flush that seals the value segments `numbers` and installs them in
+    /// its edit (`separate_at=write`): a handle into one that the flush drops (its key was
+    /// written again in the memtables) makes its record garbage of that segment, counted in
+    /// the same edit, after the edit adds it.
+    #[must_use]
+    pub fn sealing(mut self, numbers: impl IntoIterator<Item = u64>) -> Self {
+        self.add_sealing(numbers);
+        self
+    }
+
+    /// Adds `numbers` to the segments the edit installs (see [`GarbageListener::sealing`]):
+    /// a recovery finds them as it replays.
+    pub fn add_sealing(&mut self, numbers: impl IntoIterator<Item = u64>) {
+        self.sealing.extend(numbers);
     }
 
     /// Counts the old records of values the compaction relocated (the kept-entry hook's `Relocate`) as garbage
@@ -161,6 +180,9 @@ impl GarbageListener {
         let mut late = Vec::new();
         let mut reclaimed_early = 0;
         delta.retain(|t, g| {
+            if self.sealing.contains(t) {
+                return true;
+            }
             let live = values.live(*t).is_some();
             // A table whose records all expire may have been deleted whole since the drops were
             // placed (`db/expired_tables.rs`): the dropped versions had expired, their records
@@ -179,7 +201,7 @@ impl GarbageListener {
         });
         self.reclaimed_early += reclaimed_early;
         for d in std::mem::take(&mut self.detailed) {
-            let t = match place(values, &self.cache, d.table, &d.key, d.seq)? {
+            let t = match place(values, &self.cache, &self.sealing, d.table, &d.key, d.seq)? {
                 Placement::Table(t) => t,
                 Placement::ReclaimedEarly => {
                     self.reclaimed_early += 1;
@@ -263,6 +285,7 @@ impl DropListener for GarbageListener {
         let table = match place(
             self.version.values(),
             &self.cache,
+            &self.sealing,
             handle.file_number,
             event.key.user_key,
             record_seq,
@@ -316,18 +339,20 @@ enum Placement {
 }
 
 /// Where record `(user_key, seq)`, written to table `number`, is now: the table itself when
-/// live (a live table holds every record written to it); else the candidate inheritance leads
-/// to whose dense index has the record; else nowhere ([`Placement::ReclaimedEarly`]). Every
-/// candidate is checked, even a single one, because a GC job may have reclaimed the record of
-/// a shadowed version early (see docs/gc.md).
+/// live (a live table holds every record written to it) or one of the value segments the edit
+/// installs (`sealing`); else the candidate inheritance leads to whose dense index has the
+/// record; else nowhere ([`Placement::ReclaimedEarly`]). Every candidate is checked, even a
+/// single one, because a GC job may have reclaimed the record of a shadowed version early (see
+/// docs/gc.md).
 fn place(
     values: &ValueSet,
     cache: &ValueTableCache,
+    sealing: &BTreeSet<u64>,
     number: u64,
     user_key: &[u8],
     seq: SeqNo,
 ) -> Result<Placement> {
-    if values.live(number).is_some() {
+    if values.live(number).is_some() || sealing.contains(&number) {
         return Ok(Placement::Table(number));
     }
     if values.retired_table(number).is_some() {

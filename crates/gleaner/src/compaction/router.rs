@@ -14,14 +14,21 @@ use crate::version::ValueTableMeta;
 /// per-class figures in fixed arrays.
 pub const MAX_VALUE_CLASSES: usize = 8;
 
-/// Where a value is being written.
+/// Where a value is being written. New origins may come (as [`RouteOrigin::Write`] did): a
+/// router matching on it keeps an arm for the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RouteOrigin {
     /// A flush of memtables (the value's first time in a value table).
     Flush,
     /// The flush of memtables replayed from the WALs at open: as [`RouteOrigin::Flush`], before
     /// any read or compaction has taught the policy anything.
     Recovery,
+    /// A write appending the value to a value segment as it arrives (option
+    /// `separate_at=write`): as [`RouteOrigin::Flush`], for the L0 entry the memtable's flush
+    /// will write, but once per value as it is written; the segment the class names is the
+    /// memtable's, sealed at its flush.
+    Write,
     /// A GC job copying a live record.
     Gc,
     /// A compaction relocating the value of an entry it keeps.

@@ -17,7 +17,9 @@ use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
 use crate::io::{CountedWriter, FileSystem, IoClass, IoStats, WriteFileOptions};
 use crate::table::Compression;
-use crate::value::{HandlePayload, ValueHandle, ValueTableBuilder, ValueTableBuilderOptions};
+use crate::value::{
+    FinishedValueTable, HandlePayload, ValueHandle, ValueTableBuilder, ValueTableBuilderOptions,
+};
 use crate::version::{MAX_POLICY_TABLE_META, PolicyTableMeta, ValueTableMeta};
 
 /// Where and how value tables are written.
@@ -144,21 +146,8 @@ impl ValueOutputs {
             return Ok(());
         };
         let done = builder.finish()?;
-        let p = &done.properties;
         self.bytes_written += done.file_size;
-        self.finished.push(ValueTableMeta {
-            number,
-            file_size: done.file_size,
-            records: p.num_records,
-            record_bytes: p.record_bytes,
-            smallest_key: p.smallest_key.clone(),
-            largest_key: p.largest_key.clone(),
-            smallest_seq: p.smallest_seq,
-            largest_seq: p.largest_seq,
-            class: p.class,
-            policy_meta: None,
-            max_expiry: p.all_records_expire().then_some(p.max_expiry),
-        });
+        self.finished.push(finished_meta(number, &done));
         Ok(())
     }
 
@@ -244,7 +233,7 @@ impl ClassedValueOutputs {
             origin,
             // A flush writes L0; a compaction says its output level ([`Self::at_level`]).
             level: match origin {
-                RouteOrigin::Flush | RouteOrigin::Recovery => Some(0),
+                RouteOrigin::Flush | RouteOrigin::Recovery | RouteOrigin::Write => Some(0),
                 RouteOrigin::Gc | RouteOrigin::Compaction => None,
             },
             runs: Vec::new(),
@@ -404,33 +393,14 @@ impl ClassedValueOutputs {
         finished.sort_by_key(|(class, _)| *class);
         for (class, (mut tables, bytes, files)) in finished {
             let class = class as usize;
+            let at = TableOrigin {
+                origin: self.origin,
+                level: self.level,
+                now: self.cfg.now,
+            };
             for t in &mut tables {
-                t.policy_meta =
-                    self.router
-                        .table_meta(
-                            t,
-                            &TableOrigin {
-                                origin: self.origin,
-                                level: self.level,
-                                now: self.cfg.now,
-                            },
-                        )
-                        .map(|data| PolicyTableMeta {
-                            tag: self.cfg.policy.to_string(),
-                            data,
-                        });
-                if let Some(m) = &t.policy_meta
-                    && m.data.len() > MAX_POLICY_TABLE_META
-                {
-                    // Every table written is deleted as the pending files drop.
-                    return Err(Error::invalid(format!(
-                        "value router {:?} gave table {} {} bytes of metadata; at most \
-                         {MAX_POLICY_TABLE_META} (MAX_POLICY_TABLE_META)",
-                        self.router,
-                        t.number,
-                        m.data.len()
-                    )));
-                }
+                // On an error every table written is deleted as the pending files drop.
+                t.policy_meta = policy_meta(&*self.router, &self.cfg.policy, t, &at)?;
             }
             done.tables.extend(tables);
             done.bytes_by_class[class] += bytes;
@@ -438,6 +408,53 @@ impl ClassedValueOutputs {
         }
         Ok(done)
     }
+}
+
+/// The manifest's record of value table `number`, just written as `done` says (without policy
+/// metadata: [`policy_meta`]).
+pub(crate) fn finished_meta(number: u64, done: &FinishedValueTable) -> ValueTableMeta {
+    let p = &done.properties;
+    ValueTableMeta {
+        number,
+        file_size: done.file_size,
+        records: p.num_records,
+        record_bytes: p.record_bytes,
+        smallest_key: p.smallest_key.clone(),
+        largest_key: p.largest_key.clone(),
+        smallest_seq: p.smallest_seq,
+        largest_seq: p.largest_seq,
+        class: p.class,
+        policy_meta: None,
+        max_expiry: p.all_records_expire().then_some(p.max_expiry),
+    }
+}
+
+/// The metadata `router`, of the policy named `policy`, gives `table`, written where and when
+/// `at` says, tagged with the policy's name.
+///
+/// Errors: [`Error::InvalidArgument`] when the router gives more than
+/// [`MAX_POLICY_TABLE_META`] bytes (a policy bug).
+pub(crate) fn policy_meta(
+    router: &dyn ValueRouter,
+    policy: &str,
+    table: &ValueTableMeta,
+    at: &TableOrigin,
+) -> Result<Option<PolicyTableMeta>> {
+    let Some(data) = router.table_meta(table, at) else {
+        return Ok(None);
+    };
+    if data.len() > MAX_POLICY_TABLE_META {
+        return Err(Error::invalid(format!(
+            "value router {router:?} gave table {} {} bytes of metadata; at most \
+             {MAX_POLICY_TABLE_META} (MAX_POLICY_TABLE_META)",
+            table.number,
+            data.len()
+        )));
+    }
+    Ok(Some(PolicyTableMeta {
+        tag: policy.to_string(),
+        data,
+    }))
 }
 
 #[cfg(test)]

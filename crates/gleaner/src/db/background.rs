@@ -459,14 +459,26 @@ impl DbInner {
         // drops one (the key was overwritten again before the flush) makes its record garbage,
         // counted here as a compaction counts its drops, each in detail (a GC job does not wait
         // for a flush: see `GarbageListener::for_flush`).
-        let mut garbage = {
+        // The memtables' value segments (`separate_at=write`): sealed into value tables the
+        // edit installs, and the garbage of the handles into them the flush drops counted there.
+        let (mut garbage, sealing) = {
             let st = self.state.lock();
-            GarbageListener::new(
+            let sealing: Vec<_> = mems
+                .iter()
+                .filter_map(|m| st.sealing.get(&m.wal_number()).cloned())
+                .collect();
+            let numbers: Vec<u64> = sealing
+                .iter()
+                .flat_map(|s| s.lock().numbers().collect::<Vec<_>>())
+                .collect();
+            let garbage = GarbageListener::new(
                 Arc::clone(&st.version),
                 Arc::clone(&self.values),
                 st.gc_claimed.clone(),
             )
             .for_flush()
+            .sealing(numbers);
+            (garbage, sealing)
         };
         // Drop keys, if the policy asks: the identities of the records whose handles the flush drops.
         let mut drop_keys = self
@@ -506,6 +518,13 @@ impl DbInner {
             Some(k) => k.write(&self.drop_file_config(IoClass::Flush))?,
             None => None,
         };
+        let mut sealed = Vec::new();
+        if let Some(sink) = &self.segment_sink {
+            let now = mems.iter().map(|m| m.largest_seq()).max().unwrap_or(0);
+            for s in &sealing {
+                sealed.extend(s.lock().seal(sink, now)?);
+            }
+        }
         // Install strictly in memtable order: wait until ours are the oldest.
         {
             let mut st = self.state.lock();
@@ -530,7 +549,7 @@ impl DbInner {
             log_number: Some(log_number),
             last_sequence: Some(self.visible_seq.load(Ordering::Acquire)),
             new_tables: done.key_tables,
-            new_value_tables: done.value_tables,
+            new_value_tables: done.value_tables.into_iter().chain(sealed).collect(),
             // It dropped expired versions: a later open must not judge them, nor the versions
             // expiring as early still in other tables, at an earlier time.
             time_floor: (stats.dropped.expired > 0).then_some(judged_at),
@@ -569,6 +588,8 @@ impl DbInner {
                 // Its aliases are in a key table now, whose references keep what they name
                 // reachable.
                 st.alias_pins.remove(&m.wal_number());
+                // Its segments are value tables of the version now.
+                st.sealing.remove(&m.wal_number());
             }
             st.flush_claimed -= mems.len();
             st.version = version;

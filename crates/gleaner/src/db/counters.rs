@@ -175,6 +175,11 @@ pub struct Counters {
     pub recovered_records: AtomicU64,
     /// WAL bytes dropped at open (torn tail or skipped damage).
     pub recovered_dropped_bytes: AtomicU64,
+    /// WAL records dropped at open because a value of theirs, or of one logged before, was
+    /// torn in its value segment.
+    pub recovered_torn_writes: AtomicU64,
+    /// Value segments a crash left open, sealed at open.
+    pub recovered_segments: AtomicU64,
 }
 
 impl Counters {

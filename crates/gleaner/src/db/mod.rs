@@ -24,6 +24,7 @@ mod range_del_tests;
 mod read;
 mod request;
 mod retired;
+mod segments;
 mod snapshot;
 mod space;
 mod super_version;
@@ -66,6 +67,8 @@ use write::Writer;
 /// The WAL being written. Only the group-commit leader touches it.
 struct Wal {
     writer: LogWriter,
+    /// The active memtable's value segments (`separate_at=write`; empty otherwise).
+    segments: segments::MemSegments,
 }
 
 /// Mutable engine state guarded by one mutex. Readers never take it (they load the
@@ -112,6 +115,9 @@ struct DbState {
     /// The active memtable (by WAL number) found holding the only versions that keep a retired
     /// table from release, and since when (`DbInner::seal_for_retired`).
     retired_hold: Option<(u64, std::time::Instant)>,
+    /// The value segments of the immutable memtables, by WAL number, for their flushes to
+    /// seal (`db/segments.rs`).
+    sealing: BTreeMap<u64, Arc<Mutex<segments::MemSegments>>>,
 }
 
 impl DbState {
@@ -193,6 +199,9 @@ struct DbInner {
     /// The policy's background tasks, stopped and waited for at close.
     policy_tasks: crate::gc::PolicyTasks,
     next_file_number: Arc<AtomicU64>,
+    /// Where and how values are written as they arrive (option `separate_at=write`, on a
+    /// read-write open); `None` separates them at flush.
+    segment_sink: Option<segments::SegmentSink>,
     /// Highest sequence number whose write is fully applied to the memtable.
     visible_seq: AtomicU64,
     super_version: ArcSwap<SuperVersion>,
@@ -838,9 +847,11 @@ impl DbInner {
             if healthy {
                 // Sync, then record in the log that everything before is durable: damage found
                 // there later is then corruption, not a torn tail.
+                // The values its handles name first (`separate_at=write`).
                 result = wal
-                    .writer
-                    .sync()
+                    .segments
+                    .flush(true)
+                    .and_then(|()| wal.writer.sync())
                     .and_then(|_| crate::wal::write_sync_marker(&mut wal.writer))
                     .and_then(|_| wal.writer.sync());
             }
@@ -1145,6 +1156,8 @@ impl DbInner {
             recovery: RecoveryStats {
                 wal_records: g(&c.recovered_records),
                 wal_dropped_bytes: g(&c.recovered_dropped_bytes),
+                torn_writes: g(&c.recovered_torn_writes),
+                segments_sealed: g(&c.recovered_segments),
             },
             partitions: self.partition_stats(&version),
             background_error: bg_error,

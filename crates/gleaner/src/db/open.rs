@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use super::background::table_options;
+use super::segments::FoundSegments;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
 use crate::cache::{BlockCache, TableCache, ValueCache, ValueTableCache};
 use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_split};
@@ -94,64 +95,87 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
         let v = rec.versions.current();
         v.is_partitioned().then(|| Arc::new(v.routing().clone()))
     };
-    let mut flush_recovered = |mem: Arc<MemTable>, edit: &mut VersionEdit| -> Result<()> {
-        let out = || crate::compaction::OutputConfig {
-            fs: Arc::clone(fs),
-            dir: dir.clone(),
-            stats: Arc::clone(io),
-            table: table_opts,
-            direct: opts.use_direct_io_for_background_writes(),
-            class: IoClass::Flush,
-            next_file_number: Arc::clone(next_file_number),
-            target_file_size: u64::MAX,
-            max_grandparent_overlap: u64::MAX,
-            input_readahead: 0,
+    let mut flush_recovered =
+        |mem: Arc<MemTable>, found: &FoundSegments, edit: &mut VersionEdit| -> Result<()> {
+            // A handle into a segment the flush drops is garbage of the segment, which the edit
+            // installs.
+            garbage.add_sealing(found.numbers());
+            let out = || crate::compaction::OutputConfig {
+                fs: Arc::clone(fs),
+                dir: dir.clone(),
+                stats: Arc::clone(io),
+                table: table_opts,
+                direct: opts.use_direct_io_for_background_writes(),
+                class: IoClass::Flush,
+                next_file_number: Arc::clone(next_file_number),
+                target_file_size: u64::MAX,
+                max_grandparent_overlap: u64::MAX,
+                input_readahead: 0,
+            };
+            let largest_seq = mem.largest_seq();
+            let values = || crate::compaction::ValueOutputConfig {
+                fs: Arc::clone(fs),
+                dir: dir.clone(),
+                stats: Arc::clone(io),
+                class: IoClass::Flush,
+                next_file_number: Arc::clone(next_file_number),
+                target_size: opts.value_table_size(),
+                index_compression: opts.compression(),
+                direct: opts.use_direct_io_for_background_writes(),
+                policy: Arc::from(rec.policy.set.name.as_str()),
+                expiry_group_ms: opts.expiry_group_ms(),
+                now: largest_seq,
+            };
+            // The policy's router places replayed values (it knows them as such: no hotness is
+            // known yet, and a router keeps them in the default class).
+            let separation = || {
+                Some(crate::compaction::Separation {
+                    values: values(),
+                    router: Arc::clone(&rec.policy.set.router),
+                    origin: crate::gc::RouteOrigin::Recovery,
+                })
+            };
+            let (done, _) = flush_split(
+                &[mem],
+                // Nothing expires here: the database's time starts once it is open.
+                crate::expiry::ReaderTimes::at(0),
+                out,
+                separation,
+                &mut TeeListener(&mut DropCounter::default(), &mut garbage),
+                // Replayed aliases stay: the first compaction under a policy that writes none
+                // drops them, and until then relocation leaves the records they name in place.
+                false,
+                routing.clone(),
+            )?;
+            edit.new_tables.extend(done.key_tables);
+            edit.new_value_tables.extend(done.value_tables);
+            recovered_files.absorb(done.pending);
+            Ok(())
         };
-        let largest_seq = mem.largest_seq();
-        let values = || crate::compaction::ValueOutputConfig {
-            fs: Arc::clone(fs),
-            dir: dir.clone(),
-            stats: Arc::clone(io),
-            class: IoClass::Flush,
-            next_file_number: Arc::clone(next_file_number),
-            target_size: opts.value_table_size(),
-            index_compression: opts.compression(),
-            direct: opts.use_direct_io_for_background_writes(),
-            policy: Arc::from(rec.policy.set.name.as_str()),
-            expiry_group_ms: opts.expiry_group_ms(),
-            now: largest_seq,
-        };
-        // The policy's router places replayed values (it knows them as such: no hotness is
-        // known yet, and a router keeps them in the default class).
-        let separation = || {
-            Some(crate::compaction::Separation {
-                values: values(),
-                router: Arc::clone(&rec.policy.set.router),
-                origin: crate::gc::RouteOrigin::Recovery,
-            })
-        };
-        let (done, _) = flush_split(
-            &[mem],
-            // Nothing expires here: the database's time starts once it is open.
-            crate::expiry::ReaderTimes::at(0),
-            out,
-            separation,
-            &mut TeeListener(&mut DropCounter::default(), &mut garbage),
-            // Replayed aliases stay: the first compaction under a policy that writes none
-            // drops them, and until then relocation leaves the records they name in place.
-            false,
-            routing.clone(),
-        )?;
-        edit.new_tables.extend(done.key_tables);
-        edit.new_value_tables.extend(done.value_tables);
-        recovered_files.absorb(done.pending);
-        Ok(())
-    };
     // Each memtable is flushed as soon as it is full, so replay holds one memtable at a time.
-    let (mem, last_seq) = replay_wals(&rec, &mut |mem| flush_recovered(mem, &mut edit))?;
+    let Replayed {
+        mem,
+        last_seq,
+        replayed_seq,
+        segments,
+    } = replay_wals(&rec, &mut |mem, found| {
+        flush_recovered(mem, found, &mut edit)
+    })?;
     if !mem.is_empty() {
-        flush_recovered(mem, &mut edit)?;
+        flush_recovered(mem, &segments, &mut edit)?;
     }
+    // The segments the replayed writes name, cut back to them and sealed.
+    let (sealed, unclaimed) = segments.seal_all(
+        fs.as_ref(),
+        dir,
+        io,
+        (&*rec.policy.set.router, &rec.policy.set.name),
+        opts.compression(),
+        replayed_seq,
+    )?;
+    Counters::add(&rec.counters.recovered_segments, sealed.len() as u64);
+    edit.new_value_tables.extend(sealed);
+    edit.value_garbage.extend(unclaimed);
     // Nothing is deleted while recovery settles: no table can be gone for expiry.
     garbage.settle(rec.versions.current(), &BTreeSet::new(), &mut edit, 0)?;
 
@@ -193,7 +217,10 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
         imm: VecDeque::new(),
         version,
         last_seq,
-        wal: Some(Wal { writer: wal_writer }),
+        wal: Some(Wal {
+            writer: wal_writer,
+            segments: Default::default(),
+        }),
     };
     let detector = hotness_detector(&rec, false)?;
     let inner = assemble(rec, live, false, detector)?;
@@ -210,10 +237,19 @@ pub(super) fn open_read_only(path: &Path, opts: Options) -> Result<Arc<DbInner>>
     let rec = recover(path, opts, Mode::ReadOnly)?;
     // Full memtables stay as immutable ones: memory is bounded by the WALs' size on disk.
     let mut imm = VecDeque::new();
-    let (mem, last_seq) = replay_wals(&rec, &mut |mem| {
+    let Replayed {
+        mem,
+        last_seq,
+        segments,
+        ..
+    } = replay_wals(&rec, &mut |mem, _| {
         imm.push_back(mem);
         Ok(())
     })?;
+    // Value segments a crash left open are read where they are, never sealed here.
+    for view in segments.views(&rec.values)? {
+        mem.hold_segment(view);
+    }
     let live = Live {
         mem,
         imm,
@@ -441,16 +477,34 @@ fn recover(path: &Path, mut opts: Options, mode: Mode) -> Result<Recovery> {
     })
 }
 
+/// What [`replay_wals`] recovered.
+struct Replayed {
+    /// The last memtable (possibly empty).
+    mem: Arc<MemTable>,
+    /// The highest sequence number recovered.
+    last_seq: u64,
+    /// The highest sequence number of a replayed write (0 with none): what the value
+    /// segments are cut back to (the manifest's may be higher, and cover torn writes).
+    replayed_seq: u64,
+    /// The value segments replayed writes name (`separate_at=write`), claimed.
+    segments: FoundSegments,
+}
+
 /// Replays `rec`'s WALs, oldest first, into memtables. Each memtable that reaches
-/// `memtable_size` goes to `full` and a new one starts; the last one (possibly empty) is
-/// returned with the highest sequence number recovered. Reads only.
+/// `memtable_size` goes to `full`, with the value segments found so far, and a new one starts.
+/// A write whose value, appended to a value segment as it arrived, is not there whole was torn
+/// by a crash: it and everything logged after it are dropped (counted in
+/// `recovery.torn_writes`), as a torn log tail is. Reads only.
 fn replay_wals(
     rec: &Recovery,
-    full: &mut dyn FnMut(Arc<MemTable>) -> Result<()>,
-) -> Result<(Arc<MemTable>, u64)> {
+    full: &mut dyn FnMut(Arc<MemTable>, &FoundSegments) -> Result<()>,
+) -> Result<Replayed> {
     let (fs, dir, io, opts, counters) = (&rec.fs, &rec.dir, &rec.io, &rec.opts, &rec.counters);
     let mut last_seq = rec.last_seq;
     let mut mem = Arc::new(MemTable::new(0));
+    let mut segments = FoundSegments::default();
+    let mut torn = false;
+    let mut replayed_seq = 0;
     for &number in &rec.wals {
         let name = wal_file_name(number);
         let file = fs.open_readable(&dir.join(&name), ReadFileOptions::default())?;
@@ -464,10 +518,23 @@ fn replay_wals(
             let Some(batch) = decode_wal_record(record, &name, offset)? else {
                 continue;
             };
+            torn = torn
+                || !segments.claim_batch(
+                    fs.as_ref(),
+                    dir,
+                    io,
+                    rec.versions.current(),
+                    &batch,
+                    (&name, offset),
+                )?;
+            if torn {
+                Counters::add(&counters.recovered_torn_writes, 1);
+                continue;
+            }
             // As the write path: a memtable without room for the record's range tombstones
             // is switched first.
             if !mem.is_empty() && !mem.has_room_for(batch.range_tombstones()) {
-                full(mem)?;
+                full(mem, &segments)?;
                 mem = Arc::new(MemTable::new(0));
             }
             let mut seq = batch.sequence();
@@ -477,9 +544,10 @@ fn replay_wals(
                 seq += 1;
             }
             last_seq = last_seq.max(seq - 1);
+            replayed_seq = replayed_seq.max(seq - 1);
             Counters::add(&counters.recovered_records, 1);
             if mem.is_full(opts.memtable_size()) {
-                full(mem)?;
+                full(mem, &segments)?;
                 mem = Arc::new(MemTable::new(0));
             }
         }
@@ -487,7 +555,19 @@ fn replay_wals(
             Counters::add(&counters.recovered_dropped_bytes, region.len);
         }
     }
-    Ok((mem, last_seq))
+    if torn {
+        log::warn!(
+            "{}: {} logged writes after a torn write to a value segment were dropped",
+            dir.display(),
+            Counters::get(&counters.recovered_torn_writes)
+        );
+    }
+    Ok(Replayed {
+        mem,
+        last_seq,
+        replayed_seq,
+        segments,
+    })
 }
 
 /// The in-memory state an open ends with.
@@ -558,6 +638,7 @@ fn assemble(
         move_gate: None,
         move_holds: 0,
         retired_hold: None,
+        sealing: BTreeMap::new(),
     };
     let PolicyRuntime {
         set: policy,
@@ -583,7 +664,20 @@ fn assemble(
     let gc_io = crate::gc::LazyGcIoPool::new(gc_io_threads(&opts, space.is_some()));
     // Never earlier than a time an edit acted on (what expired then stays expired).
     let time = crate::expiry::DbTime::new(Arc::clone(opts.clock()), versions.time_floor());
+    let segment_sink = (opts.separate_at() == crate::options::SeparateAt::Write && !read_only)
+        .then(|| super::segments::SegmentSink {
+            fs: Arc::clone(&fs),
+            dir: dir.clone(),
+            io: Arc::clone(&io),
+            next_file_number: Arc::clone(&next_file_number),
+            values: Arc::clone(&values),
+            router: Arc::clone(&policy.router),
+            policy: Arc::from(policy.name.as_str()),
+            expiry_group_ms: opts.expiry_group_ms(),
+            compression: opts.compression(),
+        });
     Ok(Arc::new(DbInner {
+        segment_sink,
         dir,
         opts,
         fs,

@@ -222,8 +222,10 @@ impl DbInner {
         let Some(w) = wal.as_mut() else {
             return Err(Error::Closed);
         };
-        w.writer
-            .sync()
+        // The values the log's handles name first.
+        w.segments
+            .flush(true)
+            .and_then(|()| w.writer.sync())
             .inspect_err(|e| self.set_bg_error(e.clone()))
     }
 
@@ -437,6 +439,27 @@ impl DbInner {
         if last + count >= MAX_SEQUENCE {
             return Err(Error::invalid("sequence numbers exhausted"));
         }
+        let user_bytes: u64 = batches
+            .iter()
+            .flat_map(|b| b.iter().flatten())
+            .map(|op| match op {
+                BatchOp::Put { key, value, .. } => (key.len() + value.len()) as u64,
+                BatchOp::Delete { key } => key.len() as u64,
+                // The engine's own write (a GC write-back, an alias), not user data.
+                BatchOp::PutHandle { .. } => 0,
+                BatchOp::DeleteRange { start, end } => (start.len() + end.len()) as u64,
+            })
+            .sum();
+        let sync = group.iter().any(|w| w.sync);
+        // With `separate_at=write`, values go to the memtable's segments first, and the log
+        // and the memtable get their handles.
+        let separated = self
+            .separate_values(&mut wal.segments, &mem, &batches, first_seq, sync)
+            .inspect_err(|e| self.set_bg_error(e.clone()))?;
+        let batches = match &separated {
+            Some(b) => vec![b],
+            None => batches,
+        };
         let mut header = [0u8; BATCH_HEADER_LEN];
         header[..8].copy_from_slice(&first_seq.to_le_bytes());
         header[8..].copy_from_slice(&(count as u32).to_le_bytes());
@@ -445,7 +468,6 @@ impl DbInner {
         parts.push(&sync_point);
         parts.push(&header);
         parts.extend(batches.iter().map(|b| &b.encoded()[BATCH_HEADER_LEN..]));
-        let sync = group.iter().any(|w| w.sync);
         let logged = wal.writer.add_record_parts(&parts).and_then(|_| {
             if sync {
                 wal.writer.sync()
@@ -460,17 +482,9 @@ impl DbInner {
             return Err(e);
         }
         let mut seq = first_seq;
-        let mut user_bytes = 0u64;
         for b in &batches {
             for op in b.iter().flatten() {
                 mem.apply(seq, &op);
-                user_bytes += match op {
-                    BatchOp::Put { key, value, .. } => (key.len() + value.len()) as u64,
-                    BatchOp::Delete { key } => key.len() as u64,
-                    // The engine's own write (a GC write-back, an alias), not user data.
-                    BatchOp::PutHandle { .. } => 0,
-                    BatchOp::DeleteRange { start, end } => (start.len() + end.len()) as u64,
-                };
                 seq += 1;
             }
         }
@@ -486,6 +500,51 @@ impl DbInner {
             Counters::add(&self.counters.wal_syncs, 1);
         }
         Ok(Applied::Yes)
+    }
+
+    /// With `separate_at=write`, appends the values of `batches` (numbered from `first_seq`)
+    /// that the router separates to `mem`'s segments, hands the bytes to the operating system
+    /// (syncs them, with `sync`: before the log record that names them is synced), and returns
+    /// the group's operations as one batch with handles in place of those values; `None` when
+    /// no value was separated (the batches are written as they are).
+    ///
+    /// Errors: appending or syncing fails, or the router names an impossible class. Values
+    /// may have been appended: the caller makes the database read-only (their sequence
+    /// numbers are not used, and the next open cuts them off).
+    fn separate_values(
+        &self,
+        segments: &mut super::segments::MemSegments,
+        mem: &MemTable,
+        batches: &[&WriteBatch],
+        first_seq: SeqNo,
+        sync: bool,
+    ) -> Result<Option<WriteBatch>> {
+        let Some(sink) = &self.segment_sink else {
+            return Ok(None);
+        };
+        let now = first_seq - 1;
+        let ops = || (first_seq..).zip(batches.iter().flat_map(|b| b.iter().flatten()));
+        let mut handles = Vec::new();
+        for (seq, op) in ops() {
+            if let BatchOp::Put { key, value, expiry } = op
+                && let Some(h) = segments.place(sink, mem, key, seq, value, expiry, now)?
+            {
+                handles.push((seq, h));
+            }
+        }
+        segments.flush(sync)?;
+        if handles.is_empty() {
+            return Ok(None);
+        }
+        let mut out = WriteBatch::new();
+        let mut next = handles.iter().peekable();
+        for (seq, op) in ops() {
+            match next.next_if(|(s, _)| *s == seq) {
+                Some((_, h)) => out.put_handle(op.key(), h),
+                None => out.push_op(&op),
+            }
+        }
+        Ok(Some(out))
     }
 
     /// Ensures the active memtable has room (or, with `force`, switches a non-empty one),
@@ -577,6 +636,8 @@ impl DbInner {
     fn switch_memtable(&self, st: &mut MutexGuard<'_, DbState>, wal: &mut Wal) -> Result<()> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let created = MutexGuard::unlocked(st, || -> Result<LogWriter> {
+            // The values the old log's handles name first.
+            wal.segments.flush(true)?;
             wal.writer.sync()?;
             let file = self.fs.new_writable(
                 &self.dir.join(wal_file_name(number)),
@@ -602,8 +663,13 @@ impl DbInner {
                 return Err(e);
             }
         };
-        *wal = Wal { writer };
+        wal.writer = writer;
+        let segments = std::mem::take(&mut wal.segments);
         let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+        if self.segment_sink.is_some() {
+            st.sealing
+                .insert(old.wal_number(), Arc::new(Mutex::new(segments)));
+        }
         st.imm.push_back(old);
         self.install_super_version(st);
         self.bg_cv.notify_all();

@@ -32,13 +32,16 @@ pub enum IoClass {
     GcLookup,
     /// Value tables written by garbage collection.
     GcWrite,
+    /// Value segments: values appended as they are written (`separate_at=write`), and the
+    /// indexes their flush appends when it seals them.
+    Segment,
     /// Anything else (verification by `gleaner check`, table dumps).
     Other,
 }
 
 impl IoClass {
     /// Every class, in the order the counters are reported.
-    pub const ALL: [IoClass; 11] = [
+    pub const ALL: [IoClass; 12] = [
         IoClass::Wal,
         IoClass::Flush,
         IoClass::CompactionRead,
@@ -49,6 +52,7 @@ impl IoClass {
         IoClass::GcIndexRead,
         IoClass::GcLookup,
         IoClass::GcWrite,
+        IoClass::Segment,
         IoClass::Other,
     ];
 
@@ -65,6 +69,7 @@ impl IoClass {
             IoClass::GcIndexRead => "gc_index_read",
             IoClass::GcLookup => "gc_lookup",
             IoClass::GcWrite => "gc_write",
+            IoClass::Segment => "segment",
             IoClass::Other => "other",
         }
     }
@@ -77,10 +82,10 @@ impl IoClass {
 /// Live counters shared by every file of one database.
 #[derive(Debug, Default)]
 pub struct IoStats {
-    read_bytes: [AtomicU64; 11],
-    write_bytes: [AtomicU64; 11],
-    read_ops: [AtomicU64; 11],
-    write_ops: [AtomicU64; 11],
+    read_bytes: [AtomicU64; IoClass::ALL.len()],
+    write_bytes: [AtomicU64; IoClass::ALL.len()],
+    read_ops: [AtomicU64; IoClass::ALL.len()],
+    write_ops: [AtomicU64; IoClass::ALL.len()],
 }
 
 /// A snapshot of the counters of one class.

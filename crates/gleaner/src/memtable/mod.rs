@@ -23,7 +23,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, compare_internal};
 use crate::lookup::{KeyLookup, Lookup};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
-use crate::value::StoredHandle;
+use crate::value::{StoredHandle, ValueTable};
 
 /// Estimated bytes of skiplist bookkeeping per entry (node header, tower, allocation slack),
 /// added to the entry's own bytes when measuring the memtable against `memtable_size`. (A short
@@ -160,6 +160,10 @@ pub struct MemTable {
     /// Largest sequence number inserted (0 while empty).
     largest_seq: AtomicU64,
     wal_number: u64,
+    /// Views of the open value segments this memtable's handles name (`separate_at=write`):
+    /// held as long as the memtable is, so a reader that found a handle here can read its
+    /// record (`cache::FileCache::register_open`).
+    segments: Mutex<Vec<Arc<ValueTable>>>,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -185,6 +189,7 @@ impl MemTable {
             smallest_seq: AtomicU64::new(u64::MAX),
             largest_seq: AtomicU64::new(0),
             wal_number,
+            segments: Mutex::new(Vec::new()),
         }
     }
 
@@ -244,6 +249,19 @@ impl MemTable {
             }
             BatchOp::DeleteRange { start, end } => self.add_range_tombstone(seq, start, end),
         }
+    }
+
+    /// Counts `bytes` written elsewhere for this memtable's entries (values appended to its
+    /// value segments) against `memtable_size`, so that a memtable is flushed after as many
+    /// user bytes whichever way values are written.
+    pub(crate) fn charge(&self, bytes: u64) {
+        self.approx_bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
+    }
+
+    /// Keeps `segment`, a view of an open value segment its handles name, readable while
+    /// this memtable is held.
+    pub(crate) fn hold_segment(&self, segment: Arc<ValueTable>) {
+        self.segments.lock().push(segment);
     }
 
     /// Inserts range tombstone `[start, end)` at `seq` (`start < end`; the write path checks).

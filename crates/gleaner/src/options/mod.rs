@@ -13,7 +13,8 @@ use crate::io::{FileSystem, PosixFs};
 
 pub use file::{parse_options_file, render_options_file};
 pub use value::{
-    CompactionStyle, Compression, GcPolicyKind, OptionValue, Partitioning, Switch, WalRecoveryMode,
+    CompactionStyle, Compression, GcPolicyKind, OptionValue, Partitioning, SeparateAt, Switch,
+    WalRecoveryMode,
 };
 
 /// Longest key accepted by any write: 64 KiB (what a key table can hold).
@@ -416,6 +417,13 @@ options_table! {
     /// Values at least this long are separated into value tables at flush; 0 separates every
     /// value, a size above `max_value_size` none. Default 1 KiB.
     (min_separated_value_size, with_min_separated_value_size, u64, DEFAULT_MIN_SEPARATED_VALUE_SIZE, persisted: true);
+    /// When a separated value is first written to a value table: `flush` (the default) copies
+    /// it from the memtable at the flush, after the write-ahead log held it whole; `write`
+    /// appends it to a value segment as it is written, the log holding only its handle, so it
+    /// is written once (docs/architecture.md, "Values written once"). A database may be
+    /// reopened under either: the segments a crash left open are sealed at the next open
+    /// whatever this option says.
+    (separate_at, with_separate_at, SeparateAt, SeparateAt::Flush, persisted: true);
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
     (value_table_size, with_value_table_size, u64, DEFAULT_VALUE_TABLE_SIZE, persisted: true);

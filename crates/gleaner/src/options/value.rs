@@ -285,6 +285,47 @@ impl OptionValue for CompactionStyle {
     }
 }
 
+/// When a separated value is first written to a value table (option `separate_at`;
+/// docs/architecture.md, "Values written once").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SeparateAt {
+    /// At the flush of its memtable (the default): the value is written to the write-ahead log
+    /// with its key, kept in the memtable, and copied into a value table when the memtable is
+    /// flushed: written twice.
+    #[default]
+    Flush,
+    /// As it is written: the value is appended to a value segment of its memtable and the
+    /// write-ahead log and the memtable hold its handle; the flush seals the segment into a
+    /// value table and writes key tables only: written once.
+    Write,
+}
+
+impl SeparateAt {
+    /// Every setting.
+    pub const ALL: [SeparateAt; 2] = [SeparateAt::Flush, SeparateAt::Write];
+
+    /// The setting's name in options.
+    pub fn name(self) -> &'static str {
+        match self {
+            SeparateAt::Flush => "flush",
+            SeparateAt::Write => "write",
+        }
+    }
+}
+
+impl OptionValue for SeparateAt {
+    fn parse_option(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        SeparateAt::ALL
+            .into_iter()
+            .find(|s| s.name() == t)
+            .ok_or_else(|| "expected `flush` or `write`".to_string())
+    }
+    fn format_option(&self) -> String {
+        self.name().to_string()
+    }
+}
+
 /// Whether the index tree is split into a hot and a cold partition (option `partitioning`;
 /// docs/architecture.md, "Partitions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -394,6 +435,10 @@ mod tests {
         for c in [Compression::None, Compression::Lz4] {
             assert_eq!(Compression::parse_option(&c.format_option()), Ok(c));
         }
+        for s in SeparateAt::ALL {
+            assert_eq!(SeparateAt::parse_option(&s.format_option()), Ok(s));
+        }
+        assert!(SeparateAt::parse_option("wal").is_err());
         for s in CompactionStyle::ALL {
             assert_eq!(CompactionStyle::parse_option(&s.format_option()), Ok(s));
         }

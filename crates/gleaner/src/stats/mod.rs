@@ -221,6 +221,11 @@ pub struct RecoveryStats {
     pub wal_records: u64,
     /// WAL bytes dropped (torn tail, or damage skipped under `skip_any_corrupted_records`).
     pub wal_dropped_bytes: u64,
+    /// WAL records dropped because a value of theirs, or of a record before, was torn in its
+    /// value segment (`separate_at=write`).
+    pub torn_writes: u64,
+    /// Value segments a crash left open, sealed.
+    pub segments_sealed: u64,
 }
 
 /// The partitions of the index tree (option `partitioning`; all zero without).
@@ -536,7 +541,8 @@ pub struct DbStats {
     /// Live snapshots.
     pub snapshots: usize,
     /// Bytes read and written per I/O class (`wal`, `flush`, `compaction_read`,
-    /// `compaction_write`, `user_read`, `manifest`, `gc_read`, `gc_lookup`, `gc_write`, `other`).
+    /// `compaction_write`, `user_read`, `manifest`, `gc_read`, `gc_index_read`, `gc_lookup`,
+    /// `gc_write`, `segment`, `other`).
     pub io: BTreeMap<String, IoCounters>,
     /// Writes and reads.
     pub operations: OperationStats,

@@ -40,6 +40,7 @@ use crate::iter::InternalIterator;
 use crate::key::{ParsedKey, SeqNo};
 use crate::options::{WalRecoveryMode, parse_options_file};
 use crate::table::{KeyTableLayout, ReadCtx, Table, TableIter, TablePart, TableProperties};
+use crate::value::segment::scan_segment;
 use crate::value::{StoredHandle, ValueTable};
 use crate::version::VersionEdit;
 use crate::version::set::MAX_MANIFEST_RECORD;
@@ -211,19 +212,61 @@ impl Dumper<'_> {
         Ok(())
     }
 
+    /// A value segment left open by a crash (`separate_at=write`; docs/format.md, format
+    /// version 3): a header, then one line per record in file order, as
+    /// [`Dumper::value_table`] prints them, and where the records end short of the file (a torn
+    /// write). When not even one record is whole at offset 0 it is no segment: `footer_error`,
+    /// why it did not open as a table, is returned.
+    fn open_segment(&mut self, size: u64, footer_error: Error) -> Result<()> {
+        let reader = self.reader()?;
+        let scanned = scan_segment(self.name, size, |at, len| {
+            reader.read_vec(at, len, IoClass::Other)
+        })?;
+        if scanned.num_records() == 0 {
+            return Err(footer_error);
+        }
+        let hex = self.hex;
+        self.line("open value segment (no index: a crash left it open; the next open seals it)")?;
+        self.line(&format!("num_records: {}", scanned.num_records()))?;
+        self.line(&format!("records_end: {}", scanned.end()))?;
+        if let Some((at, why)) = scanned.torn() {
+            self.line(&format!("torn_at: {at} ({why})"))?;
+        }
+        self.line("")?;
+        for (offset, len) in scanned.places() {
+            let bytes = reader.read_vec(offset, len as usize, IoClass::Other)?;
+            let record = crate::value::decode_record(&bytes, self.name, offset)?;
+            let line = format!(
+                "{}\tseq={}\toffset={offset}\tlen={len}\t{}",
+                render(record.key, hex),
+                record.seq,
+                render(record.value, hex)
+            );
+            self.line(&line)?;
+        }
+        Ok(())
+    }
+
     /// A value table: its properties, then one line per record in key order,
     /// `KEY<TAB>seq=N<TAB>offset=O<TAB>len=L<TAB>VALUE`.
     fn value_table(&mut self, number: u64) -> Result<()> {
         let reader = self.reader()?;
         let size = reader.size()?;
-        let table = Arc::new(ValueTable::open(
+        let opened = ValueTable::open(
             reader,
             self.name.to_string(),
             number,
             size,
             None,
             IoClass::Other,
-        )?);
+        );
+        let table = match opened {
+            Ok(t) => Arc::new(t),
+            // Without a valid footer it may be a value segment a crash left open: records from
+            // offset 0, no index.
+            Err(e) if e.is_corruption() => return self.open_segment(size, e),
+            Err(e) => return Err(e),
+        };
         let p = table.properties();
         let hex = self.hex;
         let lines = [

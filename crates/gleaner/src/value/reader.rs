@@ -98,6 +98,32 @@ impl ValueTable {
         Ok(table)
     }
 
+    /// A view of an *open* value segment (`value/segment.rs`): a file still being appended to,
+    /// without an index or a footer, whose records are read at the handles the write path
+    /// gave out. Only [`ValueTable::read_record`] is meaningful: the view has no index
+    /// ([`ValueTable::find`] finds nothing, [`ValueTable::index_iter`] yields nothing) and
+    /// its record region is unbounded (a handle past the file's end fails its read). Reads no
+    /// byte; the file may grow under it.
+    pub(crate) fn open_segment(file: CountedReader, file_name: String, file_number: u64) -> Self {
+        let empty = crate::table::BlockBuilder::new(1).finish().to_vec();
+        let name: Arc<str> = file_name.into();
+        let top_index =
+            Arc::new(Block::new(empty, name.clone(), 0).expect("an empty block is well formed"));
+        ValueTable {
+            file,
+            file_name: name,
+            file_number,
+            data_end: u64::MAX,
+            blocks_end: u64::MAX,
+            cache: None,
+            top_index,
+            properties: ValueTableProperties {
+                format_version: FORMAT_VERSION_WRITE_ORDER,
+                ..ValueTableProperties::default()
+            },
+        }
+    }
+
     /// Reads the record at `(offset, len)` (a value handle's location) with one read of exactly
     /// `len` bytes counted under `class`, and verifies it.
     ///
@@ -220,8 +246,13 @@ impl ValueTable {
         self.properties.format_version == FORMAT_VERSION_WRITE_ORDER
     }
 
-    /// End of the record region: every record lies in `0..data_end`.
+    /// End of the record region: every record lies in `0..data_end`. For a view of an open
+    /// segment ([`ValueTable::open_segment`]), the file's size now (0 if it cannot be read):
+    /// what a read-ahead may read.
     pub fn data_end(&self) -> u64 {
+        if self.data_end == u64::MAX {
+            return self.file.size().unwrap_or(0);
+        }
         self.data_end
     }
 

@@ -38,6 +38,8 @@ struct Placed {
     len: u64,
     value_len: u64,
     expiry: Option<u64>,
+    /// Named by a handle: appended by the writer, or claimed by a replayed handle after a scan.
+    claimed: bool,
 }
 
 /// Appends records to an open value segment and seals it.
@@ -161,6 +163,7 @@ impl SegmentWriter {
             len,
             value_len: value.len() as u64,
             expiry,
+            claimed: true,
         });
         Ok((offset, len))
     }
@@ -198,14 +201,20 @@ impl SegmentWriter {
                 last.seq
             )));
         }
-        let growth = max_entry_growth(user_key.len() + 8, BlockHandle::MAX_ENCODED_LEN);
-        if self.top_bound + growth > MAX_BLOCK_CONTENTS {
+        if !self.has_room(user_key.len()) {
             return Err(Error::invalid(format!(
                 "value segment too large: its top index could exceed the {MAX_BLOCK_CONTENTS}-byte \
                  block limit (seal it and start another)"
             )));
         }
         Ok(())
+    }
+
+    /// Whether a record of a `key_len`-byte key may still be appended: the seal's top index
+    /// stays within its block limit (see [`SegmentWriter::append`]).
+    pub fn has_room(&self, key_len: usize) -> bool {
+        self.top_bound + max_entry_growth(key_len + 8, BlockHandle::MAX_ENCODED_LEN)
+            <= MAX_BLOCK_CONTENTS
     }
 
     /// Bytes appended so far: the size of the record region.
@@ -294,6 +303,11 @@ impl ScannedSegment {
         self.placed.last().map_or(0, |p| p.offset + p.len)
     }
 
+    /// Where each record kept lies, `(offset, len)`, in file order.
+    pub fn places(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.placed.iter().map(|p| (p.offset, p.len))
+    }
+
     /// Records kept.
     pub fn num_records(&self) -> usize {
         self.placed.len()
@@ -322,18 +336,39 @@ impl ScannedSegment {
         len: u64,
         expiry: Option<u64>,
     ) -> bool {
-        // Records are in offset order.
-        let Ok(i) = self.placed.binary_search_by_key(&offset, |p| p.offset) else {
+        let Some(i) = self.find(user_key, seq, offset, len) else {
             return false;
         };
         let p = &mut self.placed[i];
-        let named = p.len == len
-            && p.seq == seq
-            && &self.keys[p.key_at..p.key_at + p.key_len] == user_key;
-        if named {
-            p.expiry = expiry;
-        }
-        named
+        p.expiry = expiry;
+        p.claimed = true;
+        true
+    }
+
+    /// Whether the segment holds the record `(user_key, seq)` at exactly `(offset, len)`, as
+    /// [`ScannedSegment::claim`] checks, without claiming it.
+    pub fn holds(&self, user_key: &[u8], seq: u64, offset: u64, len: u64) -> bool {
+        self.find(user_key, seq, offset, len).is_some()
+    }
+
+    fn find(&self, user_key: &[u8], seq: u64, offset: u64, len: u64) -> Option<usize> {
+        // Records are in offset order.
+        let i = self
+            .placed
+            .binary_search_by_key(&offset, |p| p.offset)
+            .ok()?;
+        let p = &self.placed[i];
+        (p.len == len && p.seq == seq && &self.keys[p.key_at..p.key_at + p.key_len] == user_key)
+            .then_some(i)
+    }
+
+    /// The records kept that no handle claimed, and their bytes: garbage from the start (a
+    /// write whose log record was lost to damage the log's recovery mode skipped).
+    pub fn unclaimed(&self) -> (u64, u64) {
+        self.placed
+            .iter()
+            .filter(|p| !p.claimed)
+            .fold((0, 0), |(n, b), p| (n + 1, b + p.len))
     }
 
     /// Keeps only the records with sequence numbers up to `seq` (a prefix: records are in
@@ -427,6 +462,7 @@ pub fn scan_segment(
             value_len: value_len as u64,
             // Records do not carry expiries; the log's handles do (`ScannedSegment::claim`).
             expiry: None,
+            claimed: false,
         });
         debug_assert_eq!(
             len,

@@ -22,7 +22,9 @@ pub struct Located {
 }
 
 impl ValueSet {
-    /// Finds where the record `(user_key, seq)` that `handle` was written as lives now.
+    /// Finds where the record `(user_key, seq)` that `handle` was written as lives now: as
+    /// [`ValueSet::try_locate`] finds it, or in the value segment still open that `handle`
+    /// names (`cache::FileCache::open_table`).
     ///
     /// Errors: [`Error::Corruption`] when no live table can hold it, or the table inheritance
     /// leads to does not have it (a dangling handle).
@@ -35,8 +37,15 @@ impl ValueSet {
         class: IoClass,
         fill_cache: bool,
     ) -> Result<Located> {
-        match self.try_locate(cache, user_key, seq, handle, class, fill_cache)? {
-            Some(at) => Ok(at),
+        if let Some(at) = self.try_locate(cache, user_key, seq, handle, class, fill_cache)? {
+            return Ok(at);
+        }
+        // A value segment still open (its memtable not flushed yet, or flushed after the
+        // reader took its version): its records are where the write path put them. Asked
+        // last: once sealed and collected, the segment's records are found through
+        // inheritance, as any table's, while a reader's old memtable may still hold it open.
+        match cache.open_table(handle.file_number) {
+            Some(table) => Ok(Located { table, handle }),
             None => Err(self.dangling(user_key, seq, handle)),
         }
     }

@@ -40,6 +40,8 @@ fn born(origin: RouteOrigin) -> &'static str {
         RouteOrigin::Recovery => "born=recovery",
         RouteOrigin::Gc => "born=gc",
         RouteOrigin::Compaction => "born=compaction",
+        RouteOrigin::Write => "born=write",
+        _ => "born=elsewhere",
     }
 }
 

@@ -8,7 +8,7 @@ pub mod reads;
 
 use std::sync::Arc;
 
-use gleaner::{CompactionStyle, GcPolicyKind, Options, Partitioning, Switch};
+use gleaner::{CompactionStyle, GcPolicyKind, Options, Partitioning, SeparateAt, Switch};
 
 /// Sets one technique's switch.
 type SetSwitch = fn(Options, Switch) -> Options;
@@ -141,12 +141,32 @@ pub fn runs_gc_jobs(variant: &str) -> bool {
 }
 
 /// Every compaction style, as `(name, options transformer)`, and `dpkv`, the partitioned tree
-/// (a tiered cold and a leveled hot partition). Its detector ticks on a clock of accesses
-/// (every 400: a suite's workload ticks many times, and replays), and judges a prefix hot from
-/// the average density on: the suites' near-uniform keys then move to the hot partition at the
-/// first tick with enough accesses, and back and forth as the counts of their prefixes drift.
-/// (The model suite also moves random prefixes itself, both ways.)
+/// (a tiered cold and a leveled hot partition), each with values separated at flush and, as
+/// `<style>+write`, with values written once (`separate_at=write`). The partitioned tree's
+/// detector ticks on a clock of accesses (every 400: a suite's workload ticks many times, and
+/// replays), and judges a prefix hot from the average density on: the suites' near-uniform
+/// keys then move to the hot partition at the first tick with enough accesses, and back and
+/// forth as the counts of their prefixes drift. (The model suite also moves random prefixes
+/// itself, both ways.) A suite that reopens under the next entry of the list switches
+/// `separate_at` both ways (`dpkv` to `leveled+write`, `dpkv+write` to `leveled`).
 pub fn compaction_styles() -> Vec<(String, Tune)> {
+    let mut out: Vec<(String, Tune)> = Vec::new();
+    for write in [false, true] {
+        for (name, tune) in tree_shapes() {
+            if write {
+                let tune: Tune =
+                    Box::new(move |o: Options| tune(o).with_separate_at(SeparateAt::Write));
+                out.push((format!("{name}+write"), tune));
+            } else {
+                out.push((name, tune));
+            }
+        }
+    }
+    out
+}
+
+/// The shapes of the index tree: every compaction style, and DP-KV's partitions.
+fn tree_shapes() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = CompactionStyle::ALL
         .into_iter()
         .map(|style| {

@@ -125,7 +125,10 @@ impl ValueRouter for SizeRouter {
 
     fn place(&self, ctx: &RouteContext<'_>) -> Placement {
         let small = ctx.value_len < self.small_max;
-        if matches!(ctx.origin, RouteOrigin::Flush | RouteOrigin::Recovery) {
+        if matches!(
+            ctx.origin,
+            RouteOrigin::Flush | RouteOrigin::Recovery | RouteOrigin::Write
+        ) {
             let counter = if small {
                 &self.placed.small
             } else if ctx.value_len < self.large_min {

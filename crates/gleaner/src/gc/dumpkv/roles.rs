@@ -88,7 +88,10 @@ impl ValueRouter for LifetimeRouter {
 
     fn place(&self, ctx: &RouteContext<'_>) -> Placement {
         match ctx.origin {
-            RouteOrigin::Flush | RouteOrigin::Recovery | RouteOrigin::Compaction => {
+            RouteOrigin::Flush
+            | RouteOrigin::Recovery
+            | RouteOrigin::Write
+            | RouteOrigin::Compaction => {
                 match by_size(ctx, self.min_size, CLASS_DEFAULT) {
                     Placement::Separated { class, payload } => Placement::Separated {
                         class,

@@ -120,6 +120,11 @@ impl TableHandles {
 }
 
 impl<'v> HandleCheck<'v> {
+    /// The value sets of the version checked.
+    pub(super) fn values(&self) -> &'v ValueSet {
+        self.values
+    }
+
     /// A checker resolving handles against `version`'s value tables, reading tables through
     /// its own caches (counted in `checker`'s I/O statistics, never filling the database's).
     /// Versions expired at `now` are expired for every reader (no snapshot exists offline).

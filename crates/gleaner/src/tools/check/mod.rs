@@ -60,6 +60,7 @@ use crate::filename::{
 };
 use crate::io::{CountedReader, FileSystem, IoStats, PathKind, ReadFileOptions};
 use crate::options::{GcPolicyKind, Options, parse_options_file};
+use crate::value::segment::ScannedSegment;
 use crate::version::routing::partition_of_level;
 use crate::version::{FileMetaData, Version};
 
@@ -148,6 +149,9 @@ pub struct CheckReport {
     /// database recorded) whose record is gone: a table that expired whole, or a GC job that
     /// judged the record dead. Never read, so not problems.
     pub handles_expired: u64,
+    /// Values written once (`separate_at=write`) into value segments a crash left open, named
+    /// by logged writes and found whole there (the next read-write open seals the segments).
+    pub open_segment_values: u64,
 }
 
 impl CheckReport {
@@ -196,13 +200,8 @@ pub fn check_db(path: &Path, opts: &Options) -> Result<CheckReport> {
     }
     let _lock = fs.lock_shared(&path.join(LOCK))?;
     let names = fs.list_dir(path)?;
-    let mut checker = Checker {
-        fs,
-        dir: path.to_path_buf(),
-        io: Arc::new(IoStats::default()),
-        report: CheckReport::default(),
-        custom_policy: opts.custom_policy().map(|f| f.name().to_string()),
-    };
+    let custom_policy = opts.custom_policy().map(|f| f.name().to_string());
+    let mut checker = Checker::new(fs, path, custom_policy);
     checker.run(&names);
     Ok(checker.report)
 }
@@ -267,9 +266,28 @@ struct Checker {
     report: CheckReport,
     /// The custom policy the options register: its table metadata is known too.
     custom_policy: Option<String>,
+    /// The value segments a crash left open that the logs name, as scanned (`None`: the scan
+    /// failed, a problem reported).
+    open_segments: BTreeMap<u64, Option<ScannedSegment>>,
+    /// A logged write's value was found torn: recovery replays nothing after it.
+    torn_segment_write: bool,
 }
 
 impl Checker {
+    /// A checker of the database in `dir`, read through `fs`, knowing the metadata of
+    /// `custom_policy` too.
+    fn new(fs: Arc<dyn FileSystem>, dir: &Path, custom_policy: Option<String>) -> Self {
+        Checker {
+            fs,
+            dir: dir.to_path_buf(),
+            io: Arc::new(IoStats::default()),
+            report: CheckReport::default(),
+            custom_policy,
+            open_segments: BTreeMap::new(),
+            torn_segment_write: false,
+        }
+    }
+
     fn problem(&mut self, p: Problem) {
         self.report.problems.push(p);
     }
@@ -466,17 +484,6 @@ impl Checker {
                 );
             }
         }
-        for &n in listing
-            .value_tables
-            .iter()
-            .filter(|&&n| values.live(n).is_none() && values.retired_table(n).is_none())
-        {
-            self.warning(
-                value_table_file_name(n),
-                None,
-                "value table not referenced by the manifest (orphan, removed at next open)",
-            );
-        }
         self.check_drop_files(values, listing);
         let live: BTreeMap<u64, (usize, Arc<FileMetaData>)> = r
             .version
@@ -506,6 +513,19 @@ impl Checker {
         // in the WALs recovery replays; they reference records as key-table handles do.
         for &n in listing.wals.iter().filter(|&&n| n >= r.log_number) {
             self.count_wal_handles(n, &mut handles);
+        }
+        for &n in listing
+            .value_tables
+            .iter()
+            .filter(|&&n| values.live(n).is_none() && values.retired_table(n).is_none())
+        {
+            let detail = if self.open_segments.contains_key(&n) {
+                "value segment left open by a crash, named by logged writes (the next \
+                 read-write open seals it)"
+            } else {
+                "value table not referenced by the manifest (orphan, removed at next open)"
+            };
+            self.warning(value_table_file_name(n), None, detail);
         }
         self.report.handles_reclaimed_early += handles.reclaimed_early;
         self.report.handles_expired += handles.expired;

@@ -391,7 +391,7 @@ mod tests {
 
     use super::super::{CheckReport, Checker};
     use crate::filename::table_file_name;
-    use crate::io::{FileSystem, IoStats, PosixFs, WriteFileOptions};
+    use crate::io::{FileSystem, PosixFs, WriteFileOptions};
     use crate::key::{ValueKind, make_internal_key};
     use crate::table::{Compression, KeyTableLayout, TableBuilder, TableBuilderOptions};
     use crate::value::ValueHandle;
@@ -434,13 +434,7 @@ mod tests {
     }
 
     fn check_file(dir: &std::path::Path, number: u64) -> CheckReport {
-        let mut checker = Checker {
-            fs: Arc::new(PosixFs::new()),
-            dir: dir.to_path_buf(),
-            io: Arc::new(IoStats::default()),
-            report: CheckReport::default(),
-            custom_policy: None,
-        };
+        let mut checker = Checker::new(Arc::new(PosixFs::new()), dir, None);
         checker.check_table_file(number);
         checker.report
     }

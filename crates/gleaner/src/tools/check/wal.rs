@@ -2,12 +2,14 @@
 
 use super::handles::{HandleCheck, TableHandles};
 use super::{Checker, Problem};
-use crate::batch::BatchOp;
+use crate::batch::{BatchOp, WriteBatch};
 use crate::error::Result;
-use crate::filename::wal_file_name;
+use crate::filename::{value_table_file_name, wal_file_name};
 use crate::io::IoClass;
 use crate::options::WalRecoveryMode;
 use crate::value::StoredHandle;
+use crate::value::segment::scan_segment;
+use crate::version::ValueSet;
 use crate::wal::{decode_wal_record, wal_reader};
 
 impl Checker {
@@ -33,11 +35,23 @@ impl Checker {
             )?;
             let mut entry = 0u64;
             while let Some((offset, record)) = reader.read_record()? {
+                if self.torn_segment_write {
+                    // Recovery replays nothing after a torn value.
+                    return Ok(());
+                }
                 let Some(batch) = decode_wal_record(record, &name, offset)? else {
                     continue;
                 };
+                // Values written once: every one must be whole in its segment for recovery to
+                // replay the record (docs/format.md, "In the write-ahead log").
+                if !self.segment_values_whole(handles.values(), &batch, &name, offset) {
+                    return Ok(());
+                }
                 for (seq, op) in (batch.sequence()..).zip(batch.iter().flatten()) {
                     if let BatchOp::PutHandle { key, handle } = op {
+                        if segment_value(handles.values(), handle).is_some() {
+                            continue;
+                        }
                         let h = found.note(&name, entry, key, seq, handle);
                         if let Some(stored) = h {
                             let stored: StoredHandle = stored;
@@ -50,6 +64,64 @@ impl Checker {
             Ok(())
         })();
         self.report_table_handles(&name, None, found, false);
+    }
+
+    /// Whether every value `batch` (logged in `name` at `offset`) appended to a value segment
+    /// is whole there, as recovery checks before it replays the record: the segments are
+    /// scanned once each (`Checker::open_segments`). A torn value is a warning (recovery drops
+    /// this record and every later one), and stops the walk of the logs; a scan that fails is a
+    /// problem.
+    fn segment_values_whole(
+        &mut self,
+        values: &ValueSet,
+        batch: &WriteBatch,
+        name: &str,
+        offset: u64,
+    ) -> bool {
+        for (seq, op) in (batch.sequence()..).zip(batch.iter().flatten()) {
+            let BatchOp::PutHandle { key, handle } = op else {
+                continue;
+            };
+            let Some(stored) = segment_value(values, handle) else {
+                continue;
+            };
+            let l = stored.location;
+            if !self.open_segments.contains_key(&l.file_number) {
+                let seg_name = value_table_file_name(l.file_number);
+                let scanned = self.reader(&seg_name).and_then(|r| {
+                    let size = r.size()?;
+                    scan_segment(&seg_name, size, |at, len| {
+                        r.read_vec(at, len, IoClass::Other)
+                    })
+                });
+                let scanned = match scanned {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        self.problem(Problem::from_error(&seg_name, e));
+                        None
+                    }
+                };
+                self.open_segments.insert(l.file_number, scanned);
+            }
+            let Some(seg) = &self.open_segments[&l.file_number] else {
+                return false;
+            };
+            if !seg.holds(key, seq, l.offset, l.len) {
+                self.torn_segment_write = true;
+                self.warning(
+                    name.to_string(),
+                    Some(offset),
+                    format!(
+                        "the value of the write at sequence {seq} is not whole in value segment \
+                         {} (a torn write): recovery drops this record and every one after it",
+                        value_table_file_name(l.file_number)
+                    ),
+                );
+                return false;
+            }
+            self.report.open_segment_values += 1;
+        }
+        true
     }
 
     /// Reads every record of a WAL as recovery would (tolerating only a torn tail) and decodes
@@ -81,4 +153,13 @@ impl Checker {
         }
         result
     }
+}
+
+/// The handle `encoded` of a value written once into a value segment still open (no record
+/// sequence number of its own, no alias, a table `values` does not hold); `None` for any other
+/// handle (a GC write-back, an alias), or one that does not decode.
+fn segment_value(values: &ValueSet, encoded: &[u8]) -> Option<StoredHandle> {
+    let h = StoredHandle::decode(encoded, "", 0).ok()?;
+    (h.record_seq.is_none() && !h.alias && values.readable(h.location.file_number).is_none())
+        .then_some(h)
 }
