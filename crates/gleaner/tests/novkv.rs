@@ -1000,7 +1000,11 @@ fn drop_keys_of_a_flush_join_the_segments_it_seals() {
     db.run_gc().expect("gc");
     let s = db.stats();
     let lookups = io(&s, "gc_lookup");
-    assert_eq!((lookups.read_bytes, lookups.read_ops), (0, 0), "GC looked nothing up");
+    assert_eq!(
+        (lookups.read_bytes, lookups.read_ops),
+        (0, 0),
+        "GC looked nothing up"
+    );
     for i in 0..60u32 {
         let want = value(i, if i % 3 == 0 { 1 } else { 0 });
         assert_eq!(db.get(format!("k{i:03}")).expect("get"), Some(want));

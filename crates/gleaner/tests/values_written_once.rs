@@ -102,6 +102,17 @@ fn values_are_written_once_and_read_before_and_after_the_flush() {
     check_all(&db, n, 2, "after compaction and GC");
     assert_recount_clean(&db);
     db.close().expect("close");
+    // Files created ahead for later segments are deleted at close: nothing is left orphaned.
+    let report = gleaner::tools::check_db(path, &options(&fs)).expect("check");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert!(
+        !report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("orphan")),
+        "{:#?}",
+        report.warnings
+    );
     let db = Db::open(path, options(&fs)).expect("reopen");
     check_all(&db, n, 2, "reopened");
     assert_recount_clean(&db);

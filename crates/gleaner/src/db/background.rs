@@ -444,6 +444,7 @@ impl DbInner {
 
     /// Flushes claimed memtables to L0 and installs the tables, in memtable order.
     fn run_flush(&self, mems: &[Arc<MemTable>]) -> Result<()> {
+        self.prepare_segment_files();
         let readers = self.snapshots.reader_times(&self.time);
         let judged_at = readers.now();
         let mut drops = DropCounter::default();
@@ -616,7 +617,19 @@ impl DbInner {
             // The WAL's contents are now in a table and the manifest no longer needs it.
             self.obsolete.push(ObsoleteFile::Wal(m.wal_number()));
         }
+        self.prepare_segment_files();
         Ok(())
+    }
+
+    /// Creates files for the next memtables' value segments (`separate_at=write`) here, on a
+    /// flush's thread, rather than in a write group. A failure only leaves the writes to create
+    /// their own.
+    fn prepare_segment_files(&self) {
+        if let Some(sink) = &self.segment_sink
+            && let Err(e) = sink.prepare()
+        {
+            log::warn!("{}: creating value segment files: {e}", self.dir.display());
+        }
     }
 
     /// Runs a registered compaction and installs its result, with the garbage it created.

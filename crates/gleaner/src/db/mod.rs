@@ -848,13 +848,18 @@ impl DbInner {
                 // Sync, then record in the log that everything before is durable: damage found
                 // there later is then corruption, not a torn tail.
                 // The values its handles name first (`separate_at=write`).
-                result = wal
-                    .segments
-                    .flush(true)
+                let segments = match &self.segment_sink {
+                    Some(sink) => wal.segments.flush(true, sink),
+                    None => Ok(()),
+                };
+                result = segments
                     .and_then(|()| wal.writer.sync())
                     .and_then(|_| crate::wal::write_sync_marker(&mut wal.writer))
                     .and_then(|_| wal.writer.sync());
             }
+        }
+        if let Some(sink) = &self.segment_sink {
+            sink.discard_spares();
         }
         self.purge_obsolete_files();
         self.lock.lock().take();

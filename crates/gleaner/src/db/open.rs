@@ -675,6 +675,7 @@ fn assemble(
             policy: Arc::from(policy.name.as_str()),
             expiry_group_ms: opts.expiry_group_ms(),
             compression: opts.compression(),
+            spare: Default::default(),
         });
     Ok(Arc::new(DbInner {
         segment_sink,

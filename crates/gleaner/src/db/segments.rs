@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use parking_lot::Mutex;
+
 use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::ValueTableCache;
 use crate::compaction::MAX_OPEN_EXPIRY_GROUPS;
@@ -28,7 +30,8 @@ use crate::compaction::value_output::{finished_meta, policy_meta};
 use crate::error::{Error, Result};
 use crate::filename::value_table_file_name;
 use crate::io::{
-    CountedReader, CountedWriter, FileSystem, IoClass, IoStats, ReadFileOptions, WriteFileOptions,
+    CountedReader, CountedWriter, FileSystem, IoClass, IoStats, ReadFileOptions, WritableFile,
+    WriteFileOptions,
 };
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
@@ -56,6 +59,74 @@ pub(super) struct SegmentSink {
     pub expiry_group_ms: u64,
     /// Compression of the sealed index blocks.
     pub compression: Compression,
+    /// Files created ahead, off the write path ([`SegmentSink::prepare`]): creating a file
+    /// costs a write group about as much as its values (inode allocation), under the log's lock.
+    pub spare: Mutex<Vec<SpareFile>>,
+}
+
+/// Segment files kept created ahead: enough for the memtables that can fill between two
+/// flushes (`max_immutable_memtables` at its default, 2, and the active one) in the common
+/// case of two classes (hot and cold), with room to spare.
+const SPARE_FILES: usize = 8;
+
+/// An empty segment file created ahead, with its number and the view readers will use.
+pub(super) struct SpareFile {
+    number: u64,
+    file: Box<dyn WritableFile>,
+    view: Arc<ValueTable>,
+}
+
+impl SegmentSink {
+    /// Creates segment files until [`SPARE_FILES`] are ready: a background thread's work,
+    /// so that a write group seldom creates one. Their directory entries become durable with
+    /// the next sync that needs them (recovery never looks at a file no logged write names,
+    /// and a read-write open deletes it as unreferenced).
+    ///
+    /// Errors: creating a file fails (writes then create their own).
+    pub fn prepare(&self) -> Result<()> {
+        while self.spare.lock().len() < SPARE_FILES {
+            let f = self.create()?;
+            self.spare.lock().push(f);
+        }
+        Ok(())
+    }
+
+    /// Deletes the files created ahead (at close: nothing names them).
+    pub fn discard_spares(&self) {
+        for f in std::mem::take(&mut *self.spare.lock()) {
+            drop(f.file);
+            let _ = self
+                .fs
+                .remove_file(&self.dir.join(value_table_file_name(f.number)));
+        }
+    }
+
+    /// A segment file: one created ahead, or a new one.
+    fn take(&self) -> Result<SpareFile> {
+        let spare = self.spare.lock().pop();
+        match spare {
+            Some(f) => Ok(f),
+            None => self.create(),
+        }
+    }
+
+    fn create(&self) -> Result<SpareFile> {
+        let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
+        let file = self.fs.new_writable(
+            &self.dir.join(value_table_file_name(number)),
+            WriteFileOptions {
+                direct: false,
+                buffer_size: SEGMENT_BUFFER,
+            },
+        )?;
+        let file = Box::new(CountedWriter::new(
+            file,
+            IoClass::Segment,
+            Arc::clone(&self.io),
+        ));
+        let view = self.values.open_segment(number)?;
+        Ok(SpareFile { number, file, view })
+    }
 }
 
 /// The value segments of one memtable: open while it is written to, sealed by its flush.
@@ -76,6 +147,8 @@ struct Segment {
     unflushed: bool,
     /// Appended to since the file was last synced.
     unsynced: bool,
+    /// Its directory entry is not known to be durable yet.
+    entry_unsynced: bool,
 }
 
 enum State {
@@ -189,24 +262,12 @@ impl MemSegments {
         } else {
             group
         };
-        let number = sink.next_file_number.fetch_add(1, Ordering::SeqCst);
-        let path = sink.dir.join(value_table_file_name(number));
-        let file = sink.fs.new_writable(
-            &path,
-            WriteFileOptions {
-                direct: false,
-                buffer_size: SEGMENT_BUFFER,
-            },
-        )?;
-        // Durable before any handle naming it can be: recovery must find every segment a
-        // synced log record names.
-        sink.fs.sync_dir(&sink.dir)?;
-        let writer = SegmentWriter::new(Box::new(CountedWriter::new(
-            file,
-            IoClass::Segment,
-            Arc::clone(&sink.io),
-        )))?;
-        mem.hold_segment(sink.values.open_segment(number)?);
+        // Its directory entry is made durable before a synced log record can name it
+        // ([`MemSegments::flush`], [`MemSegments::entries_durable`]): recovery must find every
+        // segment a synced log record names.
+        let SpareFile { number, file, view } = sink.take()?;
+        let writer = SegmentWriter::new(file)?;
+        mem.hold_segment(view);
         self.segments.push(Segment {
             class,
             group,
@@ -214,13 +275,35 @@ impl MemSegments {
             state: State::Open(writer),
             unflushed: false,
             unsynced: false,
+            entry_unsynced: true,
         });
         Ok(self.segments.len() - 1)
     }
 
     /// Hands the bytes appended since the last call to the operating system (readers see
-    /// them) or, with `sync`, makes every byte appended so far durable.
-    pub fn flush(&mut self, sync: bool) -> Result<()> {
+    /// them) or, with `sync`, makes every byte appended so far durable, and the directory
+    /// entries of segments created since the last sync (one directory sync for them all:
+    /// segments are created without one, since most writes do not sync).
+    pub fn flush(&mut self, sync: bool, sink: &SegmentSink) -> Result<()> {
+        self.flush_data(sync)?;
+        if sync && self.segments.iter().any(|s| s.entry_unsynced) {
+            sink.fs.sync_dir(&sink.dir)?;
+            self.entries_durable();
+        }
+        Ok(())
+    }
+
+    /// Notes that the directory was synced after every segment was created (a memtable switch
+    /// syncs it for the new log's entry anyway).
+    pub fn entries_durable(&mut self) {
+        for s in &mut self.segments {
+            s.entry_unsynced = false;
+        }
+    }
+
+    /// As [`MemSegments::flush`], without the directory: the caller syncs it, then calls
+    /// [`MemSegments::entries_durable`].
+    pub fn flush_data(&mut self, sync: bool) -> Result<()> {
         for seg in &mut self.segments {
             let due = if sync { seg.unsynced } else { seg.unflushed };
             if !due {

@@ -223,8 +223,11 @@ impl DbInner {
             return Err(Error::Closed);
         };
         // The values the log's handles name first.
-        w.segments
-            .flush(true)
+        let segments = match &self.segment_sink {
+            Some(sink) => w.segments.flush(true, sink),
+            None => Ok(()),
+        };
+        segments
             .and_then(|()| w.writer.sync())
             .inspect_err(|e| self.set_bg_error(e.clone()))
     }
@@ -532,7 +535,7 @@ impl DbInner {
                 handles.push((seq, h));
             }
         }
-        segments.flush(sync)?;
+        segments.flush(sync, sink)?;
         if handles.is_empty() {
             return Ok(None);
         }
@@ -636,9 +639,6 @@ impl DbInner {
     fn switch_memtable(&self, st: &mut MutexGuard<'_, DbState>, wal: &mut Wal) -> Result<()> {
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let created = MutexGuard::unlocked(st, || -> Result<LogWriter> {
-            // The values the old log's handles name first.
-            wal.segments.flush(true)?;
-            wal.writer.sync()?;
             let file = self.fs.new_writable(
                 &self.dir.join(wal_file_name(number)),
                 WriteFileOptions {
@@ -646,7 +646,12 @@ impl DbInner {
                     buffer_size: 64 << 10,
                 },
             )?;
+            // The values the old log's handles name, and their files' entries (with the new
+            // log's), durable before the old log is.
+            wal.segments.flush_data(true)?;
             self.fs.sync_dir(&self.dir)?;
+            wal.segments.entries_durable();
+            wal.writer.sync()?;
             Ok(LogWriter::new(Box::new(CountedWriter::new(
                 file,
                 IoClass::Wal,

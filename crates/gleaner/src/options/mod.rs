@@ -420,9 +420,11 @@ options_table! {
     /// When a separated value is first written to a value table: `flush` (the default) copies
     /// it from the memtable at the flush, after the write-ahead log held it whole; `write`
     /// appends it to a value segment as it is written, the log holding only its handle, so it
-    /// is written once (docs/architecture.md, "Values written once"). A database may be
-    /// reopened under either: the segments a crash left open are sealed at the next open
-    /// whatever this option says.
+    /// is written once (docs/architecture.md, "Values written once"): fewer device bytes, more
+    /// foreground CPU, and values overwritten before their flush become GC's work
+    /// (docs/benchmarks.md, "Values written once against values separated at flush", where
+    /// `flush` was as fast or faster). A database may be reopened under either: the segments a
+    /// crash left open are sealed at the next open whatever this option says.
     (separate_at, with_separate_at, SeparateAt, SeparateAt::Flush, persisted: true);
     /// Target size of a value table written by a flush or a GC job. Default 256 MiB; at least
     /// 1 KiB.
