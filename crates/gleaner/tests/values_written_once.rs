@@ -153,7 +153,19 @@ fn a_crash_keeps_every_synced_value_and_seals_the_open_segments() {
         }
         fs.crash(torn);
         drop(db);
+        // A torn value is no damage: check only warns of it.
+        let report = gleaner::tools::check_db(path, &options(&fs)).expect("check");
+        assert!(report.is_clean(), "{torn:?}: {:#?}", report.problems);
+        let warned = report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("torn write"));
         let db = Db::open(path, options(&fs)).expect("reopen after the crash");
+        assert_eq!(
+            warned,
+            db.stats().recovery.torn_writes > 0,
+            "{torn:?}: check and recovery agree"
+        );
         // A prefix of the unsynced round survived.
         let mut seen_old = false;
         for i in 0..n {
@@ -257,8 +269,9 @@ fn open_segments_are_checked_dumped_and_read_by_a_read_only_open() {
     }
     assert_eq!(sizes(&segments), before, "a read-only open seals nothing");
 
-    // A torn value: the last record of a segment loses its tail. Check warns; recovery keeps
-    // every write before the first torn one.
+    // The last record of a segment loses its tail after the close synced it: damage, not a
+    // torn write. Check reports it, the open refuses it, and an open that skips damage loses
+    // that write alone.
     let last = segments
         .iter()
         .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
@@ -271,26 +284,27 @@ fn open_segments_are_checked_dumped_and_read_by_a_read_only_open() {
     f.set_len(len - 10).expect("truncate");
     drop(f);
     let report = gleaner::tools::check_db(dir.path(), &opts()).expect("check");
-    assert!(report.is_clean(), "{:#?}", report.problems);
     assert!(
         report
-            .warnings
+            .problems
             .iter()
-            .any(|w| w.to_string().contains("torn write")),
+            .any(|p| p.to_string().contains("the segment is damaged")),
         "{:#?}",
-        report.warnings
+        report.problems
     );
-    let db = Db::open(dir.path(), opts()).expect("reopen");
+    match Db::open(dir.path(), opts()) {
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+        Ok(_) => panic!("a damaged synced value must fail the open"),
+    }
+    let skip = || opts().with_wal_recovery_mode(gleaner::WalRecoveryMode::SkipAnyCorruptedRecords);
+    let db = Db::open(dir.path(), skip()).expect("reopen skipping damage");
     assert_eq!(db.stats().recovery.torn_writes, 1);
     let present = (0..n)
         .filter(|&i| db.get(key(i)).expect("get") == Some(value(i, 0)))
         .count();
-    assert!(present < n as usize, "the torn write is gone");
-    for i in 0..present as u32 {
-        assert_eq!(db.get(key(i)).expect("get"), Some(value(i, 0)), "a prefix");
-    }
+    assert_eq!(present, n as usize - 1, "the damaged write alone is lost");
     db.close().expect("close");
-    let report = gleaner::tools::check_db(dir.path(), &opts()).expect("check");
+    let report = gleaner::tools::check_db(dir.path(), &skip()).expect("check");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.open_segment_values, 0, "sealed by the open");
 }
@@ -324,5 +338,52 @@ fn switching_separate_at_on_reopen_keeps_every_value() {
     // The saved setting is the last one chosen.
     let db = Db::open(path, options(&fs).with_separate_at(SeparateAt::Flush)).expect("reopen");
     check_all(&db, n, 2, "reopened");
+    db.close().expect("close");
+}
+
+#[test]
+fn damage_to_a_synced_value_is_corruption_not_a_torn_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = || {
+        Options::default()
+            .with_min_separated_value_size(256)
+            .with_separate_at(SeparateAt::Write)
+    };
+    let n = 60;
+    {
+        let db = Db::open(dir.path(), opts()).expect("open");
+        for i in 0..n {
+            let mut b = WriteBatch::new();
+            b.put(key(i), value(i, 0));
+            db.write(b, &WriteOptions { sync: true }).expect("write");
+        }
+        db.close().expect("close");
+    }
+    // A byte of the largest segment's first record flips: its value was synced.
+    let segment = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vst"))
+        .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
+        .expect("a segment");
+    let mut bytes = std::fs::read(&segment).expect("read");
+    bytes[30] ^= 0x40;
+    std::fs::write(&segment, &bytes).expect("write");
+    match Db::open(dir.path(), opts()) {
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+        Ok(_) => panic!("a damaged synced value must fail the open"),
+    }
+    // Skipping damage loses the damaged writes (and every later one in that segment), keeps
+    // the others.
+    let db = Db::open(
+        dir.path(),
+        opts().with_wal_recovery_mode(gleaner::WalRecoveryMode::SkipAnyCorruptedRecords),
+    )
+    .expect("open skipping damage");
+    assert!(db.stats().recovery.torn_writes > 0);
+    let present = (0..n)
+        .filter(|&i| db.get(key(i)).expect("get") == Some(value(i, 0)))
+        .count();
+    assert!(present > 0 && present < n as usize, "{present} of {n}");
     db.close().expect("close");
 }

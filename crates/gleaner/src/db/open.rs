@@ -30,7 +30,9 @@ use crate::io::{
     ReadFileOptions, TrackedFs, WriteFileOptions, write_file_atomically,
 };
 use crate::memtable::MemTable;
-use crate::options::{GcPolicyKind, OptionValue, Options, parse_options_file, render_options_file};
+use crate::options::{
+    GcPolicyKind, OptionValue, Options, WalRecoveryMode, parse_options_file, render_options_file,
+};
 use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
 use crate::wal::{LogWriter, decode_wal_record, wal_reader};
 
@@ -503,7 +505,9 @@ fn replay_wals(
     let mut last_seq = rec.last_seq;
     let mut mem = Arc::new(MemTable::new(0));
     let mut segments = FoundSegments::default();
-    let mut torn = false;
+    // The first write found torn: its log, where its record starts, and its sequence number.
+    let mut torn: Option<(u64, u64, u64)> = None;
+    let mode = opts.wal_recovery_mode();
     let mut replayed_seq = 0;
     for &number in &rec.wals {
         let name = wal_file_name(number);
@@ -515,11 +519,14 @@ fn replay_wals(
             opts.wal_recovery_mode(),
         )?;
         while let Some((offset, record)) = reader.read_record()? {
+            if let Some(at) = torn {
+                check_torn_write_unsynced(at, number, &record, mode)?;
+            }
             let Some(batch) = decode_wal_record(record, &name, offset)? else {
                 continue;
             };
-            torn = torn
-                || !segments.claim_batch(
+            let whole = torn.is_none()
+                && segments.claim_batch(
                     fs.as_ref(),
                     dir,
                     io,
@@ -527,8 +534,12 @@ fn replay_wals(
                     &batch,
                     (&name, offset),
                 )?;
-            if torn {
+            if !whole {
                 Counters::add(&counters.recovered_torn_writes, 1);
+                // Skipping damage skips this write alone; otherwise it ends the replay.
+                if mode == WalRecoveryMode::TolerateCorruptedTail && torn.is_none() {
+                    torn = Some((number, offset, batch.sequence()));
+                }
                 continue;
             }
             // As the write path: a memtable without room for the record's range tombstones
@@ -555,7 +566,7 @@ fn replay_wals(
             Counters::add(&counters.recovered_dropped_bytes, region.len);
         }
     }
-    if torn {
+    if Counters::get(&counters.recovered_torn_writes) > 0 {
         log::warn!(
             "{}: {} logged writes after a torn write to a value segment were dropped",
             dir.display(),
@@ -568,6 +579,35 @@ fn replay_wals(
         replayed_seq,
         segments,
     })
+}
+
+/// Under `tolerate_corrupted_tail`, a write whose value is not whole in its value segment is a
+/// torn write only if nothing shows it was synced: the write-ahead log record `record` of log
+/// `wal`, read after the write found torn at `(log, offset, seq)`, shows it when it is in a
+/// later log (a memtable switch synced the earlier log and its segments) or its sync point lies
+/// past the torn write's record (segments are synced before the log). That is damage:
+/// `Error::Corruption`, as damage followed by intact log records is.
+fn check_torn_write_unsynced(
+    (log, offset, seq): (u64, u64, u64),
+    wal: u64,
+    record: &[u8],
+    mode: WalRecoveryMode,
+) -> Result<()> {
+    if mode != WalRecoveryMode::TolerateCorruptedTail {
+        return Ok(());
+    }
+    let synced = wal != log || crate::wal::wal_sync_point(record).is_some_and(|p| p > offset);
+    if synced {
+        return Err(Error::corruption(
+            wal_file_name(log),
+            offset,
+            format!(
+                "the value of the write at sequence {seq} is not whole in its value segment, \
+                 yet a later log record shows the write was synced: the segment is damaged"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The in-memory state an open ends with.

@@ -414,9 +414,11 @@ impl FoundSegments {
     /// anything after it. Segments are scanned the first time a handle names them, through
     /// `fs` in `dir`.
     ///
-    /// Errors: a handle names a table `version` has installed, or a file that is missing (a
-    /// segment's directory entry is durable before any handle into it is logged);
-    /// `Error::Corruption` from the scan; I/O errors.
+    /// A segment whose file is missing holds nothing (its entry is made durable only by a sync
+    /// that needs it).
+    ///
+    /// Errors: a handle names a table `version` has installed; `Error::Corruption` from the
+    /// scan; I/O errors.
     pub fn claim_batch(
         &mut self,
         fs: &dyn FileSystem,
@@ -535,16 +537,15 @@ impl FoundSegments {
 }
 
 /// Scans open segment `number` in `dir` (its reads counted as recovery's, under the log's
-/// class).
+/// class); a missing file holds no record.
 fn scan(fs: &dyn FileSystem, dir: &Path, io: &Arc<IoStats>, number: u64) -> Result<ScannedSegment> {
     let name = value_table_file_name(number);
     let path = dir.join(&name);
     if fs.path_kind(&path)?.is_none() {
-        return Err(Error::corruption(
-            &name,
-            0,
-            "a replayed write names this value segment, but the file is missing",
-        ));
+        // Its directory entry is synced only when a synced write needs it: a crash may lose it
+        // while an unsynced log record naming it survives. Nothing in it can be claimed, so the
+        // write is torn, or damage if a later record shows it was synced.
+        return Ok(ScannedSegment::default());
     }
     let file = CountedReader::new(
         fs.open_readable(&path, ReadFileOptions { direct: false })?,

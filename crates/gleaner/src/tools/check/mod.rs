@@ -269,8 +269,9 @@ struct Checker {
     /// The value segments a crash left open that the logs name, as scanned (`None`: the scan
     /// failed, a problem reported).
     open_segments: BTreeMap<u64, Option<ScannedSegment>>,
-    /// A logged write's value was found torn: recovery replays nothing after it.
-    torn_segment_write: bool,
+    /// A logged write's value was found torn, in this log at this offset: recovery replays
+    /// nothing after it (and fails if a later record shows it was synced).
+    torn_segment_write: Option<(u64, u64)>,
 }
 
 impl Checker {
@@ -284,7 +285,7 @@ impl Checker {
             report: CheckReport::default(),
             custom_policy,
             open_segments: BTreeMap::new(),
-            torn_segment_write: false,
+            torn_segment_write: None,
         }
     }
 

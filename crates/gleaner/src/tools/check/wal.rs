@@ -8,9 +8,9 @@ use crate::filename::{value_table_file_name, wal_file_name};
 use crate::io::IoClass;
 use crate::options::WalRecoveryMode;
 use crate::value::StoredHandle;
-use crate::value::segment::scan_segment;
+use crate::value::segment::{ScannedSegment, scan_segment};
 use crate::version::ValueSet;
-use crate::wal::{decode_wal_record, wal_reader};
+use crate::wal::{decode_wal_record, wal_reader, wal_sync_point};
 
 impl Checker {
     pub(super) fn check_wal(&mut self, number: u64) {
@@ -35,17 +35,29 @@ impl Checker {
             )?;
             let mut entry = 0u64;
             while let Some((offset, record)) = reader.read_record()? {
-                if self.torn_segment_write {
-                    // Recovery replays nothing after a torn value.
-                    return Ok(());
+                if let Some((log, at)) = self.torn_segment_write {
+                    // Recovery replays nothing after a torn value, and fails when a later
+                    // record shows that the write was synced (as `db/open.rs` checks).
+                    let synced = log != number || wal_sync_point(&record).is_some_and(|p| p > at);
+                    if synced {
+                        self.problem(Problem::new(
+                            wal_file_name(log),
+                            Some(at),
+                            "a write whose value is not whole in its value segment was synced \
+                             (a later log record shows it): the segment is damaged, and the \
+                             open fails",
+                        ));
+                        return Ok(());
+                    }
+                    continue;
                 }
                 let Some(batch) = decode_wal_record(record, &name, offset)? else {
                     continue;
                 };
                 // Values written once: every one must be whole in its segment for recovery to
                 // replay the record (docs/format.md, "In the write-ahead log").
-                if !self.segment_values_whole(handles.values(), &batch, &name, offset) {
-                    return Ok(());
+                if !self.segment_values_whole(handles.values(), &batch, (number, offset)) {
+                    continue;
                 }
                 for (seq, op) in (batch.sequence()..).zip(batch.iter().flatten()) {
                     if let BatchOp::PutHandle { key, handle } = op {
@@ -66,7 +78,7 @@ impl Checker {
         self.report_table_handles(&name, None, found, false);
     }
 
-    /// Whether every value `batch` (logged in `name` at `offset`) appended to a value segment
+    /// Whether every value `batch` (logged in WAL `wal` at `offset`) appended to a value segment
     /// is whole there, as recovery checks before it replays the record: the segments are
     /// scanned once each (`Checker::open_segments`). A torn value is a warning (recovery drops
     /// this record and every later one), and stops the walk of the logs; a scan that fails is a
@@ -75,9 +87,9 @@ impl Checker {
         &mut self,
         values: &ValueSet,
         batch: &WriteBatch,
-        name: &str,
-        offset: u64,
+        (wal, offset): (u64, u64),
     ) -> bool {
+        let name = wal_file_name(wal);
         for (seq, op) in (batch.sequence()..).zip(batch.iter().flatten()) {
             let BatchOp::PutHandle { key, handle } = op else {
                 continue;
@@ -88,12 +100,19 @@ impl Checker {
             let l = stored.location;
             if !self.open_segments.contains_key(&l.file_number) {
                 let seg_name = value_table_file_name(l.file_number);
-                let scanned = self.reader(&seg_name).and_then(|r| {
-                    let size = r.size()?;
-                    scan_segment(&seg_name, size, |at, len| {
-                        r.read_vec(at, len, IoClass::Other)
+                let missing = matches!(self.fs.path_kind(&self.dir.join(&seg_name)), Ok(None));
+                let scanned = if missing {
+                    // Lost with its unsynced directory entry: nothing in it (a torn write,
+                    // or damage if a later record shows the write was synced).
+                    Ok(ScannedSegment::default())
+                } else {
+                    self.reader(&seg_name).and_then(|r| {
+                        let size = r.size()?;
+                        scan_segment(&seg_name, size, |at, len| {
+                            r.read_vec(at, len, IoClass::Other)
+                        })
                     })
-                });
+                };
                 let scanned = match scanned {
                     Ok(s) => Some(s),
                     Err(e) => {
@@ -107,9 +126,9 @@ impl Checker {
                 return false;
             };
             if !seg.holds(key, seq, l.offset, l.len) {
-                self.torn_segment_write = true;
+                self.torn_segment_write = Some((wal, offset));
                 self.warning(
-                    name.to_string(),
+                    name.clone(),
                     Some(offset),
                     format!(
                         "the value of the write at sequence {seq} is not whole in value segment \
