@@ -476,18 +476,24 @@ impl FoundSegments {
         self.found.keys().copied()
     }
 
-    /// Views of the segments found, for a read-only open's readers (nothing is written).
+    /// Views of the segments found holding records, for a read-only open's readers (nothing
+    /// is written; a segment whose file is missing holds none).
     pub fn views(&self, values: &ValueTableCache) -> Result<Vec<Arc<ValueTable>>> {
-        self.found.keys().map(|&n| values.open_segment(n)).collect()
+        self.found
+            .iter()
+            .filter(|(_, seg)| seg.num_records() > 0)
+            .map(|(&n, _)| values.open_segment(n))
+            .collect()
     }
 
     /// Cuts every segment back to the records replayed writes acknowledged (sequence numbers
-    /// up to `last_seq`, the last replayed), seals it in place (in class 0: a segment does not record the class
-    /// its values were routed to, and replayed values are the default class's, as a recovery
-    /// flush writes them) and returns the value tables for the recovery's edit, with the
-    /// garbage of records kept that no replayed handle named. A segment left without records
-    /// is not installed (the open deletes its file as unreferenced). `router` and `policy`
-    /// give the tables their metadata, as written at `last_seq`.
+    /// up to `last_seq`, the last replayed), seals it in place (in class 0: a segment does not
+    /// record the class its values were routed to, and replayed values are the default
+    /// class's, as a recovery flush writes them) and returns the value tables for the
+    /// recovery's edit, with the garbage of records kept that no replayed handle named. A
+    /// segment left without records is not installed (the open deletes its file as
+    /// unreferenced). `router` and `policy` give the tables their metadata, as written at
+    /// `last_seq`.
     pub fn seal_all(
         self,
         fs: &dyn FileSystem,
