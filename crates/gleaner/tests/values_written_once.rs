@@ -11,6 +11,11 @@ use gleaner::io::{FaultFs, TornMode};
 use gleaner::{Db, Options, SeparateAt, WriteBatch, WriteOptions};
 
 fn options(fs: &FaultFs) -> Options {
+    unset_options(fs).with_separate_at(SeparateAt::Write)
+}
+
+/// [`options`] without `separate_at`: the OPTIONS file's value applies.
+fn unset_options(fs: &FaultFs) -> Options {
     Options::default()
         .with_file_system(Arc::new(fs.clone()))
         .with_memtable_size(256 << 10)
@@ -19,7 +24,6 @@ fn options(fs: &FaultFs) -> Options {
         .with_value_table_size(64 << 10)
         .with_min_separated_value_size(256)
         .with_gc_garbage_ratio(0.2)
-        .with_separate_at(SeparateAt::Write)
 }
 
 fn value(i: u32, round: u32) -> Vec<u8> {
@@ -75,6 +79,11 @@ fn values_are_written_once_and_read_before_and_after_the_flush() {
         wal < separated / 4,
         "the log holds handles, not values: {wal}"
     );
+    // Every put's key and value are the user's bytes, whether its value became a handle.
+    let user: u64 = (0..n)
+        .map(|i| (key(i).len() + value(i, 0).len()) as u64)
+        .sum();
+    assert_eq!(stats.operations.user_bytes_written, user);
     db.flush().expect("flush");
     check_all(&db, n, 0, "after the flush");
     let stats = db.stats();
@@ -210,6 +219,30 @@ fn close_makes_the_values_of_unsynced_writes_durable() {
     assert_eq!(db.stats().recovery.torn_writes, 0);
 }
 
+/// The options of the tests on a real directory (the offline tools read it).
+fn posix_options() -> Options {
+    Options::default()
+        .with_min_separated_value_size(256)
+        .with_separate_at(SeparateAt::Write)
+}
+
+/// The value-table files (`.vst`) in `dir`: open segments, until an open seals them.
+fn value_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vst"))
+        .collect()
+}
+
+/// The largest of `files`.
+fn largest(files: &[std::path::PathBuf]) -> &std::path::PathBuf {
+    files
+        .iter()
+        .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
+        .expect("a file")
+}
+
 /// Puts `n` keys (round `round`) through a database opened with `opts` in `dir`, and closes
 /// it without a flush: its values stay in the segments of its memtable.
 fn write_and_close(dir: &Path, opts: Options, n: u32, round: u32) {
@@ -223,18 +256,10 @@ fn write_and_close(dir: &Path, opts: Options, n: u32, round: u32) {
 #[test]
 fn open_segments_are_checked_dumped_and_read_by_a_read_only_open() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = || {
-        Options::default()
-            .with_min_separated_value_size(256)
-            .with_separate_at(SeparateAt::Write)
-    };
+    let opts = posix_options;
     let n = 120;
     write_and_close(dir.path(), opts(), n, 0);
-    let segments: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "vst"))
-        .collect();
+    let segments = value_files(dir.path());
     assert!(!segments.is_empty(), "the memtable's segments are on disk");
     let separated = (0..n).filter(|&i| value(i, 0).len() >= 256).count() as u64;
 
@@ -272,10 +297,7 @@ fn open_segments_are_checked_dumped_and_read_by_a_read_only_open() {
     // The last record of a segment loses its tail after the close synced it: damage, not a
     // torn write. Check reports it, the open refuses it, and an open that skips damage loses
     // that write alone.
-    let last = segments
-        .iter()
-        .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
-        .expect("a segment");
+    let last = largest(&segments);
     let len = std::fs::metadata(last).expect("stat").len();
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -335,20 +357,22 @@ fn switching_separate_at_on_reopen_keeps_every_value() {
     check_all(&db, n, 2, "after a flush, compaction and GC");
     assert_recount_clean(&db);
     db.close().expect("close");
-    // The saved setting is the last one chosen.
-    let db = Db::open(path, options(&fs).with_separate_at(SeparateAt::Flush)).expect("reopen");
+    // Left unset, the setting is the one saved by the last open.
+    let db = Db::open(path, unset_options(&fs)).expect("reopen");
+    assert_eq!(db.options().separate_at(), SeparateAt::Write);
     check_all(&db, n, 2, "reopened");
+    db.close().expect("close");
+    let db = Db::open(path, at(SeparateAt::Flush)).expect("reopen at flush");
+    db.close().expect("close");
+    let db = Db::open(path, unset_options(&fs)).expect("reopen");
+    assert_eq!(db.options().separate_at(), SeparateAt::Flush);
     db.close().expect("close");
 }
 
 #[test]
 fn damage_to_a_synced_value_is_corruption_not_a_torn_write() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = || {
-        Options::default()
-            .with_min_separated_value_size(256)
-            .with_separate_at(SeparateAt::Write)
-    };
+    let opts = posix_options;
     let n = 60;
     {
         let db = Db::open(dir.path(), opts()).expect("open");
@@ -360,12 +384,7 @@ fn damage_to_a_synced_value_is_corruption_not_a_torn_write() {
         db.close().expect("close");
     }
     // A byte of the largest segment's first record flips: its value was synced.
-    let segment = std::fs::read_dir(dir.path())
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "vst"))
-        .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
-        .expect("a segment");
+    let segment = largest(&value_files(dir.path())).clone();
     let mut bytes = std::fs::read(&segment).expect("read");
     bytes[30] ^= 0x40;
     std::fs::write(&segment, &bytes).expect("write");
@@ -392,23 +411,13 @@ fn damage_to_a_synced_value_is_corruption_not_a_torn_write() {
 fn a_read_only_open_skipping_damage_reads_past_a_missing_segment() {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = || {
-        Options::default()
-            .with_min_separated_value_size(256)
-            .with_separate_at(SeparateAt::Write)
-            .with_wal_recovery_mode(gleaner::WalRecoveryMode::SkipAnyCorruptedRecords)
+        posix_options().with_wal_recovery_mode(gleaner::WalRecoveryMode::SkipAnyCorruptedRecords)
     };
     let n = 60;
     write_and_close(dir.path(), opts(), n, 0);
-    let segments: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "vst"))
-        .collect();
+    let segments = value_files(dir.path());
     // Scavenger writes a hot and a cold segment; the cold one (every key here) goes.
-    let biggest = segments
-        .iter()
-        .max_by_key(|p| std::fs::metadata(p).expect("stat").len())
-        .expect("a segment");
+    let biggest = largest(&segments);
     std::fs::remove_file(biggest).expect("remove");
     let db = Db::open_read_only(dir.path(), opts()).expect("read-only open");
     assert!(db.stats().recovery.torn_writes > 0);

@@ -65,8 +65,8 @@ pub(super) struct SegmentSink {
 }
 
 /// Segment files kept created ahead: enough for the memtables that can fill between two
-/// flushes (`max_immutable_memtables` at its default, 2, and the active one) in the common
-/// case of two classes (hot and cold), with room to spare.
+/// flushes (`max_immutable_memtables` at its default, 2, and the active one) when a router
+/// uses two value classes, with room to spare.
 const SPARE_FILES: usize = 8;
 
 /// An empty segment file created ahead, with its number and the view readers will use.

@@ -442,25 +442,17 @@ impl DbInner {
         if last + count >= MAX_SEQUENCE {
             return Err(Error::invalid("sequence numbers exhausted"));
         }
-        let user_bytes: u64 = batches
-            .iter()
-            .flat_map(|b| b.iter().flatten())
-            .map(|op| match op {
-                BatchOp::Put { key, value, .. } => (key.len() + value.len()) as u64,
-                BatchOp::Delete { key } => key.len() as u64,
-                // The engine's own write (a GC write-back, an alias), not user data.
-                BatchOp::PutHandle { .. } => 0,
-                BatchOp::DeleteRange { start, end } => (start.len() + end.len()) as u64,
-            })
-            .sum();
         let sync = group.iter().any(|w| w.sync);
         // With `separate_at=write`, values go to the memtable's segments first, and the log
         // and the memtable get their handles.
         let separated = self
             .separate_values(&mut wal.segments, &mem, &batches, first_seq, sync)
             .inspect_err(|e| self.set_bg_error(e.clone()))?;
+        // The user bytes of the puts whose values became handles (counted below as the
+        // engine's own writes).
+        let mut user_bytes = separated.as_ref().map_or(0, |(_, bytes)| *bytes);
         let batches = match &separated {
-            Some(b) => vec![b],
+            Some((b, _)) => vec![b],
             None => batches,
         };
         let mut header = [0u8; BATCH_HEADER_LEN];
@@ -488,6 +480,14 @@ impl DbInner {
         for b in &batches {
             for op in b.iter().flatten() {
                 mem.apply(seq, &op);
+                user_bytes += match op {
+                    BatchOp::Put { key, value, .. } => (key.len() + value.len()) as u64,
+                    BatchOp::Delete { key } => key.len() as u64,
+                    // The engine's own write (a GC write-back, an alias), or a separated value
+                    // counted above.
+                    BatchOp::PutHandle { .. } => 0,
+                    BatchOp::DeleteRange { start, end } => (start.len() + end.len()) as u64,
+                };
                 seq += 1;
             }
         }
@@ -508,8 +508,9 @@ impl DbInner {
     /// With `separate_at=write`, appends the values of `batches` (numbered from `first_seq`)
     /// that the router separates to `mem`'s segments, hands the bytes to the operating system
     /// (syncs them, with `sync`: before the log record that names them is synced), and returns
-    /// the group's operations as one batch with handles in place of those values; `None` when
-    /// no value was separated (the batches are written as they are).
+    /// the group's operations as one batch with handles in place of those values, with the
+    /// user bytes (key and value) of those puts; `None` when no value was separated (the
+    /// batches are written as they are).
     ///
     /// Errors: appending or syncing fails, or the router names an impossible class. Values
     /// may have been appended: the caller makes the database read-only (their sequence
@@ -521,18 +522,20 @@ impl DbInner {
         batches: &[&WriteBatch],
         first_seq: SeqNo,
         sync: bool,
-    ) -> Result<Option<WriteBatch>> {
+    ) -> Result<Option<(WriteBatch, u64)>> {
         let Some(sink) = &self.segment_sink else {
             return Ok(None);
         };
         let now = first_seq - 1;
         let ops = || (first_seq..).zip(batches.iter().flat_map(|b| b.iter().flatten()));
         let mut handles = Vec::new();
+        let mut user_bytes = 0;
         for (seq, op) in ops() {
             if let BatchOp::Put { key, value, expiry } = op
                 && let Some(h) = segments.place(sink, mem, key, seq, value, expiry, now)?
             {
                 handles.push((seq, h));
+                user_bytes += (key.len() + value.len()) as u64;
             }
         }
         segments.flush(sync, sink)?;
@@ -547,7 +550,7 @@ impl DbInner {
                 None => out.push_op(&op),
             }
         }
-        Ok(Some(out))
+        Ok(Some((out, user_bytes)))
     }
 
     /// Ensures the active memtable has room (or, with `force`, switches a non-empty one),

@@ -14,7 +14,7 @@ use crate::table::{BlockBuilder, Compression};
 use super::format::{FOOTER_LEN, FORMAT_VERSION, FORMAT_VERSION_EXPIRY, Footer};
 use super::index::{DEFAULT_INDEX_BLOCK_SIZE, DenseIndexBuilder};
 use super::properties::ValueTableProperties;
-use super::record::{check_record_limits, encode_record_prefix};
+use super::record::{check_record_limits, write_record};
 
 /// How a value table is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,11 +150,8 @@ impl ValueTableBuilder {
         }
 
         let offset = self.offset;
-        self.record_buf.clear();
-        encode_record_prefix(&mut self.record_buf, user_key, seq, value);
-        let len = (self.record_buf.len() + value.len()) as u64;
-        let written = self.write_record(value);
-        self.record(written)?;
+        let written = write_record(&mut *self.file, &mut self.record_buf, user_key, seq, value);
+        let len = self.record(written)?;
         self.offset += len;
         let indexed = self.index.add(user_key, seq, offset, len, expiry);
         self.record(indexed)?;
@@ -237,17 +234,8 @@ impl ValueTableBuilder {
         self.index.check_room(user_key.len())
     }
 
-    /// Appends the record prefix in `record_buf`, then the value.
-    fn write_record(&mut self, value: &[u8]) -> Result<()> {
-        self.file.append(&self.record_buf)?;
-        if !value.is_empty() {
-            self.file.append(value)?;
-        }
-        Ok(())
-    }
-
     /// Remembers a failure so that later calls report it instead of writing a broken table.
-    fn record(&mut self, r: Result<()>) -> Result<()> {
+    fn record<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
             self.error = Some(e.clone());
         }

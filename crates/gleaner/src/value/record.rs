@@ -11,6 +11,7 @@
 use crate::checksum;
 use crate::coding::{Decoder, decode_fixed32, put_fixed64, put_varint32, put_varint64};
 use crate::error::{Error, Result};
+use crate::io::WritableFile;
 use crate::key::MAX_SEQUENCE;
 use crate::options::MAX_KEY_SIZE;
 use crate::table::format::MAX_VALUE_LEN;
@@ -83,6 +84,25 @@ pub(crate) fn encode_record_prefix(dst: &mut Vec<u8>, key: &[u8], seq: u64, valu
     let crc = checksum::crc32c(&dst[start + RECORD_CRC_LEN..]);
     let crc = checksum::mask(checksum::crc32c_extend(crc, value));
     dst[start..start + RECORD_CRC_LEN].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Writes the record `(key, seq, value)` to `file`: its prefix, encoded in `buf` (cleared
+/// first; reused across records), then the value as it is, without copying it. Returns the
+/// record's length. What a value table's builder and a value segment's writer append.
+pub(crate) fn write_record(
+    file: &mut dyn WritableFile,
+    buf: &mut Vec<u8>,
+    key: &[u8],
+    seq: u64,
+    value: &[u8],
+) -> Result<u64> {
+    buf.clear();
+    encode_record_prefix(buf, key, seq, value);
+    file.append(buf)?;
+    if !value.is_empty() {
+        file.append(value)?;
+    }
+    Ok((buf.len() + value.len()) as u64)
 }
 
 /// Appends a whole record to `dst` (the builder writes the value separately; this form serves

@@ -23,7 +23,7 @@ use super::format::FORMAT_VERSION_WRITE_ORDER;
 use super::index::{DenseIndexBuilder, max_entry_growth};
 use super::properties::ValueTableProperties;
 use super::record::{
-    MAX_RECORD_LEN, check_record_limits, decode_record, encode_record_prefix,
+    MAX_RECORD_LEN, check_record_limits, decode_record, write_record,
     record_header_len, record_len_from_header,
 };
 
@@ -138,20 +138,14 @@ impl SegmentWriter {
         if let Some(e) = expiry {
             crate::expiry::check_expiry(e)?;
         }
-        self.record_buf.clear();
-        encode_record_prefix(&mut self.record_buf, user_key, seq, value);
-        let len = (self.record_buf.len() + value.len()) as u64;
-        let written = self.file.append(&self.record_buf).and_then(|()| {
-            if value.is_empty() {
-                Ok(())
-            } else {
-                self.file.append(value)
+        let written = write_record(&mut *self.file, &mut self.record_buf, user_key, seq, value);
+        let len = match written {
+            Ok(len) => len,
+            Err(e) => {
+                self.error = Some(e.clone());
+                return Err(e);
             }
-        });
-        if let Err(e) = written {
-            self.error = Some(e.clone());
-            return Err(e);
-        }
+        };
         let offset = self.offset;
         let key_at = self.keys.len();
         self.keys.extend_from_slice(user_key);
