@@ -314,6 +314,13 @@ pub struct GcFigures {
     /// Seconds background GC waited, yielding to reads (0 in older results).
     #[serde(default)]
     pub paced_seconds: f64,
+    /// Seconds GC jobs ran, wall clock, from claim to commit (Gleaner; 0 for peers and in older
+    /// results): beside the phase's seconds, how much of it GC was at work.
+    #[serde(default)]
+    pub job_seconds: f64,
+    /// Of those, seconds jobs waited for compactions running at their claim (Gleaner).
+    #[serde(default)]
+    pub compaction_wait_seconds: f64,
     /// The policy's own figures at the end of the phase, cumulative since the open (not a
     /// difference: some are levels, as DumpKV's lifetime points); empty for peers and in older
     /// results.

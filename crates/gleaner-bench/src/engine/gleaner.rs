@@ -214,6 +214,8 @@ impl Engine for GleanerEngine {
             read_micros: g.read_micros,
             lookup_micros: g.lookup_micros,
             paced_micros: g.paced_micros,
+            job_micros: g.job_micros,
+            compaction_wait_micros: g.compaction_wait_micros,
             write_micros: g.write_micros,
             policy,
         })

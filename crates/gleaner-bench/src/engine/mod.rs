@@ -137,6 +137,10 @@ pub struct GcCounters {
     pub write_micros: u64,
     /// Microseconds background GC waited, yielding to reads (Gleaner's `gc_read_yield_rate`).
     pub paced_micros: u64,
+    /// Microseconds GC jobs ran, wall clock (Gleaner's `job_micros`; 0 where unknown).
+    pub job_micros: u64,
+    /// Of those, microseconds jobs waited for running compactions (Gleaner).
+    pub compaction_wait_micros: u64,
     /// The figures only the engine's GC policy has, by its names (Gleaner's
     /// `stats().gc.policy_stats`: DumpKV's trainings and lifetime points, say).
     pub policy: std::collections::BTreeMap<String, u64>,

@@ -94,6 +94,8 @@ fn gleaner() -> EngineResult {
         lookup_seconds: 3.25,
         write_seconds: 8.0,
         paced_seconds: 0.0,
+        job_seconds: 30.0,
+        compaction_wait_seconds: 1.5,
         policy: Default::default(),
     });
     let read = phase("read", 2_000_000, 50.0, 40_000.0, 0.0, 1.4);

@@ -117,6 +117,8 @@ fn finite_phase(p: &mut PhaseResult) {
             &mut gc.lookup_seconds,
             &mut gc.write_seconds,
             &mut gc.paced_seconds,
+            &mut gc.job_seconds,
+            &mut gc.compaction_wait_seconds,
         ] {
             fix(x);
         }

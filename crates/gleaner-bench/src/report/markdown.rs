@@ -489,6 +489,14 @@ fn phase_table(out: &mut Out, r: &Results, key: PhaseKey<'_>) {
             "GC seconds yielding to reads",
             gc(|g| format::fixed(g.paced_seconds, 1)),
         );
+        t.figure(
+            "GC job seconds (wall clock, claim to commit)",
+            gc(|g| format::fixed(g.job_seconds, 1)),
+        );
+        t.figure(
+            "GC seconds waiting for compactions",
+            gc(|g| format::fixed(g.compaction_wait_seconds, 1)),
+        );
     }
 
     out.line(&format!("## Phase {}", phase_title(key)));

@@ -542,6 +542,12 @@ fn run_one_phase(
                 lookup_seconds: b.lookup_micros.saturating_sub(a.lookup_micros) as f64 / 1e6,
                 write_seconds: b.write_micros.saturating_sub(a.write_micros) as f64 / 1e6,
                 paced_seconds: b.paced_micros.saturating_sub(a.paced_micros) as f64 / 1e6,
+                job_seconds: b.job_micros.saturating_sub(a.job_micros) as f64 / 1e6,
+                compaction_wait_seconds: b
+                    .compaction_wait_micros
+                    .saturating_sub(a.compaction_wait_micros)
+                    as f64
+                    / 1e6,
                 policy: b.policy,
             }),
             _ => None,

@@ -229,10 +229,12 @@ fn gc(s: &DbStats, lines: &mut Vec<String>) {
         bytes(g.bytes_written)
     ));
     lines.push(format!(
-        "  time: read {}, lookup {}, write {}",
+        "  time: read {}, lookup {}, write {}; jobs {} in all, {} waiting for compactions",
         ms(g.read_micros),
         ms(g.lookup_micros),
-        ms(g.write_micros)
+        ms(g.write_micros),
+        ms(g.job_micros),
+        ms(g.compaction_wait_micros)
     ));
     if s.values.drop_keys_written > 0 {
         lines.push(format!(

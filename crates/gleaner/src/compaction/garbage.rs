@@ -6,7 +6,11 @@
 //!
 //! Tables a GC job is collecting ("claimed") need care: the job checks records against the index
 //! tree while compactions keep dropping handles. A compaction that started before a table was
-//! claimed is waited for by the GC job before it checks anything, so its drops are simply counted.
+//! claimed counts its drops into it in aggregate. Where the policy's jobs wait for such
+//! compactions before their checks, the drops are simply counted against the victim. Where they
+//! do not (their oracle reads the index tree alone, which shows each such record dead already,
+//! so no job copies one), the job may commit first: the drops then name a table collected
+//! meanwhile, and count as reclaimed early (or into a retired table), with nothing left to count.
 //! A compaction that started after the claim keeps each drop into a claimed table in detail
 //! (key, sequence, length): at its commit the drop is counted against the table if it is still
 //! live (and handed to the GC job, which moves it onto the table the record was copied to), or
@@ -70,6 +74,9 @@ pub struct GarbageListener {
     detail_all: bool,
     /// Value segments the edit installs (see [`GarbageListener::sealing`]).
     sealing: BTreeSet<u64>,
+    /// GC jobs that claimed a table after this job started may commit before it (see
+    /// [`GarbageListener::overtaken_by_gc`]).
+    overtaken: bool,
     aggregated: BTreeMap<u64, Garbage>,
     detailed: Vec<ClaimedDrop>,
     unresolved: u64,
@@ -89,6 +96,7 @@ impl GarbageListener {
             claimed,
             detail_all: false,
             sealing: BTreeSet::new(),
+            overtaken: false,
             aggregated: BTreeMap::new(),
             detailed: Vec::new(),
             unresolved: 0,
@@ -107,6 +115,18 @@ impl GarbageListener {
     #[must_use]
     pub fn for_flush(mut self) -> Self {
         self.detail_all = true;
+        self
+    }
+
+    /// The listener of a compaction that GC jobs claiming tables after it started do not wait
+    /// for (`overtaken`: the policy's oracle reads the index tree alone, and no compaction
+    /// relocates). Such a job judges every record this compaction drops dead, so it copies
+    /// none; when it commits first, a drop counted in aggregate into one of its victims, gone
+    /// at the settle, was reclaimed early by it (or, for a write-back job, is in a retired
+    /// table), rather than unplaced.
+    #[must_use]
+    pub fn overtaken_by_gc(mut self, overtaken: bool) -> Self {
+        self.overtaken = overtaken;
         self
     }
 
@@ -179,6 +199,7 @@ impl GarbageListener {
         let mut unresolved = self.unresolved;
         let mut late = Vec::new();
         let mut reclaimed_early = 0;
+        let mut retired = 0;
         delta.retain(|t, g| {
             if self.sealing.contains(t) {
                 return true;
@@ -194,12 +215,17 @@ impl GarbageListener {
                 .is_some_and(|v| v.max_expiry.is_some_and(|e| e <= now));
             if !live && expired {
                 reclaimed_early += g.records;
+            } else if !live && self.overtaken && values.retired_table(*t).is_some() {
+                retired += g.records;
+            } else if !live && self.overtaken {
+                reclaimed_early += g.records;
             } else if !live {
                 unresolved += 1;
             }
             live
         });
         self.reclaimed_early += reclaimed_early;
+        self.retired += retired;
         for d in std::mem::take(&mut self.detailed) {
             let t = match place(values, &self.cache, &self.sealing, d.table, &d.key, d.seq)? {
                 Placement::Table(t) => t,

@@ -76,7 +76,9 @@ pub enum KeptEntry {
     /// ([`RouteOrigin::Compaction`](super::router::RouteOrigin::Compaction), with the output level):
     /// into a value table of the compaction's own, in the class the router picks, or inline.
     /// The old record becomes garbage in the compaction's edit. The engine leaves in place a
-    /// record it cannot move safely (one an alias names, or out of order).
+    /// record it cannot move safely (one an alias names, or out of order), and every record
+    /// when the policy's hooks do not say they relocate
+    /// ([`CompactionHooks::relocates_values`](crate::gc::CompactionHooks::relocates_values)).
     Relocate,
 }
 

@@ -367,7 +367,8 @@ pub struct CompactionResult {
 
 /// Runs a compaction plan against `version` (the version it was picked from, or a newer one
 /// that still holds its inputs), passing its entries through the policy's `hooks` (drop events,
-/// and the kept-entry decision: values it relocates go where `relocation` says) and dropping
+/// and the kept-entry decision: values it relocates go where `relocation` says, and none when it
+/// is `None`) and dropping
 /// aliases with `drop_aliases` (see `compaction/iterator.rs`). Returns the edit that
 /// installs the result and its output files (keep them once the edit is installed). When
 /// `cancel` is set during the run, the job stops with [`Error::Closed`] and deletes its outputs.
@@ -385,7 +386,7 @@ pub fn run_compaction<'h>(
     listener: &mut dyn DropListener,
     hooks: Option<&mut (dyn EntryHooks + 'h)>,
     cancel: Option<&AtomicBool>,
-    relocation: RelocationSetup,
+    relocation: Option<RelocationSetup>,
     drop_aliases: bool,
 ) -> Result<CompactionResult> {
     let start = Instant::now();
@@ -476,10 +477,10 @@ pub fn run_compaction<'h>(
         .with_range_tombstones(kept);
     let mut rewriter = HandleRewriter::new(version, values);
     let inputs: Vec<u64> = plan.all_inputs().map(|f| f.number).collect();
-    // Only hooks that decide kept entries relocate; the tables holding aliases are found only
-    // then.
+    // Only hooks that decide kept entries relocate, and only where the policy says it does
+    // (`relocation`); the tables holding aliases are found only then.
     let decides = hooks.as_ref().is_some_and(|h| h.decides_kept_entries());
-    let mut relocator = decides.then(|| {
+    let mut relocator = relocation.filter(|_| decides).map(|relocation| {
         let aliases = AliasTables::new(version, &inputs, tables);
         Relocator::new(
             version,

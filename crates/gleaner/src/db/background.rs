@@ -663,7 +663,8 @@ impl DbInner {
             Arc::clone(&job.version),
             Arc::clone(&self.values),
             job.claimed.clone(),
-        );
+        )
+        .overtaken_by_gc(!self.policy.jobs_wait_for_older_compactions());
         // A merge whose output stays in L0 writes one table: in L0 each table is a run.
         let target = if plan.one_output_table {
             u64::MAX
@@ -672,12 +673,18 @@ impl DbInner {
         };
         let out = self.output_config(IoClass::CompactionWrite, target);
         // The values the policy's kept-entry hook relocates go to value tables of
-        // the compaction's own, where its router places them.
-        let relocation = RelocationSetup {
-            values: self.value_output_config(IoClass::CompactionWrite),
-            router: Arc::clone(&self.policy.router),
-            claimed: job.claimed.clone(),
-        };
+        // the compaction's own, where its router places them; only a policy that says it
+        // relocates may (its GC jobs wait for older compactions:
+        // `PolicySet::jobs_wait_for_older_compactions`).
+        let relocation = self
+            .policy
+            .hooks
+            .relocates_values()
+            .then(|| RelocationSetup {
+                values: self.value_output_config(IoClass::CompactionWrite),
+                router: Arc::clone(&self.policy.router),
+                claimed: job.claimed.clone(),
+            });
         // Drop keys, if the policy asks: the identities of the records whose handles the compaction
         // drops.
         let mut drop_keys = self

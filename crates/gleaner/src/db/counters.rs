@@ -155,6 +155,10 @@ pub struct Counters {
     pub gc_paced_micros: AtomicU64,
     /// Microseconds GC spent writing outputs.
     pub gc_write_micros: AtomicU64,
+    /// Microseconds GC jobs ran, from their claim to their commit (wall clock, every part).
+    pub gc_job_micros: AtomicU64,
+    /// Of those, microseconds jobs waited for compactions running at their claim to end.
+    pub gc_compaction_wait_micros: AtomicU64,
     /// Point reads of keys the hot partition holds (partitioned trees).
     pub hot_gets: AtomicU64,
     /// Point reads of keys the cold partition holds.

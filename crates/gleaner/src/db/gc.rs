@@ -113,13 +113,20 @@ enum Collected {
 }
 
 impl DbInner {
-    /// Chooses victims with the policy and claims them (under the state lock); `paced` as
-    /// [`GcClaim::paced`]. A background worker's claim (`paced`) also skips the tables whose
-    /// failed jobs it backs off from until their `retry_at`; `run_gc` (the caller asked, and
-    /// hears the error) and inline work (its schedule must not depend on the clock) do not
-    /// wait. Whoever claims, a job takes at most one table that failed before, so a table that
+    /// Chooses victims with the policy and claims them (under the state lock, and the manifest
+    /// lock, `_manifest`: a flush or compaction reads the claims and installs its edit under it,
+    /// so the edit never deletes a table claimed after it read them, a table all of whose
+    /// records it found garbage); `paced` as [`GcClaim::paced`]. A background worker's claim
+    /// (`paced`) also skips the tables whose failed jobs it backs off from until their
+    /// `retry_at`; `run_gc` (the caller asked, and hears the error) and inline work (its
+    /// schedule must not depend on the clock) do not wait. Whoever claims, a job takes at most one table that failed before, so a table that
     /// fails every time cannot keep others that were picked with it from being collected.
-    pub(super) fn claim_victims(&self, st: &mut DbState, paced: bool) -> Option<GcClaim> {
+    pub(super) fn claim_victims(
+        &self,
+        _manifest: &crate::version::VersionSet,
+        st: &mut DbState,
+        paced: bool,
+    ) -> Option<GcClaim> {
         let values = st.version.values();
         // Entries of tables that left the version go: the map is bounded by the live tables.
         st.gc_backoff.retain(|n, _| values.live(*n).is_some());
@@ -199,16 +206,19 @@ impl DbInner {
             // no write seals may have to be sealed for them.
             self.release_unreachable_tables();
             let recheck = self.seal_for_retired();
+            let versions = self.versions.lock();
             let mut st = self.state.lock();
             if st.shutting_down {
                 return None;
             }
             if st.bg_error.is_none()
                 && worker < self.active_gc_threads()
-                && let Some(claim) = self.claim_victims(&mut st, true)
+                && let Some(claim) = self.claim_victims(&versions, &mut st, true)
             {
                 return Some(claim);
             }
+            // Not held while waiting: flushes and compactions need it to commit.
+            drop(versions);
             let wait = if self.space.is_some() {
                 GC_WAIT
             } else {
@@ -237,9 +247,10 @@ impl DbInner {
         let limit = self.state.lock().version.values().len() as u64 + 1;
         while run.jobs < limit {
             let claim = {
+                let versions = self.versions.lock();
                 let mut st = self.state.lock();
                 st.check_usable()?;
-                self.claim_victims(&mut st, false)
+                self.claim_victims(&versions, &mut st, false)
             };
             let Some(claim) = claim else { break };
             let stats = self.run_gc_claim(claim)?;
@@ -264,7 +275,10 @@ impl DbInner {
     /// rest after letting the turn go: the write path may run inline work to make room, which
     /// takes the turn, while it holds the WAL and leads the write queue.
     pub(super) fn start_gc_claim(&self, claim: GcClaim) -> GcProgress {
-        match self.run_gc_job(&claim) {
+        let started = Instant::now();
+        let job = self.run_gc_job(&claim);
+        self.count_job_time(started);
+        match job {
             Ok(Collected::Committed(stats)) => {
                 GcProgress::Finished(self.end_gc_claim(&claim.victims, Ok(stats)))
             }
@@ -279,8 +293,16 @@ impl DbInner {
     /// Writes back the new places of the records a job started by
     /// [`DbInner::start_gc_claim`] moved, commits it, and releases its claim.
     pub(super) fn finish_gc_claim(&self, pending: PendingWriteBack) -> Result<GcJobStats> {
+        let started = Instant::now();
         let result = self.write_back_moved(pending.write_back);
+        self.count_job_time(started);
         self.end_gc_claim(&pending.victims, result)
+    }
+
+    /// Adds the time since `started` to the GC jobs' wall-clock time (`GcStats::job_micros`).
+    fn count_job_time(&self, started: Instant) {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Counters::add(&self.counters.gc_job_micros, micros);
     }
 
     /// Releases the claim on a job's `victims` and records the job's `result`.
@@ -319,12 +341,21 @@ impl DbInner {
 
     fn run_gc_job(&self, claim: &GcClaim) -> Result<Collected> {
         // Compactions that started before the claim count their drops into the victims as plain
-        // garbage; wait until they are done so the index tree shows those drops.
+        // garbage. Where the policy's checks could copy a record such a compaction drops or
+        // moves (an oracle that judges from committed drop keys, a compaction that relocates),
+        // wait until they are done, so the checks see those drops. An oracle reading the index
+        // tree alone finds those records dead as it is (docs/gc.md, "Racing with compaction").
         {
+            let waits = self.policy.jobs_wait_for_older_compactions();
+            let started = Instant::now();
             let mut st = self.state.lock();
-            while st.running.iter().any(|r| r.id < claim.epoch) {
+            while waits && st.running.iter().any(|r| r.id < claim.epoch) {
                 st.check_usable()?;
                 self.progress_cv.wait_for(&mut st, GC_WAIT);
+            }
+            if waits {
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                Counters::add(&self.counters.gc_compaction_wait_micros, micros);
             }
             st.check_usable()?;
         }

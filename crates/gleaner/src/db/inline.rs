@@ -153,6 +153,14 @@ impl DbInner {
         if skip_gc || st.bg_error.is_some() || self.active_gc_threads() == 0 {
             return None;
         }
-        self.claim_victims(&mut st, false).map(Work::Gc)
+        // A GC claim is made under the manifest lock too (`claim_victims`), which comes first
+        // in the lock order. Nothing else runs meanwhile: work is inline.
+        drop(st);
+        let versions = self.versions.lock();
+        let mut st = self.state.lock();
+        if st.shutting_down || st.bg_error.is_some() {
+            return None;
+        }
+        self.claim_victims(&versions, &mut st, false).map(Work::Gc)
     }
 }

@@ -1042,6 +1042,8 @@ impl DbInner {
             lookup_micros: g(&c.gc_lookup_micros),
             write_micros: g(&c.gc_write_micros),
             paced_micros: g(&c.gc_paced_micros),
+            job_micros: g(&c.gc_job_micros),
+            compaction_wait_micros: g(&c.gc_compaction_wait_micros),
             claimed,
             io_threads: self.gc_io.threads(),
             backoff_tables: backoff.failing,

@@ -112,6 +112,16 @@ pub trait CompactionHooks: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether the policy's kept-entry hook may answer [`KeptEntry::Relocate`]: compactions
+    /// then prepare to relocate, and GC jobs wait, before their checks, for every compaction
+    /// that was running when they claimed their victims (a record such a compaction moves out
+    /// of a victim would otherwise be copied by the job too, a second copy no drop counts;
+    /// docs/gc.md, "Racing with compaction"). The answer binds: without it, an entry the hook
+    /// asks to relocate is kept where it is. Default: no.
+    fn relocates_values(&self) -> bool {
+        false
+    }
+
     /// Key tables to compact when the tree's shape asks for no compaction (a picker bias),
     /// in the order to try them. Default: none.
     fn marked_for_compaction(&self, version: &Version) -> Vec<u64> {

@@ -172,6 +172,17 @@ pub trait ValidityOracle: Send + Sync + std::fmt::Debug {
         self.check(record, env).map(Verdict::from)
     }
 
+    /// Whether every verdict is read from the pinned index tree (and memtables) alone. A
+    /// compaction running when the job pinned them drops only versions that every reader of
+    /// the pinned tree already sees shadowed, deleted or expired, so such an oracle judges
+    /// their records dead either way, and the job need not wait for it (docs/gc.md, "Racing
+    /// with compaction", rule 2). An oracle that judges from what compactions hand over when
+    /// they commit (drop keys, say) must say no: its jobs then wait for those compactions
+    /// before their checks. Default: no.
+    fn reads_index_tree(&self) -> bool {
+        false
+    }
+
     /// Prepares the checks of the job `start` describes. Default: [`ValidityOracle::check`]
     /// for every record, nothing more.
     ///
@@ -270,6 +281,11 @@ impl IndexOracle {
 impl ValidityOracle for IndexOracle {
     fn check(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Validity> {
         self.verdict(record, env).map(|v| v.validity)
+    }
+
+    /// Lookups in the pinned tree, nothing else.
+    fn reads_index_tree(&self) -> bool {
+        true
     }
 
     fn verdict(&self, record: &RecordRef<'_>, env: &OracleEnv<'_>) -> Result<Verdict> {

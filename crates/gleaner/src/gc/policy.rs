@@ -76,3 +76,43 @@ pub struct PolicySet {
     /// the key needs no search (`db/handle_updates.rs`, docs/gc.md).
     pub updates_handles_on_read: bool,
 }
+
+impl PolicySet {
+    /// Whether a GC job must wait, before its checks, for the compactions running when it
+    /// claimed its victims: unless its oracle reads the index tree alone and no compaction
+    /// relocates values (docs/gc.md, "Racing with compaction", rule 2).
+    pub(crate) fn jobs_wait_for_older_compactions(&self) -> bool {
+        !self.oracle.reads_index_tree() || self.hooks.relocates_values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::options::{GcPolicyKind, Options, Switch};
+
+    /// Which built-in policies' jobs wait for the compactions running at their claim: those
+    /// whose oracle judges from drop keys, and those whose compactions relocate values.
+    #[test]
+    fn jobs_wait_for_older_compactions_only_where_checks_could_copy_their_drops() {
+        let opts = |p: GcPolicyKind| Options::default().with_gc_policy(p);
+        let waits = |set: super::PolicySet| set.jobs_wait_for_older_compactions();
+        for hotness in [Switch::On, Switch::Off] {
+            let o = opts(GcPolicyKind::Scavenger).with_hotness_aware_writes(hotness);
+            assert!(!waits(super::super::scavenger::policy_set(&o)), "{hotness:?}");
+        }
+        let terarkdb = opts(GcPolicyKind::Terarkdb);
+        assert!(!waits(super::super::scavenger::policy_set(&terarkdb)));
+        assert!(!waits(super::super::titan::policy_set(&opts(
+            GcPolicyKind::Titan
+        ))));
+        assert!(waits(super::super::novkv::policy_set(&opts(
+            GcPolicyKind::Novkv
+        ))));
+        assert!(waits(super::super::blobdb::policy_set(&opts(
+            GcPolicyKind::Blobdb
+        ))));
+        assert!(waits(
+            super::super::diffkv::policy_set(&opts(GcPolicyKind::Diffkv)).expect("diffkv")
+        ));
+    }
+}

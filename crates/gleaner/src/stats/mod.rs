@@ -437,6 +437,15 @@ pub struct GcStats {
     /// reads coming, no space pressure): pacing by `gc_read_yield_rate`.
     #[serde(default)]
     pub paced_micros: u64,
+    /// Microseconds GC jobs ran, wall clock, from their claim to their commit: reading,
+    /// checking, writing, waiting and committing. Beside the time elapsed, it says how much of
+    /// it GC was at work.
+    #[serde(default)]
+    pub job_micros: u64,
+    /// Of `job_micros`, microseconds jobs waited, before reading, for compactions that were
+    /// running when they claimed their victims (those may still drop handles into them).
+    #[serde(default)]
+    pub compaction_wait_micros: u64,
     /// Victims being collected now.
     pub claimed: usize,
     /// Threads of the pool GC jobs' reads in flight run on: 0 until the first job that reads

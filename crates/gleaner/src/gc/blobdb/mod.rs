@@ -94,6 +94,11 @@ impl EntryHooks for Relocating {
 }
 
 impl CompactionHooks for BlobDbHooks {
+    /// RocksDB's integrated GC: compactions move the values of the oldest tables.
+    fn relocates_values(&self) -> bool {
+        true
+    }
+
     /// Compactions that rewrite tables relocate the values of the old value tables; a flush
     /// writes new entries, and a trivial move rewrites nothing (as in RocksDB).
     fn begin<'a>(&'a self, ctx: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {

@@ -168,6 +168,11 @@ fn plan(
 }
 
 impl CompactionHooks for MergeHooks {
+    /// Merges move the values of the tables a merge plan names.
+    fn relocates_values(&self) -> bool {
+        true
+    }
+
     fn begin<'a>(&'a self, ctx: &CompactionContext<'a>) -> Option<Box<dyn EntryHooks + 'a>> {
         if ctx.input_level.is_none() || ctx.trivial_move {
             return None;

@@ -52,6 +52,11 @@ impl ValidityOracle for NewestVersionOracle {
         )?;
         Ok(if live { Validity::Live } else { Validity::Dead })
     }
+
+    /// The newest version, from the pinned memtables and tree.
+    fn reads_index_tree(&self) -> bool {
+        true
+    }
 }
 
 /// Options only `titan` reads: a switch to another policy drops them (docs/gc.md, "Switching
