@@ -119,8 +119,9 @@ impl DbInner {
     /// records it found garbage); `paced` as [`GcClaim::paced`]. A background worker's claim
     /// (`paced`) also skips the tables whose failed jobs it backs off from until their
     /// `retry_at`; `run_gc` (the caller asked, and hears the error) and inline work (its
-    /// schedule must not depend on the clock) do not wait. Whoever claims, a job takes at most one table that failed before, so a table that
-    /// fails every time cannot keep others that were picked with it from being collected.
+    /// schedule must not depend on the clock) do not wait. Whoever claims, a job takes at most
+    /// one table that failed before, so a table that fails every time cannot keep others that
+    /// were picked with it from being collected.
     pub(super) fn claim_victims(
         &self,
         _manifest: &crate::version::VersionSet,
