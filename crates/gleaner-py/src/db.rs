@@ -114,10 +114,11 @@ impl PyDb {
 #[pymethods]
 impl PyDb {
     /// Opens (creating it if missing) the database in directory `path`. Every keyword argument
-    /// is an option by its OPTIONS-file name (docs/options.md): a `bool`, `int` or `float`, or
-    /// a string in the file's syntax (`memtable_size='64MiB'`, `gc_policy='titan'`). With
-    /// `read_only=True` the database is opened without writing anything, beside other
-    /// read-only handles.
+    /// is an option by its OPTIONS-file name (`gleaner.option_names()` lists them; the engine's
+    /// `Options` documents each with its default, docs/format.md the file): a `bool`, `int` or
+    /// `float`, or a string in the file's syntax (`memtable_size='64MiB'`,
+    /// `gc_policy='titan'`). With `read_only=True` the database is opened without writing
+    /// anything, beside other read-only handles.
     ///
     /// Raises `InvalidArgumentError` for an unknown option or a bad value (naming it),
     /// `LockedError` when another handle has it open for writing, `CorruptionError`, `IoError`.
