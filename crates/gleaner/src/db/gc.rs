@@ -15,7 +15,7 @@ use crate::filename::drop_file_name;
 use crate::gc::Validity;
 use crate::gc::{
     CommitStyle, GcJobStats, GcReport, GcVerdict, JobEnd, JobOracle, JobPlan, JobStart,
-    MovedRecord, OracleEnv, PickContext, RecordRef, ValidityContext, VictimCandidate,
+    MovedRecord, OracleEnv, PickContext, RecordRef, ValidityContext, VictimCandidate, micros_since,
     pacing::{Activity, Pacer},
     run_gc_job,
 };
@@ -302,8 +302,7 @@ impl DbInner {
 
     /// Adds the time since `started` to the GC jobs' wall-clock time (`GcStats::job_micros`).
     fn count_job_time(&self, started: Instant) {
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        Counters::add(&self.counters.gc_job_micros, micros);
+        Counters::add(&self.counters.gc_job_micros, micros_since(started));
     }
 
     /// Releases the claim on a job's `victims` and records the job's `result`.
@@ -343,9 +342,10 @@ impl DbInner {
     fn run_gc_job(&self, claim: &GcClaim) -> Result<Collected> {
         // Compactions that started before the claim count their drops into the victims as plain
         // garbage. Where the policy's checks could copy a record such a compaction drops or
-        // moves (an oracle that judges from committed drop keys, a compaction that relocates),
-        // wait until they are done, so the checks see those drops. An oracle reading the index
-        // tree alone finds those records dead as it is (docs/gc.md, "Racing with compaction").
+        // moves (an oracle that judges from what compactions hand over at their commit, a
+        // compaction that relocates), wait until they are done, so the checks see those drops.
+        // An oracle reading the index tree alone finds those records dead as it is (docs/gc.md,
+        // "Racing with compaction").
         {
             let waits = self.policy.jobs_wait_for_older_compactions();
             let started = Instant::now();
@@ -355,8 +355,10 @@ impl DbInner {
                 self.progress_cv.wait_for(&mut st, GC_WAIT);
             }
             if waits {
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                Counters::add(&self.counters.gc_compaction_wait_micros, micros);
+                Counters::add(
+                    &self.counters.gc_compaction_wait_micros,
+                    micros_since(started),
+                );
             }
             st.check_usable()?;
         }
@@ -770,8 +772,7 @@ impl DbInner {
             let start = Instant::now();
             std::thread::sleep(wait.min(PACE_SLICE));
             // Counted slice by slice, so `stats()` shows a long wait as it goes.
-            let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-            Counters::add(&self.counters.gc_paced_micros, micros);
+            Counters::add(&self.counters.gc_paced_micros, micros_since(start));
             if closed() {
                 return Err(Error::Closed);
             }

@@ -252,7 +252,8 @@ pub fn run_gc_job(
     })))
 }
 
-fn micros_since(start: Instant) -> u64 {
+/// Microseconds since `start`, saturating.
+pub(crate) fn micros_since(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 

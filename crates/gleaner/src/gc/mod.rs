@@ -50,7 +50,7 @@ pub use hooks::{
     NoHooks,
 };
 pub use job::GcJobStats;
-pub(crate) use job::{GcJobOutput, JobEnd, JobPlan, MovedRecord, run_gc_job};
+pub(crate) use job::{GcJobOutput, JobEnd, JobPlan, MovedRecord, micros_since, run_gc_job};
 pub use oracle::{
     EachRecord, IndexOracle, JobOracle, JobStart, LookupKind, OracleEnv, ReadDropBlock, RecordRef,
     Validity, ValidityOracle, Verdict,
