@@ -173,7 +173,11 @@ impl PyDb {
         self.shared.check_open(py, "get")?;
         let db = &self.shared.db;
         let value = match snapshot {
-            None => py.allow_threads(|| db.get(&key)),
+            // The entry's value shares the engine's buffer: the one copy is into the PyBytes.
+            None => py.allow_threads(|| {
+                db.get_entry(&key, &gleaner::ReadOptions::default())
+                    .map(|e| e.map(|e| e.value))
+            }),
             Some(s) => {
                 let snap = s.get().inner_for(py, &self.shared)?;
                 py.allow_threads(|| get_at(db, &snap, &key))

@@ -64,16 +64,17 @@ pub fn get_at(
     db: &gleaner::Db,
     cell: &SnapshotCell,
     key: &[u8],
-) -> gleaner::Result<Option<Vec<u8>>> {
+) -> gleaner::Result<Option<gleaner::Bytes>> {
     let guard = cell.read();
     let snapshot = guard.as_ref().ok_or_else(PySnapshot::released_error)?;
-    db.get_with(
+    let entry = db.get_entry(
         key,
         &gleaner::ReadOptions {
             snapshot: Some(snapshot),
             ..Default::default()
         },
-    )
+    )?;
+    Ok(entry.map(|e| e.value))
 }
 
 #[pymethods]

@@ -82,6 +82,9 @@ internal_modules! {
 }
 
 pub use batch::WriteBatch;
+/// The shared, reference-counted byte buffer [`Entry::value`] is read into (the `bytes` crate's,
+/// re-exported so that callers need not depend on the same version).
+pub use bytes::Bytes;
 pub use db::{
     Db, DbIterator, Entry, GarbageRecount, GcRunStats, RangeIter, ReadOptions, Snapshot,
     WriteOptions,

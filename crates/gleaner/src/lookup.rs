@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::cache::TableCache;
 use crate::error::Result;
 use crate::key::{SeqNo, make_lookup_key};
@@ -57,8 +59,8 @@ pub fn newest_key<'m>(
 pub enum Lookup {
     /// The value, stored inline.
     Value {
-        /// The value.
-        value: Vec<u8>,
+        /// The value: from a memtable, a view of the entry's own buffer (no copy).
+        value: Bytes,
         /// When the version expires, if it does ([`crate::expiry`]).
         expiry: Option<u64>,
     },
@@ -91,9 +93,9 @@ impl Lookup {
     }
 
     /// An inline value that does not expire.
-    pub fn value(value: Vec<u8>) -> Lookup {
+    pub fn value(value: impl Into<Bytes>) -> Lookup {
         Lookup::Value {
-            value,
+            value: value.into(),
             expiry: None,
         }
     }

@@ -678,7 +678,7 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                     let entry = db
                         .get_entry(&k, opts)
                         .unwrap_or_else(|e| panic!("{}: get_entry: {e}", run.ctx()))
-                        .map(|e| (e.value, e.expiry_ms));
+                        .map(|e| (e.value.to_vec(), e.expiry_ms));
                     let expiry = db
                         .get_expiry(&k, opts)
                         .unwrap_or_else(|e| panic!("{}: get_expiry: {e}", run.ctx()));

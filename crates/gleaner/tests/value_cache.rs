@@ -49,6 +49,33 @@ fn a_second_read_of_a_value_comes_from_the_cache_within_the_budget() {
     assert!(stats.cache.value_usage_bytes >= 4000);
 }
 
+/// A separated value is handed out without a copy: the read that fills the cache, every later
+/// hit and the cache share one buffer, so `get_entry` of a cached 4 KB value costs a reference
+/// count, not a copy.
+#[test]
+fn a_cached_value_is_handed_out_without_a_copy() {
+    let fs = FaultFs::new(1);
+    let db = Db::open(Path::new("/db"), options(&fs, 0.25)).expect("open");
+    db.put("k", value(1)).expect("put");
+    db.flush().expect("flush");
+    let read = |db: &Db| {
+        db.get_entry("k", &ReadOptions::default())
+            .expect("get_entry")
+            .expect("present")
+            .value
+    };
+    let first = read(&db);
+    let second = read(&db);
+    assert_eq!(first, value(1));
+    assert_eq!(second, value(1));
+    assert_eq!(db.stats().cache.value_hits, 1, "the second read was a hit");
+    assert_eq!(
+        first.as_ptr(),
+        second.as_ptr(),
+        "the hit handed out the buffer the first read filled"
+    );
+}
+
 #[test]
 fn an_overwritten_or_collected_value_is_never_served_stale() {
     // `novkv` too: its GC learns garbage from drop keys, not from the index, and writes its

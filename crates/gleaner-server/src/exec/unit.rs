@@ -122,7 +122,7 @@ impl<'a> Unit<'a> {
                 .db
                 .get_entry(&stored, &self.read_opts())?
                 .map(|e| Entry {
-                    value: Bytes::from(e.value),
+                    value: e.value,
                     expiry: e.expiry_ms,
                 }),
         };

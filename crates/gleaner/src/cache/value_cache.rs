@@ -23,29 +23,33 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
 use crate::key::SeqNo;
 use crate::value::ValueHandle;
 
-/// A cached record.
+/// A cached record. The value shares its buffer with the read that found it and with every
+/// reader it is handed to: a hit copies nothing.
 #[derive(Debug)]
 struct Entry {
     key: Box<[u8]>,
     seq: SeqNo,
-    value: Box<[u8]>,
+    value: Bytes,
 }
 
-/// Bytes an entry costs beyond its key and value (the entry, the map's slot).
-const ENTRY_OVERHEAD: u64 = 64;
+/// Bytes an entry costs beyond its key and value (the entry, the map's slot, and the record
+/// header the value's buffer still holds; the buffer holds the key too, so the key counts
+/// twice).
+const ENTRY_OVERHEAD: u64 = 96;
 
 #[derive(Debug, Clone, Copy)]
 struct EntryWeighter;
 
 impl Weighter<(u64, u64), Arc<Entry>> for EntryWeighter {
     fn weight(&self, _key: &(u64, u64), e: &Arc<Entry>) -> u64 {
-        e.key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD
+        2 * e.key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -102,7 +106,7 @@ impl ValueCache {
     /// The value of the record `(key, seq)` that `handle` names, if cached. An entry under the
     /// handle for another record is a miss (the caller's read from disk then reports the
     /// mismatch as corruption).
-    pub fn get(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo) -> Option<Vec<u8>> {
+    pub fn get(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo) -> Option<Bytes> {
         let found = self
             .cache
             .get(&(handle.file_number, handle.offset))
@@ -113,16 +117,19 @@ impl ValueCache {
             &self.misses
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        found.map(|e| e.value.to_vec())
+        found.map(|e| e.value.clone())
     }
 
     /// Caches `value` as the value of the record `(key, seq)` that `handle` names (a value
-    /// larger than a shard of the cache is not kept).
-    pub fn insert(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: &[u8]) {
+    /// larger than a shard of the cache is not kept). The entry shares `value`'s buffer, which
+    /// must be the record's own (as a value read by
+    /// [`ValueTable::read_record`](crate::value::ValueTable::read_record) is): a view of a larger
+    /// buffer would keep all of it alive while the cache counts only the value.
+    pub fn insert(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: Bytes) {
         let entry = Entry {
             key: key.into(),
             seq,
-            value: value.into(),
+            value,
         };
         self.cache
             .insert((handle.file_number, handle.offset), Arc::new(entry));
@@ -187,8 +194,8 @@ mod tests {
     #[test]
     fn a_hit_needs_the_same_handle_key_and_sequence() {
         let c = ValueCache::new(1 << 20);
-        c.insert(&handle(7, 100), b"k", 5, b"value");
-        assert_eq!(c.get(&handle(7, 100), b"k", 5), Some(b"value".to_vec()));
+        c.insert(&handle(7, 100), b"k", 5, Bytes::from_static(b"value"));
+        assert_eq!(c.get(&handle(7, 100), b"k", 5).as_deref(), Some(&b"value"[..]));
         assert_eq!(c.get(&handle(7, 100), b"k", 6), None, "another version");
         assert_eq!(c.get(&handle(7, 100), b"j", 5), None, "another key");
         assert_eq!(c.get(&handle(8, 100), b"k", 5), None, "another table");
@@ -200,7 +207,7 @@ mod tests {
     fn the_budget_bounds_the_bytes_held() {
         let c = ValueCache::new(64 << 10);
         for i in 0..100u64 {
-            c.insert(&handle(1, i * 1000), &i.to_be_bytes(), i, &[0u8; 4000]);
+            c.insert(&handle(1, i * 1000), &i.to_be_bytes(), i, Bytes::from(vec![0u8; 4000]));
         }
         assert!(c.usage_bytes() <= 64 << 10, "{}", c.usage_bytes());
         let kept = (0..100u64)
@@ -230,7 +237,7 @@ mod tests {
             c.insert_place(&handle(1, i), i, handle(2, i));
         }
         for i in 0..100u64 {
-            c.insert(&handle(3, i * 1000), &i.to_be_bytes(), i, &[0u8; 4000]);
+            c.insert(&handle(3, i * 1000), &i.to_be_bytes(), i, Bytes::from(vec![0u8; 4000]));
         }
         assert!(c.usage_bytes() <= 64 << 10, "{}", c.usage_bytes());
         let places = (0..10_000u64)

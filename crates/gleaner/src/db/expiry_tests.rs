@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::expiry::{MAX_EXPIRY_MS, ManualClock};
 use crate::io::FaultFs;
-use crate::{Db, Entry, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+use crate::{Bytes, Db, Entry, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// The start of every test's clock.
 const T0: u64 = 1_000_000;
@@ -491,7 +491,7 @@ fn assert_entry(
     assert_eq!(
         entry,
         want.map(|(v, e)| Entry {
-            value: v.to_vec(),
+            value: Bytes::copy_from_slice(v),
             expiry_ms: e,
         }),
         "{ctx}: {key}: get_entry"

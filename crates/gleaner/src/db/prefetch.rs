@@ -863,7 +863,9 @@ fn read_value(
         .table
         .read_record(at.handle.offset, at.handle.len, IoClass::UserRead)?;
     check_record(&at.handle, &record.key, record.seq, &r.user_key, r.seq)?;
-    Ok(record.value)
+    // The buffer is the record's alone: this moves the value to its front, as the cursor
+    // keeps values in vectors.
+    Ok(Vec::from(record.value))
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
+
 use super::{Counters, DbInner, ReadOptions, SuperVersion};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
@@ -16,8 +18,11 @@ use crate::value::ValueHandle;
 /// A key's value and when it expires, as [`Db::get_entry`](crate::Db::get_entry) reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// The value.
-    pub value: Vec<u8>,
+    /// The value. A separated value shares its buffer with the value cache (and with the read
+    /// that filled it): neither reading it from the cache nor handing it on copies it, and
+    /// [`Bytes::clone`] is a reference count. Keeping it keeps that buffer, about the value's
+    /// size, alive; `Vec::from(value)` copies it only when the buffer is shared.
+    pub value: Bytes,
     /// When the version read expires (milliseconds since the Unix epoch, by the database's
     /// clock; see [`crate::expiry`]), or `None` when it does not.
     pub expiry_ms: Option<u64>,
@@ -93,7 +98,7 @@ impl DbInner {
 
     /// The value of `key` a read with `opts` sees.
     pub(super) fn get(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Vec<u8>>> {
-        Ok(self.get_entry(key, opts)?.map(|e| e.value))
+        Ok(self.get_entry(key, opts)?.map(|e| Vec::from(e.value)))
     }
 
     /// The value of `key` a read with `opts` sees, with its expiry: the newest version at the
@@ -142,7 +147,7 @@ impl DbInner {
         handle: ValueHandle,
         record_seq: SeqNo,
         opts: &ReadOptions<'_>,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Bytes> {
         Counters::add(&self.counters.gets_separated, 1);
         let cache = self.value_cache.as_deref();
         if let Some(value) = cache.and_then(|c| c.get(&handle, key, record_seq)) {
@@ -165,7 +170,7 @@ impl DbInner {
         )?;
         drop(sv);
         if let Some(c) = cache.filter(|_| opts.fill_cache) {
-            c.insert(&handle, key, record_seq, &value);
+            c.insert(&handle, key, record_seq, value.clone());
             if let Some(to) = moved.filter(|to| Some(*to) != place) {
                 c.insert_place(&handle, record_seq, to);
             }

@@ -211,7 +211,7 @@ mod tests {
         let mut reader = VictimReader::new(table);
         let mut got = Vec::new();
         while let Some(r) = reader.next_record_at().unwrap() {
-            got.push((r.record.key, r.record.seq, r.record.value, r.offset, r.len));
+            got.push((r.record.key, r.record.seq, r.record.value.to_vec(), r.offset, r.len));
         }
         assert!(got == want, "every record once, in internal-key order");
         assert_eq!(reader.bytes_read, region, "each record read once");

@@ -14,6 +14,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
+use bytes::Bytes;
 use crossbeam_skiplist::SkipSet;
 use crossbeam_skiplist::set::Entry;
 use parking_lot::Mutex;
@@ -72,7 +73,8 @@ impl NodeKey {
 
 struct MemEntry {
     ikey: NodeKey,
-    value: Box<[u8]>,
+    /// Shared with the readers a point lookup hands it to, so that a lookup copies nothing.
+    value: Bytes,
 }
 
 impl MemEntry {
@@ -86,7 +88,7 @@ impl MemEntry {
     fn probe(target: &[u8]) -> Self {
         MemEntry {
             ikey: NodeKey::new(&[target]),
-            value: Box::default(),
+            value: Bytes::new(),
         }
     }
 }
@@ -216,7 +218,7 @@ impl MemTable {
         let size = (user_key.len() + key::TRAILER_LEN + value.len()) as u64 + ENTRY_OVERHEAD;
         let entry = MemEntry {
             ikey: NodeKey::new(&[user_key, &key::pack_trailer(seq, kind as u8).to_le_bytes()]),
-            value: value.into(),
+            value: Bytes::copy_from_slice(value),
         };
         self.set.insert(entry);
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
@@ -316,7 +318,7 @@ impl MemTable {
         let trailer = key::pack_trailer(seq, key::KIND_FOR_SEEK).to_le_bytes();
         let probe = MemEntry {
             ikey: NodeKey::new(&[user_key, &trailer]),
-            value: Box::default(),
+            value: Bytes::new(),
         };
         let found = self
             .set
@@ -348,15 +350,15 @@ impl MemTable {
             Some(Found::RangeDeleted(_)) => return Ok(Some(Lookup::Deleted)),
             Some(Found::Version { seq, kind, entry }) => (seq, kind, entry),
         };
-        let stored = entry.value().value();
+        let stored = &entry.value().value;
         Ok(Some(match kind {
-            ValueKind::Value => Lookup::value(stored.to_vec()),
+            ValueKind::Value => Lookup::value(stored.clone()),
             ValueKind::ValueWithExpiry => {
                 let (expiry, value) = crate::expiry::split_inline(stored).ok_or_else(|| {
                     Error::corruption("memtable", 0, crate::expiry::BAD_INLINE_EXPIRY)
                 })?;
                 Lookup::Value {
-                    value: value.to_vec(),
+                    value: stored.slice_ref(value),
                     expiry: Some(expiry),
                 }
             }
@@ -575,6 +577,27 @@ mod tests {
         }
         assert_eq!(n, MAX_RANGE_TOMBSTONE_BYTES / (128 << 10), "switched by bytes");
         assert!(n < MAX_RANGE_TOMBSTONES);
+    }
+
+    /// A lookup hands out the entry's own buffer: two reads of one version share it, and an
+    /// expiring value is a view of it past the expiry.
+    #[test]
+    fn a_lookup_shares_the_entry_buffer() {
+        let m = MemTable::new(1);
+        m.add(1, ValueKind::Value, b"k", &[7u8; 8192]);
+        let mut with_expiry = 1234u64.to_le_bytes().to_vec();
+        with_expiry.extend_from_slice(b"soon");
+        m.add(2, ValueKind::ValueWithExpiry, b"e", &with_expiry);
+        let value = |k: &[u8]| match m.get(k, 10).expect("get") {
+            Some(Lookup::Value { value, expiry }) => (value, expiry),
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (value(b"k"), value(b"k"));
+        assert_eq!((&a.0[..], a.1), (&[7u8; 8192][..], None));
+        assert_eq!(a.0.as_ptr(), b.0.as_ptr(), "one buffer, not a copy per read");
+        let (e1, e2) = (value(b"e"), value(b"e"));
+        assert_eq!((&e1.0[..], e1.1), (&b"soon"[..], Some(1234)));
+        assert_eq!(e1.0.as_ptr(), e2.0.as_ptr());
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! The CRC covers every byte after it. Varints are minimal, so a record's length is a function of
 //! its key and value lengths ([`encoded_record_len`]). Records are never compressed.
 
+use bytes::Bytes;
+
 use crate::checksum;
 use crate::coding::{Decoder, decode_fixed32, put_fixed64, put_varint32, put_varint64};
 use crate::error::{Error, Result};
@@ -130,8 +132,10 @@ pub struct OwnedRecord {
     pub key: Vec<u8>,
     /// The sequence number of the write that stored the value.
     pub seq: u64,
-    /// The value.
-    pub value: Vec<u8>,
+    /// The value: a view of the buffer the record was read into when it came from
+    /// [`OwnedRecord::from_buffer`], so handing it on (to the value cache, to a reader) copies
+    /// nothing.
+    pub value: Bytes,
 }
 
 impl From<RecordRef<'_>> for OwnedRecord {
@@ -139,16 +143,17 @@ impl From<RecordRef<'_>> for OwnedRecord {
         OwnedRecord {
             key: r.key.to_vec(),
             seq: r.seq,
-            value: r.value.to_vec(),
+            value: Bytes::copy_from_slice(r.value),
         }
     }
 }
 
 impl OwnedRecord {
-    /// Decodes the record that exactly fills `buf` (read from `offset` of `file`) and reuses the
-    /// buffer for the value: the value is moved to its front in place, so no second buffer of
-    /// the value's size is allocated. Errors as [`decode_record`].
-    pub(crate) fn from_buffer(mut buf: Vec<u8>, file: &str, offset: u64) -> Result<OwnedRecord> {
+    /// Decodes the record that exactly fills `buf` (read from `offset` of `file`) and keeps the
+    /// buffer as the value's storage: the value is a view of its tail, so no byte of it is
+    /// copied or moved. The view holds the whole buffer, the record's header and key too (a
+    /// few dozen bytes beside a separated value). Errors as [`decode_record`].
+    pub(crate) fn from_buffer(buf: Vec<u8>, file: &str, offset: u64) -> Result<OwnedRecord> {
         let (key_range, seq, value_start) = {
             let r = decode_record(&buf, file, offset)?;
             let value_start = buf.len() - r.value.len();
@@ -156,12 +161,10 @@ impl OwnedRecord {
             (key_start..value_start, r.seq, value_start)
         };
         let key = buf[key_range].to_vec();
-        buf.copy_within(value_start.., 0);
-        buf.truncate(buf.len() - value_start);
         Ok(OwnedRecord {
             key,
             seq,
-            value: buf,
+            value: Bytes::from(buf).slice(value_start..),
         })
     }
 }

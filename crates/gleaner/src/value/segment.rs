@@ -547,7 +547,7 @@ mod tests {
         assert!(t.in_write_order());
         for r in recs {
             let got = t.read_record(r.at.0, r.at.1, IoClass::UserRead).unwrap();
-            assert_eq!((&got.key, got.seq, &got.value), (&r.key, r.seq, &r.value));
+            assert_eq!((&got.key, got.seq, &got.value[..]), (&r.key, r.seq, &r.value[..]));
             assert_eq!(
                 t.find(&r.key, r.seq, IoClass::UserRead, true).unwrap(),
                 Some(r.at)

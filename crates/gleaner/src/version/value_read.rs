@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::value_set::ValueSet;
 use crate::cache::ValueTableCache;
 use crate::error::{Error, Result};
@@ -198,7 +200,8 @@ impl ValueSet {
 
     /// Reads the value of the record `(user_key, seq)` that `handle` was written as, checking that
     /// the record read is that one. Also returns where the record was found when that was
-    /// through inheritance (the handle names a table GC collected).
+    /// through inheritance (the handle names a table GC collected). The value is a view of the
+    /// buffer the record was read into: nothing is copied after the read.
     ///
     /// `place` is where an earlier read found the record (the value cache remembers it): when
     /// the handle's table is gone and `place`'s table is live here, the record is read there
@@ -215,7 +218,7 @@ impl ValueSet {
         place: Option<ValueHandle>,
         class: IoClass,
         fill_cache: bool,
-    ) -> Result<(Vec<u8>, Option<ValueHandle>)> {
+    ) -> Result<(Bytes, Option<ValueHandle>)> {
         if let Some((p, v)) = place
             .filter(|_| self.readable(handle.file_number).is_none())
             .and_then(|p| Some((p, self.readable(p.file_number)?)))
@@ -423,8 +426,10 @@ mod tests {
         collected_into_5(&mut s);
         let class = IoClass::UserRead;
         let read = |handle, place| {
-            s.read_value(&cache, b"k", 7, handle, place, class, true)
-                .expect("read")
+            let (value, moved) = s
+                .read_value(&cache, b"k", 7, handle, place, class, true)
+                .expect("read");
+            (value.to_vec(), moved)
         };
         let stale = ValueHandle {
             file_number: 1,

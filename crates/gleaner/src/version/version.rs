@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::edit::VersionEdit;
 use super::file_meta::FileMetaData;
 use super::level_iter::LevelIter;
@@ -669,8 +671,9 @@ impl Version {
                 let (expiry, v) = crate::expiry::split_inline(&value).ok_or_else(|| {
                     Error::corruption(name(), 0, crate::expiry::BAD_INLINE_EXPIRY)
                 })?;
+                let start = value.len() - v.len();
                 Lookup::Value {
-                    value: v.to_vec(),
+                    value: Bytes::from(value).slice(start..),
                     expiry: Some(expiry),
                 }
             }
