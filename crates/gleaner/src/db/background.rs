@@ -546,6 +546,10 @@ impl DbInner {
                 .get(mems.len())
                 .map_or(st.mem.wal_number(), |m| m.wal_number())
         };
+        // The edit makes that log the oldest one needed, so it must be found after a power
+        // loss; a memtable switch created it without syncing the directory. The tables this
+        // flush created were made durable by a directory sync after that switch.
+        self.wal_entry_durable(log_number, !done.pending.is_empty())?;
         let mut edit = VersionEdit {
             log_number: Some(log_number),
             last_sequence: Some(self.visible_seq.load(Ordering::Acquire)),
@@ -617,6 +621,10 @@ impl DbInner {
             // The WAL's contents are now in a table and the manifest no longer needs it.
             self.obsolete.push(ObsoleteFile::Wal(m.wal_number()));
         }
+        // Close the logs a switch kept unsynced that are obsolete now, so their deletion frees
+        // the space; dropped after the lock, so a sync waits for none of it.
+        let closed = self.sealed_logs.lock().prune(log_number);
+        drop(closed);
         self.prepare_segment_files();
         Ok(())
     }

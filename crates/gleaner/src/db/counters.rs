@@ -182,6 +182,8 @@ pub struct Counters {
     /// WAL records dropped at open because a value of theirs, or of one logged before, was
     /// torn in its value segment.
     pub recovered_torn_writes: AtomicU64,
+    /// WAL records dropped at open because an earlier log lost writes at its unsynced tail.
+    pub recovered_lost_log_records: AtomicU64,
     /// Value segments a crash left open, sealed at open.
     pub recovered_segments: AtomicU64,
 }

@@ -24,6 +24,7 @@ mod range_del_tests;
 mod read;
 mod request;
 mod retired;
+mod sealed_logs;
 mod segments;
 mod snapshot;
 mod space;
@@ -67,6 +68,8 @@ use write::Writer;
 /// The WAL being written. Only the group-commit leader touches it.
 struct Wal {
     writer: LogWriter,
+    /// The file number of the log `writer` appends to (the active memtable's WAL number).
+    number: u64,
     /// The active memtable's value segments (`separate_at=write`; empty otherwise).
     segments: segments::MemSegments,
 }
@@ -211,6 +214,14 @@ struct DbInner {
     writers: Mutex<VecDeque<Arc<Writer>>>,
     writers_cv: Condvar,
     wal: Mutex<Option<Wal>>,
+    /// The highest WAL number whose directory entry is known durable. A memtable switch
+    /// creates the next log without syncing the directory; a sync of that log, or a flush
+    /// whose edit names it as the oldest log needed, syncs it first.
+    wal_dir_durable: AtomicU64,
+    /// Logs of sealed memtables not synced yet: synced before the active one is. Lock order:
+    /// `wal` and `state` before this; nothing is locked under it but a sealed memtable's value
+    /// segments.
+    sealed_logs: Mutex<sealed_logs::SealedLogs>,
     /// The manifest lock: held across a version edit's manifest write. Lock order: `versions`
     /// before `state`; `wal` before `state`.
     versions: Mutex<VersionSet>,
@@ -845,15 +856,11 @@ impl DbInner {
         if let Some(mut wal) = self.wal.lock().take() {
             let healthy = self.state.lock().bg_error.is_none();
             if healthy {
-                // Sync, then record in the log that everything before is durable: damage found
-                // there later is then corruption, not a torn tail.
-                // The values its handles name first (`separate_at=write`).
-                let segments = match &self.segment_sink {
-                    Some(sink) => wal.segments.flush(true, sink),
-                    None => Ok(()),
-                };
-                result = segments
-                    .and_then(|()| wal.writer.sync())
+                // Sync (the sealed memtables' logs first, and the values its handles name),
+                // then record in the log that everything before is durable: damage found there
+                // later is then corruption, not a torn tail.
+                result = self
+                    .sync_logs(&mut wal)
                     .and_then(|_| crate::wal::write_sync_marker(&mut wal.writer))
                     .and_then(|_| wal.writer.sync());
             }
@@ -1164,6 +1171,7 @@ impl DbInner {
                 wal_records: g(&c.recovered_records),
                 wal_dropped_bytes: g(&c.recovered_dropped_bytes),
                 torn_writes: g(&c.recovered_torn_writes),
+                lost_log_records: g(&c.recovered_lost_log_records),
                 segments_sealed: g(&c.recovered_segments),
             },
             partitions: self.partition_stats(&version),

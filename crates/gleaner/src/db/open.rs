@@ -34,7 +34,9 @@ use crate::options::{
     GcPolicyKind, OptionValue, Options, WalRecoveryMode, parse_options_file, render_options_file,
 };
 use crate::version::{RecoveredCounters, Version, VersionEdit, VersionSet, VersionSetConfig};
-use crate::wal::{LogWriter, decode_wal_record, wal_reader};
+use crate::wal::{
+    Cut, CutKind, LogChain, LogWriter, check_cut_unsynced, decode_wal_record, wal_reader,
+};
 
 /// Which open is recovering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +223,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
         last_seq,
         wal: Some(Wal {
             writer: wal_writer,
+            number: wal_number,
             segments: Default::default(),
         }),
     };
@@ -496,7 +499,11 @@ struct Replayed {
 /// `memtable_size` goes to `full`, with the value segments found so far, and a new one starts.
 /// A write whose value, appended to a value segment as it arrived, is not there whole was torn
 /// by a crash: it and everything logged after it are dropped (counted in
-/// `recovery.torn_writes`), as a torn log tail is. Reads only.
+/// `recovery.torn_writes`), as a torn log tail is. So is everything after a log that lost its
+/// unsynced tail (`recovery.lost_log_records`): each log continues its predecessor's sequence
+/// numbers exactly, and a log that does not, or a log with no write followed by one with
+/// writes, shows that writes between them were lost (a memtable switch does not sync the log it
+/// closes: `db/sealed_logs.rs`). Reads only.
 fn replay_wals(
     rec: &Recovery,
     full: &mut dyn FnMut(Arc<MemTable>, &FoundSegments) -> Result<()>,
@@ -505,10 +512,11 @@ fn replay_wals(
     let mut last_seq = rec.last_seq;
     let mut mem = Arc::new(MemTable::new(0));
     let mut segments = FoundSegments::default();
-    // The first write found torn: its log, where its record starts, and its sequence number.
-    let mut torn: Option<(u64, u64, u64)> = None;
+    // Where the replay was cut: nothing logged after it is replayed.
+    let mut cut: Option<Cut> = None;
     let mode = opts.wal_recovery_mode();
     let mut replayed_seq = 0;
+    let mut chain = LogChain::default();
     for &number in &rec.wals {
         let name = wal_file_name(number);
         let file = fs.open_readable(&dir.join(&name), ReadFileOptions::default())?;
@@ -518,27 +526,53 @@ fn replay_wals(
             IoClass::Wal,
             opts.wal_recovery_mode(),
         )?;
+        chain.start_log(number);
         while let Some((offset, record)) = reader.read_record()? {
-            if let Some(at) = torn {
-                check_torn_write_unsynced(at, number, &record, mode)?;
-            }
+            let point = crate::wal::wal_sync_point(&record);
             let Some(batch) = decode_wal_record(record, &name, offset)? else {
+                if let Some(at) = &cut {
+                    check_cut_unsynced(at, number, point, mode)?;
+                }
                 continue;
             };
-            let whole = torn.is_none()
-                && segments.claim_batch(
-                    fs.as_ref(),
-                    dir,
-                    io,
-                    rec.versions.current(),
-                    &batch,
-                    (&name, offset),
-                )?;
+            if cut.is_none()
+                && mode == WalRecoveryMode::TolerateCorruptedTail
+                && let Some(lost) = chain.lost_before(number, offset, batch.sequence())?
+            {
+                log::warn!(
+                    "{}: {} lost writes before sequence {} to a power loss (its unsynced \
+                     tail); the writes logged after them are dropped",
+                    dir.display(),
+                    wal_file_name(lost.log),
+                    batch.sequence()
+                );
+                cut = Some(lost);
+            }
+            if let Some(at) = &cut {
+                check_cut_unsynced(at, number, point, mode)?;
+                match at.kind {
+                    CutKind::TornValue => Counters::add(&counters.recovered_torn_writes, 1),
+                    CutKind::LostLog => Counters::add(&counters.recovered_lost_log_records, 1),
+                }
+                continue;
+            }
+            let whole = segments.claim_batch(
+                fs.as_ref(),
+                dir,
+                io,
+                rec.versions.current(),
+                &batch,
+                (&name, offset),
+            )?;
             if !whole {
                 Counters::add(&counters.recovered_torn_writes, 1);
                 // Skipping damage skips this write alone; otherwise it ends the replay.
-                if mode == WalRecoveryMode::TolerateCorruptedTail && torn.is_none() {
-                    torn = Some((number, offset, batch.sequence()));
+                if mode == WalRecoveryMode::TolerateCorruptedTail {
+                    cut = Some(Cut {
+                        log: number,
+                        offset,
+                        kind: CutKind::TornValue,
+                    });
                 }
                 continue;
             }
@@ -554,6 +588,7 @@ fn replay_wals(
                 mem.apply(seq, &op);
                 seq += 1;
             }
+            chain.replayed(seq);
             last_seq = last_seq.max(seq - 1);
             replayed_seq = replayed_seq.max(seq - 1);
             Counters::add(&counters.recovered_records, 1);
@@ -579,35 +614,6 @@ fn replay_wals(
         replayed_seq,
         segments,
     })
-}
-
-/// Under `tolerate_corrupted_tail`, a write whose value is not whole in its value segment is a
-/// torn write only if nothing shows it was synced: the write-ahead log record `record` of log
-/// `wal`, read after the write found torn at `(log, offset, seq)`, shows it when it is in a
-/// later log (a memtable switch synced the earlier log and its segments) or its sync point lies
-/// past the torn write's record (segments are synced before the log). That is damage:
-/// `Error::Corruption`, as damage followed by intact log records is.
-fn check_torn_write_unsynced(
-    (log, offset, seq): (u64, u64, u64),
-    wal: u64,
-    record: &[u8],
-    mode: WalRecoveryMode,
-) -> Result<()> {
-    if mode != WalRecoveryMode::TolerateCorruptedTail {
-        return Ok(());
-    }
-    let synced = wal != log || crate::wal::wal_sync_point(record).is_some_and(|p| p > offset);
-    if synced {
-        return Err(Error::corruption(
-            wal_file_name(log),
-            offset,
-            format!(
-                "the value of the write at sequence {seq} is not whole in its value segment, \
-                 yet a later log record shows the write was synced: the segment is damaged"
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The in-memory state an open ends with.
@@ -748,7 +754,10 @@ fn assemble(
         time,
         writers: Mutex::new(VecDeque::new()),
         writers_cv: Condvar::new(),
+        // The fresh log's entry was synced before the recovery's edit named it.
+        wal_dir_durable: AtomicU64::new(live.wal.as_ref().map_or(0, |w| w.number)),
         wal: Mutex::new(live.wal),
+        sealed_logs: Mutex::default(),
         versions: Mutex::new(versions),
         state: Mutex::new(state),
         bg_cv: Condvar::new(),

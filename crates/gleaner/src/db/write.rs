@@ -215,21 +215,56 @@ impl DbInner {
         self.commit_queued(Some(batch), false, Some(condition), false)
     }
 
-    /// Makes every write so far durable (earlier WALs were synced when their memtables were
-    /// sealed). A failure poisons the WAL: writes are refused until the database is reopened.
+    /// Makes every write so far durable: the logs of sealed memtables not yet flushed, then the
+    /// active one. A failure poisons the WAL: writes are refused until the database is reopened.
     pub(super) fn sync_wal(&self) -> Result<()> {
         let mut wal = self.wal.lock();
         let Some(w) = wal.as_mut() else {
             return Err(Error::Closed);
         };
-        // The values the log's handles name first.
-        let segments = match &self.segment_sink {
-            Some(sink) => w.segments.flush(true, sink),
-            None => Ok(()),
-        };
-        segments
-            .and_then(|()| w.writer.sync())
+        self.sync_logs(w)
+    }
+
+    /// Syncs the sealed logs (`DbInner::sealed_logs`), the active log's directory entry, the
+    /// active memtable's value segments (the values the log's handles name) and the active log,
+    /// in that order: a write is durable only with every write before it. A failure poisons
+    /// the WAL.
+    pub(super) fn sync_logs(&self, wal: &mut Wal) -> Result<()> {
+        self.sync_before_active_log(wal)
+            .and_then(|()| match &self.segment_sink {
+                Some(sink) => wal.segments.flush(true, sink),
+                None => Ok(()),
+            })
+            .and_then(|()| wal.writer.sync())
             .inspect_err(|e| self.set_bg_error(e.clone()))
+    }
+
+    /// What must be durable before the active log is synced: the logs of the memtables sealed
+    /// before it (a memtable switch leaves them unsynced: `db/sealed_logs.rs`) and the active
+    /// log's directory entry (a switch creates the log without syncing the directory).
+    fn sync_before_active_log(&self, wal: &mut Wal) -> Result<()> {
+        self.sealed_logs.lock().sync()?;
+        if self.wal_dir_durable.load(Ordering::Acquire) < wal.number {
+            self.fs.sync_dir(&self.dir)?;
+            // The segments' entries too: they were created before this sync.
+            wal.segments.entries_durable();
+            self.wal_dir_durable.fetch_max(wal.number, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Makes the directory entry of WAL `number` durable, unless it is known to be:
+    /// `synced_since` says the directory was synced after the log was created. Called before an
+    /// edit makes the log the oldest one needed (an open refuses a database without it).
+    pub(super) fn wal_entry_durable(&self, number: u64, synced_since: bool) -> Result<()> {
+        if self.wal_dir_durable.load(Ordering::Acquire) >= number {
+            return Ok(());
+        }
+        if !synced_since {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        self.wal_dir_durable.fetch_max(number, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Whether the newest version of `key`, in the memtables or the index tree, names the
@@ -465,7 +500,8 @@ impl DbInner {
         parts.extend(batches.iter().map(|b| &b.encoded()[BATCH_HEADER_LEN..]));
         let logged = wal.writer.add_record_parts(&parts).and_then(|_| {
             if sync {
-                wal.writer.sync()
+                self.sync_before_active_log(wal)
+                    .and_then(|()| wal.writer.sync())
             } else {
                 wal.writer.flush()
             }
@@ -636,10 +672,14 @@ impl DbInner {
         }
     }
 
-    /// Seals the active memtable and starts a new one with a new WAL. The old WAL is synced
-    /// first: a later synced write must never be recoverable while an earlier unsynced one is
-    /// lost.
+    /// Seals the active memtable and starts a new one with a new WAL. Nothing is synced: the
+    /// old log is kept, unsynced, until a later sync needs it durable or its memtable is
+    /// flushed (`db/sealed_logs.rs`), and the new log's directory entry is synced by the first
+    /// sync of that log or the flush whose edit names it.
     fn switch_memtable(&self, st: &mut MutexGuard<'_, DbState>, wal: &mut Wal) -> Result<()> {
+        // Recovery relies on it: every sealed memtable's log holds a write (`db/open.rs`,
+        // `LogChain`).
+        debug_assert!(!st.mem.is_empty(), "only a memtable with a write is sealed");
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
         let created = MutexGuard::unlocked(st, || -> Result<LogWriter> {
             let file = self.fs.new_writable(
@@ -649,12 +689,6 @@ impl DbInner {
                     buffer_size: 64 << 10,
                 },
             )?;
-            // The values the old log's handles name, and their files' entries (with the new
-            // log's), durable before the old log is.
-            wal.segments.flush_data(true)?;
-            self.fs.sync_dir(&self.dir)?;
-            wal.segments.entries_durable();
-            wal.writer.sync()?;
             Ok(LogWriter::new(Box::new(CountedWriter::new(
                 file,
                 IoClass::Wal,
@@ -671,13 +705,23 @@ impl DbInner {
                 return Err(e);
             }
         };
-        wal.writer = writer;
+        // Its bytes are with the operating system already: every group flushes or syncs its
+        // record.
+        let old_writer = std::mem::replace(&mut wal.writer, writer);
+        let old_number = std::mem::replace(&mut wal.number, number);
         let segments = std::mem::take(&mut wal.segments);
         let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
-        if self.segment_sink.is_some() {
-            st.sealing
-                .insert(old.wal_number(), Arc::new(Mutex::new(segments)));
-        }
+        debug_assert_eq!(old.wal_number(), old_number);
+        let sealing = self.segment_sink.is_some().then(|| {
+            let s = Arc::new(Mutex::new(segments));
+            st.sealing.insert(old_number, Arc::clone(&s));
+            s
+        });
+        // Closed by the flush of its memtable, off the writers' path (closing the last handle
+        // of a deleted log frees its blocks: a millisecond).
+        self.sealed_logs
+            .lock()
+            .push(old_number, old_writer, sealing);
         st.imm.push_back(old);
         self.install_super_version(st);
         self.bg_cv.notify_all();

@@ -224,6 +224,10 @@ pub struct RecoveryStats {
     /// WAL records dropped because a value of theirs, or of a record before, was torn in its
     /// value segment (`separate_at=write`).
     pub torn_writes: u64,
+    /// WAL records dropped because an earlier log lost writes a power loss took before they
+    /// were synced (a memtable switch does not sync the log it closes): everything logged
+    /// after such a loss is dropped, so recovery keeps a prefix of the writes.
+    pub lost_log_records: u64,
     /// Value segments a crash left open, sealed.
     pub segments_sealed: u64,
 }

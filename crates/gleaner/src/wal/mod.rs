@@ -4,10 +4,12 @@
 //! one FULL fragment. A block tail shorter than a header is zero-filled. See docs/format.md,
 //! "Log format".
 
+mod chain;
 mod reader;
 mod record;
 mod writer;
 
+pub(crate) use chain::{Cut, CutKind, LogChain, check_cut_unsynced};
 pub use reader::{DroppedRegion, LogReader, SyncPointFn};
 pub use record::{decode_wal_record, wal_reader, write_sync_marker};
 pub use writer::LogWriter;

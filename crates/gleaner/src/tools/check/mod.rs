@@ -269,9 +269,12 @@ struct Checker {
     /// The value segments a crash left open that the logs name, as scanned (`None`: the scan
     /// failed, a problem reported).
     open_segments: BTreeMap<u64, Option<ScannedSegment>>,
-    /// A logged write's value was found torn, in this log at this offset: recovery replays
-    /// nothing after it (and fails if a later record shows it was synced).
-    torn_segment_write: Option<(u64, u64)>,
+    /// Where recovery would cut the replay (a logged write's value found torn, or a log that
+    /// lost writes at its unsynced tail): it replays nothing after it (and fails if a later
+    /// record shows the lost writes were synced).
+    log_cut: Option<crate::wal::Cut>,
+    /// The sequence numbers from log to log, as recovery follows them.
+    log_chain: crate::wal::LogChain,
 }
 
 impl Checker {
@@ -285,7 +288,8 @@ impl Checker {
             report: CheckReport::default(),
             custom_policy,
             open_segments: BTreeMap::new(),
-            torn_segment_write: None,
+            log_cut: None,
+            log_chain: Default::default(),
         }
     }
 

@@ -10,7 +10,7 @@ use crate::options::WalRecoveryMode;
 use crate::value::StoredHandle;
 use crate::value::segment::{ScannedSegment, scan_segment};
 use crate::version::ValueSet;
-use crate::wal::{decode_wal_record, wal_reader, wal_sync_point};
+use crate::wal::{Cut, CutKind, check_cut_unsynced, decode_wal_record, wal_reader, wal_sync_point};
 
 impl Checker {
     pub(super) fn check_wal(&mut self, number: u64) {
@@ -34,31 +34,48 @@ impl Checker {
                 WalRecoveryMode::TolerateCorruptedTail,
             )?;
             let mut entry = 0u64;
+            self.log_chain.start_log(number);
             while let Some((offset, record)) = reader.read_record()? {
-                if let Some((log, at)) = self.torn_segment_write {
-                    // Recovery replays nothing after a torn value, and fails when a later
-                    // record shows that the write was synced (as `db/open.rs` checks).
-                    let synced = log != number || wal_sync_point(&record).is_some_and(|p| p > at);
-                    if synced {
-                        self.problem(Problem::new(
-                            wal_file_name(log),
-                            Some(at),
-                            "a write whose value is not whole in its value segment was synced \
-                             (a later log record shows it): the segment is damaged, and the \
-                             open fails",
-                        ));
+                let point = wal_sync_point(&record);
+                let Some(batch) = decode_wal_record(record, &name, offset)? else {
+                    if self.log_cut_synced(number, point) {
+                        return Ok(());
+                    }
+                    continue;
+                };
+                let lost = match self.log_chain.lost_before(number, offset, batch.sequence()) {
+                    Ok(lost) => lost.filter(|_| self.log_cut.is_none()),
+                    Err(e) => {
+                        // Recovery fails on it.
+                        self.problem(Problem::from_error(&name, e));
+                        return Ok(());
+                    }
+                };
+                if let Some(lost) = lost {
+                    self.warning(
+                        wal_file_name(lost.log),
+                        None,
+                        format!(
+                            "lost writes before sequence {} at its unsynced tail (a power \
+                             loss): recovery drops every write logged after them",
+                            batch.sequence()
+                        ),
+                    );
+                    self.log_cut = Some(lost);
+                }
+                if self.log_cut.is_some() {
+                    if self.log_cut_synced(number, point) {
                         return Ok(());
                     }
                     continue;
                 }
-                let Some(batch) = decode_wal_record(record, &name, offset)? else {
-                    continue;
-                };
                 // Values written once: every one must be whole in its segment for recovery to
                 // replay the record (docs/format.md, "In the write-ahead log").
                 if !self.segment_values_whole(handles.values(), &batch, (number, offset)) {
                     continue;
                 }
+                let count = u64::from(batch.count());
+                self.log_chain.replayed(batch.sequence() + count);
                 for (seq, op) in (batch.sequence()..).zip(batch.iter().flatten()) {
                     if let BatchOp::PutHandle { key, handle } = op {
                         if segment_value(handles.values(), handle).is_some() {
@@ -76,6 +93,22 @@ impl Checker {
             Ok(())
         })();
         self.report_table_handles(&name, None, found, false);
+    }
+
+    /// Whether the record of log `wal` with sync point `point`, read after the cut, shows that
+    /// what was lost there had been synced: then recovery fails (as `db/open.rs` checks), a
+    /// problem reported here, and the walk stops.
+    fn log_cut_synced(&mut self, wal: u64, point: Option<u64>) -> bool {
+        let Some(cut) = &self.log_cut else {
+            return false;
+        };
+        match check_cut_unsynced(cut, wal, point, WalRecoveryMode::TolerateCorruptedTail) {
+            Ok(()) => false,
+            Err(e) => {
+                self.problem(Problem::from_error(&wal_file_name(cut.log), e));
+                true
+            }
+        }
     }
 
     /// Whether every value `batch` (logged in WAL `wal` at `offset`) appended to a value segment
@@ -126,7 +159,11 @@ impl Checker {
                 return false;
             };
             if !seg.holds(key, seq, l.offset, l.len) {
-                self.torn_segment_write = Some((wal, offset));
+                self.log_cut = Some(Cut {
+                    log: wal,
+                    offset,
+                    kind: CutKind::TornValue,
+                });
                 self.warning(
                     name.clone(),
                     Some(offset),
