@@ -43,25 +43,28 @@ impl Checker {
                     }
                     continue;
                 };
-                let lost = match self.log_chain.lost_before(number, offset, batch.sequence()) {
-                    Ok(lost) => lost.filter(|_| self.log_cut.is_none()),
-                    Err(e) => {
-                        // Recovery fails on it.
-                        self.problem(Problem::from_error(&name, e));
-                        return Ok(());
+                // As recovery: the chain is followed until the first cut, and not after.
+                if self.log_cut.is_none() {
+                    match self.log_chain.lost_before(number, offset, batch.sequence()) {
+                        Ok(None) => {}
+                        Ok(Some(lost)) => {
+                            self.warning(
+                                wal_file_name(lost.log),
+                                None,
+                                format!(
+                                    "lost writes before sequence {} at its unsynced tail (a \
+                                     power loss): recovery drops every write logged after them",
+                                    batch.sequence()
+                                ),
+                            );
+                            self.log_cut = Some(lost);
+                        }
+                        Err(e) => {
+                            // Recovery fails on it.
+                            self.problem(Problem::from_error(&name, e));
+                            return Ok(());
+                        }
                     }
-                };
-                if let Some(lost) = lost {
-                    self.warning(
-                        wal_file_name(lost.log),
-                        None,
-                        format!(
-                            "lost writes before sequence {} at its unsynced tail (a power \
-                             loss): recovery drops every write logged after them",
-                            batch.sequence()
-                        ),
-                    );
-                    self.log_cut = Some(lost);
                 }
                 if self.log_cut.is_some() {
                     if self.log_cut_synced(number, point) {
