@@ -101,10 +101,12 @@ fn run(args: Args) -> Result<ExitCode, String> {
     })
 }
 
-/// Raises the open-file limit to fit `--maxclients` and the engine's `max_open_files`, or, when
-/// the hard limit is lower, lowers `--maxclients` to fit it (as Redis does), with a warning.
+/// Raises the open-file limit to fit `--maxclients` and the engine's table files
+/// (`max_open_files` of each kind), or, when the hard limit is lower, lowers `--maxclients` to
+/// fit it (as Redis does), with a warning.
 fn fit_file_limit(config: &mut Config) {
-    let engine = u64::from(config.db_options.max_open_files()) + RESERVED_FDS;
+    // `max_open_files` bounds each of the engine's two table caches: key and value tables.
+    let engine = 2 * u64::from(config.db_options.max_open_files()) + RESERVED_FDS;
     let wanted = u64::from(config.max_clients) + engine;
     let got = rlimit::increase_nofile_limit(wanted).unwrap_or(0);
     if got != 0 && got < wanted {

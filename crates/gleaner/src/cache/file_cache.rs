@@ -1,10 +1,17 @@
 //! A cache of open files of one kind (key tables or value tables) by file number: the file
 //! handle and what the table pins in memory (footer, index, filter, properties), at most
 //! `max_open_files` of each kind.
+//!
+//! A table closed to make room keeps its metadata in a second, byte-bounded cache
+//! ([`RETAINED_METADATA_BYTES`]), so opening it again costs an `open` and a `stat`, not the
+//! device reads of its footer, properties and index: a database of more tables than
+//! `max_open_files` (a scan or GC visiting thousands of value tables) would otherwise read
+//! each table's metadata again at nearly every visit.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -14,7 +21,15 @@ use crate::error::Result;
 use crate::filename::{table_file_name, value_table_file_name};
 use crate::io::{CountedReader, FileSystem, IoClass, IoStats, ReadFileOptions};
 use crate::table::Table;
+use crate::table::reader::TableMeta;
 use crate::value::ValueTable;
+use crate::value::reader::ValueTableMeta;
+
+/// Most bytes of table metadata one cache keeps for tables whose files it closed (about 1 KiB
+/// a value table of the default size; a key table's index and filter, about 1.5 % of the
+/// table). Past it the least recently used goes, and that table's next open reads its
+/// metadata again.
+pub const RETAINED_METADATA_BYTES: u64 = 64 << 20;
 
 /// A table kind the cache can open.
 pub trait OpenTable: Send + Sync + Sized + 'static {
@@ -29,6 +44,26 @@ pub trait OpenTable: Send + Sync + Sized + 'static {
         file_size: u64,
         cache: Option<Arc<BlockCache>>,
         class: IoClass,
+    ) -> Result<Self>;
+
+    /// What an open table keeps in memory besides its file.
+    type Meta: Send + Sync + 'static;
+
+    /// This table's metadata, to open it again with [`OpenTable::reopen`].
+    fn meta(&self) -> Self::Meta;
+
+    /// The file size `meta` was read from.
+    fn meta_file_size(meta: &Self::Meta) -> u64;
+
+    /// Bytes `meta` holds, about.
+    fn meta_bytes(meta: &Self::Meta) -> u64;
+
+    /// Opens the table again from `meta`, reading nothing (see [`Table::reopen`] and
+    /// [`ValueTable::reopen`]).
+    fn reopen(
+        file: CountedReader,
+        meta: &Self::Meta,
+        cache: Option<Arc<BlockCache>>,
     ) -> Result<Self>;
 }
 
@@ -47,6 +82,28 @@ impl OpenTable for Table {
     ) -> Result<Self> {
         Table::open(file, file_name, file_number, file_size, cache, class)
     }
+
+    type Meta = TableMeta;
+
+    fn meta(&self) -> TableMeta {
+        Table::meta(self)
+    }
+
+    fn meta_file_size(meta: &TableMeta) -> u64 {
+        meta.file_size()
+    }
+
+    fn meta_bytes(meta: &TableMeta) -> u64 {
+        meta.memory_bytes()
+    }
+
+    fn reopen(
+        file: CountedReader,
+        meta: &TableMeta,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Self> {
+        Table::reopen(file, meta, cache)
+    }
 }
 
 impl OpenTable for ValueTable {
@@ -64,11 +121,57 @@ impl OpenTable for ValueTable {
     ) -> Result<Self> {
         ValueTable::open(file, file_name, file_number, file_size, cache, class)
     }
+
+    type Meta = ValueTableMeta;
+
+    fn meta(&self) -> ValueTableMeta {
+        ValueTable::meta(self)
+    }
+
+    fn meta_file_size(meta: &ValueTableMeta) -> u64 {
+        meta.file_size()
+    }
+
+    fn meta_bytes(meta: &ValueTableMeta) -> u64 {
+        meta.memory_bytes()
+    }
+
+    fn reopen(
+        file: CountedReader,
+        meta: &ValueTableMeta,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Self> {
+        ValueTable::reopen(file, meta, cache)
+    }
 }
+
+/// Weighs retained metadata by its bytes (at least 1: quick_cache never evicts weight-0 items).
+struct MetaWeighter<T>(PhantomData<fn() -> T>);
+
+impl<T> Clone for MetaWeighter<T> {
+    fn clone(&self) -> Self {
+        MetaWeighter(PhantomData)
+    }
+}
+
+impl<T: OpenTable> quick_cache::Weighter<u64, Arc<T::Meta>> for MetaWeighter<T> {
+    fn weight(&self, _number: &u64, meta: &Arc<T::Meta>) -> u64 {
+        T::meta_bytes(meta).max(1)
+    }
+}
+
+/// Assumed metadata bytes of one table, only used to size the retained cache's initial tables.
+const TYPICAL_METADATA_BYTES: u64 = 4 << 10;
 
 /// Open tables of kind `T`, shared by every reader and job of one database.
 pub struct FileCache<T: OpenTable> {
     tables: quick_cache::sync::Cache<u64, Arc<T>>,
+    /// The metadata of tables opened before, kept when their files close.
+    retained: quick_cache::sync::Cache<u64, Arc<T::Meta>, MetaWeighter<T>>,
+    /// Files opened (every miss of `tables`).
+    opens: AtomicU64,
+    /// Of those, opens that read the table's metadata (no metadata retained).
+    metadata_reads: AtomicU64,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     stats: Arc<IoStats>,
@@ -123,6 +226,13 @@ impl<T: OpenTable> FileCache<T> {
     ) -> Self {
         FileCache {
             tables: quick_cache::sync::Cache::new(capacity.max(1)),
+            retained: quick_cache::sync::Cache::with_weighter(
+                (RETAINED_METADATA_BYTES / TYPICAL_METADATA_BYTES) as usize,
+                RETAINED_METADATA_BYTES,
+                MetaWeighter(PhantomData),
+            ),
+            opens: AtomicU64::new(0),
+            metadata_reads: AtomicU64::new(0),
             fs,
             dir,
             stats,
@@ -133,8 +243,9 @@ impl<T: OpenTable> FileCache<T> {
         }
     }
 
-    /// Table `number` (recorded as `file_size` bytes), opening it (reads counted under `class`)
-    /// on a miss.
+    /// Table `number` (recorded as `file_size` bytes), opening it on a miss: from its retained
+    /// metadata when the cache kept it (no read), else by reading the metadata (counted under
+    /// `class`).
     pub fn get(&self, number: u64, file_size: u64, class: IoClass) -> Result<Arc<T>> {
         self.tables.get_or_insert_with(&number, || {
             let name = T::file_name(number);
@@ -145,6 +256,17 @@ impl<T: OpenTable> FileCache<T> {
                 },
             )?;
             let reader = CountedReader::new(file, Arc::clone(&self.stats));
+            self.opens.fetch_add(1, Ordering::Relaxed);
+            if let Some(meta) = self.retained.get(&number)
+                && T::meta_file_size(&meta) == file_size
+            {
+                return Ok(Arc::new(T::reopen(
+                    reader,
+                    &meta,
+                    self.block_cache.clone(),
+                )?));
+            }
+            self.metadata_reads.fetch_add(1, Ordering::Relaxed);
             let table = T::open(
                 reader,
                 name,
@@ -153,8 +275,24 @@ impl<T: OpenTable> FileCache<T> {
                 self.block_cache.clone(),
                 class,
             )?;
+            self.retained.insert(number, Arc::new(table.meta()));
             Ok(Arc::new(table))
         })
+    }
+
+    /// Files this cache opened: every miss, whether it read the table's metadata or not.
+    pub fn opens(&self) -> u64 {
+        self.opens.load(Ordering::Relaxed)
+    }
+
+    /// Of [`FileCache::opens`], those that read the table's metadata from its file.
+    pub fn metadata_reads(&self) -> u64 {
+        self.metadata_reads.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of metadata retained for tables opened before.
+    pub fn retained_bytes(&self) -> u64 {
+        self.retained.weight()
     }
 
     /// Makes `table`, still being written, readable as number `number` through
@@ -172,9 +310,10 @@ impl<T: OpenTable> FileCache<T> {
         self.open.lock().get(&number).and_then(Weak::upgrade)
     }
 
-    /// Forgets table `number` (it is being deleted).
+    /// Forgets table `number` (it is being deleted): its open file and its retained metadata.
     pub fn evict(&self, number: u64) {
         self.tables.remove(&number);
+        self.retained.remove(&number);
     }
 
     /// Number of tables currently open.
@@ -185,5 +324,73 @@ impl<T: OpenTable> FileCache<T> {
     /// True when no table is open.
     pub fn is_empty(&self) -> bool {
         self.tables.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{FaultFs, WriteFileOptions};
+    use crate::value::{ValueTableBuilder, ValueTableBuilderOptions};
+    use std::path::Path;
+
+    /// Writes value table `number` into `/db` holding `key` → `value` at sequence 1; returns
+    /// its size and the record's place.
+    fn write_table(fs: &FaultFs, number: u64, key: &[u8], value: &[u8]) -> (u64, (u64, u64)) {
+        let path = PathBuf::from("/db").join(value_table_file_name(number));
+        let file = fs.new_writable(&path, WriteFileOptions::default()).unwrap();
+        let mut b = ValueTableBuilder::new(file, ValueTableBuilderOptions::default()).unwrap();
+        let at = b.add(key, 1, value).unwrap();
+        (b.finish().unwrap().file_size, at)
+    }
+
+    fn cache(fs: &FaultFs) -> ValueTableCache {
+        let fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        FileCache::new(fs, "/db".into(), Arc::default(), None, 1, false)
+    }
+
+    #[test]
+    fn a_closed_table_opens_again_from_its_retained_metadata() {
+        let fs = FaultFs::new(1);
+        let c = cache(&fs);
+        let (size, (offset, len)) = write_table(&fs, 1, b"k", &[7; 300]);
+        let t = c.get(1, size, IoClass::UserRead).unwrap();
+        assert_eq!((c.opens(), c.metadata_reads()), (1, 1));
+        let reads = |c: &ValueTableCache| c.stats.get(IoClass::UserRead).read_ops;
+        let before = reads(&c);
+        drop(t);
+        // Closed to make room: the file goes, the metadata stays.
+        c.tables.remove(&1);
+        assert_eq!(c.len(), 0);
+        assert!(c.retained_bytes() > 0);
+        let t = c.get(1, size, IoClass::UserRead).unwrap();
+        assert_eq!((c.opens(), c.metadata_reads()), (2, 1));
+        assert_eq!(reads(&c), before, "opened again without a read");
+        let record = t.read_record(offset, len, IoClass::UserRead).unwrap();
+        assert_eq!((record.key.as_slice(), record.value.as_ref()), (&b"k"[..], &[7u8; 300][..]));
+
+        // A table deleted takes its metadata with it.
+        c.evict(1);
+        assert_eq!((c.len(), c.retained_bytes()), (0, 0));
+        drop(t);
+        c.get(1, size, IoClass::UserRead).unwrap();
+        assert_eq!((c.opens(), c.metadata_reads()), (3, 2));
+    }
+
+    #[test]
+    fn a_file_that_changed_under_retained_metadata_is_corruption() {
+        let fs = FaultFs::new(2);
+        let c = cache(&fs);
+        let (size, _) = write_table(&fs, 1, b"k", &[7; 300]);
+        drop(c.get(1, size, IoClass::UserRead).unwrap());
+        c.tables.remove(&1);
+        let path = PathBuf::from("/db").join(value_table_file_name(1));
+        fs.truncate(&path, size - 1).unwrap();
+        match c.get(1, size, IoClass::UserRead) {
+            Err(e) => assert!(e.is_corruption(), "{e}"),
+            Ok(_) => panic!("a truncated table opened again"),
+        }
+        assert_eq!(c.metadata_reads(), 1, "the retained metadata answered, and the size check");
     }
 }

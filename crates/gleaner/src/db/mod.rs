@@ -1161,6 +1161,11 @@ impl DbInner {
                     .as_ref()
                     .map_or(0, |b| b.high_priority_capacity_bytes()),
                 open_tables: self.tables.len(),
+                open_value_tables: self.values.len(),
+                table_opens: self.tables.opens() + self.values.opens(),
+                table_metadata_reads: self.tables.metadata_reads() + self.values.metadata_reads(),
+                retained_metadata_bytes: self.tables.retained_bytes()
+                    + self.values.retained_bytes(),
                 value_capacity_bytes: self.value_cache.as_ref().map_or(0, |v| v.capacity_bytes()),
                 value_usage_bytes: self.value_cache.as_ref().map_or(0, |v| v.usage_bytes()),
                 value_hits: self.value_cache.as_ref().map_or(0, |v| v.hits()),

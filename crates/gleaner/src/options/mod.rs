@@ -76,7 +76,7 @@ pub const DEFAULT_COMPRESSION: Compression = Compression::Lz4;
 pub const DEFAULT_FLUSH_THREADS: u32 = 1;
 /// Default `compaction_threads`: 1.
 pub const DEFAULT_COMPACTION_THREADS: u32 = 1;
-/// Default `max_open_files` (capacity of the table cache): 1000.
+/// Default `max_open_files` (files of each kind the table caches keep open): 1000.
 pub const DEFAULT_MAX_OPEN_FILES: u32 = 1000;
 /// Default `max_value_size`: 256 MiB.
 pub const DEFAULT_MAX_VALUE_SIZE: u64 = 256 << 20;
@@ -403,7 +403,9 @@ options_table! {
     (use_direct_io_for_reads, with_use_direct_io_for_reads, bool, false, persisted: true);
     /// Write flush and compaction outputs with `O_DIRECT`. Default false.
     (use_direct_io_for_background_writes, with_use_direct_io_for_background_writes, bool, false, persisted: true);
-    /// Key tables kept open in the table cache. Default 1000; from 1 to 1,000,000.
+    /// Files of each kind (key tables, value tables) the table caches keep open. Default 1000;
+    /// from 1 to 1,000,000. A table closed to make room keeps its metadata in memory (up to
+    /// 64 MiB a kind), so opening it again reads nothing from the device.
     (max_open_files, with_max_open_files, u32, DEFAULT_MAX_OPEN_FILES, persisted: true);
     /// Longest value accepted by a write. Default 256 MiB; from 1 byte to
     /// [`MAX_VALUE_SIZE_LIMIT`] (256 MiB).

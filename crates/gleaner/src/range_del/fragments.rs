@@ -54,6 +54,15 @@ impl FragmentRef<'_> {
 }
 
 impl FragmentedTombstones {
+    /// Bytes it holds, about (keys, sequence numbers and the fragments' fixed parts).
+    pub fn memory_bytes(&self) -> usize {
+        self.fragments
+            .iter()
+            .map(|f| f.start.len() + f.end.len() + std::mem::size_of::<Fragment>())
+            .sum::<usize>()
+            + self.seqs.len() * std::mem::size_of::<SeqNo>()
+    }
+
     /// Fragments `tombstones` (empty ones, `start >= end`, are ignored: the write path refuses
     /// them, and they cover nothing).
     pub fn new(tombstones: impl IntoIterator<Item = RangeTombstone>) -> Self {

@@ -138,6 +138,21 @@ pub struct CacheStats {
     pub high_priority_capacity_bytes: u64,
     /// Key tables open in the table cache.
     pub open_tables: usize,
+    /// Value tables open in the value-table cache.
+    #[serde(default)]
+    pub open_value_tables: usize,
+    /// Table files (key and value) the two caches opened: each miss, bounded by
+    /// `max_open_files` of each kind.
+    #[serde(default)]
+    pub table_opens: u64,
+    /// Of those opens, the ones that read the table's metadata (footer, properties, indexes,
+    /// filter) from the device; the others opened it again from the metadata the caches
+    /// retained when they closed it.
+    #[serde(default)]
+    pub table_metadata_reads: u64,
+    /// Bytes of metadata the two caches retain for tables they opened (at most 64 MiB each).
+    #[serde(default)]
+    pub retained_metadata_bytes: u64,
     /// The value cache's capacity (option `value_cache_share` of `block_cache_size`; the block
     /// cache figures above cover the rest).
     #[serde(default)]

@@ -174,6 +174,23 @@ pub(crate) fn decompress_lz4(
     Ok(out)
 }
 
+/// Checks that `file` (table `name`) is `expected` bytes long, as the manifest or the builder
+/// recorded it: a table opened (or opened again) at another size was truncated or replaced.
+///
+/// `Error::Corruption` at the shorter of the two sizes when they differ; a failed `stat` is
+/// `Error::Io`.
+pub(crate) fn check_file_size(file: &CountedReader, name: &str, expected: u64) -> Result<()> {
+    let actual = file.size()?;
+    if actual != expected {
+        return Err(Error::corruption(
+            name,
+            actual.min(expected),
+            format!("file is {actual} bytes, expected {expected} (truncated or replaced)"),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,3 +310,4 @@ mod tests {
         assert_eq!(decompress_lz4(&scratch, "t", 0, "x").unwrap(), raw);
     }
 }
+

@@ -13,7 +13,7 @@ use crate::key::{ParsedKey, TRAILER_LEN, ValueKind, compare_internal, user_key};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 
 use super::block::{Block, BlockIter};
-use super::block_io::{decode_block, read_block};
+use super::block_io::{check_file_size, decode_block, read_block};
 use super::bloom::BloomFilter;
 use super::format::{
     BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, KeyTableLayout, MAX_INTERNAL_KEY_LEN,
@@ -107,25 +107,58 @@ pub enum KeyEntry {
     Deletion,
 }
 
-/// An open, immutable key table, shared as `Arc<Table>`.
-#[derive(Debug)]
-pub struct Table {
-    file: CountedReader,
+/// What an open key table keeps in memory besides its file handle, once its metadata was read
+/// and verified: enough to open the table again without reading it ([`Table::reopen`]). The
+/// blocks are shared with the open table, not copied.
+#[derive(Debug, Clone)]
+pub struct TableMeta {
     file_name: Arc<str>,
     file_number: u64,
     /// Where the footer starts; every block must end at or before it.
     data_end: u64,
-    cache: Option<Arc<BlockCache>>,
     layout: KeyTableLayout,
     /// The (data) index: one entry per data block.
     index: Arc<Block>,
     /// The handle index (one entry per handle block); `Some` exactly for the index-decoupled
     /// layout.
     handle_index: Option<Arc<Block>>,
-    filter: Option<BloomFilter>,
+    filter: Option<Arc<BloomFilter>>,
     properties: TableProperties,
     /// The range tombstones of the range-deletion block, fragmented at open.
     range_tombstones: Option<Arc<FragmentedTombstones>>,
+}
+
+impl TableMeta {
+    /// The file's size: where the footer ends.
+    pub(crate) fn file_size(&self) -> u64 {
+        self.data_end + FOOTER_LEN as u64
+    }
+
+    /// Bytes it holds, about: the pinned blocks (index(es), filter), the tombstones, the keys
+    /// of the properties and a fixed share for the rest.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let tombstones = self
+            .range_tombstones
+            .as_ref()
+            .map_or(0, |t| t.memory_bytes());
+        (self.index.size()
+            + self.handle_index.as_ref().map_or(0, |b| b.size())
+            + self.filter.as_ref().map_or(0, |f| f.size())
+            + tombstones
+            + self.properties.smallest_key.len()
+            + self.properties.largest_key.len()
+            + self.file_name.len()
+            + std::mem::size_of::<Self>()) as u64
+    }
+}
+
+/// An open, immutable key table, shared as `Arc<Table>`.
+#[derive(Debug)]
+pub struct Table {
+    file: CountedReader,
+    cache: Option<Arc<BlockCache>>,
+    /// Everything read and verified at open, kept for the table's lifetime.
+    meta: TableMeta,
 }
 
 /// Reads the range-deletion block `contents` of table `name` (at `offset`), which the
@@ -189,6 +222,31 @@ fn read_range_tombstones(
 }
 
 impl Table {
+    /// What this table keeps in memory besides its file, to open it again with
+    /// [`Table::reopen`].
+    pub(crate) fn meta(&self) -> TableMeta {
+        self.meta.clone()
+    }
+
+    /// Opens the table in `file` again from what an earlier [`Table::open`] of the same file
+    /// read and verified (`meta`), reading nothing: table files are immutable and their numbers
+    /// never reused, so only the file's size is checked again.
+    ///
+    /// `Error::Corruption` when the file is no longer `meta`'s size; a failed `stat` is
+    /// `Error::Io`.
+    pub(crate) fn reopen(
+        file: CountedReader,
+        meta: &TableMeta,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Table> {
+        check_file_size(&file, &meta.file_name, meta.file_size())?;
+        Ok(Table {
+            file,
+            cache,
+            meta: meta.clone(),
+        })
+    }
+
     /// Opens the table in `file`, whose size the caller recorded as `file_size` (from the
     /// manifest, or from the builder). Reads and verifies the footer, the index(es), filter and
     /// properties blocks (counting the reads under `class`) and keeps them for the table's
@@ -214,14 +272,7 @@ impl Table {
                 format!("file of {file_size} bytes is shorter than the {FOOTER_LEN}-byte footer"),
             ));
         }
-        let actual = file.size()?;
-        if actual != file_size {
-            return Err(Error::corruption(
-                &*name,
-                actual.min(file_size),
-                format!("file is {actual} bytes, expected {file_size} (truncated or replaced)"),
-            ));
-        }
+        check_file_size(&file, &name, file_size)?;
         let data_end = file_size - FOOTER_LEN as u64;
         let footer_bytes = file.read_vec(data_end, FOOTER_LEN, class)?;
         let footer = Footer::decode(&footer_bytes, &name, data_end)?;
@@ -241,7 +292,11 @@ impl Table {
             None => None,
         };
         let filter = match footer.filter {
-            Some(h) => Some(BloomFilter::parse(read(h, "filter")?, &name, h.offset)?),
+            Some(h) => Some(Arc::new(BloomFilter::parse(
+                read(h, "filter")?,
+                &name,
+                h.offset,
+            )?)),
             None => None,
         };
         let props_block = Block::new(
@@ -270,17 +325,19 @@ impl Table {
             None => None,
         };
         Ok(Table {
-            range_tombstones,
             file,
-            file_name: name,
-            file_number,
-            data_end,
             cache,
-            layout: footer.layout(),
-            index,
-            handle_index,
-            filter,
-            properties,
+            meta: TableMeta {
+                file_name: name,
+                file_number,
+                data_end,
+                layout: footer.layout(),
+                index,
+                handle_index,
+                filter,
+                properties,
+                range_tombstones,
+            },
         })
     }
 
@@ -321,7 +378,7 @@ impl Table {
             ValueKind::ValueHandle => KeyEntry::Handle(it.value().to_vec()),
             ValueKind::Value => KeyEntry::Inline { expiry: None },
             ValueKind::ValueWithExpiry => KeyEntry::Inline {
-                expiry: crate::expiry::entry_expiry(kind, it.value(), &self.file_name)?,
+                expiry: crate::expiry::entry_expiry(kind, it.value(), &self.meta.file_name)?,
             },
             ValueKind::Deletion => KeyEntry::Deletion,
         };
@@ -341,7 +398,7 @@ impl Table {
         if !self.may_contain(ukey) {
             return Ok(None);
         }
-        if self.handle_index.is_none() {
+        if self.meta.handle_index.is_none() {
             return self.find_in_part(TablePart::Data, lookup_ikey, ctx);
         }
         let handle = self.find_in_part(TablePart::Handles, lookup_ikey, ctx)?;
@@ -390,7 +447,7 @@ impl Table {
             // The index key is the block's last key and it is >= the lookup key, so the block
             // must hold an entry at or after it.
             return Err(Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 handle.offset,
                 format!("{} block ends before its index key", part.name()),
             ));
@@ -402,7 +459,7 @@ impl Table {
     fn entry_kind(&self, ikey: &[u8], block: &Block) -> Result<ValueKind> {
         ParsedKey::parse(ikey).map(|p| p.kind).ok_or_else(|| {
             Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 block.offset(),
                 "entry has an unknown kind byte",
             )
@@ -415,7 +472,7 @@ impl Table {
         let kind = self.entry_kind(it.key(), it.block())?;
         if (kind == ValueKind::ValueHandle) != (part == TablePart::Handles) {
             return Err(Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 it.block().offset(),
                 format!("{} block holds an entry of kind {kind:?}", part.name()),
             ));
@@ -428,7 +485,7 @@ impl Table {
     /// lazily with `ctx`.
     pub fn iter(self: &Arc<Self>, ctx: ReadCtx) -> TableIter {
         let mut parts = vec![TablePart::Data];
-        if self.handle_index.is_some() {
+        if self.meta.handle_index.is_some() {
             parts.push(TablePart::Handles);
         }
         TableIter::new(self.clone(), &parts, ctx)
@@ -445,14 +502,14 @@ impl Table {
     /// False when the bloom filter rules `user_key` out; true when the table may hold it (or
     /// has no filter).
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+        self.meta.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
 
     /// False when the table certainly holds no data-part entry (inline value or tombstone) for
     /// `user_key`: the filter's inline probe rules it out in an index-decoupled table. Always
     /// true for a mixed table (its data part holds everything) and for a table without a filter.
     pub fn may_contain_inline(&self, user_key: &[u8]) -> bool {
-        match (&self.filter, self.layout) {
+        match (&self.meta.filter, self.meta.layout) {
             (Some(f), KeyTableLayout::IndexDecoupled) => f.may_contain_inline(user_key),
             _ => true,
         }
@@ -460,42 +517,42 @@ impl Table {
 
     /// The table's range tombstones, fragmented; `None` when it holds none.
     pub(crate) fn range_tombstones(&self) -> Option<&Arc<FragmentedTombstones>> {
-        self.range_tombstones.as_ref()
+        self.meta.range_tombstones.as_ref()
     }
 
     /// The layout the table was written in.
     pub fn layout(&self) -> KeyTableLayout {
-        self.layout
+        self.meta.layout
     }
 
     /// The properties recorded when the table was built.
     pub fn properties(&self) -> &TableProperties {
-        &self.properties
+        &self.meta.properties
     }
 
     /// The table's file number.
     pub fn file_number(&self) -> u64 {
-        self.file_number
+        self.meta.file_number
     }
 
     /// The name used in errors.
     pub fn file_name(&self) -> &str {
-        &self.file_name
+        &self.meta.file_name
     }
 
     /// Bytes of metadata pinned in memory (index(es) and filter blocks).
     pub fn pinned_bytes(&self) -> usize {
-        self.index.size()
-            + self.handle_index.as_ref().map_or(0, |b| b.size())
-            + self.filter.as_ref().map_or(0, BloomFilter::size)
+        self.meta.index.size()
+            + self.meta.handle_index.as_ref().map_or(0, |b| b.size())
+            + self.meta.filter.as_ref().map_or(0, |f| f.size())
     }
 
     /// The pinned index of `part`: the data index, or the handle index (`None` in a mixed
     /// table). Tools walk it to verify every block of a part.
     pub fn part_index(&self, part: TablePart) -> Option<&Arc<Block>> {
         match part {
-            TablePart::Data => Some(&self.index),
-            TablePart::Handles => self.handle_index.as_ref(),
+            TablePart::Data => Some(&self.meta.index),
+            TablePart::Handles => self.meta.handle_index.as_ref(),
         }
     }
 
@@ -504,7 +561,7 @@ impl Table {
         BlockHandle::decode(value).ok_or_else(|| {
             let offset = self.part_index(part).map_or(0, |b| b.offset());
             Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 offset,
                 format!("{} index entry value is not a block handle", part.name()),
             )
@@ -536,7 +593,7 @@ impl Table {
     ) -> Result<Arc<Block>> {
         let priority = cache_priority(part);
         if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset, priority)
+            && let Some(block) = cache.get(self.meta.file_number, handle.offset, priority)
         {
             return Ok(block);
         }
@@ -544,11 +601,11 @@ impl Table {
             Some(window) => self.read_through(part, handle, ctx, window)?,
             None => self.read_alone(part, handle, ctx)?,
         };
-        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
+        let block = Arc::new(Block::new(contents, self.meta.file_name.clone(), handle.offset)?);
         if ctx.fill_cache
             && let Some(cache) = &self.cache
         {
-            cache.insert(self.file_number, handle.offset, block.clone(), priority);
+            cache.insert(self.meta.file_number, handle.offset, block.clone(), priority);
         }
         Ok(block)
     }
@@ -557,9 +614,9 @@ impl Table {
     fn read_alone(&self, part: TablePart, handle: BlockHandle, ctx: ReadCtx) -> Result<Vec<u8>> {
         read_block(
             &self.file,
-            &self.file_name,
+            &self.meta.file_name,
             handle,
-            self.data_end,
+            self.meta.data_end,
             ctx.class,
             part.name(),
         )
@@ -574,7 +631,7 @@ impl Table {
         ctx: ReadCtx,
         window: &mut Readahead,
     ) -> Result<Vec<u8>> {
-        handle.check_within(self.data_end, &self.file_name, part.name())?;
+        handle.check_within(self.meta.data_end, &self.meta.file_name, part.name())?;
         let len = handle.size + BLOCK_TRAILER_LEN as u64;
         if !window.holds(handle.offset, len) {
             if handle.offset < window.start {
@@ -596,6 +653,7 @@ impl Table {
             window.size = size;
             // check_within bounded the block by the data end, so the window covers it.
             let end = self
+                .meta
                 .data_end
                 .min(handle.offset.saturating_add(size.max(len)));
             window.start = handle.offset;
@@ -612,7 +670,7 @@ impl Table {
         let at = (handle.offset - window.start) as usize;
         decode_block(
             window.buf[at..at + len as usize].to_vec(),
-            &self.file_name,
+            &self.meta.file_name,
             handle,
             part.name(),
         )

@@ -10,7 +10,7 @@ use crate::io::accounting::CountedReader;
 use crate::iter::InternalIterator;
 use crate::key::{MAX_SEQUENCE, ValueKind, append_internal_key, compare_internal, user_key};
 use crate::options::MAX_KEY_SIZE;
-use crate::table::block_io::read_block;
+use crate::table::block_io::{check_file_size, read_block};
 use crate::table::{Block, BlockHandle, BlockIter};
 
 use super::format::{FOOTER_LEN, FORMAT_VERSION_EXPIRY, FORMAT_VERSION_WRITE_ORDER, Footer};
@@ -21,23 +21,74 @@ use super::properties::ValueTableProperties;
 use super::record::{MAX_RECORD_LEN, MIN_RECORD_LEN, OwnedRecord, record_header_len};
 use crate::table::format::MAX_VALUE_LEN;
 
-/// An open, immutable value table, shared as `Arc<ValueTable>` (it is `Send + Sync`; every read
-/// is positional).
-#[derive(Debug)]
-pub struct ValueTable {
-    file: CountedReader,
+/// What an open value table keeps in memory besides its file handle, once its metadata was
+/// read and verified: enough to open the table again without reading it
+/// ([`ValueTable::reopen`]).
+#[derive(Debug, Clone)]
+pub struct ValueTableMeta {
     file_name: Arc<str>,
     file_number: u64,
     /// End of the record region (`properties.data_end`).
     data_end: u64,
     /// Where the footer starts; every block must end at or before it.
     blocks_end: u64,
-    cache: Option<Arc<BlockCache>>,
     top_index: Arc<Block>,
     properties: ValueTableProperties,
 }
 
+impl ValueTableMeta {
+    /// The file's size: where the footer ends.
+    pub(crate) fn file_size(&self) -> u64 {
+        self.blocks_end + FOOTER_LEN as u64
+    }
+
+    /// Bytes it holds, about: the top index, the keys of the properties and a fixed share for
+    /// the rest.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        (self.top_index.size()
+            + self.properties.smallest_key.len()
+            + self.properties.largest_key.len()
+            + self.file_name.len()
+            + std::mem::size_of::<Self>()) as u64
+    }
+}
+
+/// An open, immutable value table, shared as `Arc<ValueTable>` (it is `Send + Sync`; every read
+/// is positional).
+#[derive(Debug)]
+pub struct ValueTable {
+    file: CountedReader,
+    cache: Option<Arc<BlockCache>>,
+    /// Everything read and verified at open, kept for the table's lifetime.
+    meta: ValueTableMeta,
+}
+
 impl ValueTable {
+    /// What this table keeps in memory besides its file, to open it again with
+    /// [`ValueTable::reopen`].
+    pub(crate) fn meta(&self) -> ValueTableMeta {
+        self.meta.clone()
+    }
+
+    /// Opens the value table in `file` again from what an earlier [`ValueTable::open`] of the
+    /// same file read and verified (`meta`), reading nothing: value tables are immutable and
+    /// their numbers never reused, so only the file's size is checked again.
+    ///
+    /// `Error::Corruption` when the file is no longer `meta`'s size; a failed `stat` is
+    /// `Error::Io`.
+    pub(crate) fn reopen(
+        file: CountedReader,
+        meta: &ValueTableMeta,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<ValueTable> {
+        check_file_size(&file, &meta.file_name, meta.file_size())?;
+        Ok(ValueTable {
+            file,
+            cache,
+            meta: meta.clone(),
+        })
+    }
+
     /// Opens the value table in `file`, whose size the caller recorded as `file_size` (from the
     /// manifest, or from the builder). Reads and verifies the footer, the properties block and
     /// the top index block (counting the reads under `class`) and keeps them for the table's
@@ -65,14 +116,7 @@ impl ValueTable {
                 format!("file of {file_size} bytes is shorter than the {FOOTER_LEN}-byte footer"),
             ));
         }
-        let actual = file.size()?;
-        if actual != file_size {
-            return Err(Error::corruption(
-                &*name,
-                actual.min(file_size),
-                format!("file is {actual} bytes, expected {file_size} (truncated or replaced)"),
-            ));
-        }
+        check_file_size(&file, &name, file_size)?;
         let blocks_end = file_size - FOOTER_LEN as u64;
         let footer_bytes = file.read_vec(blocks_end, FOOTER_LEN, class)?;
         let footer = Footer::decode(&footer_bytes, &name, blocks_end)?;
@@ -86,13 +130,15 @@ impl ValueTable {
         let top_index = read(footer.top_index, "top index")?;
         let table = ValueTable {
             file,
-            data_end: properties.data_end,
-            file_name: name,
-            file_number,
-            blocks_end,
             cache,
-            top_index,
-            properties,
+            meta: ValueTableMeta {
+                data_end: properties.data_end,
+                file_name: name,
+                file_number,
+                blocks_end,
+                top_index,
+                properties,
+            },
         };
         table.check_top_index()?;
         Ok(table)
@@ -111,15 +157,17 @@ impl ValueTable {
             Arc::new(Block::new(empty, name.clone(), 0).expect("an empty block is well formed"));
         ValueTable {
             file,
-            file_name: name,
-            file_number,
-            data_end: u64::MAX,
-            blocks_end: u64::MAX,
             cache: None,
-            top_index,
-            properties: ValueTableProperties {
-                format_version: FORMAT_VERSION_WRITE_ORDER,
-                ..ValueTableProperties::default()
+            meta: ValueTableMeta {
+                file_name: name,
+                file_number,
+                data_end: u64::MAX,
+                blocks_end: u64::MAX,
+                top_index,
+                properties: ValueTableProperties {
+                    format_version: FORMAT_VERSION_WRITE_ORDER,
+                    ..ValueTableProperties::default()
+                },
             },
         }
     }
@@ -134,7 +182,7 @@ impl ValueTable {
     pub fn read_record(&self, offset: u64, len: u64, class: IoClass) -> Result<OwnedRecord> {
         if !(MIN_RECORD_LEN..=MAX_RECORD_LEN).contains(&len) {
             return Err(Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 offset,
                 format!(
                     "value handle length {len} is not a possible record length \
@@ -145,7 +193,7 @@ impl ValueTable {
         self.check_in_records(offset, len, "value handle")?;
         // Bounded by MAX_RECORD_LEN (and by the verified file size) above.
         let buf = self.file.read_vec(offset, len as usize, class)?;
-        OwnedRecord::from_buffer(buf, &self.file_name, offset)
+        OwnedRecord::from_buffer(buf, &self.meta.file_name, offset)
     }
 
     /// Reads the raw bytes `offset..offset + len` of the record region with one read counted
@@ -186,7 +234,7 @@ impl ValueTable {
         }
         let mut target = Vec::with_capacity(user_key.len() + 8);
         append_internal_key(&mut target, user_key, seq, ValueKind::Value as u8);
-        let mut top = BlockIter::internal(self.top_index.clone());
+        let mut top = BlockIter::internal(self.meta.top_index.clone());
         top.seek(&target)?;
         if !top.valid() {
             return Ok(None);
@@ -198,7 +246,7 @@ impl ValueTable {
             // The top index key is the block's last key and it is >= the target, so the block
             // must hold an entry at or after the target.
             return Err(Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 handle.offset,
                 "dense index block ends before its top index key",
             ));
@@ -219,59 +267,59 @@ impl ValueTable {
     pub fn index_iter(self: &Arc<Self>, class: IoClass) -> ValueIndexIter {
         ValueIndexIter::new(
             self.clone(),
-            BlockIter::internal(self.top_index.clone()),
+            BlockIter::internal(self.meta.top_index.clone()),
             class,
         )
     }
 
     /// The properties recorded when the table was built.
     pub fn properties(&self) -> &ValueTableProperties {
-        &self.properties
+        &self.meta.properties
     }
 
     /// The table's file number.
     pub fn file_number(&self) -> u64 {
-        self.file_number
+        self.meta.file_number
     }
 
     /// The name used in errors.
     pub fn file_name(&self) -> &str {
-        &self.file_name
+        &self.meta.file_name
     }
 
     /// Whether the table is a value segment: its records lie in the order they were written,
     /// so offsets along the (key-ordered) dense index do not increase (docs/format.md, format
     /// version 3).
     pub fn in_write_order(&self) -> bool {
-        self.properties.format_version == FORMAT_VERSION_WRITE_ORDER
+        self.meta.properties.format_version == FORMAT_VERSION_WRITE_ORDER
     }
 
     /// End of the record region: every record lies in `0..data_end`. For a view of an open
     /// segment ([`ValueTable::open_segment`]), the file's size now (0 if it cannot be read):
     /// what a read-ahead may read.
     pub fn data_end(&self) -> u64 {
-        if self.data_end == u64::MAX {
+        if self.meta.data_end == u64::MAX {
             return self.file.size().unwrap_or(0);
         }
-        self.data_end
+        self.meta.data_end
     }
 
     /// Bytes of metadata pinned in memory (the top index block).
     pub fn pinned_bytes(&self) -> usize {
-        self.top_index.size()
+        self.meta.top_index.size()
     }
 
     /// Checks that `offset..offset + len` lies within the record region.
     fn check_in_records(&self, offset: u64, len: u64, what: &str) -> Result<()> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.data_end => Ok(()),
+            Some(end) if end <= self.meta.data_end => Ok(()),
             _ => Err(Error::corruption(
-                &*self.file_name,
+                &*self.meta.file_name,
                 offset,
                 format!(
                     "{what} (offset {offset}, len {len}) extends past the record region ending at \
                      {}",
-                    self.data_end
+                    self.meta.data_end
                 ),
             )),
         }
@@ -279,8 +327,8 @@ impl ValueTable {
 
     /// Decodes a top index value (a dense block handle within the index region).
     pub(crate) fn decode_top_value(&self, value: &[u8]) -> Result<BlockHandle> {
-        decode_top_value(value, self.data_end, self.blocks_end)
-            .map_err(|d| Error::corruption(&*self.file_name, self.top_index.offset(), d))
+        decode_top_value(value, self.meta.data_end, self.meta.blocks_end)
+            .map_err(|d| Error::corruption(&*self.meta.file_name, self.meta.top_index.offset(), d))
     }
 
     /// Decodes and bounds-checks an entry of the dense block at `block_offset`.
@@ -290,9 +338,9 @@ impl ValueTable {
         value: &[u8],
         block_offset: u64,
     ) -> Result<DenseEntry<'a>> {
-        let expiries = self.properties.format_version >= FORMAT_VERSION_EXPIRY;
-        decode_dense_entry(ikey, value, self.data_end, expiries)
-            .map_err(|d| Error::corruption(&*self.file_name, block_offset, d))
+        let expiries = self.meta.properties.format_version >= FORMAT_VERSION_EXPIRY;
+        decode_dense_entry(ikey, value, self.meta.data_end, expiries)
+            .map_err(|d| Error::corruption(&*self.meta.file_name, block_offset, d))
     }
 
     /// The dense index block at `handle`: from the cache when present, else read, verified and
@@ -304,22 +352,22 @@ impl ValueTable {
         fill_cache: bool,
     ) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache
-            && let Some(block) = cache.get(self.file_number, handle.offset, CachePriority::Low)
+            && let Some(block) = cache.get(self.meta.file_number, handle.offset, CachePriority::Low)
         {
             return Ok(block);
         }
         let contents = read_block(
             &self.file,
-            &self.file_name,
+            &self.meta.file_name,
             handle,
-            self.blocks_end,
+            self.meta.blocks_end,
             class,
             "dense index",
         )?;
-        let block = Arc::new(Block::new(contents, self.file_name.clone(), handle.offset)?);
+        let block = Arc::new(Block::new(contents, self.meta.file_name.clone(), handle.offset)?);
         if fill_cache && let Some(cache) = &self.cache {
             cache.insert(
-                self.file_number,
+                self.meta.file_number,
                 handle.offset,
                 block.clone(),
                 CachePriority::Low,
@@ -333,8 +381,8 @@ impl ValueTable {
     /// key's user key is the table's largest key.
     fn check_top_index(&self) -> Result<()> {
         let corrupt =
-            |detail: String| Error::corruption(&*self.file_name, self.top_index.offset(), detail);
-        let mut it = BlockIter::internal(self.top_index.clone());
+            |detail: String| Error::corruption(&*self.meta.file_name, self.meta.top_index.offset(), detail);
+        let mut it = BlockIter::internal(self.meta.top_index.clone());
         it.seek_to_first()?;
         let mut prev: Option<Vec<u8>> = None;
         let mut blocks = 0u64;
@@ -351,14 +399,14 @@ impl ValueTable {
             blocks += 1;
             it.next()?;
         }
-        let n = self.properties.num_records;
+        let n = self.meta.properties.num_records;
         if blocks > n || (n > 0) != (blocks > 0) {
             return Err(corrupt(format!(
                 "top index has {blocks} dense blocks for {n} records"
             )));
         }
         if let Some(last) = prev
-            && user_key(&last) != self.properties.largest_key.as_slice()
+            && user_key(&last) != self.meta.properties.largest_key.as_slice()
         {
             return Err(corrupt(
                 "the last top index key is not the table's largest key".into(),
