@@ -130,12 +130,17 @@ fn summary(s: &DbStats) -> String {
     ));
     let ca = &s.cache;
     lines.push(format!(
-        "block cache: {} of {} used, {} hits, {} misses; {} open tables",
+        "block cache: {} of {} used, {} hits, {} misses; {} open key tables, {} open value \
+         tables; {} table opens, {} of which read metadata ({} retained)",
         bytes(ca.usage_bytes),
         bytes(ca.capacity_bytes),
         ca.hits,
         ca.misses,
-        ca.open_tables
+        ca.open_tables,
+        ca.open_value_tables,
+        ca.table_opens,
+        ca.table_metadata_reads,
+        bytes(ca.retained_metadata_bytes)
     ));
     lines.push(format!(
         "recovery: {} WAL records replayed, {} dropped",
