@@ -25,10 +25,10 @@ use crate::table::reader::TableMeta;
 use crate::value::ValueTable;
 use crate::value::reader::ValueTableMeta;
 
-/// Most bytes of table metadata one cache keeps for tables whose files it closed (about 1 KiB
-/// a value table of the default size; a key table's index and filter, about 1.5 % of the
-/// table). Past it the least recently used goes, and that table's next open reads its
-/// metadata again.
+/// Most bytes of table metadata one cache keeps for tables it opened (a value table's top index
+/// and properties, a few KiB for a 256 MiB table of 16 KiB values; a key table's index and
+/// filter, a few per cent of the table). Past it the least recently used goes, and that
+/// table's next open reads its metadata again.
 pub const RETAINED_METADATA_BYTES: u64 = 64 << 20;
 
 /// A table kind the cache can open.

@@ -131,7 +131,7 @@ pub struct TableMeta {
 impl TableMeta {
     /// The file's size: where the footer ends.
     pub(crate) fn file_size(&self) -> u64 {
-        self.data_end + FOOTER_LEN as u64
+        self.data_end.saturating_add(FOOTER_LEN as u64)
     }
 
     /// Bytes it holds, about: the pinned blocks (index(es), filter), the tombstones, the keys

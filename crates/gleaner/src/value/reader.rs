@@ -39,7 +39,8 @@ pub struct ValueTableMeta {
 impl ValueTableMeta {
     /// The file's size: where the footer ends.
     pub(crate) fn file_size(&self) -> u64 {
-        self.blocks_end + FOOTER_LEN as u64
+        // Saturating: an open segment's view has no footer (its bounds are u64::MAX).
+        self.blocks_end.saturating_add(FOOTER_LEN as u64)
     }
 
     /// Bytes it holds, about: the top index, the keys of the properties and a fixed share for
