@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gleaner::io::FaultFs;
+use gleaner::io::{FaultFs, FaultKind, FaultOp, FaultRule};
 use gleaner::{Db, GcPolicyKind, Options};
 
 const TABLES: usize = 4;
@@ -75,4 +75,30 @@ fn a_table_opened_again_reads_no_metadata() {
         "{reads} metadata reads for {opens} opens"
     );
     assert!(after.retained_metadata_bytes > 0);
+}
+
+#[test]
+fn a_read_that_finds_no_file_descriptor_left_closes_idle_tables_and_succeeds() {
+    let fs = FaultFs::new(3);
+    let db = Db::open(Path::new("/db"), options(&fs).with_max_open_files(8)).expect("open");
+    fill(&db);
+    for i in 0..TABLES {
+        assert_eq!(db.get(format!("k{i}")).expect("get"), Some(value(i)));
+    }
+    // The process is out of descriptors at the next open of a value table.
+    fs.add_fault(FaultRule {
+        op: FaultOp::Open,
+        path_contains: Some(".vst".into()),
+        skip: 0,
+        times: Some(1),
+        kind: FaultKind::Emfile,
+    });
+    db.put("late", value(9)).expect("put");
+    db.flush().expect("flush");
+    assert_eq!(db.get("late").expect("get"), Some(value(9)));
+    for i in 0..TABLES {
+        assert_eq!(db.get(format!("k{i}")).expect("get"), Some(value(i)));
+    }
+    assert_eq!(fs.injected_faults(), 1, "the open failed once");
+    assert_eq!(db.stats().cache.table_opens_after_emfile, 1);
 }

@@ -172,6 +172,8 @@ pub struct FileCache<T: OpenTable> {
     opens: AtomicU64,
     /// Of those, opens that read the table's metadata (no metadata retained).
     metadata_reads: AtomicU64,
+    /// Opens tried again after closing idle tables for want of a file descriptor.
+    reopened_after_emfile: AtomicU64,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     stats: Arc<IoStats>,
@@ -233,6 +235,7 @@ impl<T: OpenTable> FileCache<T> {
             ),
             opens: AtomicU64::new(0),
             metadata_reads: AtomicU64::new(0),
+            reopened_after_emfile: AtomicU64::new(0),
             fs,
             dir,
             stats,
@@ -249,12 +252,7 @@ impl<T: OpenTable> FileCache<T> {
     pub fn get(&self, number: u64, file_size: u64, class: IoClass) -> Result<Arc<T>> {
         self.tables.get_or_insert_with(&number, || {
             let name = T::file_name(number);
-            let file = self.fs.open_readable(
-                &self.dir.join(&name),
-                ReadFileOptions {
-                    direct: self.direct_reads,
-                },
-            )?;
+            let file = self.open_file(&name)?;
             let reader = CountedReader::new(file, Arc::clone(&self.stats));
             self.opens.fetch_add(1, Ordering::Relaxed);
             if let Some(meta) = self.retained.get(&number)
@@ -278,6 +276,44 @@ impl<T: OpenTable> FileCache<T> {
             self.retained.insert(number, Arc::new(table.meta()));
             Ok(Arc::new(table))
         })
+    }
+
+    /// Opens file `name` for reading. Out of file descriptors (`EMFILE`, `ENFILE`: the process's
+    /// limit is below what `max_open_files` allows), closes a quarter of the tables this cache
+    /// holds open that no reader holds, and tries once more: those tables open again from their
+    /// retained metadata, and a read does not fail while this cache's own files fill the limit.
+    fn open_file(&self, name: &str) -> Result<Arc<dyn crate::io::RandomAccessFile>> {
+        let path = self.dir.join(name);
+        let opts = ReadFileOptions {
+            direct: self.direct_reads,
+        };
+        match self.fs.open_readable(&path, opts) {
+            Err(e) if out_of_descriptors(&e) && self.close_idle(self.tables.len() / 4) > 0 => {
+                self.reopened_after_emfile.fetch_add(1, Ordering::Relaxed);
+                self.fs.open_readable(&path, opts)
+            }
+            other => other,
+        }
+    }
+
+    /// Closes up to `n` (at least 1) open tables no one but this cache holds; returns how many.
+    fn close_idle(&self, n: usize) -> usize {
+        let n = n.max(1);
+        let closed = AtomicU64::new(0);
+        self.tables.retain(|_, table| {
+            if Arc::strong_count(table) > 1 || closed.load(Ordering::Relaxed) >= n as u64 {
+                return true;
+            }
+            closed.fetch_add(1, Ordering::Relaxed);
+            false
+        });
+        closed.into_inner() as usize
+    }
+
+    /// Opens that failed for want of a file descriptor and succeeded, or failed again, after
+    /// this cache closed idle tables.
+    pub fn opens_after_emfile(&self) -> u64 {
+        self.reopened_after_emfile.load(Ordering::Relaxed)
     }
 
     /// Files this cache opened: every miss, whether it read the table's metadata or not.
@@ -327,10 +363,19 @@ impl<T: OpenTable> FileCache<T> {
     }
 }
 
+/// Whether `e` is the failure to open a file for want of a descriptor: `EMFILE` (the
+/// process's limit) or `ENFILE` (the system's).
+fn out_of_descriptors(e: &crate::error::Error) -> bool {
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    matches!(e, crate::error::Error::Io { source, .. }
+        if matches!(source.raw_os_error(), Some(EMFILE | ENFILE)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{FaultFs, WriteFileOptions};
+    use crate::io::{FaultFs, FaultKind, FaultOp, FaultRule, WriteFileOptions};
     use crate::value::{ValueTableBuilder, ValueTableBuilderOptions};
     use std::path::Path;
 
@@ -345,9 +390,76 @@ mod tests {
     }
 
     fn cache(fs: &FaultFs) -> ValueTableCache {
+        cache_of(fs, 1)
+    }
+
+    fn cache_of(fs: &FaultFs, capacity: usize) -> ValueTableCache {
         let fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
         fs.create_dir_all(Path::new("/db")).unwrap();
-        FileCache::new(fs, "/db".into(), Arc::default(), None, 1, false)
+        FileCache::new(fs, "/db".into(), Arc::default(), None, capacity, false)
+    }
+
+    /// Fails the next `times` opens of table `number` (`None`: every one) with `EMFILE`.
+    fn emfile(fs: &FaultFs, number: u64, times: Option<u64>) {
+        fs.add_fault(FaultRule {
+            op: FaultOp::Open,
+            path_contains: Some(value_table_file_name(number)),
+            skip: 0,
+            times,
+            kind: FaultKind::Emfile,
+        });
+    }
+
+    /// Opens tables `1..=n` (written first) and lets go of them: the cache alone holds them.
+    fn open_idle(fs: &FaultFs, c: &ValueTableCache, n: u64) -> Vec<u64> {
+        (1..=n)
+            .map(|i| {
+                let (size, _) = write_table(fs, i, b"k", &[i as u8; 300]);
+                drop(c.get(i, size, IoClass::UserRead).unwrap());
+                size
+            })
+            .collect()
+    }
+
+    #[test]
+    fn out_of_descriptors_closes_idle_tables_and_opens_again() {
+        let fs = FaultFs::new(3);
+        let c = cache_of(&fs, 8);
+        open_idle(&fs, &c, 4);
+        assert_eq!(c.len(), 4);
+        let (size, (offset, len)) = write_table(&fs, 5, b"k", &[5; 300]);
+        emfile(&fs, 5, Some(1));
+        let t = c.get(5, size, IoClass::UserRead).expect("opened at the second try");
+        assert_eq!(c.opens_after_emfile(), 1);
+        assert_eq!(c.len(), 4, "one idle table closed for it");
+        let record = t.read_record(offset, len, IoClass::UserRead).unwrap();
+        assert_eq!(record.value.as_ref(), &[5u8; 300][..]);
+    }
+
+    #[test]
+    fn out_of_descriptors_with_every_table_held_is_the_error() {
+        let fs = FaultFs::new(4);
+        let c = cache_of(&fs, 8);
+        let sizes = open_idle(&fs, &c, 2);
+        // Readers hold both: closing them in the cache would free no descriptor.
+        let held: Vec<_> = (1..=2)
+            .map(|i| c.get(i, sizes[i as usize - 1], IoClass::UserRead).unwrap())
+            .collect();
+        let (size, _) = write_table(&fs, 3, b"k", &[3; 300]);
+        emfile(&fs, 3, Some(1));
+        let Err(e) = c.get(3, size, IoClass::UserRead) else {
+            panic!("no descriptor: the open succeeded")
+        };
+        assert!(out_of_descriptors(&e), "{e}");
+        assert_eq!((c.opens_after_emfile(), c.len()), (0, 2));
+        drop(held);
+        // Every open failing: one more try after closing idle tables, then the error.
+        emfile(&fs, 3, None);
+        let Err(e) = c.get(3, size, IoClass::UserRead) else {
+            panic!("still no descriptor: the open succeeded")
+        };
+        assert!(out_of_descriptors(&e), "{e}");
+        assert_eq!(c.opens_after_emfile(), 1);
     }
 
     #[test]

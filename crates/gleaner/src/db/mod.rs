@@ -1166,6 +1166,8 @@ impl DbInner {
                 table_metadata_reads: self.tables.metadata_reads() + self.values.metadata_reads(),
                 retained_metadata_bytes: self.tables.retained_bytes()
                     + self.values.retained_bytes(),
+                table_opens_after_emfile: self.tables.opens_after_emfile()
+                    + self.values.opens_after_emfile(),
                 value_capacity_bytes: self.value_cache.as_ref().map_or(0, |v| v.capacity_bytes()),
                 value_usage_bytes: self.value_cache.as_ref().map_or(0, |v| v.usage_bytes()),
                 value_hits: self.value_cache.as_ref().map_or(0, |v| v.hits()),

@@ -56,6 +56,10 @@ pub enum FaultOp {
     SyncDir,
     /// Every operation above, and also [`FileSystem::create_dir_all`].
     Any,
+    /// [`FileSystem::open_readable`]. Only rules naming it exactly match, and the opens are not
+    /// counted in [`FaultFs::operations`]: `Any` keeps the operations the simulations place
+    /// their faults by.
+    Open,
 }
 
 /// The error an injected fault returns.
@@ -67,8 +71,11 @@ pub enum FaultKind {
     Enospc,
     /// Power is lost at this operation: it fails (an append may land partially) and the file
     /// system freezes exactly as at a crash point of [`FaultFs::set_crash_after`]. This targets a
-    /// crash at, say, the third sync of a manifest.
+    /// crash at, say, the third sync of a manifest. (An [`FaultOp::Open`] rule fails with `EIO`
+    /// instead: opening a file for reading changes nothing a crash could tear.)
     PowerLoss,
+    /// `EMFILE` (raw OS error 24): the process has no file descriptor left.
+    Emfile,
 }
 
 impl FaultKind {
@@ -76,6 +83,7 @@ impl FaultKind {
         match self {
             FaultKind::Eio => 5,
             FaultKind::Enospc => 28,
+            FaultKind::Emfile => 24,
             // Never turned into an OS error: a power-loss rule freezes the file system instead.
             FaultKind::PowerLoss => 5,
         }
@@ -255,6 +263,15 @@ fn split(path: &Path) -> Result<(PathBuf, String)> {
     }
 }
 
+/// Whether `rule` names no path, or one of `paths` contains the part it names.
+fn rule_names_any(rule: &FaultRule, paths: &[&Path]) -> bool {
+    rule.path_contains.as_ref().is_none_or(|sub| {
+        paths
+            .iter()
+            .any(|p| p.to_string_lossy().contains(sub.as_str()))
+    })
+}
+
 impl State {
     fn next_u64(&mut self) -> u64 {
         // splitmix64: tiny, fast, and good enough to pick torn lengths deterministically.
@@ -282,16 +299,20 @@ impl State {
     /// fires.
     fn injected_fault(&mut self, op: FaultOp, paths: &[&Path]) -> Option<FaultKind> {
         self.rule_ops += 1;
+        self.fire(|rule| (rule.op == op || rule.op == FaultOp::Any) && rule_names_any(rule, paths))
+    }
+
+    /// The fault of the first [`FaultOp::Open`] rule that fires for opening `path`, advancing
+    /// those rules only.
+    fn open_fault(&mut self, path: &Path) -> Option<FaultKind> {
+        self.fire(|rule| rule.op == FaultOp::Open && rule_names_any(rule, &[path]))
+    }
+
+    /// Advances every rule `applies` accepts and returns the fault of the first one that fires.
+    fn fire(&mut self, applies: impl Fn(&FaultRule) -> bool) -> Option<FaultKind> {
         let mut fired = None;
         for (rule, matched) in &mut self.rules {
-            if rule.op != op && rule.op != FaultOp::Any {
-                continue;
-            }
-            if let Some(sub) = &rule.path_contains
-                && !paths
-                    .iter()
-                    .any(|p| p.to_string_lossy().contains(sub.as_str()))
-            {
+            if !applies(rule) {
                 continue;
             }
             let n = *matched;
@@ -742,7 +763,17 @@ impl FileSystem for FaultFs {
         path: &Path,
         _opts: ReadFileOptions,
     ) -> Result<Arc<dyn RandomAccessFile>> {
-        let st = self.shared.state.lock();
+        let mut st = self.shared.state.lock();
+        if let Some(kind) = st.open_fault(path) {
+            let kind = match kind {
+                FaultKind::PowerLoss => FaultKind::Eio,
+                k => k,
+            };
+            return Err(Error::io(
+                format!("opening {}", path.display()),
+                io::Error::from_raw_os_error(kind.raw_os_error()),
+            ));
+        }
         let f = st.file(path, || format!("opening {}", path.display()))?;
         Ok(Arc::new(FaultReader {
             shared: Arc::clone(&self.shared),

@@ -405,7 +405,10 @@ options_table! {
     (use_direct_io_for_background_writes, with_use_direct_io_for_background_writes, bool, false, persisted: true);
     /// Files of each kind (key tables, value tables) the table caches keep open. Default 1000;
     /// from 1 to 1,000,000. A table closed to make room keeps its metadata in memory (up to
-    /// 64 MiB a kind), so opening it again reads nothing from the device.
+    /// 64 MiB a kind), so opening it again reads nothing from the device. Twice this, plus the
+    /// logs and the files being written, should fit the process's open-file limit; when it
+    /// does not, an open that finds no descriptor left closes idle tables and tries once more
+    /// (`cache.table_opens_after_emfile` counts them).
     (max_open_files, with_max_open_files, u32, DEFAULT_MAX_OPEN_FILES, persisted: true);
     /// Longest value accepted by a write. Default 256 MiB; from 1 byte to
     /// [`MAX_VALUE_SIZE_LIMIT`] (256 MiB).

@@ -153,6 +153,11 @@ pub struct CacheStats {
     /// Bytes of metadata the two caches retain for tables they opened (at most 64 MiB each).
     #[serde(default)]
     pub retained_metadata_bytes: u64,
+    /// Opens of a table file that found the process out of file descriptors (`EMFILE` or
+    /// `ENFILE`) and were tried once more after the cache closed a quarter of its idle files:
+    /// above 0, `max_open_files` is more than the process's open-file limit allows.
+    #[serde(default)]
+    pub table_opens_after_emfile: u64,
     /// The value cache's capacity (option `value_cache_share` of `block_cache_size`; the block
     /// cache figures above cover the rest).
     #[serde(default)]
