@@ -218,6 +218,18 @@ impl VersionEdit {
         *self == VersionEdit::default()
     }
 
+    /// True when applying the edit may leave an inheritance record no key table reaches, or a
+    /// drop file no table lists: it takes key tables (their references) or value tables away, or
+    /// records inheritance. An edit that only adds tables, references, garbage or drop blocks
+    /// cannot, so a version it makes from a pruned one is pruned too.
+    pub(crate) fn may_need_pruning(&self) -> bool {
+        !self.deleted_files.is_empty()
+            || !self.deleted_value_tables.is_empty()
+            || !self.retired_value_tables.is_empty()
+            || !self.released_value_tables.is_empty()
+            || !self.inheritance.is_empty()
+    }
+
     /// Encodes the edit.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -703,6 +715,44 @@ impl VersionEdit {
 mod tests {
     use super::*;
     use crate::key::{ValueKind, make_internal_key};
+
+    #[test]
+    fn only_an_edit_that_takes_away_or_inherits_needs_pruning() {
+        // What a flush writes: new tables, their references, nothing taken away.
+        let flush = VersionEdit {
+            new_tables: sample().new_tables,
+            new_value_tables: sample().new_value_tables,
+            log_number: Some(13),
+            ..Default::default()
+        };
+        assert!(!flush.may_need_pruning());
+        assert!(!VersionEdit::default().may_need_pruning());
+        let takes_away = [
+            VersionEdit {
+                deleted_files: vec![(1, 5)],
+                ..Default::default()
+            },
+            VersionEdit {
+                deleted_value_tables: vec![3],
+                ..Default::default()
+            },
+            VersionEdit {
+                retired_value_tables: vec![(3, 9)],
+                ..Default::default()
+            },
+            VersionEdit {
+                released_value_tables: vec![3],
+                ..Default::default()
+            },
+            VersionEdit {
+                inheritance: vec![(3, Vec::new())],
+                ..Default::default()
+            },
+        ];
+        for e in takes_away {
+            assert!(e.may_need_pruning(), "{e:?}");
+        }
+    }
 
     fn sample() -> VersionEdit {
         VersionEdit {

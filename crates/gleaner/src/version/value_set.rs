@@ -261,22 +261,29 @@ pub struct RetiredTable {
 }
 
 /// The value-table part of a version.
+///
+/// Every edit of the tree makes a new version from a clone of the last one, a flush dozens of
+/// times a second with small memtables, and a database holds thousands of value tables: each
+/// map is therefore shared between versions and copied only by the first edit that changes it
+/// (`Arc::make_mut`), and a table's drop-block list is shared the same way. An edit that adds a
+/// table and its references copies those two maps, not the inheritance records, drop blocks or
+/// garbage accounts of every table.
 #[derive(Debug, Clone, Default)]
 pub struct ValueSet {
-    tables: BTreeMap<u64, Arc<ValueFile>>,
-    garbage: BTreeMap<u64, Garbage>,
-    inheritance: BTreeMap<u64, Vec<Inheritor>>,
+    tables: Arc<BTreeMap<u64, Arc<ValueFile>>>,
+    garbage: Arc<BTreeMap<u64, Garbage>>,
+    inheritance: Arc<BTreeMap<u64, Vec<Inheritor>>>,
     /// Handles from live key tables, per value-table number they name.
-    refs: BTreeMap<u64, u64>,
+    refs: Arc<BTreeMap<u64, u64>>,
     /// Collected by write-back, still readable (see [`RetiredTable`]).
-    retired: BTreeMap<u64, RetiredTable>,
+    retired: Arc<BTreeMap<u64, RetiredTable>>,
     /// Live tables a write-back GC job installed and is still writing back into the index
     /// tree: their references are not all in place yet (see docs/gc.md, "write-back").
-    awaiting_write_back: BTreeSet<u64>,
+    awaiting_write_back: Arc<BTreeSet<u64>>,
     /// Drop blocks per live value table, in the order they were attached.
-    drop_blocks: BTreeMap<u64, Vec<DropBlockRef>>,
+    drop_blocks: Arc<BTreeMap<u64, Arc<Vec<DropBlockRef>>>>,
     /// The drop files those blocks are in.
-    drop_files: BTreeMap<u64, Arc<DropFile>>,
+    drop_files: Arc<BTreeMap<u64, Arc<DropFile>>>,
 }
 
 impl ValueSet {
@@ -338,12 +345,12 @@ impl ValueSet {
 
     /// The drop blocks of live table `number`, in the order they were attached.
     pub fn drop_blocks(&self, number: u64) -> &[DropBlockRef] {
-        self.drop_blocks.get(&number).map_or(&[], Vec::as_slice)
+        self.drop_blocks.get(&number).map_or(&[], |b| b.as_slice())
     }
 
     /// Every live table's drop blocks, by table.
-    pub fn all_drop_blocks(&self) -> &BTreeMap<u64, Vec<DropBlockRef>> {
-        &self.drop_blocks
+    pub fn all_drop_blocks(&self) -> impl Iterator<Item = (u64, &[DropBlockRef])> {
+        self.drop_blocks.iter().map(|(n, b)| (*n, b.as_slice()))
     }
 
     /// The drop files some live table lists a block of, by number.
@@ -418,14 +425,16 @@ impl ValueSet {
 
     pub(super) fn add_refs(&mut self, deps: &[Dependence]) {
         for d in deps {
-            *self.refs.entry(d.value_table).or_insert(0) += d.count;
+            *Arc::make_mut(&mut self.refs)
+                .entry(d.value_table)
+                .or_insert(0) += d.count;
         }
     }
 
     pub(super) fn remove_refs(&mut self, deps: &[Dependence]) -> Result<(), String> {
         for d in deps {
-            let r = self
-                .refs
+            let refs = Arc::make_mut(&mut self.refs);
+            let r = refs
                 .get_mut(&d.value_table)
                 .filter(|r| **r >= d.count)
                 .ok_or_else(|| {
@@ -436,7 +445,7 @@ impl ValueSet {
                 })?;
             *r -= d.count;
             if *r == 0 {
-                self.refs.remove(&d.value_table);
+                refs.remove(&d.value_table);
             }
         }
         Ok(())
@@ -450,7 +459,7 @@ impl ValueSet {
         {
             return Err(format!("value table {n} added twice"));
         }
-        self.tables.insert(n, Arc::new(ValueFile::new(meta)));
+        Arc::make_mut(&mut self.tables).insert(n, Arc::new(ValueFile::new(meta)));
         Ok(())
     }
 
@@ -463,23 +472,32 @@ impl ValueSet {
                 "drop block attached to value table {number}, which is not live"
             ));
         }
-        let list = self.drop_blocks.entry(number).or_default();
-        if list.iter().any(|b| b.block == block) {
+        if self
+            .drop_blocks
+            .get(&number)
+            .is_some_and(|list| list.iter().any(|b| b.block == block))
+        {
             return Err(format!(
                 "drop block at {} of drop file {} attached to value table {number} twice",
                 block.offset, block.file
             ));
         }
         let file = Arc::clone(
-            self.drop_files
+            Arc::make_mut(&mut self.drop_files)
                 .entry(block.file)
                 .or_insert_with(|| Arc::new(DropFile::new(block.file))),
         );
-        list.push(DropBlockRef { block, file });
+        Arc::make_mut(
+            Arc::make_mut(&mut self.drop_blocks)
+                .entry(number)
+                .or_default(),
+        )
+        .push(DropBlockRef { block, file });
         Ok(())
     }
 
-    /// Forgets drop files no live table lists a block of any more.
+    /// Forgets drop files no live table lists a block of any more (a file is left unlisted
+    /// only when a table's blocks go with it: call this after an edit removed a table).
     pub(super) fn prune_drop_files(&mut self) {
         if self.drop_files.is_empty() {
             return;
@@ -487,17 +505,26 @@ impl ValueSet {
         let used: BTreeSet<u64> = self
             .drop_blocks
             .values()
-            .flatten()
+            .flat_map(|b| b.iter())
             .map(|b| b.block.file)
             .collect();
-        self.drop_files.retain(|n, _| used.contains(n));
+        // Every listed block's file is in the map: equal sizes mean every file is used.
+        if used.len() < self.drop_files.len() {
+            Arc::make_mut(&mut self.drop_files).retain(|n, _| used.contains(n));
+        }
     }
 
     pub(super) fn remove_table(&mut self, number: u64) -> Result<Arc<ValueFile>, String> {
-        self.garbage.remove(&number);
-        self.drop_blocks.remove(&number);
-        self.awaiting_write_back.remove(&number);
-        self.tables
+        if self.garbage.contains_key(&number) {
+            Arc::make_mut(&mut self.garbage).remove(&number);
+        }
+        if self.drop_blocks.contains_key(&number) {
+            Arc::make_mut(&mut self.drop_blocks).remove(&number);
+        }
+        if self.awaiting_write_back.contains(&number) {
+            Arc::make_mut(&mut self.awaiting_write_back).remove(&number);
+        }
+        Arc::make_mut(&mut self.tables)
             .remove(&number)
             .ok_or_else(|| format!("edit deletes value table {number}, which is not live"))
     }
@@ -508,14 +535,13 @@ impl ValueSet {
         let file = self
             .remove_table(number)
             .map_err(|_| format!("edit retires value table {number}, which is not live"))?;
-        self.retired
-            .insert(number, RetiredTable { file, obsolete_seq });
+        Arc::make_mut(&mut self.retired).insert(number, RetiredTable { file, obsolete_seq });
         Ok(())
     }
 
     /// Forgets retired table `number` (its file is deleted once no reader holds it).
     pub(super) fn release(&mut self, number: u64) -> Result<Arc<ValueFile>, String> {
-        self.retired
+        Arc::make_mut(&mut self.retired)
             .remove(&number)
             .map(|r| r.file)
             .ok_or_else(|| format!("edit releases value table {number}, which is not retired"))
@@ -532,10 +558,11 @@ impl ValueSet {
                 "edit marks value table {number} for write-back, but it is not live"
             ));
         }
+        let set = Arc::make_mut(&mut self.awaiting_write_back);
         if awaiting {
-            self.awaiting_write_back.insert(number);
+            set.insert(number);
         } else {
-            self.awaiting_write_back.remove(&number);
+            set.remove(&number);
         }
         Ok(())
     }
@@ -544,7 +571,7 @@ impl ValueSet {
         let t = self.tables.get(&number).ok_or_else(|| {
             format!("garbage recorded for value table {number}, which is not live")
         })?;
-        let g = self.garbage.entry(number).or_default();
+        let g = Arc::make_mut(&mut self.garbage).entry(number).or_default();
         g.records += delta.records;
         g.bytes += delta.bytes;
         if g.records > t.records || g.bytes > t.record_bytes {
@@ -566,7 +593,10 @@ impl ValueSet {
                 "inheritance recorded for value table {victim}, which is still live"
             ));
         }
-        if self.inheritance.insert(victim, children).is_some() {
+        if Arc::make_mut(&mut self.inheritance)
+            .insert(victim, children)
+            .is_some()
+        {
             return Err(format!(
                 "inheritance of value table {victim} recorded twice"
             ));
@@ -575,14 +605,16 @@ impl ValueSet {
     }
 
     /// Drops inheritance records no live key table can reach any more: a record is kept while
-    /// some key table holds a handle naming its table or one of that table's ancestors.
+    /// some key table holds a handle naming its table or one of that table's ancestors. Only an
+    /// edit that takes something away (a key table's references, a value table) or records
+    /// inheritance can leave a record to drop (`VersionEdit::may_need_pruning`).
     pub(super) fn prune_inheritance(&mut self) {
         if self.inheritance.is_empty() {
             return;
         }
         // Children that are gone (freed because every record became garbage, with nothing
         // inherited) can hold no record a handle needs; forget them, and records left with no
-        // child.
+        // child. The map is copied only when something goes.
         loop {
             let known: BTreeSet<u64> = self
                 .tables
@@ -591,18 +623,17 @@ impl ValueSet {
                 .chain(self.inheritance.keys())
                 .copied()
                 .collect();
-            let mut changed = false;
-            for children in self.inheritance.values_mut() {
-                let before = children.len();
-                children.retain(|c| known.contains(&c.number));
-                changed |= children.len() != before;
-            }
-            let before = self.inheritance.len();
-            self.inheritance.retain(|_, children| !children.is_empty());
-            changed |= self.inheritance.len() != before;
-            if !changed {
+            let stale = self.inheritance.values().any(|children| {
+                children.is_empty() || children.iter().any(|c| !known.contains(&c.number))
+            });
+            if !stale {
                 break;
             }
+            let inheritance = Arc::make_mut(&mut self.inheritance);
+            for children in inheritance.values_mut() {
+                children.retain(|c| known.contains(&c.number));
+            }
+            inheritance.retain(|_, children| !children.is_empty());
         }
         let mut needed: BTreeSet<u64> = BTreeSet::new();
         let mut stack: Vec<u64> = self
@@ -624,7 +655,10 @@ impl ValueSet {
                 );
             }
         }
-        self.inheritance.retain(|n, _| needed.contains(n));
+        // `needed` holds keys of the map only: equal sizes mean every record is needed.
+        if needed.len() < self.inheritance.len() {
+            Arc::make_mut(&mut self.inheritance).retain(|n, _| needed.contains(n));
+        }
     }
 }
 
@@ -786,6 +820,75 @@ mod tests {
             "every child of 3 is gone"
         );
         assert!(matches!(s.resolve(1, b"e"), Resolved::Live(t) if t.number == 4));
+    }
+
+    /// An edit copies only the maps it changes: a flush's new table and references leave the
+    /// inheritance records, drop blocks and garbage accounts shared with the version before,
+    /// and a drop block attached to one table leaves the other tables' lists shared.
+    #[test]
+    fn an_edit_copies_only_the_maps_it_changes() {
+        let block = |file, named_table| DropBlock {
+            file,
+            offset: 0,
+            len: 30,
+            keys: 1,
+            named_table,
+        };
+        let mut s = ValueSet::default();
+        for n in [4, 5] {
+            s.add_table(meta(n, "a", "z")).expect("add");
+        }
+        s.add_inheritance(1, vec![child(4, "a", "z")])
+            .expect("inherit");
+        s.add_refs(&[Dependence {
+            value_table: 1,
+            count: 1,
+            bytes: 1,
+        }]);
+        s.add_garbage(4, Garbage { records: 1, bytes: 1 })
+            .expect("garbage");
+        s.add_drop_block(4, block(50, 4)).expect("block");
+        s.add_drop_block(5, block(50, 5)).expect("block");
+
+        let mut flushed = s.clone();
+        flushed.add_table(meta(6, "a", "z")).expect("add");
+        flushed.add_refs(&[Dependence {
+            value_table: 6,
+            count: 1,
+            bytes: 1,
+        }]);
+        flushed.prune_inheritance();
+        assert!(!Arc::ptr_eq(&s.tables, &flushed.tables));
+        assert!(!Arc::ptr_eq(&s.refs, &flushed.refs));
+        for (shared, what) in [
+            (Arc::ptr_eq(&s.inheritance, &flushed.inheritance), "inheritance"),
+            (Arc::ptr_eq(&s.garbage, &flushed.garbage), "garbage"),
+            (Arc::ptr_eq(&s.drop_blocks, &flushed.drop_blocks), "drop blocks"),
+            (Arc::ptr_eq(&s.drop_files, &flushed.drop_files), "drop files"),
+            (Arc::ptr_eq(&s.retired, &flushed.retired), "retired"),
+        ] {
+            assert!(shared, "{what} copied by an edit that does not change it");
+        }
+        assert_eq!(flushed.inheritance().len(), 1, "still reachable");
+
+        let mut compacted = flushed.clone();
+        compacted.add_drop_block(4, block(51, 4)).expect("block");
+        assert_eq!(compacted.drop_blocks(4).len(), 2);
+        assert_eq!(flushed.drop_blocks(4).len(), 1, "the version before is unchanged");
+        assert!(Arc::ptr_eq(
+            &flushed.drop_blocks[&5],
+            &compacted.drop_blocks[&5]
+        ));
+        // Removing a table copies what held it, and the pruning forgets its drop file only.
+        compacted.remove_table(4).expect("remove");
+        compacted.prune_drop_files();
+        assert_eq!(
+            compacted.drop_files().keys().copied().collect::<Vec<_>>(),
+            vec![50],
+            "51 was listed by table 4 alone"
+        );
+        assert_eq!(flushed.drop_files().len(), 1, "51 was never in the version before");
+        assert_eq!(flushed.garbage(4).records, 1, "the version before keeps its account");
     }
 
     #[test]

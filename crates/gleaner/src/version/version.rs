@@ -368,8 +368,23 @@ impl Version {
                 .add_inheritance(*victim, children.clone())
                 .map_err(bad)?;
         }
-        values.prune_inheritance();
-        values.prune_drop_files();
+        // Pruning walks every inheritance record and drop block; most edits (every flush) only
+        // add, and leave nothing to prune in a version that had nothing to prune.
+        if edit.may_need_pruning() {
+            values.prune_inheritance();
+            values.prune_drop_files();
+        } else {
+            debug_assert!(
+                {
+                    let mut pruned = values.clone();
+                    pruned.prune_inheritance();
+                    pruned.prune_drop_files();
+                    pruned.inheritance() == values.inheritance()
+                        && pruned.drop_files().len() == values.drop_files().len()
+                },
+                "an edit that only adds left something to prune"
+            );
+        }
         for runs in &mut levels {
             let kept = std::mem::take(runs)
                 .into_iter()
@@ -445,8 +460,7 @@ impl Version {
             routing: (!self.routing.is_empty()).then(|| (*self.routing).clone()),
             drop_blocks: values
                 .all_drop_blocks()
-                .iter()
-                .flat_map(|(n, blocks)| blocks.iter().map(|b| (*n, b.block)))
+                .flat_map(|(n, blocks)| blocks.iter().map(move |b| (n, b.block)))
                 .collect(),
             ..Default::default()
         }

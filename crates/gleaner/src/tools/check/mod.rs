@@ -317,8 +317,7 @@ impl Checker {
             };
             let blocks: Vec<crate::version::DropBlock> = values
                 .all_drop_blocks()
-                .values()
-                .flatten()
+                .flat_map(|(_, blocks)| blocks)
                 .filter(|b| b.block.file == n)
                 .map(|b| b.block)
                 .collect();
