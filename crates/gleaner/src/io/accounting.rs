@@ -149,8 +149,8 @@ impl CountedReader {
 
     /// Reads `len` bytes at `offset` into a new buffer.
     pub fn read_vec(&self, offset: u64, len: usize, class: IoClass) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.read_exact_at(&mut buf, offset, class)?;
+        let buf = self.file.read_vec_at(offset, len)?;
+        self.stats.record_read(class, len as u64);
         Ok(buf)
     }
 

@@ -158,6 +158,15 @@ pub trait RandomAccessFile: Send + Sync + fmt::Debug {
     /// file is an error of kind `UnexpectedEof`.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
 
+    /// The `len` bytes at `offset` in a new buffer; errors as [`RandomAccessFile::read_exact_at`].
+    /// A file that reads through a buffer of its own (direct I/O) copies out of it rather than
+    /// into a zeroed one.
+    fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
     /// Current size of the file in bytes.
     fn size(&self) -> Result<u64>;
 }

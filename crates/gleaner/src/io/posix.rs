@@ -396,23 +396,65 @@ struct DirectReader {
     path: PathBuf,
 }
 
+/// Largest bounce buffer a thread keeps between direct reads. Point reads of values and blocks
+/// fit; a thread that made direct reads holds at most this much (plus the alignment slack)
+/// until it ends, and a larger read allocates a buffer of its own.
+const KEPT_BOUNCE_BYTES: usize = 128 << 10;
+
+thread_local! {
+    /// This thread's bounce buffer for direct reads. Reused, a read neither allocates nor
+    /// zeroes one: the kernel overwrites what it reads, and only bytes it read are copied out.
+    static BOUNCE: std::cell::RefCell<Option<AlignedBuf>> = const { std::cell::RefCell::new(None) };
+}
+
 impl DirectReader {
-    fn read_inner(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
+    /// Reads the `len` bytes at `offset` through an aligned bounce buffer and hands them to
+    /// `take`, which must copy them out.
+    fn read_with<R>(
+        &self,
+        offset: u64,
+        len: usize,
+        take: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
         let align = DIRECT_ALIGN as u64;
         let end = offset
-            .checked_add(buf.len() as u64)
+            .checked_add(len as u64)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset overflows"))?;
         let start = offset - offset % align;
         let aligned_end = end.div_ceil(align) * align;
         let total = usize::try_from(aligned_end - start)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read too large"))?;
-        let mut bounce = AlignedBuf::new(total);
-        let dst = bounce.as_mut_slice();
+        let skip = (offset - start) as usize;
+        if total > KEPT_BOUNCE_BYTES {
+            let mut bounce = AlignedBuf::new(total);
+            let got = self.read_aligned(bounce.as_mut_slice(), start)?;
+            return Self::taken(got, skip, len, take);
+        }
+        BOUNCE.with(|cell| {
+            // Never borrowed already: a read does not start another on its thread. Should it
+            // ever be, the read makes a buffer of its own rather than fail.
+            let Ok(mut slot) = cell.try_borrow_mut() else {
+                let mut bounce = AlignedBuf::new(total);
+                let got = self.read_aligned(bounce.as_mut_slice(), start)?;
+                return Self::taken(got, skip, len, take);
+            };
+            if slot.as_ref().is_none_or(|b| b.len < total) {
+                // Grown in powers of two, so reads of mixed sizes settle on one buffer.
+                *slot = Some(AlignedBuf::new(
+                    total.next_power_of_two().min(KEPT_BOUNCE_BYTES),
+                ));
+            }
+            let bounce = slot.as_mut().expect("set above");
+            let got = self.read_aligned(&mut bounce.as_mut_slice()[..total], start)?;
+            Self::taken(got, skip, len, take)
+        })
+    }
+
+    /// Fills `dst` from aligned offset `start` until it is full or the file ends; returns the
+    /// bytes read.
+    fn read_aligned<'a>(&self, dst: &'a mut [u8], start: u64) -> io::Result<&'a [u8]> {
         let mut filled = 0usize;
-        while filled < total {
+        while filled < dst.len() {
             match self.file.read_at(&mut dst[filled..], start + filled as u64) {
                 Ok(0) => break,
                 Ok(n) => {
@@ -426,30 +468,53 @@ impl DirectReader {
                 Err(e) => return Err(e),
             }
         }
-        let skip = (offset - start) as usize;
-        if filled < skip + buf.len() {
+        Ok(&dst[..filled])
+    }
+
+    /// Hands `take` the wanted bytes of what was read, or fails if the file ended first.
+    fn taken<R>(
+        got: &[u8],
+        skip: usize,
+        len: usize,
+        take: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
+        if got.len() < skip + len {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "read past the end of the file",
             ));
         }
-        buf.copy_from_slice(&bounce.as_slice()[skip..skip + buf.len()]);
-        Ok(())
+        Ok(take(&got[skip..skip + len]))
+    }
+
+    fn error(&self, len: usize, offset: u64, e: io::Error) -> Error {
+        Error::io(
+            format!(
+                "reading {len} bytes of {} at offset {offset} (direct I/O)",
+                self.path.display()
+            ),
+            e,
+        )
     }
 }
 
 impl RandomAccessFile for DirectReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.read_inner(buf, offset).map_err(|e| {
-            Error::io(
-                format!(
-                    "reading {} bytes of {} at offset {offset} (direct I/O)",
-                    buf.len(),
-                    self.path.display()
-                ),
-                e,
-            )
-        })
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let len = buf.len();
+        self.read_with(offset, len, |bytes| buf.copy_from_slice(bytes))
+            .map_err(|e| self.error(len, offset, e))
+    }
+
+    fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        // Copied straight out of the bounce buffer: the new buffer is never zeroed first.
+        self.read_with(offset, len, <[u8]>::to_vec)
+            .map_err(|e| self.error(len, offset, e))
     }
 
     fn size(&self) -> Result<u64> {
@@ -635,6 +700,65 @@ mod tests {
         (0..n)
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
             .collect()
+    }
+
+    /// Where this thread's kept bounce buffer is, if it keeps one.
+    fn kept_bounce() -> Option<(*const u8, usize)> {
+        BOUNCE.with(|c| c.borrow().as_ref().map(|b| (b.storage.as_ptr(), b.len)))
+    }
+
+    #[test]
+    fn direct_reads_reuse_one_bounce_buffer_per_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        // Ends inside a block, so the last block reads short.
+        let expected = pattern(300_000, 9);
+        std::fs::write(&path, &expected).unwrap();
+        let r = PosixFs::new()
+            .open_readable(&path, ReadFileOptions { direct: true })
+            .unwrap();
+        // A thread of its own, so the kept buffer starts out absent.
+        std::thread::spawn(move || {
+            assert_eq!(kept_bounce(), None);
+            assert_eq!(
+                r.read_vec_at(1000, 100_000).unwrap(),
+                expected[1000..101_000]
+            );
+            let kept = kept_bounce().expect("kept after a read");
+            assert_eq!(kept.1, KEPT_BOUNCE_BYTES);
+            for (off, len) in [
+                (0usize, 1usize),
+                (4095, 2),
+                (70_000, 20_000),
+                (123, 4096),
+                (0, 0),
+            ] {
+                assert_eq!(
+                    r.read_vec_at(off as u64, len).unwrap(),
+                    expected[off..off + len]
+                );
+                let mut b = vec![0u8; len];
+                r.read_exact_at(&mut b, off as u64).unwrap();
+                assert_eq!(b, expected[off..off + len]);
+            }
+            // Larger than a thread keeps: a buffer of its own, the kept one stays.
+            assert_eq!(r.read_vec_at(7, 200_000).unwrap(), expected[7..200_007]);
+            assert_eq!(
+                kept_bounce(),
+                Some(kept),
+                "one buffer for every read that fits"
+            );
+            // The kept buffer still holds bytes of earlier reads beyond the file's end: a read
+            // past it fails rather than return them.
+            assert_eq!(r.read_vec_at(299_990, 10).unwrap(), expected[299_990..]);
+            let err = r.read_vec_at(299_995, 10).unwrap_err();
+            assert_eq!(err.io_kind(), Some(io::ErrorKind::UnexpectedEof), "{err}");
+            let mut b = vec![0u8; 10];
+            let err = r.read_exact_at(&mut b, 299_995).unwrap_err();
+            assert_eq!(err.io_kind(), Some(io::ErrorKind::UnexpectedEof), "{err}");
+        })
+        .join()
+        .unwrap();
     }
 
     fn write_read_round_trip(direct: bool, buffer_size: usize) -> Result<()> {

@@ -399,7 +399,8 @@ options_table! {
     /// Default false; not saved in the OPTIONS file.
     (inline_background_work, with_inline_background_work, bool, false, persisted: false);
     /// Read table files with `O_DIRECT`, bypassing the OS page cache. Default false. Fails at
-    /// open when the file system does not support direct I/O.
+    /// open when the file system does not support direct I/O. A direct read goes through an
+    /// aligned buffer; each thread that reads keeps one of up to 128 KiB for its next read.
     (use_direct_io_for_reads, with_use_direct_io_for_reads, bool, false, persisted: true);
     /// Write flush and compaction outputs with `O_DIRECT`. Default false.
     (use_direct_io_for_background_writes, with_use_direct_io_for_background_writes, bool, false, persisted: true);
