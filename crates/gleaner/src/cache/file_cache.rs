@@ -279,9 +279,12 @@ impl<T: OpenTable> FileCache<T> {
     }
 
     /// Opens file `name` for reading. Out of file descriptors (`EMFILE`, `ENFILE`: the process's
-    /// limit is below what `max_open_files` allows), closes a quarter of the tables this cache
-    /// holds open that no reader holds, and tries once more: those tables open again from their
-    /// retained metadata, and a read does not fail while this cache's own files fill the limit.
+    /// limit is below what `max_open_files` allows), closes tables this cache holds open that no
+    /// reader holds (as many as a quarter of its open tables, at least one) and tries once more;
+    /// if the second open fails too, that error is the read's. The closed tables open again
+    /// later, from their retained metadata while it is kept. Only this cache's own files are
+    /// closed: other files of the process (the other table cache's, logs, new tables) are not,
+    /// and their opens are not retried.
     fn open_file(&self, name: &str) -> Result<Arc<dyn crate::io::RandomAccessFile>> {
         let path = self.dir.join(name);
         let opts = ReadFileOptions {

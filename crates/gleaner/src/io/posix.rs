@@ -430,13 +430,12 @@ impl DirectReader {
             let got = self.read_aligned(bounce.as_mut_slice(), start)?;
             return Self::taken(got, skip, len, take);
         }
-        BOUNCE.with(|cell| {
+        let mut take = Some(take);
+        let kept = BOUNCE.try_with(|cell| {
             // Never borrowed already: a read does not start another on its thread. Should it
-            // ever be, the read makes a buffer of its own rather than fail.
+            // ever be, the read makes a buffer of its own below.
             let Ok(mut slot) = cell.try_borrow_mut() else {
-                let mut bounce = AlignedBuf::new(total);
-                let got = self.read_aligned(bounce.as_mut_slice(), start)?;
-                return Self::taken(got, skip, len, take);
+                return None;
             };
             if slot.as_ref().is_none_or(|b| b.len < total) {
                 // Grown in powers of two, so reads of mixed sizes settle on one buffer.
@@ -445,9 +444,21 @@ impl DirectReader {
                 ));
             }
             let bounce = slot.as_mut().expect("set above");
-            let got = self.read_aligned(&mut bounce.as_mut_slice()[..total], start)?;
-            Self::taken(got, skip, len, take)
-        })
+            let take = take.take().expect("taken once");
+            Some(
+                self.read_aligned(&mut bounce.as_mut_slice()[..total], start)
+                    .and_then(|got| Self::taken(got, skip, len, take)),
+            )
+        });
+        match kept {
+            Ok(Some(result)) => result,
+            // The thread's buffer is borrowed, or already gone (a read while the thread ends).
+            _ => {
+                let mut bounce = AlignedBuf::new(total);
+                let got = self.read_aligned(bounce.as_mut_slice(), start)?;
+                Self::taken(got, skip, len, take.take().expect("not taken"))
+            }
+        }
     }
 
     /// Fills `dst` from aligned offset `start` until it is full or the file ends; returns the

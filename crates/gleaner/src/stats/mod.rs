@@ -154,8 +154,9 @@ pub struct CacheStats {
     #[serde(default)]
     pub retained_metadata_bytes: u64,
     /// Opens of a table file that found the process out of file descriptors (`EMFILE` or
-    /// `ENFILE`) and were tried once more after the cache closed a quarter of its idle files:
-    /// above 0, `max_open_files` is more than the process's open-file limit allows.
+    /// `ENFILE`) and were tried once more after the cache closed some of its idle tables (up to
+    /// a quarter of its open ones): above 0, `max_open_files` is more than the process's
+    /// open-file limit allows. Only table opens are retried so; other files' opens fail.
     #[serde(default)]
     pub table_opens_after_emfile: u64,
     /// The value cache's capacity (option `value_cache_share` of `block_cache_size`; the block
