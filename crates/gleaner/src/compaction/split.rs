@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn each_share_holds_its_partition_s_keys_both_ways() {
-        let mem = Arc::new(MemTable::new(1));
+        let mem = Arc::new(MemTable::new(1, 1 << 20));
         for (i, k) in ["a", "user30", "user31", "user5", "user39", "z"].iter().enumerate() {
             mem.add(i as u64 + 1, ValueKind::Value, k.as_bytes(), b"v");
         }

@@ -217,7 +217,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
     remove_unreferenced_files(fs.as_ref(), dir, &version, wal_number, live_manifest)?;
 
     let live = Live {
-        mem: Arc::new(MemTable::new(wal_number)),
+        mem: Arc::new(MemTable::new(wal_number, opts.memtable_size())),
         imm: VecDeque::new(),
         version,
         last_seq,
@@ -510,7 +510,7 @@ fn replay_wals(
 ) -> Result<Replayed> {
     let (fs, dir, io, opts, counters) = (&rec.fs, &rec.dir, &rec.io, &rec.opts, &rec.counters);
     let mut last_seq = rec.last_seq;
-    let mut mem = Arc::new(MemTable::new(0));
+    let mut mem = Arc::new(MemTable::new(0, opts.memtable_size()));
     let mut segments = FoundSegments::default();
     // Where the replay was cut: nothing logged after it is replayed.
     let mut cut: Option<Cut> = None;
@@ -580,7 +580,7 @@ fn replay_wals(
             // is switched first.
             if !mem.is_empty() && !mem.has_room_for(batch.range_tombstones()) {
                 full(mem, &segments)?;
-                mem = Arc::new(MemTable::new(0));
+                mem = Arc::new(MemTable::new(0, opts.memtable_size()));
             }
             let mut seq = batch.sequence();
             for op in batch.iter() {
@@ -594,7 +594,7 @@ fn replay_wals(
             Counters::add(&counters.recovered_records, 1);
             if mem.is_full(opts.memtable_size()) {
                 full(mem, &segments)?;
-                mem = Arc::new(MemTable::new(0));
+                mem = Arc::new(MemTable::new(0, opts.memtable_size()));
             }
         }
         for region in reader.dropped() {

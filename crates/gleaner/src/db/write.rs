@@ -710,7 +710,10 @@ impl DbInner {
         let old_writer = std::mem::replace(&mut wal.writer, writer);
         let old_number = std::mem::replace(&mut wal.number, number);
         let segments = std::mem::take(&mut wal.segments);
-        let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+        let old = std::mem::replace(
+            &mut st.mem,
+            Arc::new(MemTable::new(number, self.opts.memtable_size())),
+        );
         debug_assert_eq!(old.wal_number(), old_number);
         let sealing = self.segment_sink.is_some().then(|| {
             let s = Arc::new(Mutex::new(segments));

@@ -26,6 +26,10 @@ use crate::lookup::{KeyLookup, Lookup};
 use crate::range_del::{FragmentedTombstones, RangeTombstone};
 use crate::value::{StoredHandle, ValueTable};
 
+mod filter;
+
+use filter::MemFilter;
+
 /// Estimated bytes of skiplist bookkeeping per entry (node header, tower, allocation slack),
 /// added to the entry's own bytes when measuring the memtable against `memtable_size`. (A short
 /// key's slot in the node is counted as the key's own bytes: the buffer it would otherwise
@@ -150,6 +154,8 @@ enum Found<'a> {
 /// An in-memory sorted buffer of recent writes.
 pub struct MemTable {
     set: SkipSet<MemEntry>,
+    /// The user keys of the versions in `set`: a lookup of a key not here skips the skiplist.
+    filter: MemFilter,
     range_tombstones: Mutex<RangeTombstones>,
     /// How many range tombstones `range_tombstones` holds (read without its lock).
     range_tombstone_count: AtomicU64,
@@ -179,10 +185,13 @@ impl std::fmt::Debug for MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable whose writes are logged in WAL `wal_number`.
-    pub fn new(wal_number: u64) -> Self {
+    /// An empty memtable whose writes are logged in WAL `wal_number`, with a key filter sized
+    /// for `memtable_size` bytes (option `memtable_size`; a memtable may grow past it, and its
+    /// filter then rules out fewer keys).
+    pub fn new(wal_number: u64, memtable_size: u64) -> Self {
         MemTable {
             set: SkipSet::new(),
+            filter: MemFilter::for_memtable_size(memtable_size),
             range_tombstones: Mutex::default(),
             range_tombstone_count: AtomicU64::new(0),
             range_tombstone_bytes: AtomicU64::new(0),
@@ -220,6 +229,8 @@ impl MemTable {
             ikey: NodeKey::new(&[user_key, &key::pack_trailer(seq, kind as u8).to_le_bytes()]),
             value: Bytes::copy_from_slice(value),
         };
+        // Before the skiplist: a reader that can see the version has seen its filter bits.
+        self.filter.insert(user_key);
         self.set.insert(entry);
         self.approx_bytes.fetch_add(size, AtomicOrdering::Relaxed);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
@@ -315,6 +326,9 @@ impl MemTable {
         let deleted_at = self
             .range_tombstones()
             .and_then(|f| f.newest_covering(user_key, seq));
+        if !self.filter.may_contain(user_key) {
+            return deleted_at.map(Found::RangeDeleted);
+        }
         let trailer = key::pack_trailer(seq, key::KIND_FOR_SEEK).to_le_bytes();
         let probe = MemEntry {
             ikey: NodeKey::new(&[user_key, &trailer]),
@@ -534,7 +548,7 @@ mod tests {
 
     #[test]
     fn range_tombstones_delete_older_versions_for_readers_that_see_them() {
-        let m = MemTable::new(1);
+        let m = MemTable::new(1, 1 << 20);
         m.add(1, ValueKind::Value, b"b", b"b1");
         m.add(2, ValueKind::Value, b"c", b"c2");
         assert!(m.range_tombstones().is_none(), "none yet: no fragments built");
@@ -559,7 +573,7 @@ mod tests {
         assert_eq!(get(b"c", 10), Some(Lookup::Deleted));
         assert_eq!(m.range_tombstones().map(|f| f.len()), Some(3));
         // A memtable of range tombstones alone is not empty, and fills up by their count.
-        let r = MemTable::new(2);
+        let r = MemTable::new(2, 1 << 20);
         for i in 0..MAX_RANGE_TOMBSTONES {
             assert!(!r.is_full(u64::MAX), "{i} tombstones");
             r.add_range_tombstone(i + 1, b"a", b"b");
@@ -568,7 +582,7 @@ mod tests {
         assert!(r.is_full(u64::MAX));
         assert_eq!(r.len(), 0, "no point entry");
         // And by the bytes of their keys, long before a table's block would be too large.
-        let long = MemTable::new(3);
+        let long = MemTable::new(3, 1 << 20);
         let key = |c: u8| vec![c; 64 << 10];
         let mut n = 0;
         while !long.is_full(u64::MAX) {
@@ -579,11 +593,32 @@ mod tests {
         assert!(n < MAX_RANGE_TOMBSTONES);
     }
 
+    /// The key filter rules out keys the memtable does not hold, and never one it does, even
+    /// when the memtable holds far more than the filter was sized for.
+    #[test]
+    fn the_key_filter_never_hides_a_version() {
+        for memtable_size in [0, 64 << 10, 64 << 20] {
+            let m = MemTable::new(1, memtable_size);
+            for i in 0..5_000u64 {
+                m.add(i + 1, ValueKind::Value, format!("k{i}").as_bytes(), b"v");
+            }
+            for i in 0..5_000u64 {
+                let k = format!("k{i}");
+                assert!(m.get(k.as_bytes(), u64::MAX >> 8).unwrap().is_some(), "{k}");
+            }
+            assert_eq!(m.get(b"absent", u64::MAX >> 8).unwrap(), None);
+        }
+        let m = MemTable::new(1, 64 << 20);
+        m.add(1, ValueKind::Value, b"k", b"v");
+        let absent = (0..1_000).filter(|i| m.filter.may_contain(format!("a{i}").as_bytes()));
+        assert!(absent.count() < 10, "a sparse filter rules out almost every absent key");
+    }
+
     /// A lookup hands out the entry's own buffer: two reads of one version share it, and an
     /// expiring value is a view of it past the expiry.
     #[test]
     fn a_lookup_shares_the_entry_buffer() {
-        let m = MemTable::new(1);
+        let m = MemTable::new(1, 1 << 20);
         m.add(1, ValueKind::Value, b"k", &[7u8; 8192]);
         let mut with_expiry = 1234u64.to_le_bytes().to_vec();
         with_expiry.extend_from_slice(b"soon");
@@ -602,7 +637,7 @@ mod tests {
 
     #[test]
     fn get_sees_the_newest_visible_version() {
-        let m = MemTable::new(1);
+        let m = MemTable::new(1, 1 << 20);
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(5, ValueKind::Value, b"k", b"v5");
         m.add(7, ValueKind::Deletion, b"k", b"");
@@ -621,7 +656,7 @@ mod tests {
 
     #[test]
     fn iteration_in_both_directions_and_seeks() {
-        let m = Arc::new(MemTable::new(1));
+        let m = Arc::new(MemTable::new(1, 1 << 20));
         m.add(2, ValueKind::Value, b"b", b"b2");
         m.add(1, ValueKind::Value, b"a", b"a1");
         m.add(4, ValueKind::Value, b"b", b"b4");
@@ -661,7 +696,7 @@ mod tests {
 
     #[test]
     fn concurrent_writers_and_readers() {
-        let m = Arc::new(MemTable::new(1));
+        let m = Arc::new(MemTable::new(1, 1 << 20));
         let threads: Vec<_> = (0..4u64)
             .map(|t| {
                 let m = Arc::clone(&m);
