@@ -30,12 +30,46 @@ use quick_cache::sync::Cache;
 use crate::key::SeqNo;
 use crate::value::ValueHandle;
 
-/// A cached record. The value shares its buffer with the read that found it and with every
-/// reader it is handed to: a hit copies nothing.
-#[derive(Debug)]
+/// Keys up to this many bytes are kept in the entry itself, so a hit compares the key without
+/// following a pointer (another cache miss in a cache of many entries).
+const INLINE_KEY: usize = 32;
+
+/// A cached record's key, in the entry when it is short.
+#[derive(Debug, Clone)]
+enum CachedKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Arc<[u8]>),
+}
+
+impl CachedKey {
+    fn new(key: &[u8]) -> Self {
+        if key.len() > INLINE_KEY {
+            return CachedKey::Heap(key.into());
+        }
+        let mut bytes = [0; INLINE_KEY];
+        bytes[..key.len()].copy_from_slice(key);
+        CachedKey::Inline {
+            len: key.len() as u8,
+            bytes,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            CachedKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            CachedKey::Heap(k) => k,
+        }
+    }
+}
+
+/// A cached record, held in the map's slot: a lookup clones it there (the key's bytes and a
+/// reference to the value's buffer) rather than following a pointer to a shared entry. The
+/// value shares its buffer with the read that found it and with every reader it is handed to:
+/// a hit copies no value.
+#[derive(Debug, Clone)]
 struct Entry {
-    key: Box<[u8]>,
     seq: SeqNo,
+    key: CachedKey,
     value: Bytes,
 }
 
@@ -47,9 +81,9 @@ const ENTRY_OVERHEAD: u64 = 96;
 #[derive(Debug, Clone, Copy)]
 struct EntryWeighter;
 
-impl Weighter<(u64, u64), Arc<Entry>> for EntryWeighter {
-    fn weight(&self, _key: &(u64, u64), e: &Arc<Entry>) -> u64 {
-        2 * e.key.len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD
+impl Weighter<(u64, u64), Entry> for EntryWeighter {
+    fn weight(&self, _key: &(u64, u64), e: &Entry) -> u64 {
+        2 * e.key.as_slice().len() as u64 + e.value.len() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -65,7 +99,7 @@ pub const PLACE_ENTRY_BYTES: u64 = 96;
 
 /// Values of separated records by the handle that names them, within a byte budget.
 pub struct ValueCache {
-    cache: Cache<(u64, u64), Arc<Entry>, EntryWeighter>,
+    cache: Cache<(u64, u64), Entry, EntryWeighter>,
     /// Where records moved, by the stale handle naming them: the record's sequence number and
     /// its place.
     places: Cache<(u64, u64), (SeqNo, ValueHandle)>,
@@ -110,14 +144,14 @@ impl ValueCache {
         let found = self
             .cache
             .get(&(handle.file_number, handle.offset))
-            .filter(|e| e.seq == seq && &*e.key == key);
+            .filter(|e| e.seq == seq && e.key.as_slice() == key);
         let counter = if found.is_some() {
             &self.hits
         } else {
             &self.misses
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        found.map(|e| e.value.clone())
+        found.map(|e| e.value)
     }
 
     /// Caches `value` as the value of the record `(key, seq)` that `handle` names (a value
@@ -127,12 +161,11 @@ impl ValueCache {
     /// buffer would keep all of it alive while the cache counts only the value.
     pub fn insert(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: Bytes) {
         let entry = Entry {
-            key: key.into(),
             seq,
+            key: CachedKey::new(key),
             value,
         };
-        self.cache
-            .insert((handle.file_number, handle.offset), Arc::new(entry));
+        self.cache.insert((handle.file_number, handle.offset), entry);
     }
 
     /// Where a read last found the record written at `seq` that `handle` names, when that was
@@ -201,6 +234,28 @@ mod tests {
         assert_eq!(c.get(&handle(8, 100), b"k", 5), None, "another table");
         assert_eq!(c.get(&handle(7, 101), b"k", 5), None, "another offset");
         assert_eq!((c.hits(), c.misses()), (1, 4));
+    }
+
+    /// Keys kept in the entry and keys kept apart answer alike, at and around the boundary.
+    #[test]
+    fn short_and_long_keys_are_compared_whole() {
+        let c = ValueCache::new(1 << 20);
+        for len in [0, 1, INLINE_KEY - 1, INLINE_KEY, INLINE_KEY + 1, 300] {
+            let key = vec![b'k'; len];
+            let h = handle(9, len as u64);
+            c.insert(&h, &key, 3, Bytes::from(vec![len as u8; 10]));
+            assert_eq!(c.get(&h, &key, 3).as_deref(), Some(&[len as u8; 10][..]), "{len}");
+            let mut other = key.clone();
+            other.push(b'k');
+            assert_eq!(c.get(&h, &other, 3), None, "a longer key, {len}");
+            if let Some(last) = other.get_mut(len.saturating_sub(1)) {
+                *last = b'j';
+            }
+            other.truncate(len);
+            if len > 0 {
+                assert_eq!(c.get(&h, &other, 3), None, "a different last byte, {len}");
+            }
+        }
     }
 
     #[test]
