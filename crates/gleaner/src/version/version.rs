@@ -676,7 +676,8 @@ impl Version {
         let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
             return Ok(None);
         };
-        let name = || crate::filename::table_file_name(f.number);
+        // The table's own name: formatting one would cost as much as the rest of a lookup.
+        let name = || table.file_name();
         let parsed = ParsedKey::parse(&ikey)
             .ok_or_else(|| Error::corruption(name(), 0, "malformed internal key"))?;
         let found = match parsed.kind {
@@ -693,7 +694,7 @@ impl Version {
             }
             ValueKind::Deletion => Lookup::Deleted,
             ValueKind::ValueHandle => {
-                let stored = StoredHandle::decode(&value, &name(), 0)?;
+                let stored = StoredHandle::decode(&value, name(), 0)?;
                 Lookup::Handle {
                     handle: stored.location,
                     seq: parsed.seq,
