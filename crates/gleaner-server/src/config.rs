@@ -148,6 +148,10 @@ pub struct Config {
     pub protected: bool,
     /// `--databases`.
     pub databases: u32,
+    /// The memory allocator `INFO memory` names (`mem_allocator`): the `gleaner-server` command
+    /// links mimalloc and says so; a server embedded in another program has that program's,
+    /// `libc` unless it says otherwise.
+    pub allocator: &'static str,
 }
 
 impl Config {
@@ -205,6 +209,7 @@ impl Config {
             db_options,
             protected: password.is_none() && args.protected_mode == ProtectedMode::Yes,
             databases: args.databases,
+            allocator: "libc",
             password: password.map(|p| Password::new(&p)),
             max_clients: args.maxclients,
             idle_timeout: (args.timeout > 0).then(|| Duration::from_secs(args.timeout)),

@@ -9,6 +9,14 @@ use gleaner_server::keyspace::Keyspace;
 use gleaner_server::{Args, Config, Server};
 use tokio::signal::unix::{SignalKind, signal};
 
+/// The allocator, as Redis links jemalloc: answering a GET allocates its value's buffer (8 KiB
+/// at the sizes users store here) and frees it once the reply is written, and glibc's malloc,
+/// which keeps no per-thread cache for blocks that large, spent 7 % of the server's CPU on
+/// them (docs/benchmarks.md, "gleaner-server against Redis: GET with a key filter in the
+/// memtable").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Threads that run commands (each connection has at most one batch running); more clients
 /// with work queue for a thread. Enough for many writers to meet in the engine's group commit.
 const MAX_BLOCKING_THREADS: usize = 128;
@@ -50,6 +58,7 @@ fn worker_threads() -> usize {
 
 fn run(args: Args) -> Result<ExitCode, String> {
     let mut config = Config::from_args(&args)?;
+    config.allocator = "mimalloc";
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .worker_threads(worker_threads())

@@ -185,7 +185,7 @@ fn section_fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static
                     db.cache.capacity_bytes.to_string(),
                 ),
                 ("maxmemory", "0".into()),
-                ("mem_allocator", "libc".into()),
+                ("mem_allocator", c.allocator.into()),
             ]
         }
         "replication" => vec![
