@@ -12,8 +12,8 @@ use tokio::signal::unix::{SignalKind, signal};
 /// The allocator, as Redis links jemalloc: answering a GET allocates its value's buffer (8 KiB
 /// at the sizes users store here) and frees it once the reply is written, and glibc's malloc,
 /// which keeps no per-thread cache for blocks that large, spent 7 % of the server's CPU on
-/// them (docs/benchmarks.md, "gleaner-server against Redis: GET with a key filter in the
-/// memtable").
+/// them (docs/benchmarks.md, "gleaner-server against Redis: GET with a memtable key filter,
+/// slot-held cache entries and mimalloc").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

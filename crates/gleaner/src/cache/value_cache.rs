@@ -62,8 +62,9 @@ impl CachedKey {
     }
 }
 
-/// A cached record, held in the map's slot: a lookup clones it there (the key's bytes and a
-/// reference to the value's buffer) rather than following a pointer to a shared entry. The
+/// A cached record, held in the map's slot: a lookup clones it there (a short key's bytes, a
+/// longer key's reference, and a reference to the value's buffer) rather than following a
+/// pointer to a shared entry. The
 /// value shares its buffer with the read that found it and with every reader it is handed to:
 /// a hit copies no value.
 #[derive(Debug, Clone)]
@@ -73,9 +74,9 @@ struct Entry {
     value: Bytes,
 }
 
-/// Bytes an entry costs beyond its key and value (the entry, the map's slot, and the record
-/// header the value's buffer still holds; the buffer holds the key too, so the key counts
-/// twice).
+/// Bytes an entry costs beyond its key and value, roughly (the entry in the map's slot, about
+/// 80 bytes, the map's key, and the record header the value's buffer still holds; the buffer
+/// holds the key too, so the key counts twice).
 const ENTRY_OVERHEAD: u64 = 96;
 
 #[derive(Debug, Clone, Copy)]

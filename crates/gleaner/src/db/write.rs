@@ -681,7 +681,9 @@ impl DbInner {
         // `LogChain`).
         debug_assert!(!st.mem.is_empty(), "only a memtable with a write is sealed");
         let number = self.next_file_number.fetch_add(1, Ordering::SeqCst);
-        let created = MutexGuard::unlocked(st, || -> Result<LogWriter> {
+        // The new log and memtable are made with the state unlocked: the memtable's key filter
+        // is zeroed memory (1 MiB at the default `memtable_size`, up to 16 MiB).
+        let created = MutexGuard::unlocked(st, || -> Result<(LogWriter, MemTable)> {
             let file = self.fs.new_writable(
                 &self.dir.join(wal_file_name(number)),
                 WriteFileOptions {
@@ -689,13 +691,14 @@ impl DbInner {
                     buffer_size: 64 << 10,
                 },
             )?;
-            Ok(LogWriter::new(Box::new(CountedWriter::new(
+            let writer = LogWriter::new(Box::new(CountedWriter::new(
                 file,
                 IoClass::Wal,
                 Arc::clone(&self.io),
-            ))))
+            )));
+            Ok((writer, MemTable::new(number, self.opts.memtable_size())))
         });
-        let writer = match created {
+        let (writer, mem) = match created {
             Ok(w) => w,
             Err(e) => {
                 if st.bg_error.is_none() {
@@ -710,10 +713,7 @@ impl DbInner {
         let old_writer = std::mem::replace(&mut wal.writer, writer);
         let old_number = std::mem::replace(&mut wal.number, number);
         let segments = std::mem::take(&mut wal.segments);
-        let old = std::mem::replace(
-            &mut st.mem,
-            Arc::new(MemTable::new(number, self.opts.memtable_size())),
-        );
+        let old = std::mem::replace(&mut st.mem, Arc::new(mem));
         debug_assert_eq!(old.wal_number(), old_number);
         let sealing = self.segment_sink.is_some().then(|| {
             let s = Arc::new(Mutex::new(segments));

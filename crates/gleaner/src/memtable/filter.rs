@@ -17,14 +17,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::table::bloom::bloom_hash;
 
-/// Bits set per key, all in one line. With the sizing below (at least 10 bits per key for the
+/// Bits set per key, all in one line. With the sizing below (at least 11 bits per key for the
 /// smallest entries a memtable counts), about 1 % false positives.
 const PROBES: u32 = 6;
 
-/// Bytes of filter per byte of `memtable_size`: an entry is counted at no less than about
-/// 100 bytes (its key, trailer and the skiplist's overhead), so this gives at least 12 bits per
-/// key; 1 MiB for the default 64 MiB memtable.
-const BYTES_PER_MEMTABLE_BYTE: u64 = 64;
+/// Bytes of `memtable_size` per byte of filter: an entry is counted at no less than 88 bytes
+/// (its trailer and the skiplist's overhead, with an empty key and value), so this gives at
+/// least 11 bits per key; 1 MiB for the default 64 MiB memtable.
+const MEMTABLE_BYTES_PER_FILTER_BYTE: u64 = 64;
 
 /// Most bytes of filter one memtable holds, whatever `memtable_size` says.
 pub(crate) const MAX_FILTER_BYTES: u64 = 16 << 20;
@@ -43,7 +43,7 @@ impl MemFilter {
     /// A filter for a memtable of `memtable_size` bytes: `memtable_size / 64` bytes, between
     /// one line and [`MAX_FILTER_BYTES`].
     pub(crate) fn for_memtable_size(memtable_size: u64) -> Self {
-        let bytes = (memtable_size / BYTES_PER_MEMTABLE_BYTE).clamp(64, MAX_FILTER_BYTES);
+        let bytes = (memtable_size / MEMTABLE_BYTES_PER_FILTER_BYTE).clamp(64, MAX_FILTER_BYTES);
         let lines = (bytes / 64) as usize;
         MemFilter {
             lines: (0..lines).map(|_| Line::default()).collect(),
@@ -58,9 +58,10 @@ impl MemFilter {
 
     /// The line of `hash` and the eight words of bits its key sets there.
     fn place(&self, hash: u64) -> (&Line, [u64; 8]) {
-        // The line from the low half (a multiply-shift maps it onto the line count without a
-        // division), the bit positions from a remix of the whole hash: nine bits each.
-        let line = ((hash & 0xffff_ffff) * self.lines.len() as u64) >> 32;
+        // The line from the high half (a multiply-shift maps it onto the line count without a
+        // division), the bit positions from a remix of the whole hash, nine bits each: the
+        // lower of them depend on the hash's low half only, so the line must not.
+        let line = ((hash >> 32) * self.lines.len() as u64) >> 32;
         let mut bits = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut words = [0u64; 8];
         for _ in 0..PROBES {

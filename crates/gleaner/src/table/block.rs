@@ -154,8 +154,8 @@ impl BlockIter {
             block,
             cmp,
             min_key_len,
-            // Room for a typical key up front: growing from empty reallocates three or four
-            // times per seek, a point read's largest allocation cost after its value.
+            // Room for a typical key up front: one allocation, where growing from empty
+            // reallocates whenever a later key is longer than the first.
             key: Vec::with_capacity(64),
             value: (0, 0),
             current: 0,
