@@ -363,18 +363,46 @@ struct PosixReader {
     path: PathBuf,
 }
 
+impl PosixReader {
+    fn error(&self, len: usize, offset: u64, e: io::Error) -> Error {
+        Error::io(
+            format!(
+                "reading {len} bytes of {} at offset {offset}",
+                self.path.display()
+            ),
+            e,
+        )
+    }
+}
+
 impl RandomAccessFile for PosixReader {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.file.read_exact_at(buf, offset).map_err(|e| {
-            Error::io(
-                format!(
-                    "reading {} bytes of {} at offset {offset}",
-                    buf.len(),
-                    self.path.display()
-                ),
-                e,
-            )
-        })
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| self.error(buf.len(), offset, e))
+    }
+
+    fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        // The kernel writes into the buffer's spare capacity, and the length grows by what it
+        // reports: no zeroing first. A point read of a large value otherwise zeroes it only to
+        // overwrite it (a twentieth of a server's CPU per 8 KiB read from the page cache).
+        let mut buf = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = offset + buf.len() as u64;
+            // Fills spare capacity, which `with_capacity` may make larger than asked for: the
+            // extra bytes are cut below.
+            match rustix::io::pread(&self.file, rustix::buffer::spare_capacity(&mut buf), at) {
+                Ok(0) => {
+                    let e =
+                        io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer");
+                    return Err(self.error(len, offset, e));
+                }
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(self.error(len, offset, e.into())),
+            }
+        }
+        buf.truncate(len);
+        Ok(buf)
     }
 
     fn size(&self) -> Result<u64> {
@@ -939,6 +967,48 @@ mod tests {
                 });
             }
         });
+    }
+
+    #[test]
+    fn buffered_vector_reads_return_exactly_the_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let expected = pattern(300_000, 5);
+        std::fs::write(&path, &expected).unwrap();
+        let r = PosixFs::new()
+            .open_readable(&path, ReadFileOptions::default())
+            .unwrap();
+        for (off, len) in [
+            (0usize, 0usize),
+            (0, 1),
+            (4095, 2),
+            (8191, 8223),
+            (70_000, 200_000),
+            (0, 300_000),
+            (299_999, 1),
+            (300_000, 0),
+        ] {
+            let got = r.read_vec_at(off as u64, len).unwrap();
+            assert_eq!(got.len(), len, "at {off}");
+            assert_eq!(got, expected[off..off + len], "at {off}");
+        }
+        for (off, len) in [(299_995u64, 10usize), (300_000, 1)] {
+            let err = r.read_vec_at(off, len).unwrap_err();
+            assert_eq!(
+                err.io_kind(),
+                Some(io::ErrorKind::UnexpectedEof),
+                "at {off}: {err}"
+            );
+            assert!(
+                err.to_string().contains(&format!("at offset {off}")),
+                "{err}"
+            );
+        }
+        // An offset the kernel refuses (beyond `i64::MAX`) is an error, as with `read_exact_at`.
+        let err = r.read_vec_at(u64::MAX - 4, 8).unwrap_err();
+        let mut b = [0u8; 8];
+        let exact = r.read_exact_at(&mut b, u64::MAX - 4).unwrap_err();
+        assert_eq!(err.io_kind(), exact.io_kind(), "{err} / {exact}");
     }
 
     #[test]
