@@ -472,6 +472,10 @@ fn stress_options() -> Options {
         // Expiring values in value tables of their own, which expire whole: groups of 50
         // operations of the stream's time.
         .with_expiry_group_ms(50 * STEP_MS)
+        // Every separated value goes into the value cache as it is written or flushed: the
+        // cache lives and dies with the process, so a kill must lose nothing it held, and the
+        // writer's flushes and writes do the extra work while they are killed.
+        .with_prepopulate_value_cache(true)
 }
 
 /// Accepts the names in [`GC_VARIANTS`] (and `terarkdb` for `tdb`).

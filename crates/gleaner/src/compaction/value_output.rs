@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
+
 use super::pending::PendingFiles;
+use crate::cache::ValueCache;
 use crate::compaction::router::{
     MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, TableOrigin, ValueRouter,
 };
@@ -51,6 +54,9 @@ pub struct ValueOutputConfig {
     /// memtables): what the router and the tables' policy metadata measure ages in writes
     /// from ([`RouteContext::now`]).
     pub now: u64,
+    /// The value cache every value written is put into (option `prepopulate_value_cache`, for
+    /// flushes only); `None` for none.
+    pub warm_cache: Option<Arc<ValueCache>>,
 }
 
 /// Most expiry groups of one class with a table open at once: a value of another group first
@@ -114,11 +120,18 @@ impl ValueOutputs {
         }
         let (number, builder) = self.current.as_mut().expect("opened above");
         let (offset, len) = builder.add_expiring(user_key, seq, value, expiry)?;
-        Ok(ValueHandle {
+        let handle = ValueHandle {
             file_number: *number,
             offset,
             len,
-        })
+        };
+        if let Some(cache) = &self.cfg.warm_cache {
+            // A buffer of the value's own, as the cache's accounting expects. Under a handle
+            // no index names unless this job installs: an abandoned table's entries are never
+            // asked for, and file numbers are never reused.
+            cache.insert(&handle, user_key, seq, Bytes::copy_from_slice(value));
+        }
+        Ok(handle)
     }
 
     fn open_table(&mut self) -> Result<()> {
@@ -495,6 +508,7 @@ mod tests {
             policy: Arc::from("mine"),
             expiry_group_ms: 0,
             now: 0,
+            warm_cache: None,
         };
         let mut out = ClassedValueOutputs::new(cfg, Arc::new(Meta(meta_len)), RouteOrigin::Gc);
         out.add(b"k", 1, b"value", None, None)?;

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use super::IDLE_WAIT;
 use super::migrate::MoveGate;
 use super::{Counters, DbInner, DbState, ObsoleteFile};
-use crate::cache::TableCache;
+use crate::cache::{TableCache, ValueCache};
 use crate::compaction::strategy::{ManualStep, PlanContext};
 use crate::compaction::{
     CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropFileConfig,
@@ -86,7 +86,17 @@ impl DbInner {
             policy: Arc::from(self.policy.name.as_str()),
             expiry_group_ms: self.opts.expiry_group_ms(),
             now: self.visible_seq.load(Ordering::Acquire),
+            warm_cache: None,
         }
+    }
+
+    /// The value cache a flush or a write puts the values it separates into (option
+    /// `prepopulate_value_cache`), if any.
+    pub(super) fn warm_value_cache(&self) -> Option<Arc<ValueCache>> {
+        self.opts
+            .prepopulate_value_cache()
+            .then(|| self.value_cache.clone())
+            .flatten()
     }
 
     /// Where a job of I/O class `class` writes its drop file (drop keys).
@@ -451,7 +461,10 @@ impl DbInner {
         let out = || self.output_config(IoClass::Flush, u64::MAX);
         let separation = || {
             Some(Separation {
-                values: self.value_output_config(IoClass::Flush),
+                values: ValueOutputConfig {
+                    warm_cache: self.warm_value_cache(),
+                    ..self.value_output_config(IoClass::Flush)
+                },
                 router: Arc::clone(&self.policy.router),
                 origin: crate::gc::RouteOrigin::Flush,
             })

@@ -129,6 +129,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Arc<DbInner>> {
                 policy: Arc::from(rec.policy.set.name.as_str()),
                 expiry_group_ms: opts.expiry_group_ms(),
                 now: largest_seq,
+                warm_cache: None,
             };
             // The policy's router places replayed values (it knows them as such: no hotness is
             // known yet, and a router keeps them in the default class).
@@ -722,6 +723,10 @@ fn assemble(
             expiry_group_ms: opts.expiry_group_ms(),
             compression: opts.compression(),
             spare: Default::default(),
+            warm_cache: opts
+                .prepopulate_value_cache()
+                .then(|| value_cache.clone())
+                .flatten(),
         });
     Ok(Arc::new(DbInner {
         segment_sink,

@@ -18,10 +18,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::batch::{BatchOp, WriteBatch};
-use crate::cache::ValueTableCache;
+use crate::cache::{ValueCache, ValueTableCache};
 use crate::compaction::MAX_OPEN_EXPIRY_GROUPS;
 use crate::compaction::router::{
     MAX_VALUE_CLASSES, Placement, RouteContext, RouteOrigin, TableOrigin, ValueRouter,
@@ -62,6 +63,8 @@ pub(super) struct SegmentSink {
     /// Files created ahead, off the write path ([`SegmentSink::prepare`]): creating a file
     /// costs a write group about as much as its values (inode allocation), under the log's lock.
     pub spare: Mutex<Vec<SpareFile>>,
+    /// The value cache every value placed is put into (option `prepopulate_value_cache`).
+    pub warm_cache: Option<Arc<ValueCache>>,
 }
 
 /// Segment files kept created ahead: enough for the memtables that can fill between two
@@ -219,12 +222,18 @@ impl MemSegments {
         seg.unflushed = true;
         seg.unsynced = true;
         mem.charge(value.len() as u64);
+        let location = ValueHandle {
+            file_number: seg.number,
+            offset,
+            len,
+        };
+        if let Some(cache) = &sink.warm_cache {
+            // Named by no index entry unless the write group commits; file numbers are never
+            // reused.
+            cache.insert(&location, key, seq, Bytes::copy_from_slice(value));
+        }
         Ok(Some(StoredHandle {
-            location: ValueHandle {
-                file_number: seg.number,
-                offset,
-                len,
-            },
+            location,
             record_seq: None,
             alias: false,
             payload,

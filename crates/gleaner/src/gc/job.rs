@@ -693,6 +693,7 @@ mod tests {
             policy: Arc::from("terarkdb"),
             expiry_group_ms: 0,
             now: 0,
+            warm_cache: None,
         }
     }
 

@@ -383,6 +383,14 @@ options_table! {
     /// budget stays `block_cache_size`. Reads with `fill_cache` off and scans never fill it.
     /// Default 0.5; 0 turns the value cache off; at most 0.9.
     (value_cache_share, with_value_cache_share, f64, DEFAULT_VALUE_CACHE_SHARE, persisted: true);
+    /// Put every value into the value cache as it is separated: by a flush, or, with
+    /// `separate_at=write`, by the write (RocksDB's `prepopulate_blob_cache`). Reads of
+    /// recently written values then skip the value table's read while the cache holds them;
+    /// writes pay a copy and an insert per separated value, and older values are evicted
+    /// sooner. Values GC or compaction moves are not inserted (their entries under the
+    /// handles the index holds stay true). Meant for a cache that holds the values read
+    /// soon after they are written; no effect when the value cache is off. Default false.
+    (prepopulate_value_cache, with_prepopulate_value_cache, bool, false, persisted: true);
     /// Compression of key-table blocks (`lz4` or `none`). Default lz4.
     (compression, with_compression, Compression, DEFAULT_COMPRESSION, persisted: true);
     /// Background threads that flush memtables. Default 1; from 1 to 64.

@@ -149,17 +149,32 @@ pub fn runs_gc_jobs(variant: &str) -> bool {
 /// forth as the counts of their prefixes drift. (The model suite also moves random prefixes
 /// itself, both ways.) A suite that reopens under the next entry of the list switches
 /// `separate_at` both ways (`dpkv` to `leveled+write`, `dpkv+write` to `leveled`).
+///
+/// Every other entry (`+warm`) puts values into the value cache as they are separated (option
+/// `prepopulate_value_cache`): each shape runs with and without it, once with each
+/// `separate_at`, and a reopen under the next entry turns it on or off.
 pub fn compaction_styles() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for write in [false, true] {
-        for (name, tune) in tree_shapes() {
-            if write {
-                let tune: Tune =
-                    Box::new(move |o: Options| tune(o).with_separate_at(SeparateAt::Write));
-                out.push((format!("{name}+write"), tune));
+        for (i, (name, tune)) in tree_shapes().into_iter().enumerate() {
+            let warm = (i + usize::from(write)) % 2 == 1;
+            let name = match (write, warm) {
+                (false, false) => name,
+                (false, true) => format!("{name}+warm"),
+                (true, false) => format!("{name}+write"),
+                (true, true) => format!("{name}+write+warm"),
+            };
+            let at = if write {
+                SeparateAt::Write
             } else {
-                out.push((name, tune));
-            }
+                SeparateAt::Flush
+            };
+            let tune: Tune = Box::new(move |o: Options| {
+                tune(o)
+                    .with_separate_at(at)
+                    .with_prepopulate_value_cache(warm)
+            });
+            out.push((name, tune));
         }
     }
     out
