@@ -42,6 +42,15 @@ pub enum ProtectedMode {
     No,
 }
 
+/// `--disable-thp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DisableThp {
+    /// Turn transparent huge pages off for the process at start (Linux), as Redis does.
+    Yes,
+    /// Leave them as the system sets them.
+    No,
+}
+
 /// Gleaner over the Redis protocol.
 ///
 /// Serves the database in DIR (created if missing) to Redis clients: RESP2 and RESP3, GET SET
@@ -119,6 +128,13 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = crate::keyspace::DEFAULT_DATABASES,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::keyspace::MAX_DATABASES)))]
     pub databases: u32,
+
+    /// Turn transparent huge pages off for the server process at start (Linux; Redis's
+    /// `disable-thp`, also on by default). A cache that evicts and refills values all the time
+    /// frees and touches memory all the time, and with huge pages each first touch of a freed
+    /// range zeroes 2 MiB, not 4 KiB (docs/server.md).
+    #[arg(long, value_enum, default_value_t = DisableThp::Yes)]
+    pub disable_thp: DisableThp,
 }
 
 /// The validated configuration.
@@ -148,6 +164,9 @@ pub struct Config {
     pub protected: bool,
     /// `--databases`.
     pub databases: u32,
+    /// `--disable-thp yes`: the `gleaner-server` command turns transparent huge pages off for
+    /// its process (an embedded server leaves its host process alone).
+    pub disable_thp: bool,
     /// The memory allocator `INFO memory` names (`mem_allocator`): the `gleaner-server` command
     /// links mimalloc and says so; a server embedded in another program has that program's,
     /// `libc` unless it says otherwise.
@@ -209,6 +228,7 @@ impl Config {
             db_options,
             protected: password.is_none() && args.protected_mode == ProtectedMode::Yes,
             databases: args.databases,
+            disable_thp: args.disable_thp == DisableThp::Yes,
             allocator: "libc",
             password: password.map(|p| Password::new(&p)),
             max_clients: args.maxclients,

@@ -48,6 +48,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Turns transparent huge pages off for this process before it allocates much, as Redis does
+/// at start (`disable-thp yes`). The value cache frees and refills value buffers all the time;
+/// the allocator hands freed ranges back and touches them again, and under huge pages each such
+/// first touch zeroed 2 MiB: a quarter of the server's CPU while a 1 GiB cache filled
+/// (docs/benchmarks.md, "gleaner-server against Redis: GET with the values in memory").
+/// A failure is reported and the server goes on (as Redis does).
+fn disable_transparent_huge_pages() {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        eprintln!(
+            "gleaner-server: warning: cannot turn transparent huge pages off \
+             (--disable-thp): {e}"
+        );
+    }
+}
+
 /// The runtime's worker threads: twice the cores, at least 4. Quick commands run on the
 /// workers themselves (`exec::runs_inline`), and one that waits for the disk holds its worker:
 /// the spare workers take the other connections over meanwhile.
@@ -59,6 +75,9 @@ fn worker_threads() -> usize {
 fn run(args: Args) -> Result<ExitCode, String> {
     let mut config = Config::from_args(&args)?;
     config.allocator = "mimalloc";
+    if config.disable_thp {
+        disable_transparent_huge_pages();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .worker_threads(worker_threads())

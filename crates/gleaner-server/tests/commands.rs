@@ -721,3 +721,40 @@ fn the_space_budget_answers_oom_and_reads_go_on() {
     );
     assert_eq!(c.get::<_, Option<Vec<u8>>>("tx1").expect("get"), None);
 }
+
+/// `--disable-thp yes` (the default) turns transparent huge pages off for the server's
+/// process, as Redis does; `no` leaves the system's setting. Read from the kernel's own report
+/// (`THP_enabled` in `/proc/PID/status`, Linux 5.0 and later).
+#[test]
+fn the_server_turns_transparent_huge_pages_off_unless_told_not_to() {
+    let thp_enabled = |server: &Server| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+            .expect("read the server's status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:"))
+            .map(|v| v.trim().to_string())
+    };
+    let (_dir, server) = start(&[]);
+    let Some(default) = thp_enabled(&server) else {
+        common::skip(
+            "the_server_turns_transparent_huge_pages_off_unless_told_not_to",
+            "the kernel reports no THP_enabled in /proc/PID/status",
+        );
+        return;
+    };
+    assert_eq!(default, "0", "off by default");
+    let (_dir, explicit) = start(&["--disable-thp", "yes"]);
+    assert_eq!(thp_enabled(&explicit).as_deref(), Some("0"));
+    // `no` leaves what the process inherited: this test's own setting.
+    let own = std::fs::read_to_string("/proc/self/status").expect("own status");
+    let inherited = own
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .map(|v| v.trim().to_string());
+    let (_dir, kept) = start(&["--disable-thp", "no"]);
+    assert_eq!(thp_enabled(&kept), inherited, "left as inherited");
+    let mut c = kept.conn();
+    let _: () = c.set("k", "v").expect("set");
+    assert_eq!(c.get::<_, String>("k").expect("get"), "v");
+}
