@@ -52,7 +52,7 @@ fn main() -> ExitCode {
 /// at start (`disable-thp yes`). The value cache frees and refills value buffers all the time;
 /// the allocator hands freed ranges back and touches them again, and under huge pages each such
 /// first touch zeroed 2 MiB: a quarter of the server's CPU while a 1 GiB cache filled
-/// (docs/benchmarks.md, "gleaner-server against Redis: GET with the values in memory").
+/// (docs/benchmarks.md, "gleaner-server against Redis: GET with Redis's memory").
 /// A failure is reported and the server goes on (as Redis does).
 fn disable_transparent_huge_pages() {
     #[cfg(any(target_os = "linux", target_os = "android"))]

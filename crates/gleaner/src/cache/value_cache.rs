@@ -1,5 +1,6 @@
 //! The value cache: separated values of recent point reads, by byte budget (RocksDB's blob
-//! cache). A non-separating LSM keeps a hot key's value in its block cache with the key's data
+//! cache), and with option `prepopulate_value_cache` every value a flush or a write separates
+//! (a copy of the value alone, as it is written). A non-separating LSM keeps a hot key's value in its block cache with the key's data
 //! block; a separated store reads it from a value table every time unless it caches values too.
 //! Under a skewed workload a small cache answers many reads: at Zipf 0.99 the hottest 1 % of
 //! keys draw about 60 % of the reads.
@@ -76,7 +77,8 @@ struct Entry {
 
 /// Bytes an entry costs beyond its key and value, roughly (the entry in the map's slot, about
 /// 80 bytes, the map's key, and the record header the value's buffer still holds; the buffer
-/// holds the key too, so the key counts twice).
+/// holds the key too, so the key counts twice). A value put in as it was written has a buffer
+/// of its own, without header and key: counted the same, a little above what it holds.
 const ENTRY_OVERHEAD: u64 = 96;
 
 #[derive(Debug, Clone, Copy)]

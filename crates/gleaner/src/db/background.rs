@@ -93,10 +93,9 @@ impl DbInner {
     /// The value cache a flush or a write puts the values it separates into (option
     /// `prepopulate_value_cache`), if any.
     pub(super) fn warm_value_cache(&self) -> Option<Arc<ValueCache>> {
-        self.opts
-            .prepopulate_value_cache()
-            .then(|| self.value_cache.clone())
-            .flatten()
+        self.value_cache
+            .clone()
+            .filter(|_| self.opts.prepopulate_value_cache())
     }
 
     /// Where a job of I/O class `class` writes its drop file (drop keys).

@@ -723,10 +723,9 @@ fn assemble(
             expiry_group_ms: opts.expiry_group_ms(),
             compression: opts.compression(),
             spare: Default::default(),
-            warm_cache: opts
-                .prepopulate_value_cache()
-                .then(|| value_cache.clone())
-                .flatten(),
+            warm_cache: value_cache
+                .clone()
+                .filter(|_| opts.prepopulate_value_cache()),
         });
     Ok(Arc::new(DbInner {
         segment_sink,

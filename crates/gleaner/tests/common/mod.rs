@@ -148,7 +148,7 @@ pub fn runs_gc_jobs(variant: &str) -> bool {
 /// keys then move to the hot partition at the first tick with enough accesses, and back and
 /// forth as the counts of their prefixes drift. (The model suite also moves random prefixes
 /// itself, both ways.) A suite that reopens under the next entry of the list switches
-/// `separate_at` both ways (`dpkv` to `leveled+write`, `dpkv+write` to `leveled`).
+/// `separate_at` both ways (`dpkv` to `leveled+write+warm`, `dpkv+write+warm` to `leveled`).
 ///
 /// Every other entry (`+warm`) puts values into the value cache as they are separated (option
 /// `prepopulate_value_cache`): each shape runs with and without it, once with each
@@ -205,14 +205,15 @@ fn tree_shapes() -> Vec<(String, Tune)> {
 /// different styles, every style runs in a suite of two combinations or more, and which
 /// combination runs which style rotates with the seed (a failure replays from its seed).
 /// `GLEANER_STYLES=all` runs every combination under every style (the full cross product);
-/// `GLEANER_STYLES=<name>` only under that one.
+/// `GLEANER_STYLES=<name>` only under that one (its `+warm` may be left off: `tiered` names
+/// `tiered+warm`).
 #[allow(dead_code, reason = "the suites that rotate styles use it")]
 pub fn styles_for(seed: u64, index: usize) -> Vec<(String, Tune)> {
     let mut styles = compaction_styles();
     match std::env::var("GLEANER_STYLES").ok().as_deref() {
         Some("all") => styles,
         Some(name) => {
-            styles.retain(|(n, _)| n == name);
+            styles.retain(|(n, _)| n == name || n.strip_suffix("+warm") == Some(name));
             assert!(!styles.is_empty(), "no compaction style named {name}");
             styles
         }
