@@ -122,7 +122,12 @@ fn gc_in_background(db: &Arc<Db>) -> mpsc::Receiver<gleaner::Result<GcRunStats>>
     let (tx, rx) = mpsc::channel();
     let db = Arc::clone(db);
     std::thread::spawn(move || {
-        let _ = tx.send(db.run_gc());
+        let result = db.run_gc();
+        // Let go of the database before the result arrives: a test that drops its own handle
+        // next closes it, and then checks or reopens the directory (which the lock refuses
+        // while this thread still holds a handle).
+        drop(db);
+        let _ = tx.send(result);
     });
     rx
 }
