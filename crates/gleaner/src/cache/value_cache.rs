@@ -1,7 +1,8 @@
 //! The value cache: separated values of recent point reads, by byte budget (RocksDB's blob
 //! cache), and with option `prepopulate_value_cache` every value a flush or a write separates
-//! (a copy of the value alone, as it is written). A non-separating LSM keeps a hot key's value in its block cache with the key's data
-//! block; a separated store reads it from a value table every time unless it caches values too.
+//! (a copy of the value alone, as it is written). A non-separating LSM keeps a hot key's value
+//! in its block cache with the key's data block; a separated store reads it from a value table
+//! every time unless it caches values too.
 //! Under a skewed workload a small cache answers many reads: at Zipf 0.99 the hottest 1 % of
 //! keys draw about 60 % of the reads.
 //!
