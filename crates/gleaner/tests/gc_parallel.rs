@@ -40,6 +40,7 @@ fn run(tune: &common::Tune, depth: u32) -> (GcRunStats, Own, Tables, Vec<Vec<u8>
             // engine's threads, each of a memtable the test filled.
             .with_gc_threads(0)
             .with_l0_compaction_trigger(100)
+            .with_stale_handle_share(0.0)
             .with_l0_slowdown_trigger(200)
             .with_l0_stop_trigger(300)
             .with_gc_garbage_ratio(0.05)

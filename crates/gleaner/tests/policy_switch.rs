@@ -288,8 +288,8 @@ fn matrix_rounds() -> u32 {
 /// Every open registers the custom scheme of `common/custom.rs` (its tables carry metadata an
 /// open must know), and the built-in policies then choose themselves. The compaction style
 /// rotates with the seed: each policy's opens run leveled or tiered by the seed's bit for it, so
-/// a switch also changes the style for about half the pairs of a seed; `separate_at` and
-/// `prepopulate_value_cache` rotate the same way.
+/// a switch also changes the style for about half the pairs of a seed; `separate_at`,
+/// `prepopulate_value_cache` and `stale_handle_share` rotate the same way.
 fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     let index = MATRIX_POLICIES
         .iter()
@@ -313,6 +313,16 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     // Values put into the value cache as they are separated, by a third bit: about half the
     // pairs turn it on or off across the switch.
     let warm = (seed.rotate_left(index as u32 * 13 + 5) >> index) & 1 == 1;
+    // Key tables rewritten for their stale handles (at a low share, so it happens) or not, by
+    // a fourth bit: a switch turns it on or off for about half the pairs. Never under `novkv`:
+    // its state must hold aliases, which only reads of stale handles write.
+    let stale_share = if policy != GcPolicyKind::Novkv
+        && (seed.rotate_left(index as u32 * 17 + 7) >> index) & 1 == 1
+    {
+        0.2
+    } else {
+        0.0
+    };
     let registered = base(fs).with_custom_policy(Arc::new(common::custom::inheritance()));
     let o = match policy {
         GcPolicyKind::Custom => registered,
@@ -322,6 +332,7 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     .with_partitioning(partitioning)
     .with_separate_at(separate_at)
     .with_prepopulate_value_cache(warm)
+    .with_stale_handle_share(stale_share)
     .with_dpkv_tick_accesses(200)
     .with_dpkv_hot_density(1.0)
     .with_memtable_size(16 << 10)

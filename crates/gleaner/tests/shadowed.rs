@@ -25,6 +25,8 @@ fn options(fs: &FaultFs, hotness: Switch) -> Options {
         .with_gc_threads(0)
         .with_gc_policy(GcPolicyKind::Scavenger)
         .with_hotness_aware_writes(hotness)
+        // The handles GC leaves stale stay so until the tests' own compactions.
+        .with_stale_handle_share(0.0)
 }
 
 fn key(i: u32) -> String {

@@ -476,6 +476,9 @@ fn stress_options() -> Options {
         // cache lives and dies with the process, so a kill must lose nothing it held, and the
         // writer's flushes and writes do the extra work while they are killed.
         .with_prepopulate_value_cache(true)
+        // Key tables are rewritten for their stale handles at a fifth (not the default half),
+        // so such compactions run, and are killed, between the writer's GC jobs.
+        .with_stale_handle_share(0.2)
 }
 
 /// Accepts the names in [`GC_VARIANTS`] (and `terarkdb` for `tdb`).

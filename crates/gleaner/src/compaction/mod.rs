@@ -15,6 +15,7 @@ pub mod read_ahead;
 pub mod relocate;
 pub mod router;
 pub mod split;
+pub(crate) mod stale_handles;
 pub(crate) mod strategy;
 #[cfg(test)]
 mod strategy_sim;

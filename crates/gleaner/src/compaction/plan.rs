@@ -57,6 +57,9 @@ pub enum CompactionReason {
     Manual,
     /// The GC policy marked a table for compaction (RocksDB BlobDB's forced GC).
     Forced,
+    /// Most of a table's handles name value tables GC collected since it was written: it is
+    /// rewritten so reads stop following inheritance (`compaction::stale_handles`).
+    StaleHandles,
     /// A level holds several sorted runs where the strategy keeps one (leveled, after the
     /// database ran tiered): they are merged into one.
     MergeRuns,

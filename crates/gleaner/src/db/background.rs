@@ -16,6 +16,7 @@ use super::IDLE_WAIT;
 use super::migrate::MoveGate;
 use super::{Counters, DbInner, DbState, ObsoleteFile};
 use crate::cache::{TableCache, ValueCache};
+use crate::compaction::stale_handles;
 use crate::compaction::strategy::{ManualStep, PlanContext};
 use crate::compaction::{
     CompactionPlan, CompactionReason, CompactionResult, DropCounter, DropFileConfig,
@@ -316,6 +317,7 @@ impl DbInner {
         {
             return None;
         }
+        let mut stale_scan = st.stale_scan.take();
         let ctx = self.plan_context(st);
         let plan = self
             .strategy
@@ -329,11 +331,46 @@ impl DbInner {
                     .marked_for_compaction(&st.version)
                     .into_iter()
                     .find_map(|n| self.strategy.forced(&st.version, &ctx, n))
-            })?;
+            })
+            .or_else(|| {
+                // Then a key table whose handles mostly name collected tables.
+                Self::stale_handle_tables(
+                    &mut stale_scan,
+                    &st.version,
+                    self.opts.stale_handle_share(),
+                )
+                .iter()
+                .find_map(|&n| self.strategy.forced(&st.version, &ctx, n))
+                .map(|mut plan| {
+                    plan.reason = CompactionReason::StaleHandles;
+                    plan
+                })
+            });
+        st.stale_scan = stale_scan;
+        let plan = plan?;
         if MoveGate::blocks(st, &plan) {
             return None;
         }
         Some(Self::register_compaction(st, plan))
+    }
+
+    /// The key tables of `version` worth a rewrite for their stale handles
+    /// (`compaction::stale_handles`), scanned once per version and kept in `scan`.
+    fn stale_handle_tables<'a>(
+        scan: &'a mut Option<(std::sync::Weak<Version>, Vec<u64>)>,
+        version: &Arc<Version>,
+        share: f64,
+    ) -> &'a [u64] {
+        let current = scan
+            .as_ref()
+            .is_some_and(|(v, _)| std::sync::Weak::ptr_eq(v, &Arc::downgrade(version)));
+        if !current {
+            *scan = Some((
+                Arc::downgrade(version),
+                stale_handles::tables_with_stale_handles(version, share),
+            ));
+        }
+        scan.as_ref().map_or(&[], |(_, tables)| tables.as_slice())
     }
 
     /// What the compaction strategy plans against, besides the version (under the state lock).
@@ -824,8 +861,10 @@ impl DbInner {
         Counters::add(&c.dropped_range_deleted, stats.dropped.range_deleted);
         Counters::add(&c.dropped_expired, stats.dropped.expired);
         Counters::add(&c.tables_dropped_whole, stats.tables_dropped_whole);
-        if plan.reason == CompactionReason::Forced {
-            Counters::add(&c.forced_compactions, 1);
+        match plan.reason {
+            CompactionReason::Forced => Counters::add(&c.forced_compactions, 1),
+            CompactionReason::StaleHandles => Counters::add(&c.stale_handle_compactions, 1),
+            _ => {}
         }
         let r = &stats.relocation;
         Counters::add(&c.relocated_values, r.relocated + r.inlined);

@@ -45,6 +45,8 @@ pub struct Counters {
     pub compactions: AtomicU64,
     /// Compactions that moved a table without rewriting it.
     pub trivial_moves: AtomicU64,
+    /// Compactions that rewrote a key table for its stale handles.
+    pub stale_handle_compactions: AtomicU64,
     /// Manual compactions (from `compact_range`).
     pub manual_compactions: AtomicU64,
     /// Bytes read by compactions.

@@ -173,11 +173,14 @@ mod tests {
         format!("key{i:04}")
     }
 
-    /// Inline work (the test decides when jobs run), `novkv`, small separated values.
+    /// Inline work (the test decides when jobs run), `novkv`, small separated values; stale
+    /// handles stay until a read updates them or the tree's shape asks for a compaction
+    /// (`stale_handle_share` 0).
     fn options(fs: &FaultFs) -> Options {
         Options::default()
             .with_file_system(Arc::new(fs.clone()))
             .with_inline_background_work(true)
+            .with_stale_handle_share(0.0)
             .with_gc_threads(0)
             .with_gc_policy(GcPolicyKind::Novkv)
             .with_novkv_valid_threshold(0.9)

@@ -118,6 +118,11 @@ struct DbState {
     /// The active memtable (by WAL number) found holding the only versions that keep a retired
     /// table from release, and since when (`DbInner::seal_for_retired`).
     retired_hold: Option<(u64, std::time::Instant)>,
+    /// The key tables with stale handles worth a rewrite in the version last asked about
+    /// (`compaction::stale_handles`): the scan reads every table's dependences, so it runs
+    /// once per version, not at every claim. `Weak`, so it neither keeps that version's
+    /// files nor lets another version take its address.
+    stale_scan: Option<(std::sync::Weak<Version>, Vec<u64>)>,
     /// The value segments of the immutable memtables, by WAL number, for their flushes to
     /// seal (`db/segments.rs`).
     sealing: BTreeMap<u64, Arc<Mutex<segments::MemSegments>>>,
@@ -1112,6 +1117,7 @@ impl DbInner {
                 compactions: g(&c.compactions),
                 manual_compactions: g(&c.manual_compactions),
                 trivial_moves: g(&c.trivial_moves),
+                stale_handle_compactions: g(&c.stale_handle_compactions),
                 bytes_read: g(&c.compaction_bytes_read),
                 bytes_written: g(&c.compaction_bytes_written),
                 micros: g(&c.compaction_micros),

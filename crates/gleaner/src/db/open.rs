@@ -685,6 +685,7 @@ fn assemble(
         move_gate: None,
         move_holds: 0,
         retired_hold: None,
+        stale_scan: None,
         sealing: BTreeMap::new(),
     };
     let PolicyRuntime {

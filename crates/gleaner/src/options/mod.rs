@@ -91,6 +91,8 @@ pub const DEFAULT_VALUE_TABLE_SIZE: u64 = 256 << 20;
 /// Default `gc_policy`.
 pub const DEFAULT_GC_POLICY: GcPolicyKind = GcPolicyKind::Scavenger;
 pub use crate::filename::{MAX_POLICY_NAME, valid_policy_name};
+/// Default `stale_handle_share`: a key table is rewritten when half its handles are stale.
+pub const DEFAULT_STALE_HANDLE_SHARE: f64 = 0.5;
 /// Default `gc_garbage_ratio`: a value table is a GC candidate at 20% garbage.
 pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.2;
 /// Default `titan_discardable_ratio`: Titan's `blob_file_discardable_ratio`, 0.5.
@@ -500,6 +502,14 @@ options_table! {
     /// keep their layout (each records its own), so the option can change between opens.
     /// `auto` (the default) follows `gc_policy`: on for `scavenger`, off for `terarkdb`.
     (index_decoupled_tables, with_index_decoupled_tables, Switch, Switch::Auto, persisted: true);
+    /// Rewrite a key table by compaction, when the tree's shape asks for no other, once this
+    /// share of its handles name value tables GC collected since the table was written (by
+    /// inheritance: policies whose GC commits rewrite no index entries). Each read of such a
+    /// handle follows the inheritance record and searches the new table's dense index; a
+    /// compaction would rewrite the handle only when the tree is written again, so without
+    /// this a database read after its writes stop pays that search on most reads for ever
+    /// (docs/gc.md, "Stale handles"). Default 0.5; 0 turns it off; at most 1.
+    (stale_handle_share, with_stale_handle_share, f64, DEFAULT_STALE_HANDLE_SHARE, persisted: true);
     /// Garbage ratio (garbage bytes ÷ record bytes) at which a value table becomes a GC victim.
     /// Default 0.2; from 0 to 1.
     (gc_garbage_ratio, with_gc_garbage_ratio, f64, DEFAULT_GC_GARBAGE_RATIO, persisted: true);
@@ -843,6 +853,7 @@ impl Options {
         )?;
         range("value_table_size", self.value_table_size, 1 << 10, 64 << 30)?;
         range("gc_garbage_ratio", self.gc_garbage_ratio, 0.0, 1.0)?;
+        range("stale_handle_share", self.stale_handle_share, 0.0, 1.0)?;
         range("blobdb_age_cutoff", self.blobdb_age_cutoff, 0.0, 1.0)?;
         range(
             "novkv_valid_threshold",
@@ -1060,6 +1071,14 @@ mod tests {
             (
                 Options::default().with_value_cache_share(0.95),
                 "value_cache_share",
+            ),
+            (
+                Options::default().with_stale_handle_share(1.5),
+                "stale_handle_share",
+            ),
+            (
+                Options::default().with_stale_handle_share(f64::NAN),
+                "stale_handle_share",
             ),
             (Options::default().with_gc_io_depth(0), "gc_io_depth"),
             (

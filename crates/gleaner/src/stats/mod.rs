@@ -72,6 +72,10 @@ pub struct CompactionStats {
     pub manual_compactions: u64,
     /// Tables moved down a level without rewriting.
     pub trivial_moves: u64,
+    /// Of the compactions, those that rewrote a key table because most of its handles named
+    /// value tables GC had collected since it was written (`compaction::stale_handles`).
+    #[serde(default)]
+    pub stale_handle_compactions: u64,
     /// Bytes read by compactions.
     pub bytes_read: u64,
     /// Bytes written by compactions.

@@ -418,7 +418,9 @@ fn dump_propagates_corruption() {
 }
 
 /// Options that separate every value of [`big_value`] into small value tables, with GC only when
-/// asked (`run_gc`) and a low garbage threshold, so a third of the keys overwritten is enough.
+/// asked (`run_gc`) and a low garbage threshold, so a third of the keys overwritten is enough;
+/// stale handles stay until a compaction the tree's shape asks for (`stale_handle_share` 0), so
+/// the checks meet inheritance records.
 fn value_options() -> Options {
     Options::default()
         .with_memtable_size(64 << 10)
@@ -426,6 +428,7 @@ fn value_options() -> Options {
         .with_value_table_size(32 << 10)
         .with_gc_threads(0)
         .with_gc_garbage_ratio(0.1)
+        .with_stale_handle_share(0.0)
 }
 
 /// A value of about 500 bytes, different per key and round.

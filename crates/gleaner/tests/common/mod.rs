@@ -148,31 +148,42 @@ pub fn runs_gc_jobs(variant: &str) -> bool {
 /// keys then move to the hot partition at the first tick with enough accesses, and back and
 /// forth as the counts of their prefixes drift. (The model suite also moves random prefixes
 /// itself, both ways.) A suite that reopens under the next entry of the list switches
-/// `separate_at` both ways (`dpkv` to `leveled+write+warm`, `dpkv+write+warm` to `leveled`).
+/// `separate_at` both ways (`dpkv+stale` to `leveled+write+warm+stale`, `dpkv+write+warm` to `leveled`).
 ///
 /// Every other entry (`+warm`) puts values into the value cache as they are separated (option
 /// `prepopulate_value_cache`): each shape runs with and without it, once with each
 /// `separate_at`, and a reopen under the next entry turns it on or off.
+///
+/// Two entries (`+stale`, one with each `separate_at`) keep stale handles until a compaction
+/// the tree's shape asks for passes them (option `stale_handle_share` 0); the others rewrite
+/// key tables for them by default, and a reopen under the next entry turns that off or on.
 pub fn compaction_styles() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for write in [false, true] {
         for (i, (name, tune)) in tree_shapes().into_iter().enumerate() {
             let warm = (i + usize::from(write)) % 2 == 1;
-            let name = match (write, warm) {
-                (false, false) => name,
-                (false, true) => format!("{name}+warm"),
-                (true, false) => format!("{name}+write"),
-                (true, true) => format!("{name}+write+warm"),
-            };
+            let stale = (i + 2 * usize::from(write)) % 3 == 2;
+            let mut name = name;
+            for (on, suffix) in [(write, "+write"), (warm, "+warm"), (stale, "+stale")] {
+                if on {
+                    name.push_str(suffix);
+                }
+            }
             let at = if write {
                 SeparateAt::Write
             } else {
                 SeparateAt::Flush
             };
+            let share = if stale {
+                0.0
+            } else {
+                gleaner::options::DEFAULT_STALE_HANDLE_SHARE
+            };
             let tune: Tune = Box::new(move |o: Options| {
                 tune(o)
                     .with_separate_at(at)
                     .with_prepopulate_value_cache(warm)
+                    .with_stale_handle_share(share)
             });
             out.push((name, tune));
         }
@@ -205,15 +216,18 @@ fn tree_shapes() -> Vec<(String, Tune)> {
 /// different styles, every style runs in a suite of two combinations or more, and which
 /// combination runs which style rotates with the seed (a failure replays from its seed).
 /// `GLEANER_STYLES=all` runs every combination under every style (the full cross product);
-/// `GLEANER_STYLES=<name>` only under that one (its `+warm` may be left off: `tiered` names
-/// `tiered+warm`).
+/// `GLEANER_STYLES=<name>` only under that one (its `+warm` and `+stale` may be left off:
+/// `tiered` names `tiered+warm`).
 #[allow(dead_code, reason = "the suites that rotate styles use it")]
 pub fn styles_for(seed: u64, index: usize) -> Vec<(String, Tune)> {
     let mut styles = compaction_styles();
     match std::env::var("GLEANER_STYLES").ok().as_deref() {
         Some("all") => styles,
         Some(name) => {
-            styles.retain(|(n, _)| n == name || n.strip_suffix("+warm") == Some(name));
+            styles.retain(|(n, _)| {
+                let bare = n.strip_suffix("+stale").unwrap_or(n);
+                n == name || bare == name || bare.strip_suffix("+warm") == Some(name)
+            });
             assert!(!styles.is_empty(), "no compaction style named {name}");
             styles
         }

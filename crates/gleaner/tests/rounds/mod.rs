@@ -9,8 +9,9 @@ use gleaner::io::FaultFs;
 use gleaner::{Db, Options};
 
 /// Options for the policy tests on `fs`, before the policy's own: background work inline and GC
-/// only when asked (the test decides when flushes, compactions and GC run), values of 100 bytes
-/// and more separated into value tables of 64 KiB.
+/// only when asked (the test decides when flushes, compactions and GC run: no key table is
+/// rewritten for its stale handles, `stale_handle_share` 0), values of 100 bytes and more
+/// separated into value tables of 64 KiB.
 pub fn inline_options(fs: &FaultFs) -> Options {
     Options::default()
         .with_file_system(Arc::new(fs.clone()))
@@ -20,6 +21,7 @@ pub fn inline_options(fs: &FaultFs) -> Options {
         .with_l0_compaction_trigger(8)
         .with_value_table_size(64 << 10)
         .with_min_separated_value_size(100)
+        .with_stale_handle_share(0.0)
 }
 
 /// Keys in the key space.
