@@ -33,7 +33,7 @@ struct BlockWeighter;
 
 impl Weighter<Key, Arc<Block>> for BlockWeighter {
     fn weight(&self, _key: &Key, block: &Arc<Block>) -> u64 {
-        (block.size() as u64).max(1)
+        (block.charge() as u64).max(1)
     }
 }
 

@@ -5,12 +5,13 @@
 //! `Error::Corruption`, never a panic and never a wrong entry.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::coding::{Decoder, decode_fixed32};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, seek_for_prev_via_seek};
 use crate::key::{TRAILER_LEN, compare_internal};
+use crate::table::restart_heads::{HEAD_BYTES, RestartHeads};
 
 /// The order of keys in a block.
 pub type Comparator = fn(&[u8], &[u8]) -> Ordering;
@@ -25,6 +26,9 @@ pub struct Block {
     num_restarts: usize,
     file: Arc<str>,
     offset: u64,
+    /// The heads of the restart keys, built at the first seek of an internal-key iterator
+    /// (`None` inside: the restart entries do not give them; the search then reads keys).
+    heads: OnceLock<Option<RestartHeads>>,
 }
 
 impl Block {
@@ -56,6 +60,7 @@ impl Block {
             num_restarts,
             file,
             offset,
+            heads: OnceLock::new(),
         };
         let mut prev = None;
         for i in 0..num_restarts {
@@ -77,6 +82,31 @@ impl Block {
     /// Size of the block contents in bytes (its weight in the block cache).
     pub fn size(&self) -> usize {
         self.data.len()
+    }
+
+    /// Bytes of memory the block holds or will hold: its contents, and the heads a seek may
+    /// build ([`HEAD_BYTES`] per restart point). The block cache charges this.
+    pub fn charge(&self) -> usize {
+        self.data.len() + HEAD_BYTES * self.num_restarts
+    }
+
+    /// The heads of the restart keys of a block of internal keys, built at the first call;
+    /// `None` when a restart entry is damaged or its key shorter than a trailer.
+    fn restart_heads(&self) -> Option<&RestartHeads> {
+        self.heads
+            .get_or_init(|| {
+                let mut keys = Vec::with_capacity(self.num_restarts);
+                for i in 0..self.num_restarts {
+                    let at = self.restart_point(i);
+                    let (shared, unshared, _, header_end) = self.decode_header(at).ok()?;
+                    if shared != 0 || unshared < TRAILER_LEN {
+                        return None;
+                    }
+                    keys.push(&self.data[header_end..header_end + unshared - TRAILER_LEN]);
+                }
+                RestartHeads::new(&keys)
+            })
+            .as_ref()
     }
 
     /// Name of the file the block was read from.
@@ -144,6 +174,9 @@ pub struct BlockIter {
     /// Index of the restart region holding the current entry.
     restart_index: usize,
     valid: bool,
+    /// Seeks search the block's restart heads (internal keys only: the heads are of user
+    /// keys).
+    by_heads: bool,
 }
 
 impl BlockIter {
@@ -162,12 +195,17 @@ impl BlockIter {
             next_offset: 0,
             restart_index: 0,
             valid: false,
+            by_heads: false,
         }
     }
 
-    /// An iterator over internal keys ([`compare_internal`]): data and index blocks.
+    /// An iterator over internal keys ([`compare_internal`]): data and index blocks. Its seeks
+    /// search the block's restart heads.
     pub fn internal(block: Arc<Block>) -> Self {
-        Self::new(block, compare_internal, TRAILER_LEN)
+        BlockIter {
+            by_heads: true,
+            ..Self::new(block, compare_internal, TRAILER_LEN)
+        }
     }
 
     /// An iterator over plain byte-string keys: the properties block.
@@ -268,15 +306,21 @@ impl BlockIter {
     fn seek_inner(&mut self, target: &[u8]) -> Result<()> {
         // Binary search for the last restart point whose key is before the target; the first
         // entry at or after the target is in its region or starts the next one.
-        let (mut left, mut right) = (0, self.block.num_restarts - 1);
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            if (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less {
-                left = mid;
-            } else {
-                right = mid - 1;
+        let left = match self.search_heads(target)? {
+            Some(left) => left,
+            None => {
+                let (mut left, mut right) = (0, self.block.num_restarts - 1);
+                while left < right {
+                    let mid = left + (right - left).div_ceil(2);
+                    if (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less {
+                        left = mid;
+                    } else {
+                        right = mid - 1;
+                    }
+                }
+                left
             }
-        }
+        };
         self.seek_to_restart(left);
         while self.parse_next()? {
             if (self.cmp)(&self.key, target) != Ordering::Less {
@@ -284,6 +328,37 @@ impl BlockIter {
             }
         }
         Ok(())
+    }
+
+    /// The binary search of `seek_inner` over the block's restart heads: a probe whose head
+    /// differs from the target's is decided by the heads alone, one with an equal head by the
+    /// keys. `None` when this iterator does not search heads, the block has none, or the target
+    /// lies outside their prefix.
+    fn search_heads(&self, target: &[u8]) -> Result<Option<usize>> {
+        if !self.by_heads || target.len() < TRAILER_LEN {
+            return Ok(None);
+        }
+        let Some(heads) = self.block.restart_heads() else {
+            return Ok(None);
+        };
+        let Some(wanted) = heads.head_of(&target[..target.len() - TRAILER_LEN]) else {
+            return Ok(None);
+        };
+        let (mut left, mut right) = (0, self.block.num_restarts - 1);
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let before = match heads.get(mid).cmp(&wanted) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less,
+            };
+            if before {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        Ok(Some(left))
     }
 
     fn seek_to_last_inner(&mut self) -> Result<()> {
@@ -429,6 +504,51 @@ mod tests {
         }
         out.reverse();
         out
+    }
+
+    /// Keys drawn from {0, 1, 2} and of 0 to 12 bytes, so that blocks have long shared
+    /// prefixes, keys that are prefixes of others, zero bytes that look like a head's padding,
+    /// and many equal heads.
+    fn tight_keys(rng: &mut StdRng, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+            .map(|_| {
+                let len = rng.random_range(0..13);
+                let user: Vec<u8> = (0..len).map(|_| rng.random_range(0..3u8)).collect();
+                let seq = rng.random_range(0..50);
+                (make_internal_key(&user, seq, ValueKind::Value), vec![b'v'])
+            })
+            .collect();
+        v.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        v.dedup_by(|a, b| compare_internal(&a.0, &b.0).is_eq());
+        v
+    }
+
+    #[test]
+    fn seeks_by_restart_heads_land_where_seeks_by_keys_do() {
+        let mut rng = StdRng::seed_from_u64(9);
+        for round in 0..60 {
+            let n = rng.random_range(1..400);
+            let entries = tight_keys(&mut rng, n);
+            let interval = [1, 2, 5, 16][round % 4];
+            let block = build(&entries, interval);
+            let mut by_heads = BlockIter::internal(Arc::clone(&block));
+            let mut by_keys = BlockIter::new(Arc::clone(&block), compare_internal, TRAILER_LEN);
+            for _ in 0..300 {
+                let len = rng.random_range(0..14);
+                let user: Vec<u8> = (0..len).map(|_| rng.random_range(0..3u8)).collect();
+                let target = make_internal_key(&user, rng.random_range(0..60), ValueKind::Value);
+                by_heads.seek(&target).unwrap();
+                by_keys.seek(&target).unwrap();
+                assert_eq!(by_heads.valid(), by_keys.valid(), "round {round}: {target:?}");
+                if by_keys.valid() {
+                    assert_eq!(by_heads.key(), by_keys.key(), "round {round}: {target:?}");
+                }
+            }
+            assert!(
+                block.restart_heads().is_some(),
+                "round {round}: a sound block has heads"
+            );
+        }
     }
 
     #[test]

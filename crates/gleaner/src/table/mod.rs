@@ -22,6 +22,7 @@ pub mod iter;
 pub mod properties;
 pub(crate) mod property_block;
 pub mod reader;
+mod restart_heads;
 
 #[cfg(test)]
 mod decoupled_tests;
