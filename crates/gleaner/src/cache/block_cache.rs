@@ -294,7 +294,8 @@ mod tests {
         assert_eq!(cache.get(1, 0, Low).unwrap().size(), 108);
         assert!(cache.get(2, 0, Low).is_none());
         assert_eq!((cache.hits(), cache.misses()), (1, 2));
-        assert_eq!(cache.usage_bytes(), 108 + 58);
+        // A block is charged its contents and a restart head (8 bytes) per restart point.
+        assert_eq!(cache.usage_bytes(), 116 + 66);
 
         cache.insert(3, 0, block(10), High);
         assert_eq!(cache.get(3, 0, High).unwrap().size(), 18);
@@ -304,8 +305,8 @@ mod tests {
         assert_eq!((cache.pool_hits(High), cache.pool_misses(High)), (1, 1));
         assert_eq!((cache.pool_hits(Low), cache.pool_misses(Low)), (1, 3));
         assert_eq!((cache.hits(), cache.misses()), (2, 4));
-        assert_eq!(cache.pool_usage_bytes(High), 18);
-        assert_eq!(cache.usage_bytes(), 108 + 58 + 18);
+        assert_eq!(cache.pool_usage_bytes(High), 26);
+        assert_eq!(cache.usage_bytes(), 116 + 66 + 26);
     }
 
     #[test]
@@ -321,7 +322,7 @@ mod tests {
             cache.insert(8, i * 4096, block(1000), p);
             // At most one block over while the low pool is being shrunk.
             assert!(
-                cache.usage_bytes() <= (64 << 10) + 1008,
+                cache.usage_bytes() <= (64 << 10) + 1016,
                 "{}",
                 cache.usage_bytes()
             );
@@ -346,9 +347,10 @@ mod tests {
     #[test]
     fn high_priority_blocks_survive_a_flood_of_low_priority_ones() {
         let cache = BlockCache::new(1 << 20);
-        // 200 KiB of high-priority blocks: well within the high pool's 512 KiB.
+        // 200 KiB of high-priority blocks (each 1,016 bytes of contents and 8 of restart head):
+        // well within the high pool's 512 KiB.
         for i in 0..200 {
-            cache.insert(1, i * 4096, block(1016), High);
+            cache.insert(1, i * 4096, block(1008), High);
         }
         assert_eq!(cache.pool_usage_bytes(High), 200 * 1024);
         // Ten times the whole capacity in low-priority blocks, read back now and then so the

@@ -7,7 +7,7 @@
 //! that is written keeps its handles fresh; one that is only read after the writes stop keeps
 //! them stale for ever, and every read of most keys pays the extra search (a settled database
 //! of 100,000 8 KiB values read 65 % of its keys through inheritance, each point read taking
-//! about a tenth longer than with its handles fresh: docs/benchmarks.md). So when the tree's
+//! about a quarter longer than with its handles fresh: docs/benchmarks.md). So when the tree's
 //! shape asks for nothing, the compaction worker rewrites the key table with the most stale
 //! handles among those where they are at least option `stale_handle_share` of its handles.
 //!
