@@ -141,8 +141,8 @@ impl TableMeta {
             .range_tombstones
             .as_ref()
             .map_or(0, |t| t.memory_bytes());
-        (self.index.size()
-            + self.handle_index.as_ref().map_or(0, |b| b.size())
+        (self.index.charge()
+            + self.handle_index.as_ref().map_or(0, |b| b.charge())
             + self.filter.as_ref().map_or(0, |f| f.size())
             + tombstones
             + self.properties.smallest_key.len()
@@ -540,10 +540,11 @@ impl Table {
         &self.meta.file_name
     }
 
-    /// Bytes of metadata pinned in memory (index(es) and filter blocks).
+    /// Bytes of metadata pinned in memory (index(es), with the restart heads their seeks build,
+    /// and filter blocks).
     pub fn pinned_bytes(&self) -> usize {
-        self.meta.index.size()
-            + self.meta.handle_index.as_ref().map_or(0, |b| b.size())
+        self.meta.index.charge()
+            + self.meta.handle_index.as_ref().map_or(0, |b| b.charge())
             + self.meta.filter.as_ref().map_or(0, |f| f.size())
     }
 

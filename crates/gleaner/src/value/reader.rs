@@ -46,7 +46,7 @@ impl ValueTableMeta {
     /// Bytes it holds, about: the top index, the keys of the properties and a fixed share for
     /// the rest.
     pub(crate) fn memory_bytes(&self) -> u64 {
-        (self.top_index.size()
+        (self.top_index.charge()
             + self.properties.smallest_key.len()
             + self.properties.largest_key.len()
             + self.file_name.len()
@@ -305,9 +305,9 @@ impl ValueTable {
         self.meta.data_end
     }
 
-    /// Bytes of metadata pinned in memory (the top index block).
+    /// Bytes of metadata pinned in memory (the top index block, with its restart heads).
     pub fn pinned_bytes(&self) -> usize {
-        self.meta.top_index.size()
+        self.meta.top_index.charge()
     }
 
     /// Checks that `offset..offset + len` lies within the record region.
