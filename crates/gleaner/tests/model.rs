@@ -7,7 +7,8 @@
 //!
 //! Seeded and replayable: the seed is printed; rerun with `GLEANER_SEED=<seed>` (under the
 //! `inline-separated-gc` sets, which run background work inline, exactly). The number of
-//! operations per option set is `GLEANER_MODEL_OPS` (default 2500).
+//! operations per option set is `GLEANER_MODEL_OPS` (default 2500); `GLEANER_MODEL_SET=<name>`
+//! runs only the option set of that name.
 //!
 //! Every option set (and GC variant) runs under one compaction style, leveled or tiered, dealt
 //! out in turn from an offset the seed picks (`common::styles_for`; the style is part of the
@@ -183,8 +184,10 @@ fn note(snaps: &mut [Held], w: Write) {
     }
 }
 
-/// The option sets, the GC ones once per GC technique combination.
-fn option_sets(fs: &FaultFs) -> Vec<(String, Options)> {
+/// The option sets, the GC ones once per GC technique combination. `GLEANER_MODEL_SET=<name>`
+/// keeps only the set of that name (`separated-gc/tdb-rlw`), to replay one failure quickly; the
+/// seed each set runs with does not change with the filter.
+fn option_sets(fs: &FaultFs) -> Vec<(usize, String, Options)> {
     let mut out = Vec::new();
     for (name, opts) in base_option_sets(fs) {
         if name.contains("gc") {
@@ -195,7 +198,15 @@ fn option_sets(fs: &FaultFs) -> Vec<(String, Options)> {
             out.push((name.to_string(), opts));
         }
     }
-    out
+    let only = std::env::var("GLEANER_MODEL_SET").ok();
+    let sets: Vec<(usize, String, Options)> = out
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (name, _))| only.as_ref().is_none_or(|o| o == name))
+        .map(|(i, (name, opts))| (i, name, opts))
+        .collect();
+    assert!(!sets.is_empty(), "no model option set named {only:?}");
+    sets
 }
 
 fn base_option_sets(fs: &FaultFs) -> Vec<(&'static str, Options)> {
@@ -968,7 +979,7 @@ fn database_matches_a_btreemap_model() {
     eprintln!("model test seed: {seed} (replay with GLEANER_SEED={seed})");
     let fs = FaultFs::new(seed);
     let mut styles_run = std::collections::BTreeSet::new();
-    for (i, (name, opts)) in option_sets(&fs).into_iter().enumerate() {
+    for (i, name, opts) in option_sets(&fs) {
         for (style, tune) in common::styles_for(seed, i) {
             let name = format!("{name}@{style}");
             run_model(
@@ -980,7 +991,7 @@ fn database_matches_a_btreemap_model() {
             styles_run.insert(style);
         }
     }
-    if std::env::var("GLEANER_STYLES").is_err() {
+    if std::env::var("GLEANER_STYLES").is_err() && std::env::var("GLEANER_MODEL_SET").is_err() {
         assert_eq!(
             styles_run.len(),
             common::compaction_styles().len(),
