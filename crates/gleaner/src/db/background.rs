@@ -25,6 +25,7 @@ use crate::compaction::{
     flush_split, run_compaction,
 };
 use crate::error::{Error, Result};
+use crate::expiry::ReaderTimes;
 use crate::filename::{table_file_name, value_table_file_name, wal_file_name};
 use crate::gc::CompactionContext;
 use crate::io::IoClass;
@@ -351,7 +352,7 @@ impl DbInner {
         if MoveGate::blocks(st, &plan) {
             return None;
         }
-        Some(Self::register_compaction(st, plan))
+        Some(self.register_compaction(st, plan))
     }
 
     /// The key tables of `version` worth a rewrite for their stale handles
@@ -406,7 +407,7 @@ impl DbInner {
                 return None;
             }
             if let Some(job) = self.claim_compaction(&mut st) {
-                return Some(Work::Compaction(job));
+                return Some(Work::Compaction(Box::new(job)));
             }
             if self
                 .space
@@ -421,7 +422,7 @@ impl DbInner {
 
     /// Registers `plan` as running (under the state lock), capturing what the job needs to
     /// account garbage: its version and the tables GC jobs hold now.
-    fn register_compaction(st: &mut DbState, plan: CompactionPlan) -> CompactionJob {
+    fn register_compaction(&self, st: &mut DbState, plan: CompactionPlan) -> CompactionJob {
         let id = st.next_compaction_id;
         st.next_compaction_id += 1;
         let running = plan.running(id);
@@ -431,6 +432,15 @@ impl DbInner {
             running,
             version: Arc::clone(&st.version),
             claimed: st.gc_claimed.clone(),
+            // Taken here, under the state lock, not when the job starts running: a GC job that
+            // claims a table after this point, and whose jobs do not wait for this compaction
+            // (`GarbageListener::overtaken_by_gc`), must judge every record this compaction
+            // drops dead. It takes its own readers after its claim, so at a time no earlier
+            // and with no snapshot older than these. Taken when the job ran, a version that
+            // expired in between was dropped here but copied by the GC job, and its copy
+            // stayed live in the accounting with nothing naming it (model test, one set in
+            // a few thousand).
+            readers: self.snapshots.reader_times(&self.time),
         }
     }
 
@@ -712,9 +722,9 @@ impl DbInner {
         } else {
             &job.plan
         };
-        // Read after the plan is fixed: a snapshot taken later sees only data newer than every
-        // input, which compaction keeps anyway.
-        let readers = self.snapshots.reader_times(&self.time);
+        // Read when the plan was fixed (`register_compaction`): a snapshot taken later sees only
+        // data newer than every input, which compaction keeps anyway.
+        let readers = job.readers.clone();
         let judged_at = readers.now();
         let mut garbage = GarbageListener::new(
             Arc::clone(&job.version),
@@ -924,7 +934,7 @@ impl DbInner {
                             self.progress_cv.wait_for(&mut st, IDLE_WAIT);
                         }
                         ManualStep::Run { plan, next_level } => {
-                            break (Self::register_compaction(&mut st, plan), next_level);
+                            break (self.register_compaction(&mut st, plan), next_level);
                         }
                     }
                 }
@@ -978,7 +988,7 @@ impl DbInner {
 /// A claimed background job.
 pub(super) enum Work {
     Flush(Vec<Arc<MemTable>>),
-    Compaction(CompactionJob),
+    Compaction(Box<CompactionJob>),
     /// A flush and compaction of the whole tree a stopped writer asked for (`db::space`).
     SurfaceHiddenGarbage,
     Gc(super::gc::GcClaim),
@@ -991,6 +1001,28 @@ pub(super) struct CompactionJob {
     running: RunningCompaction,
     version: Arc<Version>,
     claimed: BTreeSet<u64>,
+    /// The snapshots and time the job judges versions against, taken at its registration.
+    readers: ReaderTimes,
+}
+
+#[cfg(test)]
+impl DbInner {
+    /// For tests: registers a forced compaction of key table `number` as a background worker
+    /// claims one (`None` when the strategy plans none), without running it.
+    pub(super) fn register_forced_compaction(&self, number: u64) -> Option<CompactionJob> {
+        let mut st = self.state.lock();
+        let plan = self
+            .strategy
+            .forced(&st.version, &self.plan_context(&st), number)?;
+        Some(self.register_compaction(&mut st, plan))
+    }
+
+    /// For tests: runs a compaction [`DbInner::register_forced_compaction`] registered.
+    pub(super) fn run_registered_compaction(&self, job: &CompactionJob) -> Result<()> {
+        let r = self.run_compaction_plan(job);
+        self.finish_running(&job.running);
+        r
+    }
 }
 
 /// The value tables `edit` deletes because they became entirely garbage, as `current` holds

@@ -617,3 +617,70 @@ fn an_iterator_reports_each_entrys_expiry() {
     // `b` is separated now: a lazy iterator reports its expiry from the handle.
     assert_eq!(expiries(&db), want, "in key tables, inline and separated");
 }
+
+/// A GC job that does not wait for the compactions running at its claim (the oracle reads the
+/// index tree alone) must judge dead every record such a compaction drops: the compaction's
+/// drops into the job's victims count as reclaimed early. So the compaction judges expiry at
+/// the time it was registered, before the claim, not when it starts running: a version that
+/// expires in between was otherwise dropped by the compaction but copied by the job, and its
+/// copy stayed live in the accounting with no handle naming it.
+#[test]
+fn a_compaction_judges_expiry_when_registered_so_a_gc_job_overtaking_it_agrees() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = options(&clock)
+        .with_gc_policy(crate::GcPolicyKind::Terarkdb)
+        .with_gc_garbage_ratio(0.2)
+        .with_gc_threads(0)
+        .with_stale_handle_share(0.0);
+    let db = Db::open(Path::new("/exp"), opts).expect("open");
+    // One value table: `x`, expiring at T0 + 100, beside ten keys that never expire, six of
+    // them overwritten and compacted, so the table is over half garbage.
+    db.put_with_expiry("x", big("x"), T0 + 100).expect("put");
+    let k = |i: u32| format!("k{i}");
+    for i in 0..10 {
+        db.put(k(i), big(&k(i))).expect("put");
+    }
+    db.flush().expect("flush");
+    for i in 0..6 {
+        db.put(k(i), big("new")).expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    let tables: Vec<u64> = {
+        let st = db.inner.state.lock();
+        st.version.all_files().map(|(_, f)| f.number).collect()
+    };
+    assert_eq!(tables.len(), 1, "one key table after the compaction");
+    let before = db.stats();
+    assert_eq!(before.values.garbage_records, 6, "{:?}", before.values);
+    // A compaction of the key table is registered (as a background worker claims one) ...
+    let job = db
+        .inner
+        .register_forced_compaction(tables[0])
+        .expect("a forced compaction");
+    // ... then a GC job claims the value table and, judging at T0, copies `x` ...
+    let run = db.run_gc().expect("gc");
+    assert!(run.jobs > 0, "{run:?}");
+    assert_eq!(
+        run.totals.records_written, 5,
+        "x and k6..k9 copied: {run:?}"
+    );
+    // ... then `x` expires, and the compaction runs: it keeps `x`, as the job judged.
+    clock.set(T0 + 200);
+    db.inner
+        .run_registered_compaction(&job)
+        .expect("compaction");
+    let recount = db.recount_garbage().expect("recount");
+    assert!(recount.mismatches.is_empty(), "{:#?}", recount.mismatches);
+    assert_eq!(db.stats().values.drops_reclaimed_early, 0);
+    // The next compaction judges at T0 + 200 and drops `x`, counted against the copy.
+    db.compact_range(None, None).expect("compact");
+    let recount = db.recount_garbage().expect("recount");
+    assert!(recount.mismatches.is_empty(), "{:#?}", recount.mismatches);
+    assert!(db.stats().compaction.dropped_expired >= 1);
+    assert_eq!(db.get("x").expect("get"), None);
+    for i in 0..10 {
+        let want = if i < 6 { big("new") } else { big(&k(i)) };
+        assert_eq!(db.get(k(i)).expect("get"), Some(want), "{}", k(i));
+    }
+}

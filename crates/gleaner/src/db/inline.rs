@@ -148,7 +148,7 @@ impl DbInner {
             return Some(Work::Flush(mems));
         }
         if let Some(job) = self.claim_compaction(&mut st) {
-            return Some(Work::Compaction(job));
+            return Some(Work::Compaction(Box::new(job)));
         }
         if skip_gc || st.bg_error.is_some() || self.active_gc_threads() == 0 {
             return None;
