@@ -96,15 +96,19 @@ impl Block {
         self.heads
             .get_or_init(|| {
                 let mut keys = Vec::with_capacity(self.num_restarts);
+                let mut first_at = 0;
                 for i in 0..self.num_restarts {
                     let at = self.restart_point(i);
                     let (shared, unshared, _, header_end) = self.decode_header(at).ok()?;
                     if shared != 0 || unshared < TRAILER_LEN {
                         return None;
                     }
+                    if i == 0 {
+                        first_at = header_end;
+                    }
                     keys.push(&self.data[header_end..header_end + unshared - TRAILER_LEN]);
                 }
-                RestartHeads::new(&keys)
+                RestartHeads::new(&keys, first_at)
             })
             .as_ref()
     }
@@ -341,7 +345,7 @@ impl BlockIter {
         let Some(heads) = self.block.restart_heads() else {
             return Ok(None);
         };
-        let Some(wanted) = heads.head_of(&target[..target.len() - TRAILER_LEN]) else {
+        let Some(wanted) = heads.head_of(&self.block.data, &target[..target.len() - TRAILER_LEN]) else {
             return Ok(None);
         };
         let (mut left, mut right) = (0, self.block.num_restarts - 1);

@@ -10,7 +10,10 @@
 //! point, the 8 bytes of its user key that follow the prefix every restart key of the block
 //! shares, as a big-endian `u64`: comparing two heads orders their keys whenever the heads
 //! differ, and only equal heads need the keys themselves. Built from the block once, at its
-//! first seek; kept in memory only (nothing on disk changes).
+//! first seek; kept in memory only (nothing on disk changes). The prefix is not copied: it is
+//! named where it lies in the block, in the first restart key (stored whole, as every restart
+//! key is), so the heads cost exactly [`HEAD_BYTES`] per restart point, what the block cache
+//! charges for them, however long the keys.
 
 /// Bytes of memory a head costs (the block cache charges them with the block).
 pub(crate) const HEAD_BYTES: usize = 8;
@@ -18,19 +21,20 @@ pub(crate) const HEAD_BYTES: usize = 8;
 /// The heads of one block's restart keys.
 #[derive(Debug)]
 pub(crate) struct RestartHeads {
-    /// What every restart key's user key starts with (the common prefix of the first and the
-    /// last: the keys are sorted, so every key between starts with it too).
-    prefix: Box<[u8]>,
+    /// Where, in the block's contents, lies what every restart key's user key starts with (the
+    /// common prefix of the first and the last: the keys are sorted, so every key between
+    /// starts with it too), as the start of the first key's bytes there.
+    prefix: std::ops::Range<usize>,
     /// Per restart point, in order, the head of its user key.
     heads: Box<[u64]>,
 }
 
 impl RestartHeads {
     /// The heads of `user_keys`, the restart points' user keys in block order (sorted
-    /// ascending, as a block's are). `None` when a key does not start with the prefix of the
-    /// first and the last, which sorted keys always do: a damaged block is searched by its keys,
-    /// which report the damage.
-    pub(crate) fn new(user_keys: &[&[u8]]) -> Option<Self> {
+    /// ascending, as a block's are), the first of them at `first_at` in the block's contents.
+    /// `None` when a key does not start with the prefix of the first and the last, which sorted
+    /// keys always do: a damaged block is searched by its keys, which report the damage.
+    pub(crate) fn new(user_keys: &[&[u8]], first_at: usize) -> Option<Self> {
         let (first, last) = match user_keys {
             [] => (&[][..], &[][..]),
             [one] => (*one, *one),
@@ -41,19 +45,23 @@ impl RestartHeads {
             .zip(last)
             .take_while(|(a, b)| a == b)
             .count();
-        let prefix: Box<[u8]> = first[..shared].into();
+        let prefix = &first[..shared];
         let heads = user_keys
             .iter()
-            .map(|k| k.strip_prefix(&*prefix).map(head))
+            .map(|k| k.strip_prefix(prefix).map(head))
             .collect::<Option<_>>()?;
-        Some(RestartHeads { prefix, heads })
+        Some(RestartHeads {
+            prefix: first_at..first_at + shared,
+            heads,
+        })
     }
 
-    /// The head of `user_key` to compare with these heads, or `None` when it does not start
-    /// with their prefix (the search then compares keys).
-    pub(crate) fn head_of(&self, user_key: &[u8]) -> Option<u64> {
+    /// The head of `user_key` to compare with these heads, which were built from the block
+    /// whose contents are `contents`; `None` when the key does not start with their prefix
+    /// (the search then compares keys).
+    pub(crate) fn head_of(&self, contents: &[u8], user_key: &[u8]) -> Option<u64> {
         user_key
-            .strip_prefix(&*self.prefix)
+            .strip_prefix(contents.get(self.prefix.clone())?)
             .map(head)
     }
 
@@ -82,19 +90,22 @@ mod tests {
 
     #[test]
     fn heads_skip_the_shared_prefix() {
-        let keys: [&[u8]; 3] = [b"key:0000000012", b"key:0000000345", b"key:0000009999"];
-        let h = RestartHeads::new(&keys).expect("sorted");
-        assert_eq!(&*h.prefix, b"key:000000");
+        // The contents as a block holds them: the first key after 3 bytes of its entry header.
+        let contents = b"\0\x0e\0key:0000000012";
+        let keys: [&[u8]; 3] = [&contents[3..], b"key:0000000345", b"key:0000009999"];
+        let h = RestartHeads::new(&keys, 3).expect("sorted");
+        assert_eq!(&contents[h.prefix.clone()], b"key:000000");
         assert_eq!(h.get(0), u64::from_be_bytes(*b"0012\0\0\0\0"));
         assert_eq!(h.get(2), u64::from_be_bytes(*b"9999\0\0\0\0"));
         assert_eq!(
-            h.head_of(b"key:0000000100"),
+            h.head_of(contents, b"key:0000000100"),
             Some(u64::from_be_bytes(*b"0100\0\0\0\0"))
         );
-        assert_eq!(h.head_of(b"kez"), None, "outside the prefix");
-        assert_eq!(h.head_of(b"key:"), None, "shorter than the prefix");
+        assert_eq!(h.head_of(contents, b"kez"), None, "outside the prefix");
+        assert_eq!(h.head_of(contents, b"key:"), None, "shorter than the prefix");
+        assert_eq!(h.head_of(b"short", b"key:0000000100"), None, "other contents");
         let unsorted: [&[u8]; 3] = [b"ab", b"b", b"ac"];
-        assert!(RestartHeads::new(&unsorted).is_none(), "a key outside the prefix");
+        assert!(RestartHeads::new(&unsorted, 0).is_none(), "a key outside the prefix");
     }
 
     /// A strict order of heads is the order of the keys: random short keys over a tiny
