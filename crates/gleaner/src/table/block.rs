@@ -5,6 +5,7 @@
 //! `Error::Corruption`, never a panic and never a wrong entry.
 
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock};
 
 use crate::coding::{Decoder, decode_fixed32};
@@ -26,9 +27,14 @@ pub struct Block {
     num_restarts: usize,
     file: Arc<str>,
     offset: u64,
-    /// The heads of the restart keys, built at the first seek of an internal-key iterator
+    /// The heads of the restart keys, built at the second seek of an internal-key iterator
     /// (`None` inside: the restart entries do not give them; the search then reads keys).
     heads: OnceLock<Option<RestartHeads>>,
+    /// Seeks that found the heads unbuilt. The first searches by keys: building the heads
+    /// decodes every restart entry, where one search decodes a logarithm of them, so a block
+    /// read for one search and not cached (`fill_cache` off: compaction's and GC's lookups)
+    /// never pays for them, and a block the cache shares builds them at its second seek.
+    unbuilt_seeks: AtomicU8,
 }
 
 impl Block {
@@ -61,6 +67,7 @@ impl Block {
             file,
             offset,
             heads: OnceLock::new(),
+            unbuilt_seeks: AtomicU8::new(0),
         };
         let mut prev = None;
         for i in 0..num_restarts {
@@ -90,9 +97,18 @@ impl Block {
         self.data.len() + HEAD_BYTES * self.num_restarts
     }
 
-    /// The heads of the restart keys of a block of internal keys, built at the first call;
-    /// `None` when a restart entry is damaged or its key shorter than a trailer.
+    /// The heads of the restart keys of a block of internal keys, built at the second call
+    /// (see `unbuilt_seeks`); `None` before, and when a restart entry is damaged or its key
+    /// shorter than a trailer.
     fn restart_heads(&self) -> Option<&RestartHeads> {
+        if let Some(heads) = self.heads.get() {
+            return heads.as_ref();
+        }
+        // Wrapping after 256 unbuilt seeks costs one more search by keys, no more: only seeks
+        // racing the build count once the second has come.
+        if self.unbuilt_seeks.fetch_add(1, AtomicOrdering::Relaxed) == 0 {
+            return None;
+        }
         self.heads
             .get_or_init(|| {
                 let mut keys = Vec::with_capacity(self.num_restarts);
@@ -525,6 +541,30 @@ mod tests {
         v.sort_by(|a, b| compare_internal(&a.0, &b.0));
         v.dedup_by(|a, b| compare_internal(&a.0, &b.0).is_eq());
         v
+    }
+
+    /// A block sought once (read for one search, as an uncached block is) never builds its
+    /// heads; the second seek does, and the later ones use them.
+    #[test]
+    fn heads_are_built_at_the_second_seek() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..100u32)
+            .map(|i| {
+                let user = format!("key{i:05}").into_bytes();
+                (make_internal_key(&user, 1, ValueKind::Value), vec![b'v'])
+            })
+            .collect();
+        let block = build(&entries, 4);
+        let target = make_internal_key(b"key00042", 9, ValueKind::Value);
+        let mut it = BlockIter::internal(Arc::clone(&block));
+        it.seek(&target).unwrap();
+        assert_eq!(it.key(), &entries[42].0[..]);
+        assert!(block.heads.get().is_none(), "one seek builds no heads");
+        it.seek(&target).unwrap();
+        assert_eq!(it.key(), &entries[42].0[..]);
+        assert!(
+            block.heads.get().is_some_and(Option::is_some),
+            "the second seek built them"
+        );
     }
 
     #[test]

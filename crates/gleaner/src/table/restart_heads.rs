@@ -10,10 +10,10 @@
 //! point, the 8 bytes of its user key that follow the prefix every restart key of the block
 //! shares, as a big-endian `u64`: comparing two heads orders their keys whenever the heads
 //! differ, and only equal heads need the keys themselves. Built from the block once, at its
-//! first seek; kept in memory only (nothing on disk changes). The prefix is not copied: it is
-//! named where it lies in the block, in the first restart key (stored whole, as every restart
-//! key is), so the heads cost exactly [`HEAD_BYTES`] per restart point, what the block cache
-//! charges for them, however long the keys.
+//! second seek (`table/block.rs`); kept in memory only (nothing on disk changes). The prefix
+//! is not copied: it is named where it lies in the block, in the first restart key (stored
+//! whole, as every restart key is), so the heads cost exactly [`HEAD_BYTES`] per restart
+//! point, what the block cache charges for them, however long the keys.
 
 /// Bytes of memory a head costs (the block cache charges them with the block).
 pub(crate) const HEAD_BYTES: usize = 8;
