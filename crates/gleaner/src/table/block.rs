@@ -32,8 +32,9 @@ pub struct Block {
     heads: OnceLock<Option<RestartHeads>>,
     /// Seeks that found the heads unbuilt. The first searches by keys: building the heads
     /// decodes every restart entry, where one search decodes a logarithm of them, so a block
-    /// read for one search and not cached (`fill_cache` off: compaction's and GC's lookups)
-    /// never pays for them, and a block the cache shares builds them at its second seek.
+    /// read for one search and not cached (`fill_cache` off: compaction's handle rewrites,
+    /// some GC lookups, the garbage recount) never pays for them, and a block the cache
+    /// shares builds them at its second seek.
     unbuilt_seeks: AtomicU8,
 }
 
