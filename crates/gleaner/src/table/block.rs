@@ -326,22 +326,24 @@ impl BlockIter {
 
     fn seek_inner(&mut self, target: &[u8]) -> Result<()> {
         // Binary search for the last restart point whose key is before the target; the first
-        // entry at or after the target is in its region or starts the next one.
-        let left = match self.search_heads(target)? {
-            Some(left) => left,
-            None => {
-                let (mut left, mut right) = (0, self.block.num_restarts - 1);
-                while left < right {
-                    let mid = left + (right - left).div_ceil(2);
-                    if (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less {
-                        left = mid;
-                    } else {
-                        right = mid - 1;
-                    }
-                }
-                left
+        // entry at or after the target is in its region or starts the next one. A probe is
+        // decided by the restart heads where they differ from the target's, and by the keys
+        // otherwise (or when the block has no heads for this target).
+        let heads = self.heads_for(target);
+        let (mut left, mut right) = (0, self.block.num_restarts - 1);
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let before = match heads.map(|(h, wanted)| h.get(mid).cmp(&wanted)) {
+                Some(Ordering::Less) => true,
+                Some(Ordering::Greater) => false,
+                _ => (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less,
+            };
+            if before {
+                left = mid;
+            } else {
+                right = mid - 1;
             }
-        };
+        }
         self.seek_to_restart(left);
         while self.parse_next()? {
             if (self.cmp)(&self.key, target) != Ordering::Less {
@@ -351,35 +353,16 @@ impl BlockIter {
         Ok(())
     }
 
-    /// The binary search of `seek_inner` over the block's restart heads: a probe whose head
-    /// differs from the target's is decided by the heads alone, one with an equal head by the
-    /// keys. `None` when this iterator does not search heads, the block has none, or the target
-    /// lies outside their prefix.
-    fn search_heads(&self, target: &[u8]) -> Result<Option<usize>> {
+    /// The block's restart heads and the target's head, for `seek_inner`'s search: `None` when
+    /// this iterator does not search heads, the block has none (yet), or the target lies
+    /// outside their prefix.
+    fn heads_for(&self, target: &[u8]) -> Option<(&RestartHeads, u64)> {
         if !self.by_heads || target.len() < TRAILER_LEN {
-            return Ok(None);
+            return None;
         }
-        let Some(heads) = self.block.restart_heads() else {
-            return Ok(None);
-        };
-        let Some(wanted) = heads.head_of(&self.block.data, &target[..target.len() - TRAILER_LEN]) else {
-            return Ok(None);
-        };
-        let (mut left, mut right) = (0, self.block.num_restarts - 1);
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            let before = match heads.get(mid).cmp(&wanted) {
-                Ordering::Less => true,
-                Ordering::Greater => false,
-                Ordering::Equal => (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less,
-            };
-            if before {
-                left = mid;
-            } else {
-                right = mid - 1;
-            }
-        }
-        Ok(Some(left))
+        let heads = self.block.restart_heads()?;
+        let user_key = &target[..target.len() - TRAILER_LEN];
+        Some((heads, heads.head_of(&self.block.data, user_key)?))
     }
 
     fn seek_to_last_inner(&mut self) -> Result<()> {
