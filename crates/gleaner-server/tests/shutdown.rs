@@ -230,3 +230,51 @@ fn keys_of_many_sizes_survive_a_clean_restart() {
         assert_eq!(&v, &expected[k]);
     }
 }
+
+/// The `separate_at` line of the database's OPTIONS file (what its last open used).
+fn saved_separate_at(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("OPTIONS")).expect("OPTIONS");
+    text.lines()
+        .find_map(|l| l.strip_prefix("separate_at="))
+        .expect("separate_at saved")
+        .to_string()
+}
+
+#[test]
+fn values_are_written_once_by_default_and_a_saved_setting_wins() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    let big = |i: usize| vec![b'a' + (i % 26) as u8; 16 << 10];
+    let check = |server: &Server, upto: usize| {
+        let mut c = server.conn();
+        for i in 0..upto {
+            let v: Vec<u8> = c.get(format!("k{i}")).expect("get");
+            assert_eq!(v, big(i), "k{i}");
+        }
+    };
+    let mut written = 0;
+    let mut write_some = |server: &Server| {
+        let mut c = server.conn();
+        for i in written..written + 50 {
+            let () = c.set(format!("k{i}"), big(i)).expect("set");
+        }
+        written += 50;
+        written
+    };
+    // A new database takes the server's default.
+    let server = Server::start(&dir, &[]);
+    let n = write_some(&server);
+    assert_eq!(saved_separate_at(&dir), "write");
+    assert!(server.stop("TERM").0.success());
+    // The command line wins over it, and its choice is saved...
+    let server = restart(&dir, &["--option", "separate_at=flush"]);
+    check(&server, n);
+    let n = write_some(&server);
+    assert_eq!(saved_separate_at(&dir), "flush");
+    assert!(server.stop("TERM").0.success());
+    // ...and kept by a start that does not say.
+    let server = restart(&dir, &[]);
+    check(&server, n);
+    assert_eq!(saved_separate_at(&dir), "flush");
+    assert!(server.stop("TERM").0.success());
+}

@@ -238,6 +238,22 @@ macro_rules! options_table {
                 }
             }
 
+            /// Sets a default of the caller's own by name, from its text form: unlike
+            /// [`Options::set`] it does not count as set explicitly, so a value saved in the
+            /// database's OPTIONS file still wins at open, and so does a value set explicitly,
+            /// before or after. For a program that embeds the engine and ships other defaults
+            /// than the engine's (gleaner-server's `separate_at`). Fails as [`Options::set`]
+            /// does.
+            pub fn set_default(&mut self, name: &str, value: &str) -> Result<()> {
+                if self.overridden.contains(name) {
+                    // Checked all the same, so that a bad default is found wherever it is set.
+                    return self.clone().set(name, value);
+                }
+                self.set(name, value)?;
+                self.overridden.remove(name);
+                Ok(())
+            }
+
             /// Every option name accepted by [`Options::set`].
             pub const NAMES: &'static [&'static str] = &[$( stringify!($name), )*];
 
@@ -1154,6 +1170,44 @@ mod tests {
             "not a persisted option"
         );
         assert!(o.apply_saved("mystery", "1").is_err());
+    }
+
+    #[test]
+    fn a_default_of_the_callers_yields_to_the_saved_value_and_to_set() {
+        let mut o = Options::default();
+        o.set_default("separate_at", "write").expect("default");
+        assert_eq!(o.separate_at(), SeparateAt::Write);
+        assert!(!o.is_overridden("separate_at"));
+        o.apply_saved("separate_at", "flush").expect("apply");
+        assert_eq!(o.separate_at(), SeparateAt::Flush, "the saved value wins");
+
+        let mut o = Options::default();
+        o.set_default("separate_at", "write").expect("default");
+        o.apply_saved("memtable_size", "2048").expect("apply");
+        assert_eq!(
+            o.separate_at(),
+            SeparateAt::Write,
+            "nothing saved: the default"
+        );
+
+        let mut o = Options::default();
+        o.set("separate_at", "flush").expect("set");
+        o.set_default("separate_at", "write").expect("default");
+        assert!(o.is_overridden("separate_at"), "still explicit");
+        assert_eq!(o.separate_at(), SeparateAt::Flush, "an earlier set wins");
+        assert!(
+            o.set_default("separate_at", "never").is_err(),
+            "checked all the same"
+        );
+        let mut o = Options::default();
+        o.set_default("separate_at", "write").expect("default");
+        o.set("separate_at", "flush").expect("set");
+        o.apply_saved("separate_at", "write").expect("apply");
+        assert_eq!(o.separate_at(), SeparateAt::Flush, "set wins over both");
+        let e = o
+            .set_default("separate_at", "never")
+            .expect_err("bad value");
+        assert!(e.to_string().contains("separate_at"), "{e}");
     }
 
     #[test]
