@@ -785,10 +785,12 @@ mod tests {
                 .set_times(FileTimes::new().set_accessed(long_ago))
                 .unwrap();
         };
+        // Compared with what the file system kept, which may be coarser than what was set.
         let atime = || std::fs::metadata(&path).unwrap().accessed().unwrap();
         set_old_atime();
+        let before = atime();
         let _ = std::fs::read(&path).unwrap();
-        if atime() == long_ago {
+        if atime() == before {
             eprintln!(
                 "skipped: this file system does not update access times on reads (noatime), \
                  so there is nothing to leave alone"
@@ -796,11 +798,12 @@ mod tests {
             return;
         }
         set_old_atime();
+        let before = atime();
         let r = PosixFs::new()
             .open_readable(&path, ReadFileOptions { direct: false })
             .unwrap();
         assert_eq!(r.read_vec_at(0, 10_000).unwrap(), pattern(10_000, 3));
-        assert_eq!(atime(), long_ago, "the read updated the access time");
+        assert_eq!(atime(), before, "the read updated the access time");
     }
 
     #[test]
