@@ -240,6 +240,16 @@ fn saved_separate_at(dir: &Path) -> String {
         .to_string()
 }
 
+/// Bytes this server process has written to value segments (the values written once).
+fn segment_bytes(server: &Server) -> u64 {
+    let mut c = server.conn();
+    let stats: String = redis::cmd("GLEANER.STATS").query(&mut c).expect("stats");
+    let stats: serde_json::Value = serde_json::from_str(&stats).expect("stats json");
+    stats["io"]["segment"]["write_bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no segment bytes in {stats}"))
+}
+
 #[test]
 fn values_are_written_once_by_default_and_a_saved_setting_wins() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -265,12 +275,22 @@ fn values_are_written_once_by_default_and_a_saved_setting_wins() {
     let server = Server::start(&dir, &[]);
     let n = write_some(&server);
     assert_eq!(saved_separate_at(&dir), "write");
+    assert!(
+        segment_bytes(&server) >= 50 * (16 << 10),
+        "each value went to a value segment as it was written"
+    );
     assert!(server.stop("TERM").0.success());
     // The command line wins over it, and its choice is saved...
     let server = restart(&dir, &["--option", "separate_at=flush"]);
     check(&server, n);
+    let before = segment_bytes(&server);
     let n = write_some(&server);
     assert_eq!(saved_separate_at(&dir), "flush");
+    assert_eq!(
+        segment_bytes(&server),
+        before,
+        "values stay in the log until the flush"
+    );
     assert!(server.stop("TERM").0.success());
     // ...and kept by a start that does not say.
     let server = restart(&dir, &[]);
