@@ -169,6 +169,49 @@ fn reads_that_do_not_fill_the_cache_leave_it_alone_and_share_zero_turns_it_off()
     assert_eq!((stats.cache.value_hits, stats.cache.value_misses), (0, 0));
 }
 
+/// Reads spread evenly over far more values than the value cache holds stop filling it
+/// (docs/architecture.md, "The value cache while it thrashes"), every read still answers
+/// right, and a value read again and again still gets in and is answered from the cache.
+#[test]
+fn a_thrashing_value_cache_takes_few_values_but_still_the_hot_ones() {
+    let fs = FaultFs::new(4);
+    // 256 KiB of values: about 60 of the 4,000 written.
+    let db = Db::open(Path::new("/db"), options(&fs, 0.25)).expect("open");
+    let key = |i: u64| format!("key{i:05}");
+    let tag = |i: u64| (i % 251) as u8;
+    for i in 0..4000 {
+        db.put(key(i), value(tag(i))).expect("put");
+    }
+    db.flush().expect("flush");
+    let mut x = 1u64;
+    for _ in 0..14_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let i = (x >> 33) % 4000;
+        assert_eq!(db.get(key(i)).expect("get"), Some(value(tag(i))), "{i}");
+    }
+    let stats = db.stats();
+    let (misses, skipped) = (stats.cache.value_misses, stats.cache.value_skipped_inserts);
+    assert!(misses > 3 * 4096, "{misses}");
+    // The first window takes every value; from the second on, about one in eight.
+    assert!(
+        skipped > (misses - 4096) * 3 / 4 && skipped < misses - 4096,
+        "{skipped} of {misses} misses not inserted"
+    );
+    assert!(stats.cache.value_usage_bytes <= stats.cache.value_capacity_bytes);
+
+    let hits_before = stats.cache.value_hits;
+    for _ in 0..100 {
+        assert_eq!(db.get(key(7)).expect("get"), Some(value(tag(7))));
+    }
+    let hits = db.stats().cache.value_hits - hits_before;
+    assert!(
+        hits >= 50,
+        "{hits} of 100 reads of one key answered from the cache"
+    );
+}
+
 /// A read of a handle naming a collected table follows inheritance once; the value cache
 /// remembers where it found the record, and the next read whose value is not cached goes there
 /// directly. (When the place's table goes in turn the place is passed over: the unit tests of

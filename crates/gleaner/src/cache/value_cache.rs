@@ -21,9 +21,20 @@
 //! costs [`PLACE_ENTRY_BYTES`] against a value's kilobytes, and under a uniform workload over
 //! more values than the cache holds a value entry is evicted before its key is read again, and
 //! a place inserted beside it with it.
+//!
+//! A full cache that hardly answers is not worth filling: under uniform reads over ten times
+//! more values than it holds, inserting the value of every miss (and evicting another for it)
+//! was most of what the cache cost a read, for a hit rate of a few per cent. So the cache
+//! watches its hit rate over windows of [`THRASH_WINDOW`] misses, and while it is full
+//! (seven eighths of its value budget held) and answered fewer than one lookup in
+//! [`THRASH_HIT_RATE`] over the last window, it is *thrashing*: a read's miss then inserts its
+//! value only once in [`THRASH_ADMIT_ONE_IN`] misses. Under uniform reads that changes nothing
+//! but the cost (any subset of the values hits as often); a value read again and again still
+//! gets in after a few misses, and once hot values answer more reads the next window ends the
+//! thrashing. Values put in as they are written (`prepopulate_value_cache`) are always taken.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use quick_cache::Weighter;
@@ -101,6 +112,23 @@ pub const PLACE_SHARE: f64 = 0.125;
 /// place, and the map's slot.
 pub const PLACE_ENTRY_BYTES: u64 = 96;
 
+/// Misses between two checks of whether the cache is thrashing: 4,096.
+pub const THRASH_WINDOW: u64 = 4096;
+
+/// A full cache answering fewer than one lookup in this many over a window is thrashing: 16.
+pub const THRASH_HIT_RATE: u64 = 16;
+
+/// While the cache is thrashing, one read miss in this many inserts its value: 8.
+pub const THRASH_ADMIT_ONE_IN: u64 = 8;
+
+/// A 64-bit mixing function (splitmix64's finalizer): every input bit moves every output bit.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Values of separated records by the handle that names them, within a byte budget.
 pub struct ValueCache {
     cache: Cache<(u64, u64), Entry, EntryWeighter>,
@@ -108,9 +136,17 @@ pub struct ValueCache {
     /// its place.
     places: Cache<(u64, u64), (SeqNo, ValueHandle)>,
     capacity: u64,
+    /// The share of `capacity` that holds values.
+    value_capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Read misses whose value was not inserted because the cache was thrashing.
+    skipped_inserts: AtomicU64,
     place_hits: AtomicU64,
+    /// `hits` when the last window ended.
+    window_hits: AtomicU64,
+    /// Whether the last window found the cache full and hardly answering.
+    thrashing: AtomicBool,
 }
 
 impl std::fmt::Debug for ValueCache {
@@ -135,9 +171,13 @@ impl ValueCache {
             cache: Cache::with_weighter(items, value_bytes, EntryWeighter),
             places: Cache::new(places),
             capacity,
+            value_capacity: value_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            skipped_inserts: AtomicU64::new(0),
             place_hits: AtomicU64::new(0),
+            window_hits: AtomicU64::new(0),
+            thrashing: AtomicBool::new(false),
         }
     }
 
@@ -149,13 +189,51 @@ impl ValueCache {
             .cache
             .get(&(handle.file_number, handle.offset))
             .filter(|e| e.seq == seq && e.key.as_slice() == key);
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found.map(|e| e.value)
+        match found {
+            Some(e) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Some(e.value)
+            }
+            None => {
+                let misses = self.misses.fetch_add(1, Ordering::Relaxed) + 1;
+                if misses.is_multiple_of(THRASH_WINDOW) {
+                    self.end_window();
+                }
+                None
+            }
+        }
+    }
+
+    /// Ends a window of [`THRASH_WINDOW`] misses: the cache is thrashing from now on if it is
+    /// full and the window's hits were fewer than one lookup in [`THRASH_HIT_RATE`].
+    fn end_window(&self) {
+        let hits = self.hits.load(Ordering::Relaxed);
+        let window_hits = hits.saturating_sub(self.window_hits.swap(hits, Ordering::Relaxed));
+        let full = self.cache.weight() >= self.value_capacity - self.value_capacity / 8;
+        let rare = window_hits.saturating_mul(THRASH_HIT_RATE) < THRASH_WINDOW + window_hits;
+        self.thrashing.store(full && rare, Ordering::Relaxed);
+    }
+
+    /// Whether the cache is thrashing (the module's doc): full, and the last window of misses
+    /// found it answering fewer than one lookup in [`THRASH_HIT_RATE`].
+    pub fn thrashing(&self) -> bool {
+        self.thrashing.load(Ordering::Relaxed)
+    }
+
+    /// Caches the value a read found after [`get`](Self::get) missed, as
+    /// [`insert`](Self::insert) does, unless the cache is thrashing: then only one such value
+    /// in [`THRASH_ADMIT_ONE_IN`] is inserted. Which ones is decided by a hash of the handle
+    /// and the count of misses so far, so each miss of a value is as likely to insert it,
+    /// whatever its key and whatever order the reads come in (a decision by the count alone
+    /// would, under reads that cycle through a fixed set, skip the same keys every time).
+    /// Returns whether it was inserted.
+    pub fn insert_read(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: Bytes) -> bool {
+        if self.thrashing() && !self.admits_while_thrashing(handle) {
+            self.skipped_inserts.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        self.insert(handle, key, seq, value);
+        true
     }
 
     /// Caches `value` as the value of the record `(key, seq)` that `handle` names (a value
@@ -203,6 +281,18 @@ impl ValueCache {
     /// Lookups that missed.
     pub fn misses(&self) -> u64 {
         self.misses.load(Ordering::Relaxed)
+    }
+
+    /// Whether a read miss of `handle` is the one in [`THRASH_ADMIT_ONE_IN`] that inserts
+    /// while the cache thrashes.
+    fn admits_while_thrashing(&self, handle: &ValueHandle) -> bool {
+        let at = mix(handle.file_number.rotate_left(32) ^ handle.offset);
+        mix(self.misses.load(Ordering::Relaxed).wrapping_add(at)).is_multiple_of(THRASH_ADMIT_ONE_IN)
+    }
+
+    /// Values of read misses not inserted because the cache was thrashing.
+    pub fn skipped_inserts(&self) -> u64 {
+        self.skipped_inserts.load(Ordering::Relaxed)
     }
 
     /// Bytes held now (places counted at [`PLACE_ENTRY_BYTES`] each).
@@ -273,6 +363,91 @@ mod tests {
             .filter(|&i| c.get(&handle(1, i * 1000), &i.to_be_bytes(), i).is_some())
             .count();
         assert!(kept > 0 && kept < 100, "{kept}");
+    }
+
+    /// Reads one value per handle named, each missing and then inserting as a read does.
+    fn read_through(c: &ValueCache, handles: impl IntoIterator<Item = u64>) {
+        for i in handles {
+            let h = handle(1, i);
+            if c.get(&h, &i.to_be_bytes(), i).is_none() {
+                c.insert_read(&h, &i.to_be_bytes(), i, Bytes::from(vec![0u8; 1000]));
+            }
+        }
+    }
+
+    /// Until a window ends the cache takes every value; once a window found it full and
+    /// hardly answering, about one miss in eight inserts, and the rest are counted.
+    #[test]
+    fn a_full_cache_that_hardly_answers_takes_one_miss_in_eight() {
+        let c = ValueCache::new(1 << 20);
+        read_through(&c, 0..THRASH_WINDOW - 1);
+        assert!(!c.thrashing());
+        assert_eq!(c.skipped_inserts(), 0, "every value taken before the window ends");
+        read_through(&c, THRASH_WINDOW - 1..3 * THRASH_WINDOW);
+        assert!(c.thrashing());
+        assert_eq!(c.hits(), 0);
+        // Misses THRASH_WINDOW + 1 ..= 3 * THRASH_WINDOW came while thrashing: about an
+        // eighth of them inserted (a binomial's standard deviation here is 30).
+        let thrashing_misses = 2 * THRASH_WINDOW;
+        let inserted = thrashing_misses - c.skipped_inserts();
+        let expected = thrashing_misses / THRASH_ADMIT_ONE_IN;
+        assert!(
+            inserted.abs_diff(expected) < 150,
+            "{inserted} inserted of {thrashing_misses}, expected about {expected}"
+        );
+        assert!(c.usage_bytes() <= 1 << 20);
+    }
+
+    /// The same misses into a cache with room for all of them insert every value.
+    #[test]
+    fn a_cache_with_room_takes_every_value() {
+        let c = ValueCache::new(64 << 20);
+        read_through(&c, 0..3 * THRASH_WINDOW);
+        assert!(!c.thrashing());
+        assert_eq!(c.skipped_inserts(), 0);
+        let kept = (0..3 * THRASH_WINDOW)
+            .filter(|&i| c.get(&handle(1, i), &i.to_be_bytes(), i).is_some())
+            .count() as u64;
+        assert_eq!(kept, 3 * THRASH_WINDOW);
+    }
+
+    /// Values read again and again get in while the cache thrashes, their hits end the
+    /// thrashing at the next window, and from then on they are answered from the cache.
+    #[test]
+    fn values_read_again_and_again_get_in_and_end_the_thrashing() {
+        let c = ValueCache::new(1 << 20);
+        read_through(&c, 1_000_000..1_000_000 + 2 * THRASH_WINDOW);
+        assert!(c.thrashing());
+        let hot = 0..64u64;
+        let mut cold = 2_000_000u64..;
+        let mut last_round_hits = 0;
+        for round in 0..200 {
+            let hits_before = c.hits();
+            for i in hot.clone() {
+                read_through(&c, [i]);
+                read_through(&c, cold.by_ref().take(1));
+            }
+            if round == 199 {
+                last_round_hits = c.hits() - hits_before;
+            }
+        }
+        assert!(!c.thrashing(), "half the reads hit");
+        assert_eq!(last_round_hits, 64, "every hot value answered from the cache");
+    }
+
+    /// Values put in as they are written are taken while the cache thrashes.
+    #[test]
+    fn values_put_in_as_written_are_taken_while_thrashing() {
+        let c = ValueCache::new(1 << 20);
+        read_through(&c, 0..2 * THRASH_WINDOW);
+        assert!(c.thrashing());
+        let skipped = c.skipped_inserts();
+        for i in 0..16u64 {
+            let h = handle(2, i);
+            c.insert(&h, b"w", i, Bytes::from_static(b"written"));
+            assert_eq!(c.get(&h, b"w", i).as_deref(), Some(&b"written"[..]));
+        }
+        assert_eq!(c.skipped_inserts(), skipped);
     }
 
     #[test]

@@ -1178,6 +1178,7 @@ impl DbInner {
                 value_usage_bytes: self.value_cache.as_ref().map_or(0, |v| v.usage_bytes()),
                 value_hits: self.value_cache.as_ref().map_or(0, |v| v.hits()),
                 value_misses: self.value_cache.as_ref().map_or(0, |v| v.misses()),
+                value_skipped_inserts: self.value_cache.as_ref().map_or(0, |v| v.skipped_inserts()),
                 value_place_hits: self.value_cache.as_ref().map_or(0, |v| v.place_hits()),
             },
             recovery: RecoveryStats {

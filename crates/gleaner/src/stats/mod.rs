@@ -176,6 +176,11 @@ pub struct CacheStats {
     /// Point reads of separated values it did not.
     #[serde(default)]
     pub value_misses: u64,
+    /// Of those misses, the ones whose value was not put in the value cache because it was
+    /// thrashing: full, and answering fewer than one read in 16 (docs/architecture.md, "The
+    /// value cache while it thrashes"); then one miss in 8 puts its value in.
+    #[serde(default)]
+    pub value_skipped_inserts: u64,
     /// Of those misses, reads of a handle naming a table GC collected that went straight to a
     /// place the value cache remembered instead of following table inheritance.
     #[serde(default)]
