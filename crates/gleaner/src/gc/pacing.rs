@@ -15,8 +15,12 @@
 
 use std::time::Duration;
 
-/// How long without a write before GC may yield to reads.
-pub const WRITES_IDLE: Duration = Duration::from_secs(1);
+/// How long without a write before GC may yield to reads: 200 ms. Long enough that the gaps
+/// of a steady stream of writes do not count (a writer pausing this long writes little, and
+/// makes little garbage meanwhile); short, so that reads following a burst of writes get the
+/// machine soon (at a second, GC finishing the writes' garbage took a tenth of the server's
+/// CPU in the first second of gleaner-server's GETs: docs/benchmarks.md).
+pub const WRITES_IDLE: Duration = Duration::from_millis(200);
 
 /// How recent the last read must be for GC to yield to reads.
 pub const READS_RECENT: Duration = Duration::from_secs(1);
@@ -147,26 +151,29 @@ mod tests {
         assert!(Pacer::new(1).is_some());
     }
 
+    /// `WRITES_IDLE` in milliseconds.
+    const IDLE: u64 = WRITES_IDLE.as_millis() as u64;
+
     #[test]
-    fn yields_only_after_a_second_without_writes_while_reads_come() {
+    fn yields_only_after_writes_stopped_while_reads_come() {
         let mut p = Pacer::new(MIB).unwrap();
-        // Writes moved the counter: no yielding for a second.
+        // Writes moved the counter: no yielding for WRITES_IDLE.
         assert!(!p.yielding(&at(0, 10, 0)));
-        assert!(!p.yielding(&at(999, 10, 1)));
-        assert!(p.yielding(&at(1000, 10, 2)));
+        assert!(!p.yielding(&at(IDLE - 1, 10, 1)));
+        assert!(p.yielding(&at(IDLE, 10, 2)));
         // A write ends it at once.
-        assert!(!p.yielding(&at(1100, 11, 3)));
-        assert!(!p.yielding(&at(2099, 11, 4)));
-        assert!(p.yielding(&at(2100, 11, 5)));
+        assert!(!p.yielding(&at(IDLE + 100, 11, 3)));
+        assert!(!p.yielding(&at(2 * IDLE + 99, 11, 4)));
+        assert!(p.yielding(&at(2 * IDLE + 100, 11, 5)));
     }
 
     #[test]
     fn counters_start_at_zero_when_the_database_opens() {
         // A database that has seen no write since it opened yields as soon as reads come,
-        // once a second has gone by since the open.
+        // once WRITES_IDLE has gone by since the open.
         let mut p = Pacer::new(MIB).unwrap();
-        assert!(!p.yielding(&at(999, 0, 1)));
-        assert!(p.yielding(&at(1000, 0, 2)));
+        assert!(!p.yielding(&at(IDLE - 1, 0, 1)));
+        assert!(p.yielding(&at(IDLE, 0, 2)));
         // Writes between two samples are seen at the later one.
         let mut p = Pacer::new(MIB).unwrap();
         assert!(!p.yielding(&at(5000, 3, 1)));

@@ -495,8 +495,8 @@ options_table! {
     /// `inline_background_work` a job runs them one at a time and no pool is started. Default
     /// 8; 1 = one at a time on the job's thread; at most 64.
     (gc_io_depth, with_gc_io_depth, u32, DEFAULT_GC_IO_DEPTH, persisted: true);
-    /// GC pacing while reads dominate (docs/gc.md, "Pacing while reads dominate"): when no write has arrived for a
-    /// second while point reads or iterators keep coming, and the space throttle (if on) is
+    /// GC pacing while reads dominate (docs/gc.md, "Pacing while reads dominate"): when no write has arrived for
+    /// 200 ms while point reads or iterators keep coming, and the space throttle (if on) is
     /// not slowing writes, a background GC job examines at most this many bytes of victim
     /// records a second, leaving the device to the reads; it goes at full speed again at its
     /// next batch after a write arrives or the reads stop. `Db::run_gc` and inline work are

@@ -467,7 +467,7 @@ pub struct GcStats {
     pub lookup_micros: u64,
     /// Microseconds writing outputs.
     pub write_micros: u64,
-    /// Microseconds background GC jobs waited because reads dominated (no write for a second,
+    /// Microseconds background GC jobs waited because reads dominated (no write for 200 ms,
     /// reads coming, no space pressure): pacing by `gc_read_yield_rate`.
     #[serde(default)]
     pub paced_micros: u64,
