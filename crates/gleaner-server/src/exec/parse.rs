@@ -421,6 +421,17 @@ impl DataCmd {
         }
     }
 
+    /// How many keys [`DataCmd::keys`] lists, without listing the keys of the commonest
+    /// commands.
+    pub fn key_count(&self) -> usize {
+        match self {
+            DataCmd::Get(_) | DataCmd::Set { .. } => 1,
+            DataCmd::Del(ks) | DataCmd::Exists(ks) | DataCmd::Mget(ks) => ks.len(),
+            DataCmd::Mset { pairs, .. } => pairs.len(),
+            _ => self.keys().len(),
+        }
+    }
+
     /// A key the command touches in another database, with that database's index as given.
     pub fn other_db_key(&self) -> Option<(&Bytes, i64)> {
         match self {
@@ -618,5 +629,24 @@ mod tests {
                 spec.name
             );
         }
+    }
+
+    /// `key_count` agrees with `keys` for every data command, at its least arity and with
+    /// more arguments.
+    #[test]
+    fn key_count_counts_the_keys_listed() {
+        let mut checked = 0;
+        for spec in COMMANDS {
+            let least = spec.arity.unsigned_abs() as usize;
+            for extra in [0, 1, 2, 4] {
+                let mut args = vec![Bytes::from_static(spec.name.as_bytes())];
+                args.resize(least + extra, Bytes::from_static(b"1"));
+                if let Some(Ok(cmd)) = DataCmd::parse(spec.id, &args) {
+                    assert_eq!(cmd.key_count(), cmd.keys().len(), "{} {args:?}", spec.name);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 40, "{checked}");
     }
 }

@@ -68,7 +68,8 @@ pub struct Unit<'a> {
     /// clock): relative expiries count from it, and a pending version that expires at or
     /// before it reads as absent.
     pub now: u64,
-    batch: WriteBatch,
+    /// The unit's writes, once it has one (a unit of reads allocates no batch).
+    batch: Option<WriteBatch>,
     /// Writes of the unit so far, by stored key, seen by its later reads (`None`: deleted).
     pending: HashMap<Vec<u8>, Option<Entry>>,
     /// Bytes the replies may still take.
@@ -180,8 +181,8 @@ impl<'a> Unit<'a> {
         }
         let stored = self.stored(db, key).into_owned();
         match expiry {
-            Some(t) => self.batch.put_with_expiry(&stored, &value, t),
-            None => self.batch.put(&stored, &value),
+            Some(t) => self.batch_mut().put_with_expiry(&stored, &value, t),
+            None => self.batch_mut().put(&stored, &value),
         }
         self.pending.insert(stored, Some(Entry { value, expiry }));
         Ok(())
@@ -198,7 +199,7 @@ impl<'a> Unit<'a> {
             return;
         }
         let stored = self.stored(db, key).into_owned();
-        self.batch.delete(&stored);
+        self.batch_mut().delete(&stored);
         self.pending.insert(stored, None);
     }
 
@@ -226,9 +227,23 @@ impl<'a> Unit<'a> {
         Ok(Reply::Bulk(v))
     }
 
+    /// The unit's write batch, started on its first write.
+    fn batch_mut(&mut self) -> &mut WriteBatch {
+        self.batch.get_or_insert_with(WriteBatch::new)
+    }
+
     /// The database index `index` names, if it is one of the server's.
     pub fn database(&self, index: i64) -> Option<u8> {
         self.shared.keyspace.valid(index).then_some(index as u8)
+    }
+}
+
+/// Whether `cmds` name more than one key between them (a lone command's keys are counted
+/// without collecting them: a pipelined GET's unit would allocate for nothing).
+fn several_keys(cmds: &[DataCmd]) -> bool {
+    match cmds {
+        [one] => one.key_count() > 1,
+        _ => cmds.iter().map(DataCmd::key_count).sum::<usize>() > 1,
     }
 }
 
@@ -288,14 +303,13 @@ pub fn run_unit(
     });
     // Without a lock, reads of several keys could each see a different state; a snapshot
     // makes them see one. (Locked keys cannot change under the unit.)
-    let snapshot = (mode.is_none() && cmds.iter().map(|c| c.keys().len()).sum::<usize>() > 1)
-        .then(|| shared.db.snapshot());
+    let snapshot = (mode.is_none() && several_keys(cmds)).then(|| shared.db.snapshot());
     let mut unit = Unit {
         shared,
         db: session.db,
         snapshot: snapshot.as_ref(),
         now: shared.db.time_ms(),
-        batch: WriteBatch::new(),
+        batch: None,
         pending: HashMap::new(),
         reply_budget: shared.config.max_pending_bytes,
     };
@@ -305,19 +319,22 @@ pub fn run_unit(
     }
     let opts = shared.durability.write_options();
     let db_after = unit.db;
-    let wrote = !unit.batch.is_empty();
-    match watch {
-        Some(w) => {
+    let wrote = unit.batch.as_ref().is_some_and(|b| !b.is_empty());
+    match (watch, unit.batch) {
+        (Some(w), batch) => {
+            // Checked even when the unit wrote nothing: EXEC fails if a watched key changed.
             let keys: Vec<&[u8]> = w.keys.iter().map(Vec::as_slice).collect();
-            if !shared
-                .db
-                .write_if_unchanged(unit.batch, &opts, &w.snapshot, &keys)?
-            {
+            if !shared.db.write_if_unchanged(
+                batch.unwrap_or_default(),
+                &opts,
+                &w.snapshot,
+                &keys,
+            )? {
                 return Ok(None);
             }
         }
-        None if wrote => shared.db.write(unit.batch, &opts)?,
-        None => {}
+        (None, Some(batch)) if wrote => shared.db.write(batch, &opts)?,
+        (None, _) => {}
     }
     if wrote && let Some(ticket) = shared.durability.note_write() {
         session.unsynced_ticket = Some(ticket);

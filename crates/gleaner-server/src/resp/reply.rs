@@ -105,19 +105,35 @@ impl From<Vec<u8>> for Reply {
     }
 }
 
+/// Bytes a reply buffer starts with for small replies: 1 KiB, the headers of a hundred bulk
+/// replies.
+const REPLY_CHUNK: usize = 1024;
+
 /// Encoded replies waiting to be written: small ones share a buffer, large bulk strings are
 /// segments of their own.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReplyBuf {
     segments: Vec<Bytes>,
     current: BytesMut,
     len: usize,
 }
 
+impl Default for ReplyBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ReplyBuf {
-    /// An empty buffer.
+    /// An empty buffer, with room for the small replies of a batch of pipelined commands:
+    /// each bulk reply's header would otherwise take an allocation of its own (a large value
+    /// cuts the buffer, and the next header found it empty).
     pub fn new() -> Self {
-        Self::default()
+        ReplyBuf {
+            segments: Vec::new(),
+            current: BytesMut::with_capacity(REPLY_CHUNK),
+            len: 0,
+        }
     }
 
     /// Bytes encoded and not yet taken.
@@ -144,7 +160,7 @@ impl ReplyBuf {
                 self.raw_sanitized(s.as_bytes());
                 self.raw(b"\r\n");
             }
-            Reply::Int(i) => self.line(b':', &i.to_string()),
+            Reply::Int(i) => self.line(b':', i.is_negative(), i.unsigned_abs()),
             Reply::Bulk(b) => self.bulk(b),
             Reply::Null => match protocol {
                 Protocol::Resp2 => self.raw(b"$-1\r\n"),
@@ -155,15 +171,15 @@ impl ReplyBuf {
                 Protocol::Resp3 => self.raw(b"_\r\n"),
             },
             Reply::Array(items) => {
-                self.line(b'*', &items.len().to_string());
+                self.line_len(b'*', items.len());
                 for item in items {
                     self.push(item, protocol);
                 }
             }
             Reply::Map(pairs) => {
                 match protocol {
-                    Protocol::Resp2 => self.line(b'*', &(pairs.len() * 2).to_string()),
-                    Protocol::Resp3 => self.line(b'%', &pairs.len().to_string()),
+                    Protocol::Resp2 => self.line_len(b'*', pairs.len() * 2),
+                    Protocol::Resp3 => self.line_len(b'%', pairs.len()),
                 }
                 for (k, v) in pairs {
                     self.push(k, protocol);
@@ -173,7 +189,7 @@ impl ReplyBuf {
             Reply::Verbatim(text) => match protocol {
                 Protocol::Resp2 => self.bulk(&Bytes::copy_from_slice(text.as_bytes())),
                 Protocol::Resp3 => {
-                    self.line(b'=', &(text.len() + 4).to_string());
+                    self.line_len(b'=', text.len() + 4);
                     self.raw(b"txt:");
                     self.raw(text.as_bytes());
                     self.raw(b"\r\n");
@@ -190,7 +206,7 @@ impl ReplyBuf {
     }
 
     fn bulk(&mut self, b: &Bytes) {
-        self.line(b'$', &b.len().to_string());
+        self.line_len(b'$', b.len());
         if b.len() >= OWN_SEGMENT_LEN {
             self.cut();
             self.len += b.len();
@@ -201,10 +217,35 @@ impl ReplyBuf {
         self.raw(b"\r\n");
     }
 
-    fn line(&mut self, kind: u8, text: &str) {
+    /// A line of `kind` and a length.
+    fn line_len(&mut self, kind: u8, len: usize) {
+        self.line(kind, false, len as u64);
+    }
+
+    /// A line of `kind` and a number (`-magnitude` when `negative`), written without a heap
+    /// copy: every reply of a pipelined GET has one.
+    fn line(&mut self, kind: u8, negative: bool, magnitude: u64) {
+        let mut digits = [0u8; 22];
+        let mut at = digits.len();
+        for end in [b'\n', b'\r'] {
+            at -= 1;
+            digits[at] = end;
+        }
+        let mut m = magnitude;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (m % 10) as u8;
+            m /= 10;
+            if m == 0 {
+                break;
+            }
+        }
+        if negative {
+            at -= 1;
+            digits[at] = b'-';
+        }
         self.raw(&[kind]);
-        self.raw(text.as_bytes());
-        self.raw(b"\r\n");
+        self.raw(&digits[at..]);
     }
 
     fn raw(&mut self, bytes: &[u8]) {
@@ -269,6 +310,15 @@ mod tests {
             b"-ERR bad  thing\r\n"
         );
         assert_eq!(encode(&Reply::Int(-7), Protocol::Resp2), b":-7\r\n");
+        assert_eq!(encode(&Reply::Int(0), Protocol::Resp2), b":0\r\n");
+        assert_eq!(
+            encode(&Reply::Int(i64::MIN), Protocol::Resp2),
+            b":-9223372036854775808\r\n"
+        );
+        assert_eq!(
+            encode(&Reply::Int(i64::MAX), Protocol::Resp3),
+            b":9223372036854775807\r\n"
+        );
     }
 
     #[test]
