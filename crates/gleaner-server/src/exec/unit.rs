@@ -238,15 +238,6 @@ impl<'a> Unit<'a> {
     }
 }
 
-/// Whether `cmds` name more than one key between them (a lone command's keys are counted
-/// without collecting them: a pipelined GET's unit would allocate for nothing).
-fn several_keys(cmds: &[DataCmd]) -> bool {
-    match cmds {
-        [one] => one.key_count() > 1,
-        _ => cmds.iter().map(DataCmd::key_count).sum::<usize>() > 1,
-    }
-}
-
 /// The stored keys `cmds` touch when run from database `db`, following the `SELECT`s among
 /// them (keys over the limit, which no command can store, are left out).
 fn locked_keys(shared: &Shared, mut db: u8, cmds: &[DataCmd]) -> Vec<Vec<u8>> {
@@ -303,7 +294,8 @@ pub fn run_unit(
     });
     // Without a lock, reads of several keys could each see a different state; a snapshot
     // makes them see one. (Locked keys cannot change under the unit.)
-    let snapshot = (mode.is_none() && several_keys(cmds)).then(|| shared.db.snapshot());
+    let snapshot = (mode.is_none() && cmds.iter().map(DataCmd::key_count).sum::<usize>() > 1)
+        .then(|| shared.db.snapshot());
     let mut unit = Unit {
         shared,
         db: session.db,

@@ -226,14 +226,12 @@ impl ValueCache {
     /// and the count of misses so far, so each miss of a value is as likely to insert it,
     /// whatever its key and whatever order the reads come in (a decision by the count alone
     /// would, under reads that cycle through a fixed set, skip the same keys every time).
-    /// Returns whether it was inserted.
-    pub fn insert_read(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: Bytes) -> bool {
+    pub fn insert_read(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: Bytes) {
         if self.thrashing() && !self.admits_while_thrashing(handle) {
             self.skipped_inserts.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return;
         }
         self.insert(handle, key, seq, value);
-        true
     }
 
     /// Caches `value` as the value of the record `(key, seq)` that `handle` names (a value
