@@ -226,12 +226,13 @@ impl ValueCache {
     /// and the count of misses so far, so each miss of a value is as likely to insert it,
     /// whatever its key and whatever order the reads come in (a decision by the count alone
     /// would, under reads that cycle through a fixed set, skip the same keys every time).
-    pub fn insert_read(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: Bytes) {
+    /// `value` is shared (a reference count) only when it is inserted.
+    pub fn insert_read(&self, handle: &ValueHandle, key: &[u8], seq: SeqNo, value: &Bytes) {
         if self.thrashing() && !self.admits_while_thrashing(handle) {
             self.skipped_inserts.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        self.insert(handle, key, seq, value);
+        self.insert(handle, key, seq, value.clone());
     }
 
     /// Caches `value` as the value of the record `(key, seq)` that `handle` names (a value
@@ -368,7 +369,7 @@ mod tests {
         for i in handles {
             let h = handle(1, i);
             if c.get(&h, &i.to_be_bytes(), i).is_none() {
-                c.insert_read(&h, &i.to_be_bytes(), i, Bytes::from(vec![0u8; 1000]));
+                c.insert_read(&h, &i.to_be_bytes(), i, &Bytes::from(vec![0u8; 1000]));
             }
         }
     }

@@ -170,7 +170,7 @@ impl DbInner {
         )?;
         drop(sv);
         if let Some(c) = cache.filter(|_| opts.fill_cache) {
-            c.insert_read(&handle, key, record_seq, value.clone());
+            c.insert_read(&handle, key, record_seq, &value);
             if let Some(to) = moved.filter(|to| Some(*to) != place) {
                 c.insert_place(&handle, record_seq, to);
             }

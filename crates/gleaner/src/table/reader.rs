@@ -386,8 +386,9 @@ impl Table {
     }
 
     /// The block iterator positioned at the answer of a point lookup (see [`Table::get`]), or
-    /// `None`.
-    fn find(&self, lookup_ikey: &[u8], ctx: ReadCtx) -> Result<Option<BlockIter>> {
+    /// `None`: the entry read in place, for a caller that would otherwise copy it only to parse
+    /// it.
+    pub(crate) fn find(&self, lookup_ikey: &[u8], ctx: ReadCtx) -> Result<Option<BlockIter>> {
         if lookup_ikey.len() < TRAILER_LEN {
             return Err(Error::invalid(format!(
                 "lookup key of {} bytes has no trailer",

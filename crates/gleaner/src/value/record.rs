@@ -8,7 +8,7 @@
 //! The CRC covers every byte after it. Varints are minimal, so a record's length is a function of
 //! its key and value lengths ([`encoded_record_len`]). Records are never compressed.
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
 use crate::checksum;
 use crate::coding::{Decoder, decode_fixed32, put_fixed64, put_varint32, put_varint64};
@@ -161,11 +161,12 @@ impl OwnedRecord {
             (key_start..value_start, r.seq, value_start)
         };
         let key = buf[key_range].to_vec();
-        Ok(OwnedRecord {
-            key,
-            seq,
-            value: Bytes::from(buf).slice(value_start..),
-        })
+        // Advanced, not sliced: a slice is a clone, which would allocate the shared buffer's
+        // reference count on every read; a buffer filled to its capacity becomes `Bytes`
+        // without one.
+        let mut value = Bytes::from(buf);
+        value.advance(value_start);
+        Ok(OwnedRecord { key, seq, value })
     }
 }
 

@@ -673,28 +673,30 @@ impl Version {
         ctx: ReadCtx,
     ) -> Result<Option<(key::SeqNo, (key::SeqNo, Lookup))>> {
         let table = tables.get(f.number, f.file_size, ctx.class)?;
-        let Some((ikey, value)) = table.get(lookup_key, ctx)? else {
+        // Parsed where it lies in the block: a handle is decoded from it, and only an inline
+        // value is copied out.
+        let Some(it) = table.find(lookup_key, ctx)? else {
             return Ok(None);
         };
+        let (ikey, value) = (it.key(), it.value());
         // The table's own name: formatting one would cost as much as the rest of a lookup.
         let name = || table.file_name();
-        let parsed = ParsedKey::parse(&ikey)
+        let parsed = ParsedKey::parse(ikey)
             .ok_or_else(|| Error::corruption(name(), 0, "malformed internal key"))?;
         let found = match parsed.kind {
-            ValueKind::Value => Lookup::value(value),
+            ValueKind::Value => Lookup::value(Bytes::copy_from_slice(value)),
             ValueKind::ValueWithExpiry => {
-                let (expiry, v) = crate::expiry::split_inline(&value).ok_or_else(|| {
+                let (expiry, v) = crate::expiry::split_inline(value).ok_or_else(|| {
                     Error::corruption(name(), 0, crate::expiry::BAD_INLINE_EXPIRY)
                 })?;
-                let start = value.len() - v.len();
                 Lookup::Value {
-                    value: Bytes::from(value).slice(start..),
+                    value: Bytes::copy_from_slice(v),
                     expiry: Some(expiry),
                 }
             }
             ValueKind::Deletion => Lookup::Deleted,
             ValueKind::ValueHandle => {
-                let stored = StoredHandle::decode(&value, name(), 0)?;
+                let stored = StoredHandle::decode(value, name(), 0)?;
                 Lookup::Handle {
                     handle: stored.location,
                     seq: parsed.seq,
