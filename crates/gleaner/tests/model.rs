@@ -740,8 +740,20 @@ fn run_model(name: &str, opts: Options, seed: u64, ops: usize) {
                         &fresh
                     }
                 };
-                let watched: Vec<Vec<u8>> =
+                let mut watched: Vec<Vec<u8>> =
                     (0..rng.random_range(1..4)).map(|_| key(&mut rng)).collect();
+                // Random keys over a large key space rarely hit one written since the
+                // snapshot, and a run could then never see a refusal (a seed did: 97 applied,
+                // none refused); so a quarter of the checks also watch a key known changed.
+                let known: Vec<&Vec<u8>> = held
+                    .changed
+                    .iter()
+                    .filter(|(_, c)| **c == Change::Yes)
+                    .map(|(k, _)| k)
+                    .collect();
+                if !known.is_empty() && rng.random_bool(0.25) {
+                    watched.push(known[rng.random_range(0..known.len())].clone());
+                }
                 let verdicts: Vec<Option<Change>> =
                     watched.iter().map(|k| held.verdict(k, now)).collect();
                 let items = if rng.random_bool(0.1) { 0..1 } else { 1..6 };
