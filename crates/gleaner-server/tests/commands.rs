@@ -347,6 +347,47 @@ fn scan_walks_every_key_once_with_numeric_cursors() {
     assert!(page.last() < again.1.first());
 }
 
+/// A server with a row cache (`--option row_cache_size`) answers repeated GETs from it, never
+/// with a value overwritten, deleted, flushed or expired since, and INFO reports it.
+#[test]
+fn a_row_cache_serves_gets_and_never_a_stale_value() {
+    let (_dir, server) = start(&["--option", "row_cache_size=1MiB"]);
+    let mut c = server.conn();
+    let big = |tag: u8| vec![tag; 8192];
+    let get = |c: &mut redis::Connection, k: &str| -> Option<Vec<u8>> { c.get(k).expect("get") };
+    let () = c.set("a", big(1)).expect("set");
+    let () = c.set("b", big(2)).expect("set");
+    for _ in 0..2 {
+        assert_eq!(get(&mut c, "a"), Some(big(1)));
+        assert_eq!(get(&mut c, "b"), Some(big(2)));
+    }
+    let () = c.set("a", big(3)).expect("set");
+    let _: i64 = c.del("b").expect("del");
+    assert_eq!(get(&mut c, "a"), Some(big(3)));
+    assert_eq!(get(&mut c, "b"), None);
+    let _: i64 = c.append("a", b"tail").expect("append");
+    let mut appended = big(3);
+    appended.extend_from_slice(b"tail");
+    assert_eq!(get(&mut c, "a"), Some(appended.clone()));
+    assert_eq!(get(&mut c, "a"), Some(appended));
+    let _: bool = c.pexpire("a", 50).expect("pexpire");
+    thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(get(&mut c, "a"), None, "expired");
+    let () = c.set("c", big(4)).expect("set");
+    assert_eq!(get(&mut c, "c"), Some(big(4)));
+    let () = redis::cmd("FLUSHDB").query(&mut c).expect("flushdb");
+    assert_eq!(get(&mut c, "c"), None, "flushed");
+    let memory: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(&mut c)
+        .expect("info");
+    assert!(
+        memory.contains("row_cache_capacity_bytes:1048576\r\n"),
+        "{memory}"
+    );
+    assert!(memory.contains("row_cache_usage_bytes:"), "{memory}");
+}
+
 #[test]
 fn info_dbsize_command_and_admin_commands() {
     let (_dir, server) = start(&[]);

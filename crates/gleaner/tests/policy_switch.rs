@@ -289,7 +289,8 @@ fn matrix_rounds() -> u32 {
 /// open must know), and the built-in policies then choose themselves. The compaction style
 /// rotates with the seed: each policy's opens run leveled or tiered by the seed's bit for it, so
 /// a switch also changes the style for about half the pairs of a seed; `separate_at`,
-/// `prepopulate_value_cache` and `stale_handle_share` rotate the same way.
+/// `prepopulate_value_cache`, `stale_handle_share`, `row_cache_size` and
+/// `prepopulate_row_cache` rotate the same way.
 fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     let index = MATRIX_POLICIES
         .iter()
@@ -323,6 +324,10 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     } else {
         0.0
     };
+    // A row cache (reads fill it; or, by a sixth bit, writes too) by a fifth bit: the switch
+    // reopens with it empty, on or off, and the reads after it must be exact either way.
+    let rows = (seed.rotate_left(index as u32 * 19 + 9) >> index) & 1 == 1;
+    let warm_rows = rows && (seed.rotate_left(index as u32 * 23 + 11) >> index) & 1 == 1;
     let registered = base(fs).with_custom_policy(Arc::new(common::custom::inheritance()));
     let o = match policy {
         GcPolicyKind::Custom => registered,
@@ -333,6 +338,8 @@ fn matrix_options(fs: &FaultFs, policy: GcPolicyKind, seed: u64) -> Options {
     .with_separate_at(separate_at)
     .with_prepopulate_value_cache(warm)
     .with_stale_handle_share(stale_share)
+    .with_row_cache_size(if rows { common::ROW_CACHE_BYTES } else { 0 })
+    .with_prepopulate_row_cache(warm_rows)
     .with_dpkv_tick_accesses(200)
     .with_dpkv_hot_density(1.0)
     .with_memtable_size(16 << 10)

@@ -775,8 +775,9 @@ fn stress(variant: &str, tune: &dyn Fn(Options) -> Options, seed: u64, secs: u64
     drop(alive);
 }
 
-#[test]
-fn stress_gc_variants() {
+/// Seconds per run (`GLEANER_STRESS_SECS`, default 3) and the seed (`GLEANER_STRESS_SEED`, or
+/// the clock's nanoseconds).
+fn secs_and_seed() -> (u64, u64) {
     let secs = env_u64("GLEANER_STRESS_SECS").unwrap_or(3);
     let seed = env_u64("GLEANER_STRESS_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -784,6 +785,12 @@ fn stress_gc_variants() {
             .expect("clock")
             .as_nanos() as u64
     });
+    (secs, seed)
+}
+
+#[test]
+fn stress_gc_variants() {
+    let (secs, seed) = secs_and_seed();
     let all = std::env::var("GLEANER_STRESS_ALL").is_ok_and(|v| v != "0" && !v.is_empty());
     // A comma-separated list of variant names runs just those (to repeat one variant's run).
     let only: Option<Vec<String>> = std::env::var("GLEANER_STRESS_VARIANTS")
@@ -814,5 +821,33 @@ fn stress_gc_variants() {
             let tuned = |o| style_tune(tune(o));
             stress(&format!("{name}@{style}"), &tuned, seed, secs);
         }
+    }
+}
+
+/// The row cache under the same races, in every run whatever the seed deals out: readers fill
+/// it while writers overwrite and delete their keys, so a fill that raced a write must never
+/// leave the older answer behind (it would show a version below the window of a later read),
+/// nor a write's own put (`prepopulate_row_cache`) lose to a fill of the version before it. The
+/// cache holds less than half of the keys' values, so it evicts too.
+#[test]
+fn stress_row_cache() {
+    let (secs, seed) = secs_and_seed();
+    eprintln!("stress_row_cache: seed {seed} (replay with GLEANER_STRESS_SEED={seed})");
+    let (_, scavenger) = common::gc_variants()
+        .into_iter()
+        .find(|(name, _)| name == "scavenger")
+        .expect("the scavenger variant");
+    for warm in [false, true] {
+        let tuned = |o: Options| {
+            scavenger(o)
+                .with_row_cache_size(common::ROW_CACHE_BYTES)
+                .with_prepopulate_row_cache(warm)
+        };
+        let name = if warm {
+            "scavenger+warmrows"
+        } else {
+            "scavenger+rows"
+        };
+        stress(name, &tuned, seed, secs);
     }
 }

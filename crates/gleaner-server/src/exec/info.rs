@@ -184,6 +184,14 @@ fn section_fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static
                     "block_cache_capacity_bytes",
                     db.cache.capacity_bytes.to_string(),
                 ),
+                (
+                    "row_cache_usage_bytes",
+                    db.cache.row_usage_bytes.to_string(),
+                ),
+                (
+                    "row_cache_capacity_bytes",
+                    db.cache.row_capacity_bytes.to_string(),
+                ),
                 ("maxmemory", "0".into()),
                 ("mem_allocator", c.allocator.into()),
             ]

@@ -43,7 +43,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
-use crate::cache::{BlockCache, CachePriority, TableCache, ValueCache, ValueTableCache};
+use crate::cache::{BlockCache, CachePriority, RowCache, TableCache, ValueCache, ValueTableCache};
 use crate::compaction::router::class_name;
 use crate::compaction::{LateDrop, PickerConfig, RunningCompaction};
 use crate::error::{Error, Result};
@@ -185,6 +185,8 @@ struct DbInner {
     block_cache: Option<Arc<BlockCache>>,
     /// Separated values of point reads (option `value_cache_share`).
     value_cache: Option<Arc<ValueCache>>,
+    /// The newest values of recently read keys (option `row_cache_size`).
+    row_cache: Option<RowCache>,
     tables: Arc<TableCache>,
     values: Arc<ValueTableCache>,
     /// Reader threads for scans' value prefetching, started by the first scan that prefetches.
@@ -1180,6 +1182,11 @@ impl DbInner {
                 value_misses: self.value_cache.as_ref().map_or(0, |v| v.misses()),
                 value_skipped_inserts: self.value_cache.as_ref().map_or(0, |v| v.skipped_inserts()),
                 value_place_hits: self.value_cache.as_ref().map_or(0, |v| v.place_hits()),
+                row_capacity_bytes: self.row_cache.as_ref().map_or(0, |r| r.capacity_bytes()),
+                row_usage_bytes: self.row_cache.as_ref().map_or(0, |r| r.usage_bytes()),
+                row_hits: self.row_cache.as_ref().map_or(0, |r| r.hits()),
+                row_misses: self.row_cache.as_ref().map_or(0, |r| r.misses()),
+                row_raced_fills: self.row_cache.as_ref().map_or(0, |r| r.raced_fills()),
             },
             recovery: RecoveryStats {
                 wal_records: g(&c.recovered_records),

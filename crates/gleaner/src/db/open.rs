@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use super::background::table_options;
 use super::segments::FoundSegments;
 use super::{Counters, DbInner, DbState, ObsoleteTables, SnapshotList, SuperVersion, Wal};
-use crate::cache::{BlockCache, TableCache, ValueCache, ValueTableCache};
+use crate::cache::{BlockCache, RowCache, TableCache, ValueCache, ValueTableCache};
 use crate::compaction::{DropCounter, GarbageListener, PickerConfig, TeeListener, flush_split};
 use crate::error::{Error, Result};
 use crate::filename::{
@@ -728,6 +728,7 @@ fn assemble(
                 .clone()
                 .filter(|_| opts.prepopulate_value_cache()),
         });
+    let row_cache = (opts.row_cache_size() > 0).then(|| RowCache::new(opts.row_cache_size()));
     Ok(Arc::new(DbInner {
         segment_sink,
         dir,
@@ -736,6 +737,7 @@ fn assemble(
         io,
         block_cache,
         value_cache,
+        row_cache,
         tables,
         values,
         read_pool: std::sync::OnceLock::new(),

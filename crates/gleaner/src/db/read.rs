@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::{Counters, DbInner, ReadOptions, SuperVersion};
+use crate::cache::row_cache::{Row, Ticket};
 use crate::error::{Error, Result};
 use crate::io::IoClass;
 use crate::key::SeqNo;
@@ -14,6 +15,20 @@ use crate::lookup::Lookup;
 use crate::options::MAX_KEY_SIZE;
 use crate::table::ReadCtx;
 use crate::value::ValueHandle;
+
+/// How a point read goes on once begun.
+enum PointRead {
+    /// The row cache answered.
+    Cached(Row),
+    /// The read looks the key up in `sv` at `seq`, reading key tables as `ctx` says; with a
+    /// ticket, it fills the row cache with what it finds.
+    Tables {
+        sv: Arc<SuperVersion>,
+        seq: SeqNo,
+        ctx: ReadCtx,
+        ticket: Option<Ticket>,
+    },
+}
 
 /// A key's value and when it expires, as [`Db::get_entry`](crate::Db::get_entry) reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,12 +70,10 @@ impl DbInner {
     }
 
     /// Starts a point read of `key` with `opts`: checks the key, counts the read (and tells
-    /// the hotness detector of it), and returns the state it reads and how it reads key tables.
-    fn begin_point_read(
-        &self,
-        key: &[u8],
-        opts: &ReadOptions<'_>,
-    ) -> Result<(Arc<SuperVersion>, SeqNo, ReadCtx)> {
+    /// the hotness detector of it), and returns the row cache's answer when it has one, else
+    /// the state the read reads, how it reads key tables, and the ticket a fill of the row
+    /// cache needs (taken before the state is loaded: cache/row_cache.rs).
+    fn begin_point_read(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<PointRead> {
         if key.len() > MAX_KEY_SIZE {
             return Err(Error::invalid(format!(
                 "key of {} bytes exceeds the key size limit of {MAX_KEY_SIZE} bytes",
@@ -71,6 +84,13 @@ impl DbInner {
         if let Some(d) = &self.detector {
             d.record(key);
         }
+        // Only a read of the present may use the row cache: its entries are the newest
+        // versions.
+        let rows = self.row_cache.as_ref().filter(|_| opts.snapshot.is_none());
+        if let Some(row) = rows.and_then(|r| r.get(key)) {
+            return Ok(PointRead::Cached(row));
+        }
+        let ticket = rows.filter(|_| opts.fill_cache).map(|r| r.ticket(key));
         let (sv, seq) = self.read_state(opts);
         if sv.version.is_partitioned() {
             let hot = sv.version.partition_of(key) == crate::version::routing::HOT;
@@ -83,7 +103,19 @@ impl DbInner {
             readahead: 0,
             readahead_ramp: false,
         };
-        Ok((sv, seq, ctx))
+        Ok(PointRead::Tables {
+            sv,
+            seq,
+            ctx,
+            ticket,
+        })
+    }
+
+    /// Drops the row cache's entry for `key`, which a read found expired.
+    fn forget_row(&self, key: &[u8]) {
+        if let Some(rows) = &self.row_cache {
+            rows.forget(key);
+        }
     }
 
     /// True (and counted) when a version with `expiry` has expired for a read with `opts`. The
@@ -104,7 +136,24 @@ impl DbInner {
     /// The value of `key` a read with `opts` sees, with its expiry: the newest version at the
     /// read's sequence number, unless it is a deletion or has expired at the read's time.
     pub(super) fn get_entry(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Entry>> {
-        let (sv, seq, ctx) = self.begin_point_read(key, opts)?;
+        let (sv, seq, ctx, ticket) = match self.begin_point_read(key, opts)? {
+            PointRead::Cached(row) => {
+                if self.expired_for(row.expiry_ms, opts) {
+                    self.forget_row(key);
+                    return Ok(None);
+                }
+                return Ok(Some(Entry {
+                    value: row.value,
+                    expiry_ms: row.expiry_ms,
+                }));
+            }
+            PointRead::Tables {
+                sv,
+                seq,
+                ctx,
+                ticket,
+            } => (sv, seq, ctx, ticket),
+        };
         let found = sv.get(&self.tables, key, seq, ctx)?;
         let expiry_ms = found.as_ref().and_then(Lookup::expiry);
         if self.expired_for(expiry_ms, opts) {
@@ -117,17 +166,36 @@ impl DbInner {
             }) => self.read_separated(sv, key, handle, record_seq, opts)?,
             Some(Lookup::Deleted) | None => return Ok(None),
         };
+        if let (Some(rows), Some(ticket)) = (&self.row_cache, ticket) {
+            // A copy of the value alone: what it was read as is a view of a larger buffer (its
+            // block, memtable entry or record, rounded up by the allocator), which kept would
+            // hold more memory than the cache counts.
+            let row = Row {
+                value: Bytes::copy_from_slice(&value),
+                expiry_ms,
+            };
+            rows.fill(key, ticket, row);
+        }
         Ok(Some(Entry { value, expiry_ms }))
     }
 
     /// Whether `key` is present for a read with `opts`, and when it expires, from its index
-    /// entry alone: a separated value is not read.
+    /// entry alone (or the row cache's entry): a separated value is not read.
     pub(super) fn get_expiry(
         &self,
         key: &[u8],
         opts: &ReadOptions<'_>,
     ) -> Result<Option<Option<u64>>> {
-        let (sv, seq, ctx) = self.begin_point_read(key, opts)?;
+        let (sv, seq, ctx) = match self.begin_point_read(key, opts)? {
+            PointRead::Cached(row) => {
+                if self.expired_for(row.expiry_ms, opts) {
+                    self.forget_row(key);
+                    return Ok(None);
+                }
+                return Ok(Some(row.expiry_ms));
+            }
+            PointRead::Tables { sv, seq, ctx, .. } => (sv, seq, ctx),
+        };
         let Some(found) = sv.get_key(&self.tables, key, seq, ctx)? else {
             return Ok(None);
         };

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{Counters, DbInner, DbState, Wal};
 use crate::batch::{BATCH_HEADER_LEN, BatchOp, RangeTombstoneLoad, WriteBatch};
+use crate::cache::row_cache::{Row, Ticket};
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::io::{CountedWriter, IoClass, WriteFileOptions};
@@ -41,6 +43,10 @@ pub(super) struct Writer {
     /// memtable switch) and is skipped instead.
     may_wait: bool,
     done: Mutex<Option<Result<()>>>,
+    /// With `prepopulate_row_cache`, the tickets of the batch's puts in order, which the
+    /// leader took as it removed their keys' entries; the writer puts the values in itself,
+    /// outside the write queue ([`DbInner::put_rows`]).
+    row_tickets: Mutex<Vec<Ticket>>,
 }
 
 /// What a conditional write checks before it is applied.
@@ -322,6 +328,7 @@ impl DbInner {
             condition,
             may_wait,
             done: Mutex::new(None),
+            row_tickets: Mutex::new(Vec::new()),
         });
         let mut queue = self.writers.lock();
         // A write that may not wait leads at once or not at all.
@@ -332,6 +339,7 @@ impl DbInner {
         loop {
             if let Some(r) = me.done.lock().take() {
                 // Conditional writers lead their own group, so a follower's batch was applied.
+                self.put_rows(&me);
                 return r.map(|()| Applied::Yes);
             }
             if Arc::ptr_eq(&queue[0], &me) {
@@ -352,7 +360,32 @@ impl DbInner {
         }
         drop(queue);
         self.writers_cv.notify_all();
+        self.put_rows(&me);
         result
+    }
+
+    /// With `prepopulate_row_cache`, puts the values of `w`'s batch into the row cache once
+    /// the batch is applied, before the write returns, and outside the write queue (the
+    /// copies and inserts run on the writers' threads, beside the next group's commit). Each
+    /// put holds the ticket its leader took as it removed the key's entry: a later write of a
+    /// key of the same slot moved the slot on, and the put then skips or undoes itself, so
+    /// an older value never replaces a newer one (cache/row_cache.rs).
+    fn put_rows(&self, w: &Writer) {
+        let (Some(rows), Some(batch)) = (&self.row_cache, &w.batch) else {
+            return;
+        };
+        let tickets = std::mem::take(&mut *w.row_tickets.lock());
+        if tickets.is_empty() {
+            return;
+        }
+        let puts = batch.iter().flatten().filter_map(|op| match op {
+            BatchOp::Put { key, value, expiry } => Some((key, value, expiry)),
+            _ => None,
+        });
+        for ((key, value, expiry_ms), ticket) in puts.zip(tickets) {
+            let value = Bytes::copy_from_slice(value);
+            rows.fill(key, ticket, Row { value, expiry_ms });
+        }
     }
 
     /// The leader's group: the writers at the front of the queue, up to a byte budget. A switch
@@ -486,18 +519,20 @@ impl DbInner {
         // The user bytes of the puts whose values became handles (counted below as the
         // engine's own writes).
         let mut user_bytes = separated.as_ref().map_or(0, |(_, bytes)| *bytes);
-        let batches = match &separated {
+        // What the log and the memtable get; `batches` keeps the user's values for the row
+        // cache.
+        let written = match &separated {
             Some((b, _)) => vec![b],
-            None => batches,
+            None => batches.clone(),
         };
         let mut header = [0u8; BATCH_HEADER_LEN];
         header[..8].copy_from_slice(&first_seq.to_le_bytes());
         header[8..].copy_from_slice(&(count as u32).to_le_bytes());
         let sync_point = wal.writer.synced_size().to_le_bytes();
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(batches.len() + 2);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(written.len() + 2);
         parts.push(&sync_point);
         parts.push(&header);
-        parts.extend(batches.iter().map(|b| &b.encoded()[BATCH_HEADER_LEN..]));
+        parts.extend(written.iter().map(|b| &b.encoded()[BATCH_HEADER_LEN..]));
         let logged = wal.writer.add_record_parts(&parts).and_then(|_| {
             if sync {
                 self.sync_before_active_log(wal)
@@ -513,7 +548,7 @@ impl DbInner {
             return Err(e);
         }
         let mut seq = first_seq;
-        for b in &batches {
+        for b in &written {
             for op in b.iter().flatten() {
                 mem.apply(seq, &op);
                 user_bytes += match op {
@@ -529,7 +564,31 @@ impl DbInner {
         }
         debug_assert_eq!(seq, first_seq + count);
         self.visible_seq.store(seq - 1, Ordering::Release);
-        Counters::add(&self.counters.batches, batches.len() as u64);
+        if let Some(rows) = &self.row_cache {
+            // After the write became visible: a read that fills from here on sees it, and no
+            // write of the group is acknowledged before its keys' entries are gone
+            // (cache/row_cache.rs). With `prepopulate_row_cache`, each writer then puts its
+            // values in with the tickets taken here ([`DbInner::put_rows`]); a carried batch
+            // (a handle update) has no values.
+            let fill = self.opts.prepopulate_row_cache() && carried.is_none();
+            let writers = group.iter().filter(|w| w.batch.is_some());
+            for (b, w) in batches.iter().zip(writers) {
+                let mut tickets = Vec::new();
+                for op in b.iter().flatten() {
+                    match op {
+                        BatchOp::DeleteRange { .. } => rows.invalidate_all(),
+                        BatchOp::Put { key, .. } if fill => tickets.push(rows.invalidate(key)),
+                        other => {
+                            rows.invalidate(other.key());
+                        }
+                    }
+                }
+                if !tickets.is_empty() {
+                    *w.row_tickets.lock() = tickets;
+                }
+            }
+        }
+        Counters::add(&self.counters.batches, written.len() as u64);
         Counters::add(&self.counters.write_groups, 1);
         if !matches!(group[0].condition, Some(Condition::Record(_))) {
             Counters::add(&self.counters.user_write_groups, 1);

@@ -409,6 +409,19 @@ options_table! {
     /// handles the index holds stay true). Meant for a cache that holds the values read
     /// soon after they are written; no effect when the value cache is off. Default false.
     (prepopulate_value_cache, with_prepopulate_value_cache, bool, false, persisted: true);
+    /// Bytes of the row cache: the newest value of recently read keys, by user key, which
+    /// answers a point read of the present with one hash lookup (no memtable, filter, index or
+    /// value-table read); RocksDB's `row_cache`. Separate from `block_cache_size`. Every write
+    /// of a key removes its entry, and a range deletion empties the cache. Reads at a snapshot
+    /// and scans neither use nor fill it; reads with `fill_cache` off use it but do not fill
+    /// it. Worth its memory when it holds the values read most: it holds whole values (a copy
+    /// of each). 0 turns it off. Default 0; at most 1 PiB.
+    (row_cache_size, with_row_cache_size, u64, 0, persisted: true);
+    /// Put every value a write sets into the row cache as the write becomes visible, in place
+    /// of removing the key's entry: reads of recently written keys are then answered from
+    /// memory from the first. Writes pay a copy of each value and an insert. No effect when the
+    /// row cache is off. Default false.
+    (prepopulate_row_cache, with_prepopulate_row_cache, bool, false, persisted: true);
     /// Compression of key-table blocks (`lz4` or `none`). Default lz4.
     (compression, with_compression, Compression, DEFAULT_COMPRESSION, persisted: true);
     /// Background threads that flush memtables. Default 1; from 1 to 64.
@@ -844,6 +857,7 @@ impl Options {
         range("bloom_bits_per_key", self.bloom_bits_per_key, 0, 64)?;
         range("block_cache_size", self.block_cache_size, 0, 1 << 50)?;
         range("value_cache_share", self.value_cache_share, 0.0, 0.9)?;
+        range("row_cache_size", self.row_cache_size, 0, 1 << 50)?;
         range("flush_threads", self.flush_threads, 1, 64)?;
         range("compaction_threads", self.compaction_threads, 1, 64)?;
         range("max_open_files", self.max_open_files, 1, 1_000_000)?;

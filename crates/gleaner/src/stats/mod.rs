@@ -185,6 +185,22 @@ pub struct CacheStats {
     /// place the value cache remembered instead of following table inheritance.
     #[serde(default)]
     pub value_place_hits: u64,
+    /// The row cache's capacity (option `row_cache_size`; 0 when it is off).
+    #[serde(default)]
+    pub row_capacity_bytes: u64,
+    /// Bytes the row cache holds now.
+    #[serde(default)]
+    pub row_usage_bytes: u64,
+    /// Point reads of the present the row cache answered.
+    #[serde(default)]
+    pub row_hits: u64,
+    /// Point reads of the present it did not (reads at a snapshot do not ask it).
+    #[serde(default)]
+    pub row_misses: u64,
+    /// Of those misses, the ones whose answer was not kept because a write of a key sharing
+    /// the key's generation slot (or a range deletion) became visible while the read ran.
+    #[serde(default)]
+    pub row_raced_fills: u64,
 }
 
 /// Writes and reads.

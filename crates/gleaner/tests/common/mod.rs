@@ -157,14 +157,28 @@ pub fn runs_gc_jobs(variant: &str) -> bool {
 /// Two entries (`+stale`, one with each `separate_at`) keep stale handles until a compaction
 /// the tree's shape asks for passes them (option `stale_handle_share` 0); the others rewrite
 /// key tables for them by default, and a reopen under the next entry turns that off or on.
+///
+/// Four entries (`+rows`, two with each `separate_at`) answer reads of the present from a
+/// small row cache ([`ROW_CACHE_BYTES`], option `row_cache_size`: it evicts), and of those one
+/// with each `separate_at` (`+warmrows`) puts every written value in as the write becomes
+/// visible (option `prepopulate_row_cache`); a reopen under the next entry turns them on or off.
 pub fn compaction_styles() -> Vec<(String, Tune)> {
     let mut out: Vec<(String, Tune)> = Vec::new();
     for write in [false, true] {
         for (i, (name, tune)) in tree_shapes().into_iter().enumerate() {
-            let warm = (i + usize::from(write)) % 2 == 1;
-            let stale = (i + 2 * usize::from(write)) % 3 == 2;
+            let w = usize::from(write);
+            let warm = (i + w) % 2 == 1;
+            let stale = (i + 2 * w) % 3 == 2;
+            let rows = (i + w) % 3 != 0;
+            let warm_rows = rows && i % 2 == 0;
             let mut name = name;
-            for (on, suffix) in [(write, "+write"), (warm, "+warm"), (stale, "+stale")] {
+            for (on, suffix) in [
+                (write, "+write"),
+                (warm, "+warm"),
+                (stale, "+stale"),
+                (rows && !warm_rows, "+rows"),
+                (warm_rows, "+warmrows"),
+            ] {
                 if on {
                     name.push_str(suffix);
                 }
@@ -184,12 +198,18 @@ pub fn compaction_styles() -> Vec<(String, Tune)> {
                     .with_separate_at(at)
                     .with_prepopulate_value_cache(warm)
                     .with_stale_handle_share(share)
+                    .with_row_cache_size(if rows { ROW_CACHE_BYTES } else { 0 })
+                    .with_prepopulate_row_cache(warm_rows)
             });
             out.push((name, tune));
         }
     }
     out
 }
+
+/// The row cache of the `+rows` and `+warmrows` shapes: 256 KiB, so that the suites' values
+/// overflow it and it evicts.
+pub const ROW_CACHE_BYTES: u64 = 256 << 10;
 
 /// The shapes of the index tree: every compaction style, and DP-KV's partitions.
 fn tree_shapes() -> Vec<(String, Tune)> {
@@ -216,8 +236,8 @@ fn tree_shapes() -> Vec<(String, Tune)> {
 /// different styles, every style runs in a suite of two combinations or more, and which
 /// combination runs which style rotates with the seed (a failure replays from its seed).
 /// `GLEANER_STYLES=all` runs every combination under every style (the full cross product);
-/// `GLEANER_STYLES=<name>` only under that one (its `+warm` and `+stale` may be left off:
-/// `tiered` names `tiered+warm`).
+/// `GLEANER_STYLES=<name>` only under that one (its `+warm`, `+stale`, `+rows` and `+warmrows`
+/// may be left off: `tiered` names `tiered+warm+rows`).
 #[allow(dead_code, reason = "the suites that rotate styles use it")]
 pub fn styles_for(seed: u64, index: usize) -> Vec<(String, Tune)> {
     let mut styles = compaction_styles();
@@ -225,8 +245,14 @@ pub fn styles_for(seed: u64, index: usize) -> Vec<(String, Tune)> {
         Some("all") => styles,
         Some(name) => {
             styles.retain(|(n, _)| {
-                let bare = n.strip_suffix("+stale").unwrap_or(n);
-                n == name || bare == name || bare.strip_suffix("+warm") == Some(name)
+                let mut bare = n.as_str();
+                for suffix in ["+warmrows", "+rows", "+stale", "+warm"] {
+                    if bare == name {
+                        break;
+                    }
+                    bare = bare.strip_suffix(suffix).unwrap_or(bare);
+                }
+                n == name || bare == name
             });
             assert!(!styles.is_empty(), "no compaction style named {name}");
             styles
