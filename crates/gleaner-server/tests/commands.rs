@@ -386,6 +386,17 @@ fn a_row_cache_serves_gets_and_never_a_stale_value() {
         "{memory}"
     );
     assert!(memory.contains("row_cache_usage_bytes:"), "{memory}");
+    let gleaner: String = redis::cmd("INFO")
+        .arg("gleaner")
+        .query(&mut c)
+        .expect("info");
+    // The second GET of each of `a` (twice after the APPEND) and `b` hit.
+    let hits = gleaner
+        .lines()
+        .find_map(|l| l.strip_prefix("row_cache_hits:"))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .expect("row_cache_hits");
+    assert!(hits >= 3, "{gleaner}");
 }
 
 #[test]

@@ -302,6 +302,8 @@ fn section_fields(shared: &Shared, db: &DbStats, section: &str) -> Vec<(&'static
                 ("gc_records_dropped", db.gc.records_dropped.to_string()),
                 ("gc_records_written", db.gc.records_written.to_string()),
                 ("gc_bytes_written", db.gc.bytes_written.to_string()),
+                ("row_cache_hits", db.cache.row_hits.to_string()),
+                ("row_cache_misses", db.cache.row_misses.to_string()),
                 ("flushes", db.compaction.flushes.to_string()),
                 ("compactions", db.compaction.compactions.to_string()),
                 ("compaction_errors", db.compaction.errors.to_string()),
