@@ -5,20 +5,27 @@
 //! every write of a key removing the key's entry.
 //!
 //! An entry is the answer a read of the present (no snapshot) gives: a value and its expiry.
-//! It stays true until the key is written again, so every write removes the key's entry after
-//! it became visible ([`RowCache::invalidate`]), and a range deletion empties the cache (with
-//! `prepopulate_row_cache` the write then puts its own value in, as a fill holding the ticket
-//! its removal returned, so a later write of the key keeps it out). A
-//! read may only put in what it found when no write of the key can have become visible during
-//! the read: a read takes a [`Ticket`] — the generation of the key's slot — before it loads
-//! the state it reads, and a write moves its keys' slots to the next generation before it
-//! removes their entries. [`RowCache::fill`] inserts, then checks the generation again and
-//! removes what it inserted if it moved. Why that is enough: a write the read did not see was
-//! installed after the read loaded its state, so after the ticket, and it bumps the slot after
-//! that. Either the fill's check sees the bump (and removes the entry), or the check came
-//! first in the slot's order, so the insert did too, and the write's removal, which follows its
-//! bump, removes the entry. A slot serves many keys: a write of any of them only costs a
-//! concurrent read of another its fill.
+//! It must never be older than what any read could see since, so a write *brackets* its
+//! publication. Before the write becomes visible, [`RowCache::begin_write`] marks the key's
+//! slot written (its generation moves on and its count of writes in progress goes up) and
+//! removes the key's entry; after, [`RowCache::end_write`] moves the generation on again and
+//! takes the count back down. A range deletion does the same to every slot and empties the
+//! cache. While a key's write is in progress no entry of it is cached, so a read answers from
+//! the tables, as a read at a snapshot or a scan would: no read sees the old value after
+//! another saw the new one.
+//!
+//! A read that misses may put in what it found only if no write of the key began while it
+//! ran: it takes a [`Ticket`] — its key's slot generation — before it loads the state it
+//! reads, and [`RowCache::fill`] inserts only if the slot is still at that generation with no
+//! write in progress, checked and inserted holding the slot's lock, which `begin_write` takes
+//! too. A write the read did not see was published after the read loaded its state, so it
+//! ends after the ticket, and it began before it was published: either its `begin_write` came
+//! after the fill in the slot's lock order, and removed the entry before the write became
+//! visible, or before, and the fill finds the write still in progress or the slot moved on by
+//! its end. With `prepopulate_row_cache` a write puts its
+//! own value in the same way, with the ticket `end_write` returned: a later write of the key
+//! moves the slot on and keeps that older value out. A slot serves many keys: a write of any
+//! of them only costs a concurrent read of another its fill.
 //!
 //! Expiry is judged at each hit against the read's time, as a read of the tables would judge
 //! the version. Compaction and GC never change what a read of the present returns (they move
@@ -28,12 +35,22 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
-/// Generation slots: keys hash to one of these many. A write of any key of a slot makes a
-/// concurrent read of another key of it skip its fill, so there are many; 4,096 × 8 bytes.
+/// Slots: keys hash to one of these many. A write of any key of a slot makes a concurrent read
+/// of another key of it skip its fill, so there are many; 4,096 of 24 bytes or so.
 const SLOTS: usize = 4096;
+
+/// A slot's state, under its lock.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Moves on as each write of one of the slot's keys begins and ends.
+    generation: u64,
+    /// Writes of the slot's keys begun and not yet ended.
+    writing: u32,
+}
 
 /// Bytes an entry costs beyond its key and value, roughly (the map's slot, the key's and the
 /// value's buffers' headers and reference counts).
@@ -71,7 +88,7 @@ pub struct Ticket {
 /// The newest values of recently read keys, within a byte budget.
 pub struct RowCache {
     cache: Cache<Bytes, Row, RowWeighter>,
-    generations: Box<[AtomicU64]>,
+    slots: Box<[Mutex<Slot>]>,
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -96,7 +113,7 @@ impl RowCache {
         let items = (capacity / TYPICAL_ENTRY_SIZE).clamp(16, 1 << 22) as usize;
         RowCache {
             cache: Cache::with_weighter(items, capacity, RowWeighter),
-            generations: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..SLOTS).map(|_| Mutex::new(Slot::default())).collect(),
             capacity,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -124,61 +141,76 @@ impl RowCache {
     /// [`RowCache::fill`] with what it found.
     pub fn ticket(&self, key: &[u8]) -> Ticket {
         let slot = Self::slot(key);
-        Ticket {
-            slot,
-            generation: self.generations[slot].load(Ordering::SeqCst),
-        }
+        let generation = self.slots[slot].lock().generation;
+        Ticket { slot, generation }
     }
 
-    /// Puts in `row`, what a read of the present holding `ticket` found for `key`, unless a
-    /// write of `key`'s slot became visible since the ticket was taken.
+    /// Puts in `row`, what a read of the present holding `ticket` found for `key` (or a
+    /// write's own value, with the ticket [`RowCache::end_write`] returned), unless a write
+    /// of `key`'s slot began since the ticket was taken or is in progress.
     pub fn fill(&self, key: &[u8], ticket: Ticket, row: Row) {
-        self.fill_racing(key, ticket, row, || {});
-    }
-
-    /// [`RowCache::fill`], running `between` after the first check of the generation and
-    /// before the insert: where a test puts the write that races it.
-    fn fill_racing(&self, key: &[u8], ticket: Ticket, row: Row, between: impl FnOnce()) {
-        let generation = &self.generations[ticket.slot];
-        if generation.load(Ordering::SeqCst) != ticket.generation {
+        let slot = self.slots[ticket.slot].lock();
+        if slot.generation != ticket.generation || slot.writing > 0 {
             self.raced_fills.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        between();
+        // Under the slot's lock: no write of the key can begin between the check and the
+        // insert.
         self.cache.insert(Bytes::copy_from_slice(key), row);
-        if generation.load(Ordering::SeqCst) != ticket.generation {
-            // A write raced the insert: the entry may predate it. (Removing a newer read's
-            // entry for the same key only costs that read's next hit.)
-            self.cache.remove(key);
-            self.raced_fills.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Called for each key a write writes, before the write becomes visible: marks the key's
+    /// slot written and removes the key's entry. Each call is matched by one
+    /// [`RowCache::end_write`] once the write is visible.
+    pub fn begin_write(&self, key: &[u8]) {
+        let mut slot = self.slots[Self::slot(key)].lock();
+        slot.generation += 1;
+        slot.writing += 1;
+        self.cache.remove(key);
+    }
+
+    /// Called for each key a write wrote, after the write became visible: ends the write
+    /// [`RowCache::begin_write`] began. Returns the ticket of the slot's new generation, with
+    /// which the write may put its own value in ([`RowCache::fill`]; option
+    /// `prepopulate_row_cache`): a later write of the slot keeps that put out.
+    pub fn end_write(&self, key: &[u8]) -> Ticket {
+        let index = Self::slot(key);
+        let mut slot = self.slots[index].lock();
+        debug_assert!(slot.writing > 0, "end_write without begin_write");
+        slot.generation += 1;
+        slot.writing -= 1;
+        Ticket {
+            slot: index,
+            generation: slot.generation,
         }
     }
 
-    /// Called for each key a write wrote, after the write became visible: moves the key's slot
-    /// to the next generation, then removes the key's entry. Returns the ticket of the slot's
-    /// new generation, with which the write may put its own value in ([`RowCache::fill`];
-    /// option `prepopulate_row_cache`): a later write of the slot makes that put skip or undo
-    /// itself, so it never replaces a newer value.
-    pub fn invalidate(&self, key: &[u8]) -> Ticket {
-        let slot = Self::slot(key);
-        let generation = self.generations[slot].fetch_add(1, Ordering::SeqCst) + 1;
-        self.cache.remove(key);
-        Ticket { slot, generation }
+    /// [`RowCache::begin_write`] for a write that may change many keys (a range deletion):
+    /// every slot is marked written, then the cache is emptied (no fill can insert while
+    /// every slot is).
+    pub fn begin_write_all(&self) {
+        for slot in self.slots.iter() {
+            let mut slot = slot.lock();
+            slot.generation += 1;
+            slot.writing += 1;
+        }
+        self.cache.clear();
+    }
+
+    /// Ends what [`RowCache::begin_write_all`] began, after the write became visible.
+    pub fn end_write_all(&self) {
+        for slot in self.slots.iter() {
+            let mut slot = slot.lock();
+            debug_assert!(slot.writing > 0, "end_write_all without begin_write_all");
+            slot.generation += 1;
+            slot.writing -= 1;
+        }
     }
 
     /// Drops `key`'s entry, found expired: no read will take it again, and it would hold its
     /// memory until evicted. (Should a write have just replaced it, the next read misses.)
     pub fn forget(&self, key: &[u8]) {
         self.cache.remove(key);
-    }
-
-    /// Called after a write that may change many keys (a range deletion) became visible:
-    /// every slot moves to the next generation, then the cache is emptied.
-    pub fn invalidate_all(&self) {
-        for generation in self.generations.iter() {
-            generation.fetch_add(1, Ordering::SeqCst);
-        }
-        self.cache.clear();
     }
 
     /// The cache's budget in bytes.
@@ -219,6 +251,12 @@ mod tests {
         }
     }
 
+    /// A write as the write queue brackets it: begun before it is visible, ended after.
+    fn write(c: &RowCache, key: &[u8]) -> Ticket {
+        c.begin_write(key);
+        c.end_write(key)
+    }
+
     #[test]
     fn a_fill_answers_until_the_key_is_written() {
         let c = RowCache::new(1 << 20);
@@ -226,7 +264,7 @@ mod tests {
         let t = c.ticket(b"k");
         c.fill(b"k", t, row(b"v"));
         assert_eq!(c.get(b"k"), Some(row(b"v")));
-        c.invalidate(b"k");
+        write(&c, b"k");
         assert_eq!(c.get(b"k"), None);
         assert_eq!((c.hits(), c.misses()), (1, 2));
     }
@@ -235,8 +273,8 @@ mod tests {
     fn a_write_during_the_read_keeps_its_fill_out() {
         let c = RowCache::new(1 << 20);
         let t = c.ticket(b"k");
-        // The write becomes visible while the read runs, after its ticket.
-        c.invalidate(b"k");
+        // The write begins and ends while the read runs, after its ticket.
+        write(&c, b"k");
         c.fill(b"k", t, row(b"old"));
         assert_eq!(c.get(b"k"), None);
         assert_eq!(c.raced_fills(), 1);
@@ -247,28 +285,45 @@ mod tests {
     }
 
     #[test]
-    fn a_write_between_the_check_and_the_insert_undoes_the_fill() {
+    fn while_a_write_is_in_progress_its_key_is_neither_answered_nor_filled() {
         let c = RowCache::new(1 << 20);
         let t = c.ticket(b"k");
-        c.fill_racing(b"k", t, row(b"old"), || {
-            c.invalidate(b"k");
-        });
+        c.fill(b"k", t, row(b"old"));
+        let before = c.ticket(b"k");
+        c.begin_write(b"k");
+        // Between begin and end the write is being published: reads answer from the tables,
+        // and whatever they found stays out, whenever their ticket was taken.
+        assert_eq!(c.get(b"k"), None, "the old value went at begin");
+        let during = c.ticket(b"k");
+        c.fill(b"k", before, row(b"old"));
+        c.fill(b"k", during, row(b"old or new"));
         assert_eq!(c.get(b"k"), None);
-        assert_eq!(c.raced_fills(), 1);
-        // The same with a write that puts its value: the fill's undo may remove it, but never
-        // leaves the older value.
-        let t = c.ticket(b"k");
-        c.fill_racing(b"k", t, row(b"old"), || {
-            let w = c.invalidate(b"k");
-            c.fill(b"k", w, row(b"new"));
-        });
-        assert_ne!(c.get(b"k"), Some(row(b"old")));
-        // A write's put whose slot a later write moved on stays out.
-        let first = c.invalidate(b"k");
-        let second = c.invalidate(b"k");
+        let after = c.end_write(b"k");
+        c.fill(b"k", during, row(b"old or new"));
+        assert_eq!(c.get(b"k"), None, "a ticket taken during the write is stale");
+        c.fill(b"k", after, row(b"new"));
+        assert_eq!(c.get(b"k"), Some(row(b"new")));
+        assert_eq!(c.raced_fills(), 3);
+    }
+
+    #[test]
+    fn a_writes_put_behind_a_later_write_stays_out() {
+        let c = RowCache::new(1 << 20);
+        let first = write(&c, b"k");
+        let second = write(&c, b"k");
         c.fill(b"k", second, row(b"newer"));
         c.fill(b"k", first, row(b"older"));
         assert_eq!(c.get(b"k"), Some(row(b"newer")));
+        // One group writing the key twice: both begin, the group is published, both end. The
+        // first put is left out (its ticket is stale at once); the last one's value stays.
+        c.begin_write(b"k");
+        c.begin_write(b"k");
+        assert_eq!(c.get(b"k"), None);
+        let earlier = c.end_write(b"k");
+        let last = c.end_write(b"k");
+        c.fill(b"k", last, row(b"last"));
+        c.fill(b"k", earlier, row(b"earlier"));
+        assert_eq!(c.get(b"k"), Some(row(b"last")));
     }
 
     #[test]
@@ -279,11 +334,18 @@ mod tests {
             c.fill(k, t, row(b"v"));
         }
         let t = c.ticket(b"c");
-        c.invalidate_all();
+        c.begin_write_all();
         assert_eq!(c.get(b"a"), None);
         assert_eq!(c.get(b"b"), None);
+        let during = c.ticket(b"d");
+        c.fill(b"d", during, row(b"v"));
+        assert_eq!(c.get(b"d"), None, "no fill while the deletion is in progress");
+        c.end_write_all();
         c.fill(b"c", t, row(b"v"));
         assert_eq!(c.get(b"c"), None);
+        let t = c.ticket(b"c");
+        c.fill(b"c", t, row(b"v"));
+        assert_eq!(c.get(b"c"), Some(row(b"v")));
     }
 
     #[test]

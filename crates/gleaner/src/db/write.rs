@@ -44,8 +44,8 @@ pub(super) struct Writer {
     may_wait: bool,
     done: Mutex<Option<Result<()>>>,
     /// With `prepopulate_row_cache`, the tickets of the batch's puts in order, which the
-    /// leader took as it removed their keys' entries; the writer puts the values in itself,
-    /// outside the write queue ([`DbInner::put_rows`]).
+    /// leader took as it ended their keys' writes in the row cache; the writer puts the
+    /// values in itself, outside the write queue ([`DbInner::put_rows`]).
     row_tickets: Mutex<Vec<Ticket>>,
 }
 
@@ -367,9 +367,9 @@ impl DbInner {
     /// With `prepopulate_row_cache`, puts the values of `w`'s batch into the row cache once
     /// the batch is applied, before the write returns, and outside the write queue (the
     /// copies and inserts run on the writers' threads, beside the next group's commit). Each
-    /// put holds the ticket its leader took as it removed the key's entry: a later write of a
-    /// key of the same slot moved the slot on, and the put then skips or undoes itself, so
-    /// an older value never replaces a newer one (cache/row_cache.rs).
+    /// put holds the ticket its leader's end of the key's write returned: a later write of a
+    /// key of the same slot moved the slot on, and the put then stays out, so an older value
+    /// never replaces a newer one (cache/row_cache.rs).
     fn put_rows(&self, w: &Writer) {
         let (Some(rows), Some(batch)) = (&self.row_cache, &w.batch) else {
             return;
@@ -547,6 +547,16 @@ impl DbInner {
             self.set_bg_error(e.clone());
             return Err(e);
         }
+        // From here to the publication nothing fails. The row cache drops the group's keys
+        // and takes no fill of them until they are published (cache/row_cache.rs).
+        if let Some(rows) = &self.row_cache {
+            for op in batches.iter().flat_map(|b| b.iter().flatten()) {
+                match op {
+                    BatchOp::DeleteRange { .. } => rows.begin_write_all(),
+                    other => rows.begin_write(other.key()),
+                }
+            }
+        }
         let mut seq = first_seq;
         for b in &written {
             for op in b.iter().flatten() {
@@ -565,21 +575,20 @@ impl DbInner {
         debug_assert_eq!(seq, first_seq + count);
         self.visible_seq.store(seq - 1, Ordering::Release);
         if let Some(rows) = &self.row_cache {
-            // After the write became visible: a read that fills from here on sees it, and no
-            // write of the group is acknowledged before its keys' entries are gone
-            // (cache/row_cache.rs). With `prepopulate_row_cache`, each writer then puts its
-            // values in with the tickets taken here ([`DbInner::put_rows`]); a carried batch
-            // (a handle update) has no values.
+            // Published: the row cache may take fills of the group's keys again, from reads
+            // that began after this. With `prepopulate_row_cache`, each writer then puts its
+            // values in with the tickets the ends return ([`DbInner::put_rows`]); a carried
+            // batch (a handle update) has no values.
             let fill = self.opts.prepopulate_row_cache() && carried.is_none();
             let writers = group.iter().filter(|w| w.batch.is_some());
             for (b, w) in batches.iter().zip(writers) {
                 let mut tickets = Vec::new();
                 for op in b.iter().flatten() {
                     match op {
-                        BatchOp::DeleteRange { .. } => rows.invalidate_all(),
-                        BatchOp::Put { key, .. } if fill => tickets.push(rows.invalidate(key)),
+                        BatchOp::DeleteRange { .. } => rows.end_write_all(),
+                        BatchOp::Put { key, .. } if fill => tickets.push(rows.end_write(key)),
                         other => {
-                            rows.invalidate(other.key());
+                            rows.end_write(other.key());
                         }
                     }
                 }

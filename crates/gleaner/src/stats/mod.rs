@@ -198,7 +198,9 @@ pub struct CacheStats {
     #[serde(default)]
     pub row_misses: u64,
     /// Of those misses, the ones whose answer was not kept because a write of a key sharing
-    /// the key's generation slot (or a range deletion) became visible while the read ran.
+    /// the key's slot (or a range deletion) began while the read ran; with
+    /// `prepopulate_row_cache`, also writes' own values left out because a later write of
+    /// the slot began before they were put in.
     #[serde(default)]
     pub row_raced_fills: u64,
 }
