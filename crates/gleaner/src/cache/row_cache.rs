@@ -92,7 +92,7 @@ pub struct RowCache {
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
-    /// Fills undone because a write of the slot became visible during the read.
+    /// Fills left out because a write of the slot began during the read, or was in progress.
     raced_fills: AtomicU64,
 }
 
@@ -251,6 +251,12 @@ mod tests {
         }
     }
 
+    /// A read that misses and fills at once, with no write in between.
+    fn read(c: &RowCache, key: &[u8], found: Row) {
+        let t = c.ticket(key);
+        c.fill(key, t, found);
+    }
+
     /// A write as the write queue brackets it: begun before it is visible, ended after.
     fn write(c: &RowCache, key: &[u8]) -> Ticket {
         c.begin_write(key);
@@ -261,8 +267,7 @@ mod tests {
     fn a_fill_answers_until_the_key_is_written() {
         let c = RowCache::new(1 << 20);
         assert_eq!(c.get(b"k"), None);
-        let t = c.ticket(b"k");
-        c.fill(b"k", t, row(b"v"));
+        read(&c, b"k", row(b"v"));
         assert_eq!(c.get(b"k"), Some(row(b"v")));
         write(&c, b"k");
         assert_eq!(c.get(b"k"), None);
@@ -279,16 +284,14 @@ mod tests {
         assert_eq!(c.get(b"k"), None);
         assert_eq!(c.raced_fills(), 1);
         // A read that starts after the write fills.
-        let t = c.ticket(b"k");
-        c.fill(b"k", t, row(b"new"));
+        read(&c, b"k", row(b"new"));
         assert_eq!(c.get(b"k"), Some(row(b"new")));
     }
 
     #[test]
     fn while_a_write_is_in_progress_its_key_is_neither_answered_nor_filled() {
         let c = RowCache::new(1 << 20);
-        let t = c.ticket(b"k");
-        c.fill(b"k", t, row(b"old"));
+        read(&c, b"k", row(b"old"));
         let before = c.ticket(b"k");
         c.begin_write(b"k");
         // Between begin and end the write is being published: reads answer from the tables,
@@ -330,8 +333,7 @@ mod tests {
     fn a_range_deletion_empties_the_cache_and_stops_every_read_in_flight() {
         let c = RowCache::new(1 << 20);
         for k in [b"a", b"b"] {
-            let t = c.ticket(k);
-            c.fill(k, t, row(b"v"));
+            read(&c, k, row(b"v"));
         }
         let t = c.ticket(b"c");
         c.begin_write_all();
@@ -343,8 +345,7 @@ mod tests {
         c.end_write_all();
         c.fill(b"c", t, row(b"v"));
         assert_eq!(c.get(b"c"), None);
-        let t = c.ticket(b"c");
-        c.fill(b"c", t, row(b"v"));
+        read(&c, b"c", row(b"v"));
         assert_eq!(c.get(b"c"), Some(row(b"v")));
     }
 
@@ -353,8 +354,7 @@ mod tests {
         let c = RowCache::new(64 << 10);
         for i in 0..1000u32 {
             let k = i.to_be_bytes();
-            let t = c.ticket(&k);
-            c.fill(&k, t, row(&[7; 1024]));
+            read(&c, &k, row(&[7; 1024]));
         }
         assert!(c.usage_bytes() <= 64 << 10, "{}", c.usage_bytes());
         assert!(c.usage_bytes() > 0);

@@ -18,8 +18,8 @@ use crate::value::ValueHandle;
 
 /// How a point read goes on once begun.
 enum PointRead {
-    /// The row cache answered.
-    Cached(Row),
+    /// The row cache answered: the row, or `None` when it had expired (and was dropped).
+    Cached(Option<Row>),
     /// The read looks the key up in `sv` at `seq`, reading key tables as `ctx` says; with a
     /// ticket, it fills the row cache with what it finds.
     Tables {
@@ -70,7 +70,8 @@ impl DbInner {
     }
 
     /// Starts a point read of `key` with `opts`: checks the key, counts the read (and tells
-    /// the hotness detector of it), and returns the row cache's answer when it has one, else
+    /// the hotness detector of it), and returns the row cache's answer when it has one (an
+    /// expired row reads as absent and is dropped), else
     /// the state the read reads, how it reads key tables, and the ticket a fill of the row
     /// cache needs (taken before the state is loaded: cache/row_cache.rs).
     fn begin_point_read(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<PointRead> {
@@ -87,8 +88,12 @@ impl DbInner {
         // Only a read of the present may use the row cache: its entries are the newest
         // versions.
         let rows = self.row_cache.as_ref().filter(|_| opts.snapshot.is_none());
-        if let Some(row) = rows.and_then(|r| r.get(key)) {
-            return Ok(PointRead::Cached(row));
+        if let Some((rows, row)) = rows.and_then(|r| Some((r, r.get(key)?))) {
+            if self.expired_for(row.expiry_ms, opts) {
+                rows.forget(key);
+                return Ok(PointRead::Cached(None));
+            }
+            return Ok(PointRead::Cached(Some(row)));
         }
         let ticket = rows.filter(|_| opts.fill_cache).map(|r| r.ticket(key));
         let (sv, seq) = self.read_state(opts);
@@ -111,13 +116,6 @@ impl DbInner {
         })
     }
 
-    /// Drops the row cache's entry for `key`, which a read found expired.
-    fn forget_row(&self, key: &[u8]) {
-        if let Some(rows) = &self.row_cache {
-            rows.forget(key);
-        }
-    }
-
     /// True (and counted) when a version with `expiry` has expired for a read with `opts`. The
     /// clock is read only for a version that expires.
     fn expired_for(&self, expiry: Option<u64>, opts: &ReadOptions<'_>) -> bool {
@@ -138,13 +136,9 @@ impl DbInner {
     pub(super) fn get_entry(&self, key: &[u8], opts: &ReadOptions<'_>) -> Result<Option<Entry>> {
         let (sv, seq, ctx, ticket) = match self.begin_point_read(key, opts)? {
             PointRead::Cached(row) => {
-                if self.expired_for(row.expiry_ms, opts) {
-                    self.forget_row(key);
-                    return Ok(None);
-                }
-                return Ok(Some(Entry {
-                    value: row.value,
-                    expiry_ms: row.expiry_ms,
+                return Ok(row.map(|r| Entry {
+                    value: r.value,
+                    expiry_ms: r.expiry_ms,
                 }));
             }
             PointRead::Tables {
@@ -159,22 +153,27 @@ impl DbInner {
         if self.expired_for(expiry_ms, opts) {
             return Ok(None);
         }
-        let value = match found {
-            Some(Lookup::Value { value, .. }) => value,
+        let (value, separated) = match found {
+            Some(Lookup::Value { value, .. }) => (value, false),
             Some(Lookup::Handle {
                 handle, record_seq, ..
-            }) => self.read_separated(sv, key, handle, record_seq, opts)?,
+            }) => (
+                self.read_separated(sv, key, handle, record_seq, opts)?,
+                true,
+            ),
             Some(Lookup::Deleted) | None => return Ok(None),
         };
         if let (Some(rows), Some(ticket)) = (&self.row_cache, ticket) {
-            // A copy of the value alone: what it was read as is a view of a larger buffer (its
-            // block, memtable entry or record, rounded up by the allocator), which kept would
-            // hold more memory than the cache counts.
-            let row = Row {
-                value: Bytes::copy_from_slice(&value),
-                expiry_ms,
+            // An inline value has a buffer of its own (its memtable entry's, or a copy out of
+            // its block) and is shared. A separated value is a view of the record it was read
+            // in, header and key included and rounded up by the allocator: kept, that buffer
+            // would hold more memory than the cache counts, so the value alone is copied.
+            let value = if separated {
+                Bytes::copy_from_slice(&value)
+            } else {
+                value.clone()
             };
-            rows.fill(key, ticket, row);
+            rows.fill(key, ticket, Row { value, expiry_ms });
         }
         Ok(Some(Entry { value, expiry_ms }))
     }
@@ -187,13 +186,7 @@ impl DbInner {
         opts: &ReadOptions<'_>,
     ) -> Result<Option<Option<u64>>> {
         let (sv, seq, ctx) = match self.begin_point_read(key, opts)? {
-            PointRead::Cached(row) => {
-                if self.expired_for(row.expiry_ms, opts) {
-                    self.forget_row(key);
-                    return Ok(None);
-                }
-                return Ok(Some(row.expiry_ms));
-            }
+            PointRead::Cached(row) => return Ok(row.map(|r| r.expiry_ms)),
             PointRead::Tables { sv, seq, ctx, .. } => (sv, seq, ctx),
         };
         let Some(found) = sv.get_key(&self.tables, key, seq, ctx)? else {

@@ -521,9 +521,13 @@ impl DbInner {
         let mut user_bytes = separated.as_ref().map_or(0, |(_, bytes)| *bytes);
         // What the log and the memtable get; `batches` keeps the user's values for the row
         // cache.
-        let written = match &separated {
-            Some((b, _)) => vec![b],
-            None => batches.clone(),
+        let separated_one;
+        let written: &[&WriteBatch] = match &separated {
+            Some((b, _)) => {
+                separated_one = [b];
+                &separated_one
+            }
+            None => &batches,
         };
         let mut header = [0u8; BATCH_HEADER_LEN];
         header[..8].copy_from_slice(&first_seq.to_le_bytes());
@@ -558,7 +562,7 @@ impl DbInner {
             }
         }
         let mut seq = first_seq;
-        for b in &written {
+        for b in written {
             for op in b.iter().flatten() {
                 mem.apply(seq, &op);
                 user_bytes += match op {
